@@ -1,0 +1,38 @@
+"""Full-precision (``"32-true"``) behaviour; subclasses change dtype, autocast or loss scaling."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class Precision:
+    """Owns autocast, loss scaling and module dtype conversion; picks no devices."""
+
+    name = "32-true"
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
+        return optimizer.step(closure=closure)
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        """Make ``.grad`` hold true gradients before clipping (only loss scaling needs work here)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"

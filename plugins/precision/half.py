@@ -1,0 +1,78 @@
+"""Mixed and true half/double precision: autocast (+ a GradScaler for fp16) or a cast module."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from plugins.precision.base import Precision
+
+
+class MixedPrecision(Precision):
+    """``"16-mixed"`` / ``"bf16-mixed"``: weights stay fp32, ops run under autocast."""
+
+    def __init__(self, precision: str = "bf16-mixed", device_type: str = "cpu") -> None:
+        if precision not in ("16-mixed", "bf16-mixed"):
+            raise ValueError(f"MixedPrecision(precision={precision!r}): expected '16-mixed' or 'bf16-mixed'.")
+        self.name = precision
+        self.device_type = device_type
+        self.dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
+        needs_scaler = precision == "16-mixed" and device_type != "cpu"
+        self.scaler = torch.amp.GradScaler(device_type) if needs_scaler else None
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
+        if self.scaler is None:
+            return optimizer.step(closure=closure)
+        result = closure()  # the scaler cannot step with a closure: run it first
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        return result
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scaler": self.scaler.state_dict()} if self.scaler is not None else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.scaler is not None and "scaler" in state_dict:
+            self.scaler.load_state_dict(state_dict["scaler"])
+
+
+class TruePrecision(Precision):
+    """``"bf16-true"`` / ``"16-true"`` / ``"64-true"``: the module's parameters are cast."""
+
+    _DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
+
+    def __init__(self, precision: str = "64-true") -> None:
+        if precision not in self._DTYPES:
+            raise ValueError(f"TruePrecision(precision={precision!r}): expected one of {sorted(self._DTYPES)}.")
+        self.name = precision
+        self.dtype = self._DTYPES[precision]
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module.to(dtype=self.dtype)
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        return _default_dtype(self.dtype)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    """New float tensors made inside the step (e.g. ``torch.zeros``) follow the module's dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)

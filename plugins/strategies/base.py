@@ -1,0 +1,165 @@
+"""The Strategy interface: every way of spreading work over processes fits behind it.
+
+How each strategy maps onto it:
+
+- single device: ``setup_module`` moves the module to the device; collectives are identities.
+- DDP: ``setup_module`` wraps in ``DistributedDataParallel``; ``no_backward_sync`` is DDP's ``no_sync``
+  on accumulation steps; ``distributed_sampler_kwargs`` shards data; collectives use the process group.
+- FSDP (+ tensor parallel): ``setup_module`` applies ``fully_shard``/``parallelize_module`` over a
+  ``DeviceMesh``; ``module_state_dict``/``load_module_state_dict`` and the optimizer counterparts
+  speak the sharded layout; ``clip_gradients`` computes the norm over shards.
+- pipeline parallel: ``training_step_override`` runs forward/backward over micro-batches through the
+  stages and returns the loss, so the Trainer still sees "a step that returns a loss".
+- Horovod: ``setup_optimizers`` wraps in ``hvd.DistributedOptimizer``; collectives are ``hvd.*``.
+
+The Trainer never branches on a strategy's name; it only calls these methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from plugins.accelerators.base import Accelerator
+from plugins.precision.base import Precision
+
+
+class Strategy:
+    """Single-process defaults; distributed strategies override what differs."""
+
+    name = ""
+
+    def __init__(
+        self, accelerator: Accelerator | None = None, precision: Precision | None = None
+    ) -> None:
+        self.accelerator = accelerator
+        self.precision = precision or Precision()
+        self.module: torch.nn.Module | None = None
+
+    # --- who am I -------------------------------------------------------------------------------
+    @property
+    def root_device(self) -> torch.device:
+        raise NotImplementedError
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def global_rank(self) -> int:
+        return 0
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int]:
+        """How the Trainer shards data: ``num_replicas`` and ``rank``."""
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        """Create process groups, select the device. Called once before anything else."""
+        if self.accelerator is not None:
+            self.accelerator.setup_device(self.root_device)
+
+    def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""
+        module = self.precision.convert_module(module).to(self.root_device)
+        self.module = module
+        return module
+
+    def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+        return optimizers
+
+    def teardown(self) -> None:
+        if self.accelerator is not None:
+            self.accelerator.teardown()
+
+    # --- one step -------------------------------------------------------------------------------
+    def batch_to_device(self, batch: Any) -> Any:
+        device = self.root_device
+        if isinstance(batch, torch.Tensor):
+            return batch.to(device, non_blocking=True)
+        if type(batch) in (list, tuple) and all(isinstance(b, torch.Tensor) for b in batch):
+            return type(batch)(b.to(device, non_blocking=True) for b in batch)  # fast path, no recursion
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        return apply_to_collection(batch, torch.Tensor, lambda t: t.to(device, non_blocking=True))
+
+    def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
+        """The callable that runs ``module.<name>`` (e.g. ``training_step``) the way this strategy needs.
+
+        Looked up once per loop, so a strategy may wrap (DDP's forward, autocast) without per-step lookups;
+        full precision gets the bare bound method.
+        """
+        fn = getattr(module, name)
+        if type(self.precision).forward_context is Precision.forward_context:
+            return fn
+        precision = self.precision
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with precision.forward_context():
+                return fn(*args, **kwargs)
+
+        return run
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.precision.backward(loss)
+
+    def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
+        """Skip gradient synchronisation for accumulation steps (DDP's ``no_sync``)."""
+        return contextlib.nullcontext()
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
+        return self.precision.optimizer_step(optimizer, closure)
+
+    def clip_gradients(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float, algorithm: str
+    ) -> None:
+        self.precision.unscale_gradients(optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if algorithm == "norm":
+            torch.nn.utils.clip_grad_norm_(params, value)
+        else:
+            torch.nn.utils.clip_grad_value_(params, value)
+
+    # --- collectives (identities for one process) -----------------------------------------------
+    def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.unsqueeze(0)
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+    def barrier(self, name: str | None = None) -> None: ...
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """Agree on a decision across ranks: ``all`` (every rank says yes) or any."""
+        return decision
+
+    # --- state layout ---------------------------------------------------------------------------
+    def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
+        return module.state_dict()
+
+    def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any], strict: bool = True) -> None:
+        module.load_state_dict(state, strict=strict)
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+        optimizer.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"

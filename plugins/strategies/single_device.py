@@ -1,0 +1,26 @@
+"""Everything in one process on one device."""
+
+from __future__ import annotations
+
+import torch
+
+from plugins.accelerators.base import Accelerator
+from plugins.precision.base import Precision
+from plugins.strategies.base import Strategy
+
+
+class SingleDeviceStrategy(Strategy):
+    name = "single_device"
+
+    def __init__(
+        self,
+        device: str | torch.device = "cpu",
+        accelerator: Accelerator | None = None,
+        precision: Precision | None = None,
+    ) -> None:
+        super().__init__(accelerator=accelerator, precision=precision)
+        self._device = torch.device(device)
+
+    @property
+    def root_device(self) -> torch.device:
+        return self._device

@@ -1,0 +1,61 @@
+"""The Trainer's callback list: the user's, plus the defaults its flags ask for, checkpointing last."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.callbacks.base import Callback
+from trainer.errors import MisconfigurationError
+
+
+def _as_callbacks(value: Any, where: str) -> list[Callback]:
+    items = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+    for cb in items:
+        if not isinstance(cb, Callback):
+            raise MisconfigurationError(f"{where} got {type(cb).__name__}, which is not a trainer.callbacks.Callback.")
+    return items
+
+
+def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
+    """Checkpointing runs after every other callback so saved states are current."""
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+
+    return [c for c in callbacks if not isinstance(c, ModelCheckpoint)] + [
+        c for c in callbacks if isinstance(c, ModelCheckpoint)
+    ]
+
+
+def default_callbacks(
+    user: Any, enable_checkpointing: bool | None, enable_progress_bar: bool | None,
+    enable_model_summary: bool | None, fast_dev_run: bool,
+) -> list[Callback]:
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+    from trainer.callbacks.model_summary import ModelSummary
+    from trainer.callbacks.progress import ProgressBar
+
+    callbacks = _as_callbacks(user, "Trainer(callbacks=...)")
+    has = lambda kind: any(isinstance(c, kind) for c in callbacks)  # noqa: E731
+    if enable_checkpointing is False and has(ModelCheckpoint):
+        raise MisconfigurationError(
+            "Trainer(enable_checkpointing=False) but callbacks include a ModelCheckpoint; remove one of the two."
+        )
+    if enable_checkpointing is not False and not fast_dev_run and not has(ModelCheckpoint):
+        callbacks.append(ModelCheckpoint())
+    if enable_progress_bar is False and has(ProgressBar):
+        raise MisconfigurationError(
+            "Trainer(enable_progress_bar=False) but callbacks include a ProgressBar; remove one of the two."
+        )
+    if enable_progress_bar is not False and not has(ProgressBar):
+        callbacks.append(ProgressBar())
+    if enable_model_summary is not False and not fast_dev_run and not has(ModelSummary):
+        callbacks.append(ModelSummary())
+    return _checkpoint_last(callbacks)
+
+
+def merge_module_callbacks(callbacks: list[Callback], from_module: Any) -> list[Callback]:
+    """``Module.configure_callbacks()`` replaces Trainer callbacks of the same type, as in Lightning."""
+    extra = _as_callbacks(from_module, "configure_callbacks()")
+    if not extra:
+        return callbacks
+    kinds = {type(c) for c in extra}
+    return _checkpoint_last([c for c in callbacks if type(c) not in kinds] + extra)

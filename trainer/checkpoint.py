@@ -1,0 +1,103 @@
+"""Checkpoint files: atomic writes, loading as data only, RNG state capture.
+
+A checkpoint is data, never code: it is read with ``torch.load(weights_only=True)``, so a file crafted
+to run code when unpickled is refused instead of executed.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.errors import MisconfigurationError
+
+CHECKPOINT_KEYS = ("state_dict", "loops")
+
+
+def atomic_save(obj: Any, path: str | os.PathLike) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename: a crash leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a Relay checkpoint onto the CPU; a clear error if it is missing, foreign or unsafe."""
+    path = Path(path)
+    if not path.is_file():
+        raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise MisconfigurationError(
+            f"ckpt_path={str(path)!r} was refused: it holds objects other than plain data (tensors, numbers, "
+            f"strings, containers), which could run code when loaded. Details: {str(err).splitlines()[0]}"
+        ) from None
+    except Exception as err:  # not a torch file at all
+        raise MisconfigurationError(
+            f"ckpt_path={str(path)!r} is not a checkpoint torch can read: {type(err).__name__}: {err}"
+        ) from None
+    if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
+        keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
+        raise MisconfigurationError(
+            f"ckpt_path={str(path)!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found {keys}."
+        )
+    return dict(checkpoint)
+
+
+def plain_data(value: Any) -> Any:
+    """Hyperparameters as data a ``weights_only`` load accepts: anything else becomes its repr."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(v) for v in value]
+    return repr(value)
+
+
+def rng_states() -> dict[str, Any]:
+    states: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy as np
+
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        states["numpy"] = [kind, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(gauss)]
+    except ImportError:
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: Mapping[str, Any]) -> None:
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(states["torch"])
+    if "numpy" in states:
+        import numpy as np
+
+        kind, keys, pos, has_gauss, gauss = states["numpy"]
+        np.random.set_state((kind, keys.numpy().astype("uint32"), pos, has_gauss, gauss))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

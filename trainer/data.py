@@ -1,0 +1,143 @@
+"""Dataloaders the Trainer can shard and resume mid-epoch.
+
+The Trainer owns shuffling: a shuffled (or sharded) ``DataLoader`` gets a ``ResumableSampler`` whose
+order depends only on (seed, epoch), so a resumed run skips the batches it already saw without
+loading them, and every loader gets its own generator so iterating it never touches the global RNG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler
+from torch.utils.data.distributed import DistributedSampler
+
+
+class ResumableSampler(Sampler[int]):
+    """Shuffle with (seed, epoch), shard evenly over replicas (padding like DistributedSampler), skip a prefix."""
+
+    def __init__(
+        self, num_samples: int, shuffle: bool, seed: int = 0, num_replicas: int = 1, rank: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        self.dataset_len = num_samples
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.skip = 0
+        if drop_last and num_samples % num_replicas:
+            self.per_replica = num_samples // num_replicas
+        else:
+            self.per_replica = math.ceil(num_samples / num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.per_replica
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(self.dataset_len, generator=g).tolist()
+        else:
+            indices = list(range(self.dataset_len))
+        total = self.per_replica * self.num_replicas
+        if total > len(indices):  # pad by repeating, so every rank takes the same number of steps
+            indices += (indices * math.ceil(total / max(len(indices), 1)))[: total - len(indices)]
+        mine = indices[:total][self.rank : total : self.num_replicas]
+        skip, self.skip = self.skip, 0
+        return iter(mine[skip:])
+
+
+def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
+    kwargs = dict(
+        dataset=loader.dataset,
+        batch_size=loader.batch_size,
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context,
+        persistent_workers=loader.persistent_workers,
+        in_order=getattr(loader, "in_order", True),
+    )
+    if loader.num_workers > 0:
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+    return kwargs
+
+
+class LoaderPlan:
+    """A prepared loader plus how to position it: ``start_epoch`` and ``skip_batches``."""
+
+    def __init__(self, loader: Any, sampler: ResumableSampler | None, generator: torch.Generator | None, seed: int):
+        self.loader = loader
+        self.sampler = sampler
+        self.generator = generator
+        self.seed = seed
+
+    def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
+        """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen."""
+        if self.generator is not None:
+            self.generator.manual_seed(self.seed + epoch)
+        sampler = getattr(self.loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        if skip_batches and self.sampler is not None and getattr(self.loader, "batch_size", None):
+            self.sampler.skip = skip_batches * self.loader.batch_size
+            return iter(self.loader)
+        it = iter(self.loader)
+        for _ in range(skip_batches):  # no sampler we own: replay the (deterministic) order
+            next(it, None)
+        return it
+
+
+def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int) -> LoaderPlan:
+    """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are."""
+    if type(loader) is not DataLoader or loader.batch_size is None:
+        gen = None
+        if isinstance(loader, DataLoader) and loader.generator is None:
+            gen = torch.Generator()
+            loader.generator = gen
+        return LoaderPlan(loader, None, gen, seed)
+    sampler = loader.sampler
+    if isinstance(sampler, DistributedSampler):
+        return LoaderPlan(loader, None, _own_generator(loader), seed)
+    if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
+        shuffle = True
+    elif isinstance(sampler, SequentialSampler):
+        shuffle = False
+    else:  # a user's own sampler: keep it
+        if num_replicas > 1:
+            raise ValueError(
+                f"The dataloader uses its own sampler {type(sampler).__name__}, built for one process, but the run "
+                f"has {num_replicas} processes. Use a DistributedSampler (or shuffle=True and let the Trainer shard)."
+            )
+        return LoaderPlan(loader, None, _own_generator(loader), seed)
+    ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False)
+    gen = torch.Generator()
+    new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
+    return LoaderPlan(new, ours, gen, seed)
+
+
+def _own_generator(loader: DataLoader) -> torch.Generator | None:
+    if loader.generator is None:
+        loader.generator = torch.Generator()
+        return loader.generator
+    return None
+
+
+def num_batches(loader: Any) -> int | float:
+    """``len(loader)``, or infinity for iterables without a length."""
+    try:
+        return len(loader)
+    except TypeError:
+        return math.inf

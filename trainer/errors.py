@@ -1,0 +1,16 @@
+"""Errors a user can act on."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class MisconfigurationError(ValueError):
+    """A setting, argument or return value that cannot work; the message says what would."""
+
+
+def suggest(value: str, valid: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for the closest valid names, or an empty string."""
+    close = difflib.get_close_matches(value, list(valid), n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""

@@ -1,0 +1,80 @@
+"""Calling hooks cheaply: only overridden ones, looked up once per run, in Lightning's order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from lightning_utilities.core.overrides import is_overridden
+
+from trainer.callbacks.base import Callback
+from trainer.module import Module
+
+if TYPE_CHECKING:
+    from trainer.datamodule import DataModule
+    from trainer.trainer import Trainer
+
+
+def _is_monitoring(callback: Callback) -> bool:
+    """Checkpointing and early stopping run after the module on epoch end so they see its metrics."""
+    from trainer.callbacks.early_stopping import EarlyStopping
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+
+    return isinstance(callback, (ModelCheckpoint, EarlyStopping))
+
+
+class Hooks:
+    """``hooks.call("on_train_batch_start", batch, i)`` runs callbacks then the module; returns the module's result."""
+
+    def __init__(self, trainer: Trainer, module: Module, callbacks: list[Callback]) -> None:
+        self._trainer = trainer
+        self._module = module
+        self._callbacks = callbacks
+        self._cache: dict[str, tuple[list[Any], Any]] = {}
+
+    def _lookup(self, name: str) -> tuple[list[Any], Any]:
+        entry = self._cache.get(name)
+        if entry is None:
+            cbs = [
+                partial(getattr(cb, name), self._trainer, self._module)
+                for cb in self._callbacks
+                if hasattr(Callback, name) and is_overridden(name, cb, Callback)
+            ]
+            mod = getattr(self._module, name) if is_overridden(name, self._module, Module) else None
+            entry = self._cache[name] = (cbs, mod)
+        return entry
+
+    def has(self, name: str) -> bool:
+        cbs, mod = self._lookup(name)
+        return bool(cbs) or mod is not None
+
+    def call(self, name: str, *args: Any) -> Any:
+        cbs, mod = self._cache.get(name) or self._lookup(name)
+        for fn in cbs:
+            fn(*args)
+        if mod is not None:
+            return mod(*args)
+        return None
+
+    def call_epoch_end(self, name: str, before_monitoring: Callable[[], None]) -> None:
+        """Non-monitoring callbacks, the module, ``before_monitoring``, then checkpointing/early stopping."""
+        monitoring = [cb for cb in self._callbacks if _is_monitoring(cb)]
+        for cb in self._callbacks:
+            if cb not in monitoring and is_overridden(name, cb, Callback):
+                getattr(cb, name)(self._trainer, self._module)
+        if is_overridden(name, self._module, Module):
+            getattr(self._module, name)()
+        before_monitoring()
+        for cb in monitoring:
+            if is_overridden(name, cb, Callback):
+                getattr(cb, name)(self._trainer, self._module)
+
+    def call_callbacks_only(self, name: str, *args: Any) -> None:
+        for fn in self._lookup(name)[0]:
+            fn(*args)
+
+
+def call_datamodule(datamodule: DataModule | None, name: str, *args: Any) -> None:
+    if datamodule is not None:
+        getattr(datamodule, name)(*args)

@@ -1,0 +1,63 @@
+"""``save_hyperparameters()`` / ``self.hparams`` for Module and DataModule."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class AttributeDict(dict):
+    """A dict whose keys read as attributes (``self.hparams.lr``)."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"No hyperparameter {key!r}; saved ones: {sorted(self)}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+def _init_args_of(frame: Any) -> dict[str, Any]:
+    info = inspect.getargvalues(frame)
+    args = {name: info.locals[name] for name in info.args if name != "self"}
+    if info.varargs and info.locals.get(info.varargs):
+        args[info.varargs] = list(info.locals[info.varargs])
+    if info.keywords:
+        args.update(info.locals.get(info.keywords) or {})
+    return {k: v for k, v in args.items() if k != "__class__"}
+
+
+class HyperparametersMixin:
+    """Record the ``__init__`` arguments so checkpoints and loggers can show and restore them."""
+
+    def save_hyperparameters(
+        self, *args: Any, ignore: Sequence[str] | str | None = None, logger: bool = True
+    ) -> None:
+        frame = inspect.currentframe().f_back  # type: ignore[union-attr]
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            params = dict(args[0])
+        else:
+            init_args = _init_args_of(frame)
+            params = {k: init_args[k] for k in args} if args else init_args
+        params = {k: v for k, v in params.items() if k not in ignored}
+        self._log_hyperparams = logger
+        self._hparams = AttributeDict(params)
+        try:
+            self._hparams_initial = copy.deepcopy(AttributeDict(params))
+        except Exception:  # e.g. an un-copyable object passed to __init__
+            self._hparams_initial = AttributeDict(params)
+
+    @property
+    def hparams(self) -> AttributeDict:
+        if not hasattr(self, "_hparams"):
+            self._hparams = AttributeDict()
+        return self._hparams
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        return getattr(self, "_hparams_initial", AttributeDict())

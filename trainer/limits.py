@@ -1,0 +1,62 @@
+"""Parsing the Trainer's counting arguments: batch limits, validation intervals, max_time."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+from typing import Any
+
+from trainer.errors import MisconfigurationError
+
+
+def check_limit(name: str, value: Any) -> int | float | None:
+    """``None`` (all), an int count, or a float fraction in [0, 1]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MisconfigurationError(f"Trainer({name}={value!r}) must be an int (batches) or a float in [0.0, 1.0].")
+    if isinstance(value, float) and not 0.0 <= value <= 1.0:
+        raise MisconfigurationError(
+            f"Trainer({name}={value}) as a float is a fraction of the loader and must be in [0.0, 1.0]; "
+            f"use an int for a number of batches, e.g. {name}={int(value)}."
+        )
+    if isinstance(value, int) and value < 0:
+        raise MisconfigurationError(f"Trainer({name}={value}) must be >= 0.")
+    return value
+
+
+def apply_limit(limit: int | float | None, length: int | float) -> int | float:
+    """How many batches to take from a loader of ``length`` batches."""
+    if limit is None:
+        return length
+    if isinstance(limit, int):
+        return min(limit, length)
+    if length == math.inf:
+        if limit == 1.0:
+            return length
+        raise MisconfigurationError(
+            f"A fractional limit ({limit}) needs a dataloader with a length; use an int number of batches."
+        )
+    return int(length * limit) if limit < 1.0 else length
+
+
+def parse_max_time(value: Any) -> float | None:
+    """Seconds from ``"DD:HH:MM:SS"``, a ``timedelta``, a dict of timedelta keywords, or a number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        try:
+            return timedelta(**value).total_seconds()
+        except TypeError as err:
+            raise MisconfigurationError(f"Trainer(max_time={value!r}): {err}; use keys like days, hours, minutes.") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and re.fullmatch(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}", value.strip()):
+        d, h, m, s = (int(x) for x in value.strip().split(":"))
+        return timedelta(days=d, hours=h, minutes=m, seconds=s).total_seconds()
+    raise MisconfigurationError(
+        f"Trainer(max_time={value!r}) is not valid; use 'DD:HH:MM:SS' (e.g. '00:01:30:00'), a timedelta, or a dict."
+    )

@@ -1,0 +1,29 @@
+"""Loggers, imported on first use so ``import trainer.loggers`` pulls in neither tensorboard nor yaml."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.loggers.base import Logger
+    from trainer.loggers.csv_logs import CSVLogger
+    from trainer.loggers.tensorboard import TensorBoardLogger
+
+_EXPORTS = {
+    "Logger": "trainer.loggers.base",
+    "CSVLogger": "trainer.loggers.csv_logs",
+    "TensorBoardLogger": "trainer.loggers.tensorboard",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

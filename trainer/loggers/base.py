@@ -1,0 +1,50 @@
+"""The logger interface the Trainer talks to; every method is a no-op on ranks other than 0."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+
+class Logger:
+    """Subclass and implement ``log_metrics`` and ``log_hyperparams``; the rest is optional."""
+
+    @property
+    def name(self) -> str | None:
+        return None
+
+    @property
+    def version(self) -> int | str | None:
+        return None
+
+    @property
+    def root_dir(self) -> str | None:
+        """``<save_dir>/<name>``."""
+        return None
+
+    @property
+    def log_dir(self) -> str | None:
+        """``<save_dir>/<name>/version_<n>``: where this run's files go."""
+        return None
+
+    @property
+    def save_dir(self) -> str | None:
+        return None
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        raise NotImplementedError
+
+    def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, float] | None = None) -> None:
+        raise NotImplementedError
+
+    def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
+        """Optional: record the model graph."""
+
+    def save(self) -> None:
+        """Flush buffered records to disk."""
+
+    def finalize(self, status: str) -> None:
+        """Called once at the end of a run with ``"success"``, ``"failed"`` or ``"interrupted"``."""
+        self.save()

@@ -1,0 +1,152 @@
+"""What the file-writing loggers share: the ``<save_dir>/<name>/version_<n>`` layout and hparam cleaning."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from argparse import Namespace
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from lightning_utilities.core.rank_zero import rank_zero_only
+
+from trainer.loggers.base import Logger
+
+_VERSION_DIR = re.compile(r"version_(\d+)")
+_RANK_ENV_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JSM_NAMESPACE_RANK")
+
+
+def default_rank_from_env() -> None:
+    """Give ``rank_zero_only.rank`` a value when no Trainer has set it yet, so a logger works on its own.
+
+    Never overrides a rank already set: the Trainer's value (from its cluster environment) wins.
+    """
+    if getattr(rank_zero_only, "rank", None) is not None:
+        return
+    for var in _RANK_ENV_VARS:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            rank_zero_only.rank = int(value)
+            return
+    rank_zero_only.rank = 0
+
+
+def next_version(root_dir: str) -> int:
+    """One more than the highest ``version_<n>`` under ``root_dir``; 0 when there is none."""
+    try:
+        entries = list(os.scandir(root_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    versions = [int(m.group(1)) for e in entries if e.is_dir() and (m := _VERSION_DIR.fullmatch(e.name))]
+    return max(versions, default=-1) + 1
+
+
+class VersionedDirLogger(Logger):
+    """A logger writing into ``<save_dir>/<name>/version_<n>[/<sub_dir>]``.
+
+    The version is resolved on first use, not in ``__init__``, so a logger built before the run
+    starts (by Hydra, say) still picks the next free number at the time it writes.
+    """
+
+    def __init__(
+        self,
+        save_dir: str | os.PathLike[str],
+        name: str | None = "relay_logs",
+        version: int | str | None = None,
+        sub_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._save_dir = os.path.expandvars(os.path.expanduser(os.fspath(save_dir)))
+        self._name = name or ""
+        self._version = version
+        self._sub_dir = None if sub_dir is None else os.path.expandvars(os.path.expanduser(os.fspath(sub_dir)))
+        default_rank_from_env()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def version(self) -> int | str:
+        if self._version is None:
+            self._version = next_version(self.root_dir)
+        return self._version
+
+    @property
+    def save_dir(self) -> str:
+        return self._save_dir
+
+    @property
+    def root_dir(self) -> str:
+        return os.path.join(self._save_dir, self._name)
+
+    @property
+    def sub_dir(self) -> str | None:
+        return self._sub_dir
+
+    @property
+    def log_dir(self) -> str:
+        version = self.version
+        path = os.path.join(self.root_dir, version if isinstance(version, str) else f"version_{version}")
+        return os.path.join(path, self._sub_dir) if self._sub_dir else path
+
+
+def add_prefix(metrics: Mapping[str, Any], prefix: str, sep: str = "-") -> Mapping[str, Any]:
+    return {f"{prefix}{sep}{k}": v for k, v in metrics.items()} if prefix else metrics
+
+
+def to_number(value: Any) -> Any:
+    """A 0-d (or one-element) tensor as a Python number; anything else unchanged."""
+    return value.item() if isinstance(value, torch.Tensor) else value
+
+
+def to_plain(obj: Any) -> Any:
+    """Turn params (Namespace, OmegaConf config, tensors, nested containers) into YAML-safe Python data."""
+    if isinstance(obj, Namespace):
+        obj = vars(obj)
+    elif "omegaconf" in sys.modules:  # only present when the user already uses it; never import it here
+        from omegaconf import Container, OmegaConf
+
+        if isinstance(obj, Container):
+            obj = OmegaConf.to_container(obj, resolve=True)
+    if isinstance(obj, Mapping):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return obj.item() if obj.numel() == 1 else obj.tolist()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def flatten_dict(params: Mapping[str, Any], sep: str = "/", parent: str = "") -> dict[str, Any]:
+    """``{"opt": {"lr": 1}}`` -> ``{"opt/lr": 1}``: TensorBoard's HPARAMS view takes one level only."""
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        full = f"{parent}{sep}{key}" if parent else str(key)
+        if isinstance(value, Mapping):
+            flat.update(flatten_dict(value, sep, full))
+        else:
+            flat[full] = value
+    return flat
+
+
+def sanitize_hparams(params: Mapping[str, Any]) -> dict[str, int | float | str | bool]:
+    """Keep what the hparams plugin understands (int, float, str, bool); everything else becomes ``str``."""
+    clean: dict[str, int | float | str | bool] = {}
+    for key, value in params.items():
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        clean[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    return clean
+
+
+def save_hparams_yaml(path: str, hparams: Mapping[str, Any]) -> None:
+    import yaml  # lazy: keeps ``import trainer.loggers`` cheap
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        yaml.safe_dump(to_plain(hparams), f, sort_keys=False)
+

@@ -1,0 +1,1 @@
+"""The Trainer's loops: run (setup/teardown), fit, evaluation, optimization, checkpoint state."""

@@ -1,0 +1,111 @@
+"""Validation, test and predict loops: no gradients, metrics aggregated per epoch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.data import LoaderPlan
+from trainer.results import to_float
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+_FLAGS = {"validate": "validating", "test": "testing", "predict": "predicting"}
+
+
+def run_evaluation(
+    trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False
+) -> list[dict[str, float]]:
+    """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics."""
+    module, hooks = trainer.lightning_module, trainer._hooks
+    prefix = "validation" if stage == "validate" else "test"
+    step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
+    results = trainer._results[stage]
+    results.reset_epoch()
+    was_training, prev_results, prev_on_step = module.training, trainer._active_results, trainer._fx_on_step
+    trainer.training, trainer.sanity_checking = False, sanity
+    setattr(trainer, _FLAGS[stage], True)
+    trainer._active_results, trainer._fx_on_step = results, False
+    module.eval()
+    try:
+        hooks.call(f"on_{prefix}_start")
+        hooks.call(f"on_{prefix}_epoch_start")
+        multiple = len(plans) > 1
+        with torch.inference_mode():
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
+                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple)
+        hooks.call(f"on_{prefix}_epoch_end")
+        results.finish_epoch(trainer.strategy.all_reduce)
+        epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
+        if not sanity:
+            trainer._send_to_loggers(results.epoch_for_logger(), trainer.global_step)
+        hooks.call(f"on_{prefix}_end")
+    finally:
+        module.train(was_training)
+        setattr(trainer, _FLAGS[stage], False)
+        trainer.sanity_checking = False
+        trainer.training = trainer.state_fn == "fit"
+        trainer._active_results, trainer._fx_on_step = prev_results, prev_on_step
+    if sanity:
+        results.reset()
+    if len(plans) <= 1:
+        return [epoch_metrics]
+    return [{k: v for k, v in epoch_metrics.items() if k.endswith(f"/dataloader_idx_{i}")} for i in range(len(plans))]
+
+
+def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
+                multiple: bool) -> None:
+    hooks, strategy = trainer._hooks, trainer.strategy
+    trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
+    try:
+        for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
+            if batch_idx >= limit:
+                break
+            batch = strategy.batch_to_device(batch)
+            trainer._batch_for_size = batch
+            hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
+            out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+            hooks.call(f"on_{prefix}_batch_end", out, batch, batch_idx, dl_idx)
+    finally:
+        trainer._log_suffix = ""
+
+
+def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float]) -> list[Any]:
+    module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
+    step_fn = strategy.step_function(module, "predict_step")
+    trainer.predicting, trainer.training = True, False
+    module.eval()
+    outputs: list[list[Any]] = []
+    multiple = len(plans) > 1
+    try:
+        hooks.call("on_predict_start")
+        hooks.call("on_predict_epoch_start")
+        with torch.inference_mode():
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
+                loader_out: list[Any] = []
+                for batch_idx, batch in enumerate(plan.iterate(0)):
+                    if batch_idx >= limit:
+                        break
+                    batch = strategy.batch_to_device(batch)
+                    hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
+                    out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+                    hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
+                    loader_out.append(out)
+                outputs.append(loader_out)
+        hooks.call("on_predict_epoch_end")
+        hooks.call("on_predict_end")
+    finally:
+        trainer.predicting = False
+    return outputs if multiple else outputs[0]
+
+
+def print_results(stage: str, results: list[dict[str, float]]) -> None:
+    """A small table of the final metrics, like Lightning prints after validate/test."""
+    for i, metrics in enumerate(results):
+        title = f"{stage} metrics" + (f" (dataloader {i})" if len(results) > 1 else "")
+        width = max([len(k) for k in metrics] + [len(title)])
+        print(f"{title:<{width}}  value")
+        for key, value in sorted(metrics.items()):
+            print(f"{key:<{width}}  {value:.6g}")

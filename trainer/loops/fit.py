@@ -1,0 +1,161 @@
+"""The fit loop: sanity check, epochs of training batches, validation when due, stopping rules."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from trainer.data import LoaderPlan
+from trainer.loops.evaluation import run_evaluation
+from trainer.loops.optimization import TrainingStep, step_schedulers
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+
+class FitLoop:
+    def __init__(
+        self, trainer: Trainer, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float]
+    ) -> None:
+        self.trainer = trainer
+        self.train = train
+        self.val = val
+        self.val_limits = val_limits
+        self.step = TrainingStep(trainer)
+        n = trainer.num_training_batches
+        vci = trainer.val_check_interval
+        from lightning_utilities.core.overrides import is_overridden
+
+        from trainer.module import Module
+
+        has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
+        self.has_val = has_val
+        if not has_val or vci is None or (isinstance(vci, float) and vci == 1.0):
+            self.val_every = 0  # only at epoch end
+        elif isinstance(vci, float):
+            if n == math.inf:
+                raise ValueError("Trainer(val_check_interval=<float>) needs a train loader with a length; use an int.")
+            self.val_every = max(1, int(n * vci))
+        else:
+            self.val_every = vci
+        self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
+        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch"]
+
+    # --- stopping -----------------------------------------------------------------------------------
+    def _max_reached(self) -> bool:
+        t = self.trainer
+        if t.max_steps != -1 and t.global_step >= t.max_steps:
+            return True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return True
+        return False
+
+    def _stop_requested(self) -> bool:
+        """``should_stop`` only counts once min_epochs/min_steps are met; every rank agrees first."""
+        t = self.trainer
+        if not t.should_stop:
+            return t.strategy.reduce_boolean_decision(False, all=False) if t.world_size > 1 else False
+        stop = t.strategy.reduce_boolean_decision(True, all=False) if t.world_size > 1 else True
+        if t.current_epoch + (1 if t._epoch_finished else 0) < t.min_epochs or t.global_step < t.min_steps:
+            t.should_stop = False
+            return False
+        return stop
+
+    def _epochs_done(self) -> bool:
+        t = self.trainer
+        return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
+
+    # --- running ------------------------------------------------------------------------------------
+    def run(self, rng_to_restore: dict[str, Any] | None) -> None:
+        t = self.trainer
+        hooks = t._hooks
+        if self.has_val and t.num_sanity_val_steps != 0:
+            limit = math.inf if t.num_sanity_val_steps == -1 else t.num_sanity_val_steps
+            hooks.call("on_sanity_check_start")
+            t.sanity_checking = True
+            run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+            hooks.call("on_sanity_check_end")
+        t.training = True
+        hooks.call("on_train_start")
+        while not self._epochs_done() and not self._max_reached():
+            self.run_epoch(rng_to_restore)
+            rng_to_restore = None
+            if self._stop_requested():
+                break
+        hooks.call("on_train_end")
+
+    def _val_due_at_epoch_end(self) -> bool:
+        t = self.trainer
+        every = t.check_val_every_n_epoch
+        return self.has_val and every is not None and (t.current_epoch + 1) % every == 0
+
+    def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
+        from trainer.checkpoint import restore_rng_states
+
+        t = self.trainer
+        hooks, module, results = t._hooks, t.lightning_module, t._results["train"]
+        skip = t._batches_seen
+        mid_epoch = skip > 0
+        if rng_to_restore is not None and not mid_epoch:
+            restore_rng_states(rng_to_restore)
+        results.reset_epoch()
+        t._active_results, t._fx_on_step = results, False
+        t.val_runs_at_epoch_end = self._val_due_at_epoch_end()
+        module.train()
+        batches = self.train.iterate(t.current_epoch, skip)
+        hooks.call("on_train_epoch_start")
+        if rng_to_restore is not None and mid_epoch:
+            restore_rng_states(rng_to_restore)
+        t._fx_on_step = True
+        limit, step, strategy = t.num_training_batches, self.step, t.strategy
+        log_every, loggers = t.log_every_n_steps, t.loggers
+        batch_idx = skip
+        stopped = False
+        while batch_idx < limit:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            batch = strategy.batch_to_device(batch)
+            t._batch_for_size = batch
+            if hooks.call("on_train_batch_start", batch, batch_idx) == -1:
+                break
+            before = t.global_step
+            outputs = step.run(batch, batch_idx, batch_idx + 1 == limit)
+            t._batches_seen = batch_idx = batch_idx + 1
+            if loggers and t.global_step != before and t.global_step % log_every == 0:
+                t._send_to_loggers(results.step_for_logger(), t.global_step)
+            hooks.call("on_train_batch_end", outputs, batch, batch_idx - 1)
+            if self.val_every and batch_idx % self.val_every == 0 and batch_idx < limit:
+                self._validate()
+            if self._max_reached() or (t.should_stop and self._stop_requested()):
+                stopped = True
+                break
+        t._fx_on_step = False
+        if t.val_runs_at_epoch_end and (not stopped or batch_idx >= limit):
+            self._validate()
+        hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
+        if t._epoch_finished:
+            t.current_epoch += 1
+            t._batches_seen = 0
+            t._epoch_finished = False
+
+    def _finish_epoch(self) -> None:
+        """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
+        t = self.trainer
+        results = t._results["train"]
+        results.finish_epoch(t.strategy.all_reduce)
+        t._send_to_loggers(results.epoch_for_logger(), t.global_step)
+        if self.epoch_schedulers:
+            step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
+        t._epoch_finished = t._batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+
+    def _stopped_mid_epoch(self) -> bool:
+        t = self.trainer
+        return self._max_reached() or t.should_stop
+
+    def _validate(self) -> None:
+        t = self.trainer
+        run_evaluation(t, "validate", self.val, self.val_limits)
+        t._active_results = t._results["train"]

@@ -1,0 +1,146 @@
+"""One training batch: automatic optimization (closure, accumulation, clipping) or manual."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+
+class _SkipStep(Exception):
+    """Raised inside the closure when ``training_step`` returned None, to abort ``optimizer.step``."""
+
+
+def _loss_of(output: Any) -> torch.Tensor | None:
+    if output is None or isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict):
+        if "loss" not in output:
+            raise MisconfigurationError(
+                f"training_step returned a dict without a 'loss' key (keys: {sorted(output)}); include the loss."
+            )
+        return output["loss"]
+    raise MisconfigurationError(
+        f"training_step returned {type(output).__name__}; return the loss tensor, a dict with 'loss', or None to skip."
+    )
+
+
+def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
+    """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure."""
+    hooks, module = trainer._hooks, trainer.lightning_module
+
+    def closure_then_hooks() -> Any:
+        result = closure() if closure is not None else None
+        hooks.call("on_before_optimizer_step", optimizer)
+        if trainer.gradient_clip_val:
+            module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+        return result
+
+    out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
+    if not module.automatic_optimization:
+        trainer.global_step += 1
+    return out
+
+
+class TrainingStep:
+    """Runs one batch; built once per fit so the per-batch path does no lookups."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.module = module = trainer.lightning_module
+        self.hooks = trainer._hooks
+        self.step_fn = trainer.strategy.step_function(module, "training_step")
+        self.strategy = trainer.strategy
+        self.accumulate = trainer.accumulate_grad_batches
+        self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
+        self.handle = trainer._optimizer_handles[0] if trainer._optimizer_handles else None
+        from lightning_utilities.core.overrides import is_overridden
+
+        from trainer.module import Module
+
+        self.custom_step = is_overridden("optimizer_step", module, Module)
+        self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
+        self.custom_backward = is_overridden("backward", module, Module)
+        self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        if module.automatic_optimization and len(trainer.optimizers) > 1:
+            raise MisconfigurationError(
+                f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
+                "Set self.automatic_optimization = False in __init__ and step them yourself in training_step."
+            )
+        if not module.automatic_optimization and (trainer.gradient_clip_val or self.accumulate > 1):
+            raise MisconfigurationError(
+                "Trainer(gradient_clip_val=..., accumulate_grad_batches=...) do not apply with manual optimization; "
+                "call self.clip_gradients(...) and step every n batches in training_step instead."
+            )
+
+    def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        if not self.module.automatic_optimization:
+            return self.step_fn(batch, batch_idx)
+        trainer = self.trainer
+        should_step = is_last or (batch_idx + 1) % self.accumulate == 0
+        zero_grad_first = batch_idx % self.accumulate == 0
+        holder: list[Any] = [None]
+
+        def closure() -> torch.Tensor:
+            output = self.step_fn(batch, batch_idx)
+            loss = _loss_of(output)
+            if loss is None:
+                raise _SkipStep
+            holder[0] = output
+            if zero_grad_first and self.optimizer is not None:
+                self.hooks.call("on_before_zero_grad", self.optimizer)
+                if self.custom_zero_grad:
+                    self.module.optimizer_zero_grad(trainer.current_epoch, batch_idx, self.optimizer)
+                else:
+                    self.optimizer.zero_grad()
+            scaled = loss / self.accumulate if self.accumulate > 1 else loss
+            self.hooks.call("on_before_backward", scaled)
+            if self.custom_backward:
+                self.module.backward(scaled)
+            else:
+                self.strategy.backward(scaled)
+            self.hooks.call("on_after_backward")
+            return loss
+
+        try:
+            if self.optimizer is None:
+                closure()
+            elif not should_step:
+                with self.strategy.no_backward_sync(True):
+                    closure()
+            elif self.custom_step:
+                self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
+                trainer.global_step += 1
+            else:
+                optimizer_step(trainer, self.optimizer, closure)
+                trainer.global_step += 1
+        except _SkipStep:
+            return None
+        if should_step and self.step_schedulers:
+            step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+        return holder[0]
+
+
+def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
+    """Step each scheduler whose frequency divides ``counter``; plateau schedulers get their metric."""
+    module = trainer.lightning_module
+    for config in configs:
+        if counter % config.frequency:
+            continue
+        metric = None
+        if config.reduce_on_plateau:
+            metrics = trainer.callback_metrics
+            if config.monitor not in metrics:
+                if config.strict:
+                    raise MisconfigurationError(
+                        f"The lr_scheduler monitors {config.monitor!r}, which was never logged. "
+                        f"Logged keys: {sorted(metrics) or 'none'}. Log it with self.log({config.monitor!r}, ...)."
+                    )
+                continue
+            metric = metrics[config.monitor]
+        module.lr_scheduler_step(config.scheduler, metric)

@@ -1,0 +1,161 @@
+"""Setting up and tearing down a stage (fit/validate/test/predict) around its loop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainer.data import num_batches, prepare_loader
+from trainer.errors import MisconfigurationError
+from trainer.limits import apply_limit
+from trainer.module import Module
+
+if TYPE_CHECKING:
+    from trainer.datamodule import DataModule
+    from trainer.trainer import Trainer
+
+_LOADER_METHOD = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",
+                  "predict": "predict_dataloader"}
+_SETUP_STAGE = {"fit": "fit", "validate": "validate", "test": "test", "predict": "predict"}
+
+
+def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any]:
+    """The loaders for ``key``: passed in, else from the DataModule, else from the Module."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    from trainer.datamodule import DataModule
+
+    method = _LOADER_METHOD[key]
+    if given is None:
+        dm = trainer.datamodule
+        if dm is not None and is_overridden(method, dm, DataModule):
+            given = getattr(dm, method)()
+        elif hasattr(trainer.lightning_module, method):
+            given = getattr(trainer.lightning_module, method)()
+    if given is None:
+        if required:
+            arg = "train_dataloaders" if key == "train" else "dataloaders"
+            raise MisconfigurationError(
+                f"No {key} dataloader: pass {arg}=... to the Trainer call, or implement {method}() in your "
+                "DataModule (or Module)."
+            )
+        return []
+    return list(given) if isinstance(given, (list, tuple)) else [given]
+
+
+def _plans(trainer: Trainer, loaders: list[Any]) -> list[Any]:
+    from trainer.seed import global_seed
+
+    kwargs = trainer.strategy.distributed_sampler_kwargs
+    return [
+        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"])
+        for loader in loaders
+    ]
+
+
+def run_stage(
+    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
+    ckpt_path: Any,
+) -> Any:
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    from trainer.callbacks.setup import merge_module_callbacks
+    from trainer.checkpoint import load_checkpoint
+    from trainer.hooks import Hooks
+    from trainer.loops.state import restore_module, restore_training_state
+
+    if not isinstance(model, Module):
+        raise MisconfigurationError(
+            f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
+        )
+    trainer.state_fn = stage
+    trainer.lightning_module, model.trainer = model, trainer
+    trainer.datamodule = datamodule
+    if datamodule is not None:
+        datamodule.trainer = trainer
+    trainer.should_stop = False
+    strategy = trainer.strategy
+    strategy.setup_environment()
+    rank_zero_only.rank = strategy.global_rank
+    path = trainer._resolve_ckpt_path(ckpt_path, stage)
+    checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
+    trainer.ckpt_path = path
+
+    if strategy.local_rank == 0:
+        if datamodule is not None:
+            datamodule.prepare_data()
+        model.prepare_data()
+    strategy.barrier("prepare_data")
+    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
+    hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
+    status = "success"
+    setup_stage = _SETUP_STAGE[stage]
+    if datamodule is not None:
+        datamodule.setup(setup_stage)
+    hooks.call("setup", setup_stage)
+    try:
+        model.configure_model()
+        strategy.setup_module(model)
+        if stage == "fit":
+            from trainer.optimizers import OptimizerHandle, parse_optimizers
+
+            optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
+            trainer.optimizers = strategy.setup_optimizers(optimizers)
+            trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
+        rng = None
+        if checkpoint is not None:
+            restore_module(trainer, checkpoint)
+            if stage == "fit":
+                rng = restore_training_state(trainer, checkpoint, path)
+        return _run(trainer, stage, hooks, rng, given)
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        hooks.call("on_exception", exc)
+        raise
+    finally:
+        for logger in trainer.loggers:
+            logger.finalize(status)
+        if datamodule is not None:
+            datamodule.teardown(setup_stage)
+        hooks.call("teardown", setup_stage)
+        trainer.training = False
+        trainer.state_fn = None
+
+
+def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
+    model = trainer.lightning_module
+    if stage == "fit":
+        from trainer.loops.fit import FitLoop
+
+        train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
+        if len(train) != 1:
+            raise MisconfigurationError(f"fit() takes one train dataloader; got {len(train)}.")
+        trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader))
+        val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
+        trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
+        loop = FitLoop(trainer, train[0], val, trainer.num_val_batches)
+        for logger in trainer.loggers:
+            params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
+            logger.log_hyperparams(params)
+            if getattr(model, "example_input_array", None) is not None:
+                logger.log_graph(model)
+        hooks.call("on_fit_start")
+        loop.run(rng)
+        hooks.call("on_fit_end")
+        return None
+    if stage == "predict":
+        from trainer.loops.evaluation import run_predict
+
+        plans = _plans(trainer, _loaders(trainer, "predict", given["predict"], required=True))
+        trainer.num_predict_batches = [apply_limit(trainer.limit_predict_batches, num_batches(p.loader)) for p in plans]
+        return run_predict(trainer, plans, trainer.num_predict_batches)
+    from trainer.loops.evaluation import run_evaluation
+
+    key = "val" if stage == "validate" else "test"
+    plans = _plans(trainer, _loaders(trainer, key, given[key], required=True))
+    limit = trainer.limit_val_batches if stage == "validate" else trainer.limit_test_batches
+    counts = [apply_limit(limit, num_batches(p.loader)) for p in plans]
+    if stage == "validate":
+        trainer.num_val_batches = counts
+    else:
+        trainer.num_test_batches = counts
+    return run_evaluation(trainer, stage, plans, counts)

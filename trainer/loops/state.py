@@ -1,0 +1,88 @@
+"""What goes into a checkpoint and how it is put back: everything needed to continue exactly."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainer.checkpoint import plain_data, rng_states
+from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+FORMAT_VERSION = 1
+
+
+def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
+    module, strategy = trainer.lightning_module, trainer.strategy
+    checkpoint: dict[str, Any] = {
+        "relay_format": FORMAT_VERSION,
+        "epoch": trainer.current_epoch,
+        "global_step": trainer.global_step,
+        "loops": {
+            "epoch": trainer.current_epoch,
+            "global_step": trainer.global_step,
+            "batches_seen": trainer._batches_seen,
+            "epoch_finished": trainer._epoch_finished,
+        },
+        "state_dict": strategy.module_state_dict(module),
+        "hyper_parameters": plain_data(dict(module.hparams)),
+    }
+    if trainer.datamodule is not None:
+        checkpoint["datamodule_hyper_parameters"] = plain_data(dict(trainer.datamodule.hparams))
+    if not weights_only:
+        checkpoint["optimizer_states"] = [strategy.optimizer_state_dict(o) for o in trainer.optimizers]
+        checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
+        checkpoint["precision"] = strategy.precision.state_dict()
+        checkpoint["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
+        checkpoint["rng"] = rng_states()
+        if trainer.datamodule is not None:
+            checkpoint["datamodule"] = trainer.datamodule.state_dict()
+        trainer._hooks.call("on_save_checkpoint", checkpoint)
+    return checkpoint
+
+
+def restore_module(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
+    """Weights (and the module's own hook); used by every stage."""
+    module = trainer.lightning_module
+    if hasattr(module, "on_load_checkpoint"):
+        module.on_load_checkpoint(checkpoint)
+    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
+
+
+def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """Optimizers, schedulers, scaler, callbacks, DataModule, counters. Returns RNG states to restore later."""
+    if "optimizer_states" not in checkpoint:
+        raise MisconfigurationError(
+            f"ckpt_path={path!r} holds weights only (saved with weights_only=True), so training cannot resume "
+            "from it. Load its 'state_dict' into the model and call fit() without ckpt_path."
+        )
+    strategy = trainer.strategy
+    states = checkpoint["optimizer_states"]
+    if len(states) != len(trainer.optimizers):
+        raise MisconfigurationError(
+            f"ckpt_path={path!r} has {len(states)} optimizer states but configure_optimizers returned "
+            f"{len(trainer.optimizers)}."
+        )
+    for optimizer, state in zip(trainer.optimizers, states):
+        strategy.load_optimizer_state_dict(optimizer, state)
+    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
+        config.scheduler.load_state_dict(state)
+    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
+    saved = checkpoint.get("callbacks", {})
+    for cb in trainer.callbacks:
+        cb.on_load_checkpoint(trainer, trainer.lightning_module, checkpoint)
+        if cb.state_key in saved:
+            cb.load_state_dict(saved[cb.state_key])
+    if trainer.datamodule is not None and "datamodule" in checkpoint:
+        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+    loops = checkpoint["loops"]
+    trainer.current_epoch = loops["epoch"]
+    trainer.global_step = loops["global_step"]
+    trainer._batches_seen = loops["batches_seen"]
+    trainer._epoch_finished = loops["epoch_finished"]
+    if trainer._epoch_finished:
+        trainer.current_epoch += 1
+        trainer._batches_seen = 0
+        trainer._epoch_finished = False
+    return checkpoint.get("rng")

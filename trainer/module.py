@@ -1,0 +1,239 @@
+"""``Module``: the user's model plus its training logic, with Lightning 2.x hook names.
+
+A Module never knows about ranks or devices; everything distributed lives in the strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from trainer.optimizers import OptimizerHandle
+    from trainer.trainer import Trainer
+
+
+class Module(HyperparametersMixin, torch.nn.Module):
+    """Subclass and implement ``training_step`` and ``configure_optimizers``; override hooks as needed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._trainer: Trainer | None = None
+        self.automatic_optimization: bool = True
+        self.example_input_array: Any = None
+
+    # --- what the Trainer provides ----------------------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        if self._trainer is None:
+            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer; call it inside Trainer.fit().")
+        return self._trainer
+
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        self._trainer = trainer
+
+    @property
+    def device(self) -> torch.device:
+        if self._trainer is not None:
+            return self._trainer.strategy.root_device
+        for p in self.parameters():
+            return p.device
+        return torch.device("cpu")
+
+    @property
+    def current_epoch(self) -> int:
+        return self._trainer.current_epoch if self._trainer is not None else 0
+
+    @property
+    def global_step(self) -> int:
+        return self._trainer.global_step if self._trainer is not None else 0
+
+    @property
+    def global_rank(self) -> int:
+        return self._trainer.global_rank if self._trainer is not None else 0
+
+    @property
+    def local_rank(self) -> int:
+        return self._trainer.local_rank if self._trainer is not None else 0
+
+    @property
+    def logger(self) -> Any:
+        return self._trainer.logger if self._trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        return self._trainer.loggers if self._trainer is not None else []
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only."""
+        if self.global_rank == 0:
+            print(*args, **kwargs)
+
+    # --- logging ----------------------------------------------------------------------------------
+    def log(
+        self,
+        name: str,
+        value: Any,
+        prog_bar: bool = False,
+        logger: bool = True,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Any = "mean",
+        sync_dist: bool = False,
+        batch_size: int | None = None,
+    ) -> None:
+        """Record a metric: per step, aggregated per epoch (weighted by ``batch_size``), or both."""
+        if self._trainer is not None:
+            self._trainer._log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+
+    def log_dict(
+        self,
+        dictionary: Mapping[str, Any],
+        prog_bar: bool = False,
+        logger: bool = True,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Any = "mean",
+        sync_dist: bool = False,
+        batch_size: int | None = None,
+    ) -> None:
+        for name, value in dictionary.items():
+            self.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+
+    # --- steps --------------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.forward is not implemented.")
+
+    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{type(self).__name__}.training_step is not implemented; Trainer.fit needs it to return a loss."
+        )
+
+    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def test_step(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.test_step is not implemented; Trainer.test needs it.")
+
+    def predict_step(self, *args: Any, **kwargs: Any) -> Any:
+        batch = args[0] if args else kwargs.get("batch")
+        return self(batch)
+
+    # --- configuration ------------------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        raise NotImplementedError(
+            f"{type(self).__name__}.configure_optimizers is not implemented; return an optimizer, a list, "
+            "(optimizers, schedulers) or {'optimizer': ..., 'lr_scheduler': ...}."
+        )
+
+    def configure_model(self) -> None:
+        """Build layers here to create them directly on the strategy's device (or sharded)."""
+
+    def configure_callbacks(self) -> Any:
+        return []
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def clip_gradients(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        if gradient_clip_val is None or gradient_clip_val == 0:
+            return
+        algorithm = gradient_clip_algorithm or "norm"
+        if algorithm not in ("norm", "value"):
+            raise ValueError(f"gradient_clip_algorithm={algorithm!r} is not valid; use 'norm' or 'value'.")
+        raw = getattr(optimizer, "optimizer", optimizer)
+        self.trainer.strategy.clip_gradients(self, raw, float(gradient_clip_val), algorithm)
+
+    # --- optimization -------------------------------------------------------------------------------
+    def optimizers(self, use_pl_optimizer: bool = True) -> OptimizerHandle | list[OptimizerHandle]:
+        opts = self.trainer._optimizer_handles if use_pl_optimizer else self.trainer.optimizers
+        return opts[0] if len(opts) == 1 else list(opts)
+
+    def lr_schedulers(self) -> Any:
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        if not schedulers:
+            return None
+        return schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
+        self.trainer._backward(loss)
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        self.trainer.strategy.backward(loss)
+
+    def optimizer_step(
+        self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Any = None
+    ) -> None:
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    def freeze(self) -> None:
+        for p in self.parameters():
+            p.requires_grad = False
+        self.eval()
+
+    def unfreeze(self) -> None:
+        for p in self.parameters():
+            p.requires_grad = True
+        self.train()
+
+    # --- hooks (no-ops; the Trainer calls only overridden ones) ---------------------------------------
+    def prepare_data(self) -> None: ...
+    def setup(self, stage: str) -> None: ...
+    def teardown(self, stage: str) -> None: ...
+    def on_fit_start(self) -> None: ...
+    def on_fit_end(self) -> None: ...
+    def on_train_start(self) -> None: ...
+    def on_train_end(self) -> None: ...
+    def on_validation_start(self) -> None: ...
+    def on_validation_end(self) -> None: ...
+    def on_test_start(self) -> None: ...
+    def on_test_end(self) -> None: ...
+    def on_predict_start(self) -> None: ...
+    def on_predict_end(self) -> None: ...
+    def on_train_epoch_start(self) -> None: ...
+    def on_train_epoch_end(self) -> None: ...
+    def on_validation_epoch_start(self) -> None: ...
+    def on_validation_epoch_end(self) -> None: ...
+    def on_test_epoch_start(self) -> None: ...
+    def on_test_epoch_end(self) -> None: ...
+    def on_predict_epoch_start(self) -> None: ...
+    def on_predict_epoch_end(self) -> None: ...
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None: ...
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
+    def on_validation_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_before_backward(self, loss: torch.Tensor) -> None: ...
+    def on_after_backward(self) -> None: ...
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...

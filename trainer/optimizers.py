@@ -1,0 +1,132 @@
+"""Turning every Lightning form of ``configure_optimizers`` into optimizers and scheduler configs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.errors import MisconfigurationError, suggest
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+_SCHEDULER_KEYS = ("scheduler", "name", "interval", "frequency", "monitor", "strict", "reduce_on_plateau")
+_FORMS = (
+    "return an optimizer, a list of optimizers, ([optimizers], [schedulers]), "
+    "{'optimizer': opt, 'lr_scheduler': sched or {'scheduler': sched, 'interval': 'step'|'epoch', ...}}, "
+    "or a list of such dicts"
+)
+
+
+@dataclass
+class LRSchedulerConfig:
+    scheduler: Any
+    name: str | None = None
+    interval: str = "epoch"
+    frequency: int = 1
+    reduce_on_plateau: bool = False
+    monitor: str | None = None
+    strict: bool = True
+
+
+def _is_optimizer(obj: Any) -> bool:
+    return isinstance(obj, torch.optim.Optimizer)
+
+
+def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
+    if isinstance(obj, Mapping):
+        unknown = [k for k in obj if k not in _SCHEDULER_KEYS]
+        if unknown:
+            raise MisconfigurationError(
+                f"configure_optimizers: unknown lr_scheduler key {unknown[0]!r}.{suggest(unknown[0], _SCHEDULER_KEYS)} "
+                f"Valid keys: {', '.join(_SCHEDULER_KEYS)}."
+            )
+        if "scheduler" not in obj:
+            raise MisconfigurationError("configure_optimizers: an lr_scheduler dict needs a 'scheduler' key.")
+        config = LRSchedulerConfig(**{**{"monitor": monitor}, **obj})
+    else:
+        config = LRSchedulerConfig(scheduler=obj, monitor=monitor)
+    if not hasattr(config.scheduler, "step"):
+        raise MisconfigurationError(
+            f"configure_optimizers: {type(config.scheduler).__name__} is not a learning-rate scheduler (no .step())."
+        )
+    if config.interval not in ("step", "epoch"):
+        raise MisconfigurationError(
+            f"configure_optimizers: lr_scheduler interval={config.interval!r} is not valid; use 'step' or 'epoch'."
+        )
+    if not isinstance(config.frequency, int) or config.frequency < 1:
+        raise MisconfigurationError(
+            f"configure_optimizers: lr_scheduler frequency={config.frequency!r} must be an int >= 1."
+        )
+    config.reduce_on_plateau = config.reduce_on_plateau or isinstance(
+        config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
+    )
+    if config.reduce_on_plateau and config.monitor is None:
+        raise MisconfigurationError(
+            "configure_optimizers: ReduceLROnPlateau needs a metric to watch; return "
+            "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}}."
+        )
+    return config
+
+
+def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
+    if returned is None:
+        return [], []
+    if _is_optimizer(returned):
+        return [returned], []
+    if isinstance(returned, Mapping):
+        return _parse_dicts([returned])
+    if isinstance(returned, Sequence) and not isinstance(returned, str):
+        items = list(returned)
+        if items and all(_is_optimizer(o) for o in items):
+            return items, []
+        if items and all(isinstance(o, Mapping) for o in items):
+            return _parse_dicts(items)
+        if len(items) == 2 and isinstance(items[0], Sequence) and all(_is_optimizer(o) for o in items[0]):
+            schedulers = items[1] if isinstance(items[1], Sequence) else [items[1]]
+            return list(items[0]), [_scheduler_config(s, None) for s in schedulers]
+    raise MisconfigurationError(
+        f"configure_optimizers returned {type(returned).__name__} {_short(returned)}, which is not usable: {_FORMS}."
+    )
+
+
+def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    optimizers, configs = [], []
+    for d in dicts:
+        unknown = [k for k in d if k not in ("optimizer", "lr_scheduler", "monitor")]
+        if unknown or not _is_optimizer(d.get("optimizer")):
+            problem = f"unknown key {unknown[0]!r}" if unknown else "no torch.optim.Optimizer under 'optimizer'"
+            raise MisconfigurationError(f"configure_optimizers returned a dict with {problem}: {_FORMS}.")
+        optimizers.append(d["optimizer"])
+        if d.get("lr_scheduler") is not None:
+            configs.append(_scheduler_config(d["lr_scheduler"], d.get("monitor")))
+    return optimizers, configs
+
+
+def _short(obj: Any) -> str:
+    text = repr(obj)
+    return f"({text[:80]}...)" if len(text) > 80 else f"({text})"
+
+
+class OptimizerHandle:
+    """An optimizer whose ``step`` goes through the strategy (precision scaling, sharding, step counting)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
+        self.optimizer = optimizer
+        self._trainer = trainer
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return self._trainer._optimizer_step(self.optimizer, closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
+
+    def __repr__(self) -> str:
+        return f"OptimizerHandle({self.optimizer!r})"

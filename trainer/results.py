@@ -1,0 +1,164 @@
+"""What ``self.log`` records: latest step values and per-epoch aggregates, cheap on the per-step path.
+
+Values stay tensors on their device until a logger, the progress bar or a callback reads them, so
+logging every step costs no device synchronisation.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_REDUCE_NAMES = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
+
+
+def reduce_name(reduce_fx: str | Callable) -> str:
+    if isinstance(reduce_fx, str):
+        name = _REDUCE_NAMES.get(reduce_fx.lower())
+    else:
+        name = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", torch.min: "min"}.get(reduce_fx)
+    if name is None:
+        raise ValueError(f"self.log(reduce_fx={reduce_fx!r}) is not supported; use 'mean', 'sum', 'max' or 'min'.")
+    return name
+
+
+def is_torchmetric(value: Any) -> bool:
+    """Check through ``sys.modules`` so that torchmetrics is never imported by us."""
+    tm = sys.modules.get("torchmetrics")
+    return tm is not None and isinstance(value, tm.Metric)
+
+
+class EpochAggregate:
+    """Running reduction of one key over an epoch; ``mean`` is weighted by batch size."""
+
+    __slots__ = ("reduce", "total", "weight", "metric", "sync_dist")
+
+    def __init__(self, reduce: str, sync_dist: bool) -> None:
+        self.reduce = reduce
+        self.total: Any = None
+        self.weight = 0
+        self.metric: Any = None
+        self.sync_dist = sync_dist
+
+    def update(self, value: Any, batch_size: int) -> None:
+        if self.reduce == "mean":
+            contribution = value * batch_size
+            self.total = contribution if self.total is None else self.total + contribution
+            self.weight += batch_size
+        elif self.total is None:
+            self.total = value
+        elif self.reduce == "sum":
+            self.total = self.total + value
+        else:
+            pick = torch.maximum if self.reduce == "max" else torch.minimum
+            self.total = pick(torch.as_tensor(self.total), torch.as_tensor(value))
+
+    def compute(self, all_reduce: Callable[[torch.Tensor, str], torch.Tensor]) -> torch.Tensor:
+        if self.metric is not None:
+            value = self.metric.compute()
+            self.metric.reset()
+            return value
+        total = torch.as_tensor(self.total, dtype=torch.float64 if not isinstance(self.total, torch.Tensor) else None)
+        if self.reduce == "mean":
+            weight = torch.tensor(float(self.weight), device=total.device, dtype=total.dtype)
+            if self.sync_dist:
+                total, weight = all_reduce(total, "sum"), all_reduce(weight, "sum")
+            return total / weight
+        return all_reduce(total, self.reduce) if self.sync_dist else total
+
+
+class Results:
+    """One stage's logged values (train, validate, test); keys carry their display flags."""
+
+    def __init__(self) -> None:
+        self.step: dict[str, Any] = {}
+        self.fresh_step: set[str] = set()
+        self.epoch: dict[str, EpochAggregate] = {}
+        self.epoch_values: dict[str, torch.Tensor] = {}
+        self.flags: dict[str, tuple[bool, bool, bool, bool]] = {}  # prog_bar, logger, on_step, on_epoch
+
+    def reset_epoch(self) -> None:
+        self.epoch.clear()
+        self.epoch_values.clear()
+
+    def reset(self) -> None:
+        self.reset_epoch()
+        self.step.clear()
+        self.fresh_step.clear()
+        self.flags.clear()
+
+    def add(
+        self,
+        name: str,
+        value: Any,
+        flags: tuple[bool, bool, bool, bool],
+        reduce: str,
+        sync_dist: bool,
+        batch_size: Callable[[], int] | int | None,
+        all_reduce: Callable[[torch.Tensor, str], torch.Tensor],
+    ) -> None:
+        self.flags[name] = flags
+        metric = None
+        if is_torchmetric(value):
+            metric, value = value, value._forward_cache if flags[2] else None
+        elif isinstance(value, torch.Tensor):
+            value = value.detach()
+            if sync_dist and flags[2]:
+                value = all_reduce(value, reduce)
+        elif not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError(
+                f"self.log({name!r}, ...) got a {type(value).__name__}; log a float, a tensor or a torchmetrics Metric."
+            )
+        if flags[2] and value is not None:
+            self.step[name] = value
+            self.fresh_step.add(name)
+        if flags[3]:
+            agg = self.epoch.get(name)
+            if agg is None:
+                agg = self.epoch[name] = EpochAggregate(reduce, sync_dist)
+            if metric is not None:
+                agg.metric = metric
+            else:
+                size = batch_size() if callable(batch_size) else (batch_size or 1)
+                agg.update(value, size)
+
+    def finish_epoch(self, all_reduce: Callable[[torch.Tensor, str], torch.Tensor]) -> None:
+        self.epoch_values = {name: agg.compute(all_reduce) for name, agg in self.epoch.items()}
+        self.epoch.clear()
+
+    # --- views --------------------------------------------------------------------------------------
+    def _suffixed(self, name: str, suffix: str) -> str:
+        _, _, on_step, on_epoch = self.flags[name]
+        return f"{name}_{suffix}" if on_step and on_epoch else name
+
+    def step_for_logger(self) -> dict[str, Any]:
+        out = {self._suffixed(k, "step"): self.step[k] for k in self.fresh_step if self.flags[k][1]}
+        self.fresh_step.clear()
+        return out
+
+    def epoch_for_logger(self) -> dict[str, Any]:
+        return {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][1]}
+
+    def callback_view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in self.step.items():
+            out[k] = v
+            if self.flags[k][3]:
+                out[f"{k}_step"] = v
+        for k, v in self.epoch_values.items():
+            out[k] = v
+            if self.flags[k][2]:
+                out[f"{k}_epoch"] = v
+        return out
+
+    def progress_bar_view(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.epoch_values.items() if self.flags[k][0]}
+        out.update((k, v) for k, v in self.step.items() if self.flags[k][0])
+        return out
+
+
+def to_float(value: Any) -> float:
+    return float(value.item()) if isinstance(value, torch.Tensor) else float(value)

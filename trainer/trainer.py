@@ -1,0 +1,422 @@
+"""The Trainer: arguments, entry points (fit/validate/test/predict), metrics and checkpoint contents.
+
+The loops live in ``trainer/loops/``; plugins are reached only through their small interfaces.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.callbacks.base import Callback
+from trainer.datamodule import DataModule
+from trainer.errors import MisconfigurationError, suggest
+from trainer.limits import check_limit, parse_max_time
+from trainer.module import Module
+from trainer.results import Results, reduce_name, to_float
+
+
+class Trainer:
+    """Runs a ``Module``'s loops on the hardware and strategy the plugin arguments pick."""
+
+    def __init__(
+        self,
+        *,
+        accelerator: Any = "auto",
+        strategy: Any = "auto",
+        devices: int | str | list[int] = "auto",
+        num_nodes: int = 1,
+        precision: Any = "32-true",
+        logger: Any = None,
+        callbacks: Callback | list[Callback] | None = None,
+        fast_dev_run: int | bool = False,
+        max_epochs: int | None = None,
+        min_epochs: int | None = None,
+        max_steps: int = -1,
+        min_steps: int | None = None,
+        max_time: Any = None,
+        limit_train_batches: int | float | None = None,
+        limit_val_batches: int | float | None = None,
+        limit_test_batches: int | float | None = None,
+        limit_predict_batches: int | float | None = None,
+        val_check_interval: int | float | None = None,
+        check_val_every_n_epoch: int | None = 1,
+        num_sanity_val_steps: int | None = None,
+        log_every_n_steps: int | None = None,
+        enable_checkpointing: bool | None = None,
+        enable_progress_bar: bool | None = None,
+        enable_model_summary: bool | None = None,
+        accumulate_grad_batches: int = 1,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+        deterministic: bool | str | None = None,
+        default_root_dir: str | os.PathLike | None = None,
+        **unknown: Any,
+    ) -> None:
+        if unknown:
+            valid = [p for p in inspect.signature(Trainer.__init__).parameters if p not in ("self", "unknown")]
+            name = next(iter(unknown))
+            raise TypeError(f"Trainer got an unknown argument {name!r}.{suggest(name, valid)} Valid: {', '.join(valid)}.")
+        from plugins.selection import resolve_plugins
+
+        self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision)
+        self.num_nodes = num_nodes
+        self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
+
+        if isinstance(fast_dev_run, bool):
+            fast_dev_run = int(fast_dev_run)
+        if not isinstance(fast_dev_run, int) or fast_dev_run < 0:
+            raise MisconfigurationError(f"Trainer(fast_dev_run={fast_dev_run!r}) must be a bool or an int >= 0.")
+        self.fast_dev_run = fast_dev_run
+        for name, value in (("max_epochs", max_epochs), ("min_epochs", min_epochs), ("min_steps", min_steps)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < -1):
+                raise MisconfigurationError(f"Trainer({name}={value!r}) must be an int (or None).")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < -1:
+            raise MisconfigurationError(f"Trainer(max_steps={max_steps!r}) must be an int >= -1 (-1: no limit).")
+        if max_epochs is None:
+            max_epochs = 1000 if max_steps == -1 and max_time is None else -1
+        self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs or 0, max_steps, min_steps or 0
+        self.max_time = parse_max_time(max_time)
+
+        self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
+        self.limit_val_batches = check_limit("limit_val_batches", limit_val_batches)
+        self.limit_test_batches = check_limit("limit_test_batches", limit_test_batches)
+        self.limit_predict_batches = check_limit("limit_predict_batches", limit_predict_batches)
+        self.val_check_interval = check_limit("val_check_interval", val_check_interval)
+        if check_val_every_n_epoch is not None and (not isinstance(check_val_every_n_epoch, int) or check_val_every_n_epoch < 1):
+            raise MisconfigurationError(
+                f"Trainer(check_val_every_n_epoch={check_val_every_n_epoch!r}) must be an int >= 1 or None."
+            )
+        self.check_val_every_n_epoch = check_val_every_n_epoch
+        self.num_sanity_val_steps = 2 if num_sanity_val_steps is None else num_sanity_val_steps
+        self.log_every_n_steps = 50 if log_every_n_steps is None else log_every_n_steps
+        if not isinstance(self.log_every_n_steps, int) or self.log_every_n_steps < 1:
+            raise MisconfigurationError(f"Trainer(log_every_n_steps={log_every_n_steps!r}) must be an int >= 1.")
+        if not isinstance(accumulate_grad_batches, int) or accumulate_grad_batches < 1:
+            raise MisconfigurationError(
+                f"Trainer(accumulate_grad_batches={accumulate_grad_batches!r}) must be an int >= 1."
+            )
+        self.accumulate_grad_batches = accumulate_grad_batches
+        if gradient_clip_algorithm not in (None, "norm", "value"):
+            raise MisconfigurationError(
+                f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
+            )
+        self.gradient_clip_val = gradient_clip_val
+        self.gradient_clip_algorithm = gradient_clip_algorithm
+        if deterministic not in (None, True, False, "warn"):
+            raise MisconfigurationError(f"Trainer(deterministic={deterministic!r}) must be True, False, 'warn' or None.")
+        self.deterministic = deterministic
+        if deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+        if self.fast_dev_run:
+            n = self.fast_dev_run
+            self.max_epochs, self.max_steps, self.num_sanity_val_steps = 1, n, 0
+            self.limit_train_batches = self.limit_val_batches = n
+            self.limit_test_batches = self.limit_predict_batches = n
+            self.val_check_interval = 1.0
+            self.check_val_every_n_epoch = 1
+            logger = False
+
+        from trainer.callbacks.setup import default_callbacks
+        from trainer.loggers.setup import make_loggers
+
+        self.loggers = make_loggers(logger, self.default_root_dir)
+        self.callbacks: list[Callback] = default_callbacks(
+            callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)
+        )
+
+        # counters and state (Lightning's names)
+        self.current_epoch = 0
+        self.global_step = 0
+        self.should_stop = False
+        self.state_fn: str | None = None
+        self.training = self.sanity_checking = self.validating = self.testing = self.predicting = False
+        self.val_runs_at_epoch_end = False
+        self.num_training_batches: int | float = 0
+        self.num_val_batches: list[int | float] = []
+        self.num_test_batches: list[int | float] = []
+        self.num_predict_batches: list[int | float] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self._optimizer_handles: list[Any] = []
+        self.lr_scheduler_configs: list[Any] = []
+        self.lightning_module: Module | None = None
+        self.datamodule: DataModule | None = None
+        self.ckpt_path: str | None = None
+        self._batches_seen = 0  # batches of the current epoch already trained on
+        self._epoch_finished = False  # every batch of current_epoch done (resume starts the next epoch)
+        self._results = {"train": Results(), "validate": Results(), "test": Results()}
+        self._active_results: Results | None = None
+        self._fx_on_step = False
+        self._batch_for_size: Any = None
+        self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
+        self._hooks: Any = None
+        self._restored: dict[str, Any] | None = None
+
+    # --- public entry points -------------------------------------------------------------------------
+    def fit(
+        self,
+        model: Module,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        ckpt_path: str | os.PathLike | None = None,
+    ) -> None:
+        """Train ``model``; ``ckpt_path`` (or ``"last"``) continues exactly where that checkpoint stopped."""
+        if isinstance(train_dataloaders, DataModule):
+            train_dataloaders, datamodule = None, train_dataloaders
+        from trainer.loops.run import run_stage
+
+        run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
+
+    def validate(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | os.PathLike | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+    ) -> list[dict[str, float]]:
+        return self._evaluate("validate", model, dataloaders, ckpt_path, verbose, datamodule)
+
+    def test(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | os.PathLike | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+    ) -> list[dict[str, float]]:
+        return self._evaluate("test", model, dataloaders, ckpt_path, verbose, datamodule)
+
+    def predict(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
+        ckpt_path: str | os.PathLike | None = None,
+    ) -> list[Any] | None:
+        from trainer.loops.run import run_stage
+
+        if isinstance(dataloaders, DataModule):
+            dataloaders, datamodule = None, dataloaders
+        out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders}, ckpt_path)
+        return out if return_predictions is not False else None
+
+    def _evaluate(self, stage, model, dataloaders, ckpt_path, verbose, datamodule) -> list[dict[str, float]]:
+        from trainer.loops.run import run_stage
+
+        if isinstance(dataloaders, DataModule):
+            dataloaders, datamodule = None, dataloaders
+        key = "val" if stage == "validate" else "test"
+        results = run_stage(self, stage, self._model_or_last(model), datamodule, {key: dataloaders}, ckpt_path)
+        if verbose and self.is_global_zero and results:
+            from trainer.loops.evaluation import print_results
+
+            print_results(stage, results)
+        return results
+
+    def _model_or_last(self, model: Module | None) -> Module:
+        if model is None:
+            if self.lightning_module is None:
+                raise MisconfigurationError("No model given and none was fitted by this Trainer; pass model=...")
+            return self.lightning_module
+        return model
+
+    # --- ranks ---------------------------------------------------------------------------------------
+    @property
+    def global_rank(self) -> int:
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.strategy.local_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.strategy.is_global_zero
+
+    @property
+    def accelerator(self) -> Any:
+        return self.strategy.accelerator
+
+    @property
+    def precision_plugin(self) -> Any:
+        return self.strategy.precision
+
+    @property
+    def precision(self) -> str:
+        return self.strategy.precision.name
+
+    # --- loggers and directories ---------------------------------------------------------------------
+    @property
+    def logger(self) -> Any:
+        return self.loggers[0] if self.loggers else None
+
+    @property
+    def log_dir(self) -> str:
+        logger = self.logger
+        path = getattr(logger, "log_dir", None) if logger is not None else None
+        return str(path) if path is not None else self.default_root_dir
+
+    # --- callbacks -----------------------------------------------------------------------------------
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        from trainer.callbacks.model_checkpoint import ModelCheckpoint
+
+        return [c for c in self.callbacks if isinstance(c, ModelCheckpoint)]
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        cbs = self.checkpoint_callbacks
+        return cbs[0] if cbs else None
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        from trainer.callbacks.early_stopping import EarlyStopping
+
+        return next((c for c in self.callbacks if isinstance(c, EarlyStopping)), None)
+
+    @property
+    def progress_bar_callback(self) -> Any:
+        from trainer.callbacks.progress import ProgressBar
+
+        return next((c for c in self.callbacks if isinstance(c, ProgressBar)), None)
+
+    # --- metrics ---------------------------------------------------------------------------------------
+    @property
+    def callback_metrics(self) -> dict[str, Any]:
+        """Everything logged (step values, epoch aggregates), for callbacks such as ModelCheckpoint."""
+        out: dict[str, Any] = {}
+        for results in self._results.values():
+            out.update(results.callback_view())
+        return out
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for results in self._results.values():
+            out.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
+        return out
+
+    @property
+    def logged_metrics(self) -> dict[str, Any]:
+        return dict(self._last_logged) if hasattr(self, "_last_logged") else {}
+
+    @property
+    def estimated_stepping_batches(self) -> int | float:
+        """Optimizer steps the fit will take, from max_steps, max_epochs and the loader length."""
+        per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches) if self.num_training_batches else 0
+        by_epochs = per_epoch * self.max_epochs if self.max_epochs not in (None, -1) else math.inf
+        return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
+
+    def _log(
+        self, name: str, value: Any, prog_bar: bool, logger: bool, on_step: bool | None, on_epoch: bool | None,
+        reduce_fx: Any, sync_dist: bool, batch_size: int | None,
+    ) -> None:
+        results = self._active_results
+        if results is None:
+            raise MisconfigurationError(
+                f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
+                "training_step, validation_step, test_step or an on_* hook."
+            )
+        if self._log_suffix:
+            name += self._log_suffix
+        if on_step is None:
+            on_step = self._fx_on_step
+        if on_epoch is None:
+            on_epoch = not self._fx_on_step
+        if not (on_step or on_epoch):
+            return
+        results.add(
+            name, value, (prog_bar, logger, on_step, on_epoch), reduce_name(reduce_fx), sync_dist,
+            batch_size if batch_size is not None else self._infer_batch_size, self.strategy.all_reduce,
+        )
+
+    def _infer_batch_size(self) -> int:
+        batch = self._batch_for_size
+        if isinstance(batch, torch.Tensor):
+            return batch.shape[0] if batch.ndim else 1
+        if isinstance(batch, (list, tuple)):
+            for item in batch:
+                if isinstance(item, torch.Tensor) and item.ndim:
+                    return item.shape[0]
+        if isinstance(batch, dict):
+            for item in batch.values():
+                if isinstance(item, torch.Tensor) and item.ndim:
+                    return item.shape[0]
+        return 1
+
+    def _send_to_loggers(self, metrics: dict[str, Any], step: int) -> None:
+        if not metrics or not self.loggers:
+            return
+        floats = {k: to_float(v) for k, v in metrics.items()}
+        floats.setdefault("epoch", float(self.current_epoch))
+        self._last_logged = floats
+        for logger in self.loggers:
+            logger.log_metrics(floats, step=step)
+
+    # --- optimization entry points used by Module and OptimizerHandle --------------------------------
+    def _backward(self, loss: torch.Tensor) -> None:
+        hooks = self._hooks
+        hooks.call("on_before_backward", loss)
+        self.lightning_module.backward(loss)
+        hooks.call("on_after_backward")
+
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
+        """One optimizer step through the strategy; runs ``on_before_optimizer_step`` after the closure."""
+        from trainer.loops.optimization import optimizer_step
+
+        return optimizer_step(self, optimizer, closure)
+
+    # --- checkpoints -----------------------------------------------------------------------------------
+    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:
+        """Collect the full training state and write it atomically (rank 0 writes; all ranks call)."""
+        from trainer.loops.state import collect_checkpoint
+
+        checkpoint = collect_checkpoint(self, weights_only)
+        if self.is_global_zero:
+            from trainer.checkpoint import atomic_save
+
+            atomic_save(checkpoint, filepath)
+        self.strategy.barrier("save_checkpoint")
+
+    def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
+        if ckpt_path is None or str(ckpt_path) != "last":
+            return None if ckpt_path is None else str(ckpt_path)
+        roots = {Path(self.default_root_dir)}
+        roots.update(Path(c.dirpath) for c in self.checkpoint_callbacks if getattr(c, "dirpath", None))
+        found = [p for root in roots if root.is_dir() for p in root.rglob("*.ckpt")]
+        if not found:
+            if stage == "fit":
+                warnings.warn(f"ckpt_path='last': no checkpoint under {sorted(map(str, roots))}; starting from scratch.")
+                return None
+            raise MisconfigurationError(
+                f"ckpt_path='last' but there is no *.ckpt file under {sorted(map(str, roots))}; pass a file path."
+            )
+        return str(max(found, key=lambda p: (p.stat().st_mtime_ns, p.name == "last.ckpt")))
+
+    def __repr__(self) -> str:
+        return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, Iterable) and not isinstance(value, (str, torch.utils.data.DataLoader)):
+        return list(value)
+    return [value]
+
