@@ -407,7 +407,9 @@ class Trainer:
             raise MisconfigurationError(
                 f"ckpt_path='last' but there is no *.ckpt file under {sorted(map(str, roots))}; pass a file path."
             )
-        return str(max(found, key=lambda p: (p.stat().st_mtime_ns, p.name == "last.ckpt")))
+        # last.ckpt names the newest state of its run; saves within one timestamp tick would tie otherwise
+        lasts = [p for p in found if p.name == "last.ckpt"]
+        return str(max(lasts or found, key=lambda p: p.stat().st_mtime_ns))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"

@@ -23,11 +23,11 @@ from torch import nn
 
 @dataclass
 class GPTConfig:
-    """Shape of the model. The defaults are the sorting example's (tuned to train in about a minute on 2 CPU cores)."""
+    """Shape of the model. The defaults are the sorting example's: 200k parameters, about 25 ms a step on 2 CPU cores."""
 
     vocab_size: int = 11
-    block_size: int = 16
-    n_layer: int = 2
+    block_size: int = 24
+    n_layer: int = 4
     n_head: int = 4
     n_embd: int = 64
     ffn_mult: int = 4

@@ -24,7 +24,7 @@ class SortingDataset(Dataset):
     Token ids ``0 .. num_digits - 1`` are digits, ``num_digits`` is the separator.
     """
 
-    def __init__(self, num_samples: int, seq_len: int = 8, num_digits: int = 10, seed: int = 0) -> None:
+    def __init__(self, num_samples: int, seq_len: int = 12, num_digits: int = 10, seed: int = 0) -> None:
         if num_samples < 1 or seq_len < 1 or num_digits < 2:
             raise ValueError(
                 f"Need num_samples >= 1, seq_len >= 1 and num_digits >= 2, got {num_samples}, {seq_len}, {num_digits}."
@@ -69,7 +69,7 @@ class SortingDataModule(DataModule):
 
     def __init__(
         self,
-        seq_len: int = 8,
+        seq_len: int = 12,
         num_digits: int = 10,
         train_size: int = 12_800,
         val_size: int = 1_024,

@@ -1,0 +1,1 @@
+"""Relay's Hydra config tree, shipped inside the wheel as ``trainer.configs``."""

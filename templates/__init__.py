@@ -1,0 +1,1 @@
+"""Starter project and launch files, shipped inside the wheel as ``trainer.templates``."""
