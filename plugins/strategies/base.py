@@ -89,8 +89,14 @@ class Strategy:
         device = self.root_device
         if isinstance(batch, torch.Tensor):
             return batch.to(device, non_blocking=True)
-        if type(batch) in (list, tuple) and all(isinstance(b, torch.Tensor) for b in batch):
-            return type(batch)(b.to(device, non_blocking=True) for b in batch)  # fast path, no recursion
+        if type(batch) in (list, tuple):  # the common case, without apply_to_collection's recursion
+            moved = []
+            for item in batch:
+                if not isinstance(item, torch.Tensor):
+                    break
+                moved.append(item.to(device, non_blocking=True))
+            else:
+                return moved if type(batch) is list else tuple(moved)
         from lightning_utilities.core.apply_func import apply_to_collection
 
         return apply_to_collection(batch, torch.Tensor, lambda t: t.to(device, non_blocking=True))

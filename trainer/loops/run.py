@@ -39,6 +39,8 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
                 "DataModule (or Module)."
             )
         return []
+    if key == "train":  # one iterable of batches (a list of batches is fine too)
+        return [given]
     return list(given) if isinstance(given, (list, tuple)) else [given]
 
 
@@ -127,8 +129,6 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
         from trainer.loops.fit import FitLoop
 
         train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
-        if len(train) != 1:
-            raise MisconfigurationError(f"fit() takes one train dataloader; got {len(train)}.")
         trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader))
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
         trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
