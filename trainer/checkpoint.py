@@ -48,14 +48,17 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
+    except Exception as err:
+        text = str(err)
+        unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
+        if isinstance(err, pickle.UnpicklingError) and unsafe:
+            raise MisconfigurationError(
+                f"ckpt_path={str(path)!r} was refused: it holds objects other than plain data (tensors, numbers, "
+                f"strings, containers), which could run code when loaded ({unsafe[0]})."
+            ) from None
+        first = text.splitlines()[0] if text else ""
         raise MisconfigurationError(
-            f"ckpt_path={str(path)!r} was refused: it holds objects other than plain data (tensors, numbers, "
-            f"strings, containers), which could run code when loaded. Details: {str(err).splitlines()[0]}"
-        ) from None
-    except Exception as err:  # not a torch file at all
-        raise MisconfigurationError(
-            f"ckpt_path={str(path)!r} is not a checkpoint torch can read: {type(err).__name__}: {err}"
+            f"ckpt_path={str(path)!r} is not a checkpoint torch can read: {type(err).__name__}: {first}"
         ) from None
     if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
         keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
