@@ -164,7 +164,9 @@ def test_no_validation_saves_on_train_epoch_end_by_train_metric(tmp_path):
 
 
 # --- EarlyStopping -------------------------------------------------------------------------------------------
-def _fit_with_es(tmp_path: Path, values: list[float], max_epochs: int = 10, **es_kwargs: Any) -> tuple[Trainer, EarlyStopping]:
+def _fit_with_es(
+    tmp_path: Path, values: list[float], max_epochs: int = 10, **es_kwargs: Any
+) -> tuple[Trainer, EarlyStopping]:
     es = EarlyStopping(monitor="val_loss", **es_kwargs)
     trainer = _trainer(tmp_path, max_epochs=max_epochs, callbacks=[es], enable_checkpointing=False)
     trainer.fit(Tiny(values), _loader(8), _loader(8))

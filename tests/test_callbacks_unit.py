@@ -592,7 +592,8 @@ def test_import_is_lazy():
         "import sys, trainer.callbacks as C\n"
         "loaded = [m for m in sys.modules if m.startswith('trainer.callbacks.')]\n"
         "assert not loaded, loaded\n"
-        "assert C.ModelCheckpoint.__name__ == 'ModelCheckpoint' and 'trainer.callbacks.early_stopping' not in sys.modules\n"
+        "assert C.ModelCheckpoint.__name__ == 'ModelCheckpoint'\n"
+        "assert 'trainer.callbacks.early_stopping' not in sys.modules\n"
         "from trainer.callbacks import Callback, EarlyStopping, LearningRateMonitor, ProgressBar, ModelSummary\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -37,6 +37,8 @@ def reference(tmp_path_factory) -> dict[str, torch.Tensor]:
     [
         pytest.param(["--kill-at-step", "13", "--every-n-train-steps", "4"], id="inside-an-epoch"),
         pytest.param(["--kill-at-epoch-start", "2"], id="at-an-epoch-boundary"),
+        # the last checkpoint is from the epoch's last batch: only the epoch-end work is left on resume
+        pytest.param(["--kill-at-step", "10", "--every-n-train-steps", "9"], id="after-the-last-batch-of-an-epoch"),
     ],
 )
 def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, kill):
@@ -44,7 +46,8 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, kill):
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "final.pt").exists()
     assert (tmp_path / "ckpt" / "last.ckpt").is_file()
-    same_checkpointing = ["--every-n-train-steps", "4"] if "--every-n-train-steps" in kill else []
+    every = kill.index("--every-n-train-steps") if "--every-n-train-steps" in kill else None
+    same_checkpointing = kill[every : every + 2] if every is not None else []
     resumed = _run(tmp_path, "--resume", *same_checkpointing)
     assert resumed.returncode == 0, resumed.stderr
     final = _final(tmp_path)

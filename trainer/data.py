@@ -91,7 +91,7 @@ class LoaderPlan:
         sampler = getattr(self.loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
-        if skip_batches and self.sampler is not None and getattr(self.loader, "batch_size", None):
+        if self.sampler is not None:  # set on every call: a previous, unconsumed skip must not leak
             self.sampler.skip = skip_batches * self.loader.batch_size
             return iter(self.loader)
         it = iter(self.loader)

@@ -1,0 +1,37 @@
+"""Callbacks, imported on first use so that ``import trainer.callbacks`` costs almost nothing."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.callbacks.base import Callback
+    from trainer.callbacks.early_stopping import EarlyStopping
+    from trainer.callbacks.lr_monitor import LearningRateMonitor
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+    from trainer.callbacks.model_summary import ModelSummary
+    from trainer.callbacks.progress import ProgressBar
+
+_EXPORTS = {
+    "Callback": "trainer.callbacks.base",
+    "ModelCheckpoint": "trainer.callbacks.model_checkpoint",
+    "EarlyStopping": "trainer.callbacks.early_stopping",
+    "LearningRateMonitor": "trainer.callbacks.lr_monitor",
+    "ProgressBar": "trainer.callbacks.progress",
+    "ModelSummary": "trainer.callbacks.model_summary",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -139,7 +139,7 @@ class GPT(nn.Module):
         """``idx`` is token ids ``(B, T)``; a pipeline stage without ``tok_emb`` gets hidden states ``(B, T, C)``."""
         if self.tok_emb is not None:
             T = idx.size(1)
-            if T > self.config.block_size:
+            if not torch.jit.is_tracing() and T > self.config.block_size:
                 raise ValueError(f"Sequence length {T} exceeds block_size={self.config.block_size}.")
             pos = torch.arange(T, device=idx.device)
             h = self.tok_emb(idx) + self.pos_emb(pos)

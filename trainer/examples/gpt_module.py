@@ -54,7 +54,7 @@ class GPTModule(Module):
         n_head: int = 4,
         n_embd: int = 64,
         dropout: float = 0.0,
-        lr: float = 3e-3,
+        lr: float = 2e-3,
         weight_decay: float = 0.1,
         warmup_steps: int = 100,
         max_steps: int = 1000,

@@ -103,12 +103,14 @@ class FitLoop:
         t._active_results, t._fx_on_step = results, False
         t.val_runs_at_epoch_end = self._val_due_at_epoch_end()
         module.train()
-        batches = self.train.iterate(t.current_epoch, skip)
+        limit = t.num_training_batches
+        # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
+        batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
-        limit, step, strategy = t.num_training_batches, self.step, t.strategy
+        step, strategy = self.step, t.strategy
         log_every, loggers = t.log_every_n_steps, t.loggers
         batch_idx = skip
         stopped = False

@@ -1,0 +1,141 @@
+"""LearningRateMonitor: send each optimizer's learning rate (and optionally momentum, weight decay) to the loggers.
+
+Keys follow Lightning: ``lr-<OptimizerClass>`` (or the scheduler config's ``name``), ``-1``, ``-2``... for
+more optimizers of the same class, and ``/pg1``, ``/pg2``... (or a param group's ``"name"``) when an optimizer
+has several param groups.
+
+Step-interval values are logged with the step number of the optimizer step they were used for, i.e. on the
+same rows as the training metrics the Trainer logs every ``log_every_n_steps``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from trainer.callbacks.base import Callback
+from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.module import Module
+    from trainer.trainer import Trainer
+
+
+class LearningRateMonitor(Callback):
+    """Log learning rates: ``logging_interval`` ``"step"``, ``"epoch"``, or None (each scheduler's own interval)."""
+
+    def __init__(
+        self, logging_interval: str | None = None, log_momentum: bool = False, log_weight_decay: bool = False
+    ) -> None:
+        if logging_interval not in (None, "step", "epoch"):
+            raise MisconfigurationError(
+                f"LearningRateMonitor(logging_interval={logging_interval!r}) is not valid; use 'step', 'epoch' or None."
+            )
+        self.logging_interval = logging_interval
+        self.log_momentum = log_momentum
+        self.log_weight_decay = log_weight_decay
+        self.lrs: dict[str, list[float]] = defaultdict(list)  # every value logged, per key
+        self._last_step_logged = -1
+
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        if stage == "fit" and not trainer.loggers:
+            raise MisconfigurationError(
+                "LearningRateMonitor needs a logger to write to, but the Trainer has none (logger=False); "
+                "pass logger=True or a logger such as trainer.loggers.CSVLogger, or drop the callback."
+            )
+
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._last_step_logged = -1
+        if self.log_momentum:
+            missing = [
+                type(o).__name__ for o in trainer.optimizers
+                if not all("momentum" in g or "betas" in g for g in o.param_groups)
+            ]
+            if missing:
+                import warnings
+
+                warnings.warn(
+                    f"LearningRateMonitor(log_momentum=True): {', '.join(missing)} has no momentum or betas; "
+                    "0 is logged for it.",
+                    stacklevel=2,
+                )
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
+        if self.logging_interval == "epoch":
+            return
+        step = trainer.global_step + 1  # the step this batch's optimizer step will complete
+        if step % trainer.log_every_n_steps or step == self._last_step_logged:
+            return
+        self._last_step_logged = step
+        self._log(trainer, "step" if self.logging_interval is None else "any", step)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:
+        if self.logging_interval == "step":
+            return
+        self._log(trainer, "epoch" if self.logging_interval is None else "any", trainer.global_step)
+
+    # --- extracting -----------------------------------------------------------------------------------
+    def _log(self, trainer: Trainer, interval: str, step: int) -> None:
+        stats = self.extract_stats(trainer, interval)
+        if not stats:
+            return
+        for key, value in stats.items():
+            self.lrs[key].append(value)
+        for logger in trainer.loggers:
+            logger.log_metrics(stats, step=step)
+
+    def extract_stats(self, trainer: Trainer, interval: str = "any") -> dict[str, float]:
+        """Current values for the schedulers of ``interval`` ("step", "epoch", "any") and unscheduled optimizers."""
+        stats: dict[str, float] = {}
+        for optimizer, keys, sched_interval in self._named_optimizers(trainer):
+            if sched_interval is not None and interval not in (sched_interval, "any"):
+                continue
+            for group, key in zip(optimizer.param_groups, keys):
+                stats[key] = float(group["lr"])
+                if self.log_momentum:
+                    momentum = group.get("betas", (group.get("momentum", 0.0),))[0]
+                    stats[f"{key}-momentum"] = float(momentum)
+                if self.log_weight_decay:
+                    stats[f"{key}-weight_decay"] = float(group.get("weight_decay", 0.0))
+        return stats
+
+    def _named_optimizers(self, trainer: Trainer) -> list[tuple[torch.optim.Optimizer, list[str], str | None]]:
+        """``(optimizer, one key per param group, scheduler interval or None)``, schedulers' optimizers first."""
+        entries: list[tuple[Any, str, str | None, bool]] = []  # optimizer, base name, interval, named by user
+        seen: list[Any] = []
+        for config in trainer.lr_scheduler_configs:
+            optimizer = getattr(config.scheduler, "optimizer", None)
+            if optimizer is None or any(optimizer is o for o in seen):
+                continue
+            seen.append(optimizer)
+            name = getattr(config, "name", None)
+            entries.append((optimizer, name or f"lr-{type(optimizer).__name__}", config.interval, bool(name)))
+        for optimizer in trainer.optimizers:
+            if not any(optimizer is o for o in seen):
+                seen.append(optimizer)
+                entries.append((optimizer, f"lr-{type(optimizer).__name__}", None, False))
+
+        counts: dict[str, int] = defaultdict(int)
+        out = []
+        for optimizer, base, interval, named in entries:
+            if not named:
+                counts[base] += 1
+                if counts[base] > 1:
+                    base = f"{base}-{counts[base] - 1}"
+            out.append((optimizer, _param_group_keys(base, optimizer.param_groups), interval))
+        return out
+
+
+def _param_group_keys(base: str, groups: list[dict[str, Any]]) -> list[str]:
+    """``base`` for one group; ``base/<group name or pg<i>>`` (1-based) for several."""
+    names = [g.get("name") for g in groups]
+    given = [n for n in names if n]
+    if len(given) != len(set(given)):
+        raise MisconfigurationError(
+            f"LearningRateMonitor: {base} has param groups with the same 'name' ({given}); give each a unique name."
+        )
+    if len(groups) == 1:
+        return [f"{base}/{names[0]}" if names[0] else base]
+    return [f"{base}/{name or f'pg{i + 1}'}" for i, name in enumerate(names)]

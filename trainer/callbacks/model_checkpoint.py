@@ -1,0 +1,504 @@
+"""ModelCheckpoint: save the training state periodically, keep the best k files by a metric, and ``last.ckpt``.
+
+When it saves (Lightning 2.x semantics):
+
+* ``every_n_train_steps=n``: after every n-th optimizer step.
+* otherwise every ``every_n_epochs`` epochs (default 1): at the end of the training epoch when validation
+  runs once per epoch at its end (the Trainer validates *before* ``on_train_epoch_end``, so ``val_*`` metrics
+  are there, and the checkpoint resumes at the next epoch), or at the end of each validation when validation
+  runs at other times (``val_check_interval`` inside the epoch, ``check_val_every_n_epoch > 1``).
+  ``save_on_train_epoch_end=True/False`` overrides the choice.
+
+Files are written by ``trainer.save_checkpoint`` (atomic, rank 0); this callback only decides names and which
+files to keep. An old top-k file is deleted only after its replacement is on disk.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.callbacks.base import Callback
+from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.module import Module
+    from trainer.trainer import Trainer
+
+# ``{name}`` or ``{name:format_spec}``; names may contain '/', '.', '-' (anything but braces and ':')
+_PLACEHOLDER = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
+
+
+def format_checkpoint_name(template: str, metrics: Mapping[str, Any], auto_insert_metric_name: bool = True) -> str:
+    """Fill ``{name}`` / ``{name:spec}`` placeholders from ``metrics`` (tensors are read with ``.item()``).
+
+    With ``auto_insert_metric_name`` a placeholder becomes ``name=value``; a '/' in the inserted name becomes
+    '_' so that a metric such as ``val/loss`` does not create a sub-directory. A name that was never logged
+    reads as 0, as in Lightning, so a template stays usable before the first validation.
+    """
+
+    def fill(match: re.Match[str]) -> str:
+        name, spec = match.group(1).strip(), match.group(2) or ""
+        value = metrics.get(name, 0)
+        if isinstance(value, torch.Tensor):
+            value = value.item() if value.numel() == 1 else value.tolist()
+        try:
+            text = format(value, spec)
+        except (TypeError, ValueError) as err:
+            raise MisconfigurationError(
+                f"ModelCheckpoint filename placeholder {match.group(0)!r} cannot format {name}={value!r}: {err}. "
+                f"Use a format spec that fits a {type(value).__name__}, e.g. '{{{name}:.4f}}'."
+            ) from None
+        return f"{name.replace('/', '_')}={text}" if auto_insert_metric_name else text
+
+    return _PLACEHOLDER.sub(fill, template)
+
+
+def _as_score(name: str, value: Any) -> torch.Tensor:
+    """A detached 0-dim CPU float tensor: plain data for the checkpoint, comparable without devices."""
+    score = torch.as_tensor(value).detach()
+    if score.numel() != 1:
+        raise MisconfigurationError(
+            f"ModelCheckpoint(monitor={name!r}) needs a single number, but {name!r} has shape {tuple(score.shape)}."
+        )
+    score = score.reshape(()).cpu()
+    return score if score.is_floating_point() else score.double()
+
+
+class ModelCheckpoint(Callback):
+    """Save checkpoints during ``fit``; see the module docstring for when.
+
+    Args:
+        dirpath: directory for the files; default ``<trainer.log_dir>/checkpoints`` with a logger, else
+            ``<default_root_dir>/checkpoints`` (resolved at setup, rank 0's choice on every rank).
+        filename: name template without extension, e.g. ``"{epoch}-{val_loss:.2f}"``; default
+            ``"{epoch}-{step}"`` which reads ``epoch=3-step=400``. A name already on disk gets ``-v1``, ``-v2``...
+        monitor: metric to rank checkpoints by (``None``: keep the latest ``save_top_k``).
+        mode: ``"min"`` or ``"max"``: which direction of ``monitor`` is better.
+        save_top_k: how many files to keep (-1: all, 0: none besides ``last``).
+        save_last: also write ``last.ckpt`` at every save (a hard link to the file just written when there is one).
+        every_n_train_steps / every_n_epochs: how often (mutually exclusive; default every epoch).
+        save_on_train_epoch_end: force epoch-level saving at train-epoch end (True) or validation end (False).
+        save_weights_only: write only the module weights (such a file cannot resume training).
+        auto_insert_metric_name: ``{epoch}`` reads ``epoch=3`` (True) or ``3`` (False).
+        verbose: print a line for every decision (rank 0).
+    """
+
+    CHECKPOINT_JOIN_CHAR = "-"
+    CHECKPOINT_EQUALS_CHAR = "="
+    CHECKPOINT_NAME_LAST = "last"
+    FILE_EXTENSION = ".ckpt"
+    STARTING_VERSION = 1
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        monitor: str | None = None,
+        mode: str = "min",
+        save_top_k: int = 1,
+        save_last: bool | str | None = None,
+        every_n_train_steps: int | None = None,
+        every_n_epochs: int | None = None,
+        save_on_train_epoch_end: bool | None = None,
+        save_weights_only: bool = False,
+        auto_insert_metric_name: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        if mode not in ("min", "max"):
+            raise MisconfigurationError(f"ModelCheckpoint(mode={mode!r}) is not valid; use 'min' or 'max'.")
+        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
+            raise MisconfigurationError(
+                f"ModelCheckpoint(save_top_k={save_top_k!r}) must be an int >= -1 (-1: keep all, 0: keep none)."
+            )
+        for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise MisconfigurationError(f"ModelCheckpoint({name}={value!r}) must be an int >= 0 or None.")
+        if (every_n_train_steps or 0) > 0 and (every_n_epochs or 0) > 0:
+            raise MisconfigurationError(
+                f"ModelCheckpoint(every_n_train_steps={every_n_train_steps}, every_n_epochs={every_n_epochs}): "
+                "pick one; use two ModelCheckpoint callbacks to save on both schedules."
+            )
+        if save_last not in (None, True, False, "link"):
+            raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False or None.")
+        if save_on_train_epoch_end not in (None, True, False):
+            raise MisconfigurationError(
+                f"ModelCheckpoint(save_on_train_epoch_end={save_on_train_epoch_end!r}) must be True, False or None."
+            )
+        if filename is not None and filename.endswith(self.FILE_EXTENSION):
+            filename = filename[: -len(self.FILE_EXTENSION)]
+
+        self._dirpath_given = dirpath is not None
+        self.dirpath: str | None = (
+            os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath is not None else None
+        )
+        self.filename = filename
+        self.monitor = monitor
+        self.mode = mode
+        self.save_top_k = save_top_k
+        self.save_last = save_last
+        self.save_weights_only = save_weights_only
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.verbose = verbose
+        self._save_on_train_epoch_end = save_on_train_epoch_end
+        if every_n_train_steps is None and every_n_epochs is None:
+            every_n_train_steps, every_n_epochs = 0, 1
+        self._every_n_train_steps = every_n_train_steps or 0
+        self._every_n_epochs = every_n_epochs or 0
+
+        # bookkeeping (part of the checkpoint)
+        self.best_k_models: dict[str, torch.Tensor] = {}
+        self.kth_best_model_path = ""
+        self.kth_value: torch.Tensor | None = None
+        self.best_model_path = ""
+        self.best_model_score: torch.Tensor | None = None
+        self.current_score: torch.Tensor | None = None
+        self.last_model_path = ""
+
+        # per-run state
+        self._last_global_step_saved = 0  # no optimizer step yet: nothing worth saving
+        self._last_checkpoint_saved = ""
+        self._batches_done = 0  # batches of the current epoch, for "is this the epoch-end validation?"
+        self._val_ran_at_epoch_end = False
+        self._val_has_run = False
+        self._warned_missing = False
+
+    # --- identity -------------------------------------------------------------------------------------
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(
+            monitor=self.monitor,
+            mode=self.mode,
+            every_n_train_steps=self._every_n_train_steps,
+            every_n_epochs=self._every_n_epochs,
+        )
+
+    @property
+    def every_n_train_steps(self) -> int:
+        return self._every_n_train_steps
+
+    @property
+    def every_n_epochs(self) -> int:
+        return self._every_n_epochs
+
+    def __repr__(self) -> str:
+        return (
+            f"ModelCheckpoint(dirpath={self.dirpath!r}, monitor={self.monitor!r}, mode={self.mode!r}, "
+            f"save_top_k={self.save_top_k}, save_last={self.save_last!r})"
+        )
+
+    # --- hooks ----------------------------------------------------------------------------------------
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        if self.dirpath is None:
+            dirpath = self._default_dirpath(trainer)
+            if trainer.world_size > 1:
+                dirpath = trainer.strategy.broadcast(dirpath)
+            self.dirpath = dirpath
+        if stage == "fit":
+            self._val_has_run = False
+            self._warned_missing = False
+            if trainer.is_global_zero:
+                self._warn_if_dir_not_empty(trainer)
+
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+        # after a resume, the restored step is already on disk
+        self._last_global_step_saved = trainer.global_step
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._batches_done = batch_idx + 1
+        every = self._every_n_train_steps
+        if every < 1:
+            return
+        step = trainer.global_step
+        if step % every or step == self._last_global_step_saved or self._skip(trainer):
+            return
+        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True, on_step=True)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None:
+        if self._not_fitting(trainer):
+            return
+        self._val_has_run = True
+        if self._save_on_train_epoch_end is True:
+            return
+        if (
+            self._save_on_train_epoch_end is None
+            and trainer.val_runs_at_epoch_end
+            and self._batches_done >= trainer.num_training_batches
+        ):
+            # the epoch-end validation: save moments later in on_train_epoch_end, once the epoch counts as done
+            self._val_ran_at_epoch_end = True
+            return
+        if trainer.global_step != self._last_global_step_saved:
+            self._save_epoch_level(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
+        val_ran, self._val_ran_at_epoch_end = self._val_ran_at_epoch_end, False
+        if self._skip(trainer) or self._save_on_train_epoch_end is False:
+            return
+        if self._save_on_train_epoch_end is True or val_ran or not _fit_has_validation(trainer):
+            self._save_epoch_level(trainer)
+        elif trainer.val_runs_at_epoch_end and self.save_last:
+            # the run stopped before this epoch's validation: no fresh metric to rank by, but keep the latest state
+            self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=False)
+
+    # --- state ----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "monitor": self.monitor,
+            "best_model_score": self.best_model_score,
+            "best_model_path": self.best_model_path,
+            "current_score": self.current_score,
+            "dirpath": self.dirpath,
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
+            "last_model_path": self.last_model_path,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved_dir = state_dict.get("dirpath", self.dirpath)
+        if saved_dir == self.dirpath:
+            self.best_model_score = state_dict["best_model_score"]
+            self.current_score = state_dict.get("current_score")
+            self.best_k_models = dict(state_dict.get("best_k_models", {}))
+            self.kth_best_model_path = state_dict.get("kth_best_model_path", "")
+            self.kth_value = state_dict.get("kth_value")
+            self.last_model_path = state_dict.get("last_model_path", "")
+        else:
+            warnings.warn(
+                f"The checkpoint's ModelCheckpoint saved to {saved_dir!r} but this run saves to {self.dirpath!r}: "
+                "its top-k list is not restored, so files in the old directory are left alone. Pass "
+                "ModelCheckpoint(dirpath=...) to continue managing the same directory.",
+                stacklevel=2,
+            )
+        self.best_model_path = state_dict.get("best_model_path", "")
+
+    # --- naming ---------------------------------------------------------------------------------------
+    def format_checkpoint_name(
+        self, metrics: Mapping[str, Any], filename: str | None = None, ver: int | None = None
+    ) -> str:
+        """The full path a save with these metrics would get (``ver``: the ``-v<n>`` clash suffix)."""
+        template = filename or self.filename or f"{{epoch}}{self.CHECKPOINT_JOIN_CHAR}{{step}}"
+        name = format_checkpoint_name(template, metrics, self.auto_insert_metric_name)
+        if ver is not None:
+            name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
+        return os.path.join(self.dirpath or "", name + self.FILE_EXTENSION)
+
+    def _new_filepath(self, trainer: Trainer, candidates: Mapping[str, Any], reusable: str | None) -> str:
+        """A fresh name; ``reusable`` (a file about to be dropped) may be overwritten instead of versioned."""
+        path = self.format_checkpoint_name(candidates)
+        if trainer.is_global_zero:
+            version = self.STARTING_VERSION
+            while path != reusable and (os.path.exists(path) or path == self.last_model_path):
+                path = self.format_checkpoint_name(candidates, ver=version)
+                version += 1
+        if trainer.world_size > 1:
+            path = trainer.strategy.broadcast(path)
+        return path
+
+    def _default_dirpath(self, trainer: Trainer) -> str:
+        root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
+        return os.path.realpath(os.path.join(os.fspath(root), "checkpoints"))
+
+    def _warn_if_dir_not_empty(self, trainer: Trainer) -> None:
+        if self.save_top_k == 0 or getattr(trainer, "ckpt_path", None) or not self.dirpath:
+            return
+        try:
+            names = os.listdir(self.dirpath)
+        except OSError:
+            return
+        if any(n.endswith(self.FILE_EXTENSION) for n in names):
+            warnings.warn(
+                f"Checkpoint directory {self.dirpath} already holds checkpoints; new files get '-v<n>' suffixes "
+                "where names clash, and old files are never deleted.",
+                stacklevel=2,
+            )
+
+    # --- deciding -------------------------------------------------------------------------------------
+    @staticmethod
+    def _not_fitting(trainer: Trainer) -> bool:
+        return bool(trainer.fast_dev_run) or trainer.sanity_checking or getattr(trainer, "state_fn", "fit") != "fit"
+
+    def _skip(self, trainer: Trainer) -> bool:
+        return self._not_fitting(trainer) or trainer.global_step == self._last_global_step_saved
+
+    def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:
+        candidates = dict(trainer.callback_metrics)
+        candidates.setdefault("epoch", torch.tensor(trainer.current_epoch))
+        candidates.setdefault("step", torch.tensor(trainer.global_step))
+        return candidates
+
+    def _save_epoch_level(self, trainer: Trainer) -> None:
+        every = self._every_n_epochs
+        topk = every >= 1 and (trainer.current_epoch + 1) % every == 0
+        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=topk)
+
+    def _save_checkpoints(
+        self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False
+    ) -> None:
+        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice."""
+        previous_last = self.last_model_path
+        last_path = self._last_path(candidates) if self.save_last else None
+        if last_path is not None:
+            self.last_model_path = last_path  # set first: it is part of the state written below
+        written = self._save_topk(trainer, candidates, on_step) if topk else None
+        if last_path is None:
+            return
+        if written is not None:
+            self._link(trainer, written, last_path)
+        else:
+            self._unshare(trainer, last_path)
+            self._write(trainer, last_path)
+        if previous_last and previous_last != last_path:
+            self._remove(trainer, previous_last)
+
+    def _last_path(self, candidates: Mapping[str, Any]) -> str:
+        name = format_checkpoint_name(self.CHECKPOINT_NAME_LAST, candidates, self.auto_insert_metric_name)
+        return os.path.join(self.dirpath or "", name + self.FILE_EXTENSION)
+
+    def _save_topk(self, trainer: Trainer, candidates: dict[str, Any], on_step: bool) -> str | None:
+        """Returns the path written, or None when this score does not make the top k."""
+        if self.save_top_k == 0:
+            return None
+        if self.monitor is None:  # keep the latest k: rank by step
+            return self._update_topk(trainer, candidates, _as_score("step", trainer.global_step), "max")
+        if self.monitor not in candidates:
+            logged = sorted(trainer.callback_metrics)
+            message = (
+                f"ModelCheckpoint(monitor={self.monitor!r}) could not find {self.monitor!r} among the logged "
+                f"metrics. Logged keys: {logged if logged else 'none'}. Log it with self.log({self.monitor!r}, value) "
+                "in your Module, or pass one of the logged keys as monitor=."
+            )
+            if on_step and not self._val_has_run and _fit_has_validation(trainer):
+                # a step-based save before the first validation: the val metric cannot exist yet
+                if not self._warned_missing:
+                    self._warned_missing = True
+                    warnings.warn(message + " Skipping step checkpoints until it is logged.", stacklevel=2)
+                return None
+            raise MisconfigurationError(message)
+        current = _as_score(self.monitor, candidates[self.monitor])
+        if trainer.world_size > 1:  # a metric logged without sync_dist may differ: rank 0's value decides for all
+            current = trainer.strategy.broadcast(current)
+        if math.isnan(current.item()):  # NaN ranks last, never best
+            current = torch.tensor(math.inf if self.mode == "min" else -math.inf, dtype=current.dtype)
+        self.current_score = current
+        if self._in_top_k(current):
+            return self._update_topk(trainer, candidates, current, self.mode)
+        if self.verbose and trainer.is_global_zero:
+            print(
+                f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: "
+                f"{self.monitor!r} was not in top {self.save_top_k}"
+            )
+        return None
+
+    def _in_top_k(self, current: torch.Tensor) -> bool:
+        if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
+            return True
+        return _better(current, self.best_k_models[self.kth_best_model_path], self.mode)
+
+    def _update_topk(self, trainer: Trainer, candidates: dict[str, Any], score: torch.Tensor, mode: str) -> str:
+        k = self.save_top_k
+        dropped = self.kth_best_model_path if k != -1 and len(self.best_k_models) >= k else None
+        path = self._new_filepath(trainer, candidates, dropped)
+        if dropped is not None:
+            self.best_k_models.pop(dropped, None)
+        self.best_k_models[path] = score
+        self._rank(mode)
+        if self.monitor is None:
+            self.best_model_path = path  # the latest is the "best" without a metric
+        if self.verbose and trainer.is_global_zero:
+            what = f"{self.monitor!r} reached {score.item():.5g} (best {self.best_model_score.item():.5g}), " if (
+                self.monitor is not None and self.best_model_score is not None
+            ) else ""
+            print(f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: {what}saving model to {path!r}")
+        self._write(trainer, path)
+        if dropped is not None and dropped != path:
+            self._remove(trainer, dropped)
+        return path
+
+    def _rank(self, mode: str) -> None:
+        """Recompute best and k-th best after ``best_k_models`` changed."""
+        pick_worst, pick_best = (max, min) if mode == "min" else (min, max)
+        models = self.best_k_models
+        if self.save_top_k != -1 and len(models) >= self.save_top_k:
+            self.kth_best_model_path = pick_worst(models, key=lambda p: models[p].item())
+            self.kth_value = models[self.kth_best_model_path]
+        else:
+            self.kth_best_model_path, self.kth_value = "", None
+        if self.monitor is not None and models:
+            self.best_model_path = pick_best(models, key=lambda p: models[p].item())
+            self.best_model_score = models[self.best_model_path]
+
+    # --- files ----------------------------------------------------------------------------------------
+    def _write(self, trainer: Trainer, path: str) -> None:
+        trainer.save_checkpoint(path, self.save_weights_only)
+        self._last_global_step_saved = trainer.global_step
+        self._last_checkpoint_saved = path
+
+    def _link(self, trainer: Trainer, source: str, target: str) -> None:
+        """``target`` becomes the same file as ``source``: a hard link renamed into place (atomic), else a copy."""
+        if source == target:
+            return
+        if trainer.is_global_zero:
+            directory, name = os.path.split(target)
+            tmp = os.path.join(directory, f".{name}.tmp-link-{os.getpid()}")
+            try:
+                if os.path.lexists(tmp):
+                    os.remove(tmp)
+                try:
+                    os.link(source, tmp)
+                except OSError:  # no hard links on this filesystem
+                    shutil.copyfile(source, tmp)
+                    with open(tmp, "rb+") as f:
+                        os.fsync(f.fileno())
+                os.replace(tmp, target)
+            finally:
+                if os.path.lexists(tmp):
+                    os.remove(tmp)
+
+    @staticmethod
+    def _unshare(trainer: Trainer, path: str) -> None:
+        """Drop a ``last`` that is a hard link before rewriting it, so a writer that writes in place (rather than
+        rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to."""
+        if trainer.is_global_zero:
+            try:
+                if os.stat(path).st_nlink > 1:
+                    os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    def _remove(self, trainer: Trainer, path: str) -> None:
+        if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
+            return
+        if trainer.is_global_zero:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+
+def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:
+    a, b = current.item(), reference.item()
+    if math.isnan(a):
+        return False
+    return a < b if mode == "min" else a > b
+
+
+def _fit_has_validation(trainer: Trainer) -> bool:
+    """Whether this fit validates at all (loaders with batches and a ``validation_step``)."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    from trainer.module import Module
+
+    counts = getattr(trainer, "num_val_batches", None) or []
+    module = trainer.lightning_module
+    return bool(sum(counts)) and module is not None and is_overridden("validation_step", module, Module)
