@@ -19,13 +19,16 @@ Modes
 
 How a step is timed
   Every contender runs the *same* ``Clock.tick()`` at the start of each training step (inside ``training_step``
-  for the frameworks, at the same point of the raw loop). The clock reads ``perf_counter`` only at tick number
-  ``warmup`` and at tick ``warmup + steps``; the difference divided by ``steps`` is the steady-state time of
-  one full step (data fetch, forward, backward, optimizer, logging, hooks, progress bar, logger writes: all the
-  per-step work falls between two ticks). Warm-up steps and the per-run fixed costs (building the Trainer,
-  the summary, opening the writer, the final checkpoint, teardown) fall outside that window; they are reported
-  separately as "fixed ms" = whole run minus steps x per-step time. Each run is one epoch of exactly
-  ``warmup + steps + 1`` batches, so no epoch boundary falls in the window.
+  for the frameworks, at the same point of the raw loop). The clock reads ``perf_counter`` only at tick
+  ``warmup`` and then every ``steps / 20`` ticks, so the window of ``steps`` steps after the warm-up is cut into
+  20 blocks; everything a step costs (data fetch, forward, backward, optimizer, logging, hooks, progress bar,
+  logger writes) falls between two ticks. A run's figure is the median block's time per step: the steady
+  state, robust to another process taking the CPU for a moment (the mean over the whole window is kept in the
+  JSON too). Warm-up steps and the per-run fixed costs (building the Trainer, the summary, opening the writer,
+  the final checkpoint, teardown) fall outside the window; they are shown separately as "fixed ms" = whole
+  run minus all steps at the window's mean time per step. Each run is one epoch of exactly
+  ``warmup + steps + 1`` batches, so no epoch boundary falls in the window. The periodic work (TensorBoard
+  writes every 50 steps, progress lines) is spread evenly over the blocks, so the median keeps it.
 
 Fairness
   One fresh subprocess per (contender, case, mode, repetition), run interleaved (the contenders' order rotates
@@ -59,35 +62,46 @@ MODES = ("off", "log", "users")
 # Relay's targets: (case, mode) -> max ratio to the raw loop
 TARGETS = {("a", "off"): 1.10, ("a", "users"): 1.30, ("b", "users"): 1.10}
 BATCH = {"a": 8, "b": 64}
-IN_FEATURES = {"a": 32, "b": 64}
 
 
 # --------------------------------------------------------------------------------------------------------------
 # child side: one run of one contender
 # --------------------------------------------------------------------------------------------------------------
 class Clock:
-    """Called at the start of every step; reads the time only at two tick numbers."""
+    """Called at the start of every step; reads the time only at block boundaries of the timing window."""
 
-    __slots__ = ("n", "start_at", "stop_at", "t0", "t1")
+    __slots__ = ("n", "next_mark", "start_at", "stop_at", "block", "marks")
 
-    def __init__(self, warmup: int, steps: int) -> None:
+    def __init__(self, warmup: int, steps: int, blocks: int = 20) -> None:
         self.n = 0
-        self.start_at = warmup
-        self.stop_at = warmup + steps
-        self.t0 = self.t1 = None
+        self.block = max(1, steps // blocks)
+        self.next_mark = self.start_at = warmup
+        self.stop_at = warmup + self.block * (steps // self.block)
+        self.marks: list[float] = []
 
     def tick(self) -> None:
         n = self.n
         self.n = n + 1
-        if n == self.start_at:
-            self.t0 = time.perf_counter()
-        elif n == self.stop_at:
-            self.t1 = time.perf_counter()
+        if n == self.next_mark:
+            self.marks.append(time.perf_counter())
+            self.next_mark = n + self.block if n < self.stop_at else -1
 
-    def per_step(self) -> float:
-        if self.t0 is None or self.t1 is None:
+    def _check(self) -> None:
+        if self.next_mark != -1:
             raise RuntimeError(f"only {self.n} steps ran; the timing window needs {self.stop_at + 1}")
-        return (self.t1 - self.t0) / (self.stop_at - self.start_at)
+
+    def mean(self) -> float:
+        """Seconds per step over the whole window."""
+        self._check()
+        return (self.marks[-1] - self.marks[0]) / (self.stop_at - self.start_at)
+
+    def block_median(self) -> float:
+        """Median of the blocks' seconds per step: robust to another process stealing the CPU for a while."""
+        self._check()
+        times = sorted(b - a for a, b in zip(self.marks, self.marks[1:]))
+        mid = len(times) // 2
+        median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+        return median / self.block
 
 
 class Batches:
@@ -300,12 +314,12 @@ def child_main(contender: str, case: str, mode: str, warmup: int, steps: int, re
     start = time.perf_counter()
     runner(case, mode, net, data, clock, workdir)
     total = time.perf_counter() - start
-    per_step = clock.per_step()
     if clock.n != n_batches:
         raise RuntimeError(f"{contender} ran {clock.n} training steps, expected {n_batches}")
+    mean = clock.mean()
     with open(result_path, "w") as f:
-        json.dump({"us_per_step": per_step * 1e6, "fixed_ms": (total - per_step * n_batches) * 1e3,
-                   "total_s": total}, f)
+        json.dump({"us_per_step": clock.block_median() * 1e6, "us_per_step_mean": mean * 1e6,
+                   "fixed_ms": (total - mean * n_batches) * 1e3, "total_s": total}, f)
 
 
 # --------------------------------------------------------------------------------------------------------------

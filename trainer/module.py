@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
+class NotAttachedError(RuntimeError, AttributeError):
+    """Also an AttributeError, so ``hasattr(module, "trainer")`` (as ``torch.jit.trace`` probes) is simply False."""
+
+
 class Module(HyperparametersMixin, torch.nn.Module):
     """Subclass and implement ``training_step`` and ``configure_optimizers``; override hooks as needed."""
 
@@ -30,7 +34,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     @property
     def trainer(self) -> Trainer:
         if self._trainer is None:
-            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer; call it inside Trainer.fit().")
+            raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; call it inside Trainer.fit().")
         return self._trainer
 
     @trainer.setter

@@ -158,6 +158,7 @@ class Trainer:
         self._fx_on_step = False
         self._batch_for_size: Any = None
         self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
+        self._logged_metrics: dict[str, float] = {}
         self._hooks: Any = None
         self._restored: dict[str, Any] | None = None
 
@@ -313,8 +314,9 @@ class Trainer:
         return out
 
     @property
-    def logged_metrics(self) -> dict[str, Any]:
-        return dict(self._last_logged) if hasattr(self, "_last_logged") else {}
+    def logged_metrics(self) -> dict[str, float]:
+        """The latest value of every key sent to the loggers."""
+        return dict(self._logged_metrics)
 
     @property
     def estimated_stepping_batches(self) -> int | float:
@@ -365,7 +367,7 @@ class Trainer:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
         floats.setdefault("epoch", float(self.current_epoch))
-        self._last_logged = floats
+        self._logged_metrics.update(floats)
         for logger in self.loggers:
             logger.log_metrics(floats, step=step)
 

@@ -1,8 +1,8 @@
 """The Relay side of the example: how the plain ``GPT`` is trained, validated and optimised.
 
 The defaults are tuned for ``SortingDataModule()`` on 2 CPU cores: with 200 steps an epoch, 5 epochs
-(1000 steps) take about half a minute of raw compute and per-token validation accuracy passes 95%
-after 200-300 steps.
+(1000 steps) take about 40 s through the Trainer, and per-token validation accuracy passes 95% after
+200-300 steps (end of the first epoch) and reaches about 100% by the fifth.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ def train_sorting(default_root_dir: str | os.PathLike = ".", max_epochs: int = 5
     seed_everything(seed)
     data = SortingDataModule(seed=seed)
     model = GPTModule(max_steps=max_epochs * 200)
+    trainer_kwargs = {"val_check_interval": 50, "gradient_clip_val": 1.0, **trainer_kwargs}
     trainer = Trainer(max_epochs=max_epochs, default_root_dir=str(default_root_dir), **trainer_kwargs)
     trainer.fit(model, datamodule=data)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val_")}

@@ -1,0 +1,134 @@
+#!/usr/bin/env python
+"""Import time: what ``import trainer`` adds on top of ``import torch`` (and Lightning's, when installed).
+
+Each statement runs in a fresh interpreter (``python -c``), timed with ``perf_counter`` around the import
+itself, so interpreter start-up is left out. The statements are interleaved (their order rotates each
+repetition) and the table shows medians; "extra over torch" is the median over repetitions of
+(statement - ``import torch``) measured in the same repetition. Each run also reports which heavy modules
+ended up in ``sys.modules``.
+
+  python benchmarks/import_time.py                # 7 repetitions
+  python benchmarks/import_time.py --repeats 15 --json imports.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+STATEMENTS = {
+    "torch": "import torch",
+    "torch+trainer": "import torch; import trainer",
+    "trainer users": "import trainer; from trainer import Trainer, Module",
+    "lightning": "import lightning",
+}
+HEAVY = ("torch._dynamo", "sympy", "tensorboard", "torch.utils.tensorboard", "hydra", "omegaconf", "yaml",
+         "torchmetrics", "lightning", "numpy")
+TARGET_EXTRA_S = 0.15  # `import torch; import trainer` minus `import torch`
+
+_CHILD = """
+import sys, time, json
+t0 = time.perf_counter()
+exec(compile({stmt!r}, "<import>", "exec"))
+t1 = time.perf_counter()
+print(json.dumps({{"seconds": t1 - t0, "heavy": [m for m in {heavy!r} if m in sys.modules],
+                   "modules": len(sys.modules)}}))
+"""
+
+
+def run_once(stmt: str) -> dict:
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(stmt=stmt, heavy=HEAVY)], capture_output=True,
+                          text=True, env=env, stdin=subprocess.DEVNULL, cwd=os.path.dirname(os.path.abspath(__file__)))
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{stmt}` failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def importable(name: str) -> bool:
+    return subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True).returncode == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", metavar="PATH", help="also write every measurement to this JSON file")
+    args = parser.parse_args(argv)
+
+    names = list(STATEMENTS)
+    notes = []
+    if not importable("lightning"):
+        names.remove("lightning")
+        notes.append(f"Lightning skipped: `import lightning` does not work in {sys.executable}.")
+    print(f"python {sys.version.split()[0]} at {sys.executable}; repeats {args.repeats}")
+    for note in notes:
+        print("note:", note)
+    sys.stdout.flush()
+
+    for name in names:  # one discarded round: fills the OS file cache so the first statement is not penalised
+        run_once(STATEMENTS[name])
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    extra: dict[str, list[float]] = {n: [] for n in names}
+    started = time.monotonic()
+    for rep in range(args.repeats):
+        shift = rep % len(names)
+        this = {}
+        for name in names[shift:] + names[:shift]:
+            r = run_once(STATEMENTS[name])
+            runs[name].append(r)
+            this[name] = r["seconds"]
+        for name in names:
+            extra[name].append(this[name] - this["torch"])
+    print(f"  {args.repeats} repetitions in {time.monotonic() - started:.0f} s")
+
+    torch_heavy = set(runs["torch"][0]["heavy"])
+    print()
+    print("import time, seconds: median over repetitions (min - max); extra = median of (statement - torch) per rep")
+    head = f"{'what':<15}{'statement':<52}{'median s':>9}{'range':>16}{'extra over torch':>18}"
+    print(head)
+    print("-" * len(head))
+    summary = {}
+    for name in names:
+        secs = [r["seconds"] for r in runs[name]]
+        med_extra = statistics.median(extra[name])
+        extra_txt = "" if name == "torch" else f"{med_extra:+.3f} s"
+        print(f"{name:<15}{STATEMENTS[name]:<52}{statistics.median(secs):>9.3f}"
+              f"{f'{min(secs):.3f} - {max(secs):.3f}':>16}{extra_txt:>18}")
+        summary[name] = {"statement": STATEMENTS[name], "median_s": statistics.median(secs),
+                         "extra_over_torch_s": med_extra, "seconds": secs, "heavy_modules": runs[name][0]["heavy"],
+                         "modules": runs[name][0]["modules"]}
+
+    print()
+    print("heavy modules in sys.modules afterwards (+ = not imported by `import torch` alone):")
+    for name in names:
+        heavy = runs[name][0]["heavy"]
+        shown = ", ".join(m if m in torch_heavy else f"+{m}" for m in heavy) or "none"
+        print(f"  {name:<15}{runs[name][0]['modules']:>5} modules; {shown}")
+    relay_added = sorted(set(runs["torch+trainer"][0]["heavy"]) - torch_heavy)
+    users_added = sorted(set(runs["trainer users"][0]["heavy"]) - torch_heavy)
+
+    print()
+    ratio_line = statistics.median(extra["torch+trainer"])
+    met = ratio_line <= TARGET_EXTRA_S
+    print(f"target: `import trainer` adds <= {TARGET_EXTRA_S:.2f} s over torch: {ratio_line:+.3f} s "
+          f"{'MET' if met else 'NOT MET'}; with Trainer, Module: {statistics.median(extra['trainer users']):+.3f} s")
+    print(f"heavy modules added by `import trainer`: {', '.join(relay_added) or 'none'}; "
+          f"by `from trainer import Trainer, Module`: {', '.join(users_added) or 'none'}")
+    if "lightning" in names:
+        print(f"for comparison `import lightning` adds {statistics.median(extra['lightning']):+.3f} s over torch")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"python": sys.executable, "repeats": args.repeats, "notes": notes, "results": summary,
+                       "target": {"extra_s": ratio_line, "limit_s": TARGET_EXTRA_S, "met": met}}, f, indent=1)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The benchmark scripts still run (a smoke test: no timing is asserted; speed is measured in benchmarks/)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _run(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / args[0]), *args[1:]],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, f"{args[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.timeout(150)
+def test_overhead_quick_runs_and_prints_ratios() -> None:
+    out = _run("overhead.py", "--quick", "--repeats", "1")
+    assert re.search(r"relay\s+\d+\.\d+x\s+target <= 1\.10x", out), out
+    assert re.search(r"^\(a\) .*\boff\b.*\d+\.\d+x\s*$", out, re.MULTILINE), out
+
+
+@pytest.mark.timeout(150)
+def test_import_time_runs_and_prints_extra_over_torch() -> None:
+    out = _run("import_time.py", "--repeats", "1")
+    assert re.search(r"torch\+trainer .*[+-]\d+\.\d+ s", out), out
+    assert "target: `import trainer` adds" in out, out
