@@ -235,11 +235,11 @@ def test_lr_monitor_values_in_csv(tmp_path):
                        enable_checkpointing=False)
     trainer.fit(Scheduled(), _loader(16), _loader(8))
     rows = [r for r in _csv_rows(logger) if r.get("lr-SGD/pg1")]
-    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
-    for r in rows:  # the lr used for the optimizer step that made global_step == step
+    assert [int(r["step"]) for r in rows] == [0, 1, 2, 3]  # Lightning's numbering: the index of the step
+    for r in rows:  # the lr used by the optimizer step with that index
         s = int(r["step"])
-        assert float(r["lr-SGD/pg1"]) == pytest.approx(0.1 * 0.5 ** (s - 1))
-        assert float(r["lr-SGD/pg2"]) == pytest.approx(0.2 * 0.5 ** (s - 1))
+        assert float(r["lr-SGD/pg1"]) == pytest.approx(0.1 * 0.5**s)
+        assert float(r["lr-SGD/pg2"]) == pytest.approx(0.2 * 0.5**s)
         assert float(r["lr-SGD/pg1-momentum"]) == pytest.approx(0.9)
     losses = {int(r["step"]) for r in _csv_rows(logger) if r.get("train_loss")}
     assert {int(r["step"]) for r in rows} <= losses  # on the same steps as the training metrics

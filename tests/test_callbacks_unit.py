@@ -463,9 +463,9 @@ def test_lr_monitor_logs_on_the_trainers_steps(tmp_path):
     mon.on_train_start(t, None)
     for batch_idx in range(5):
         mon.on_train_batch_start(t, None, None, batch_idx)
-        mon.on_train_batch_start(t, None, None, batch_idx)  # (accumulation: same step twice) logged once
+        mon.on_train_batch_start(t, None, None, batch_idx)  # (accumulation: same step twice) logged once, at Lightning's step index
         t.global_step += 1
-    assert [step for step, _ in rec.rows] == [2, 4] and rec.rows[0][1] == {"lr-SGD": 0.1}
+    assert [step for step, _ in rec.rows] == [1, 3] and rec.rows[0][1] == {"lr-SGD": 0.1}
     assert mon.lrs["lr-SGD"] == [0.1, 0.1]
 
 

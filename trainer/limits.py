@@ -26,8 +26,8 @@ def check_limit(name: str, value: Any) -> int | float | None:
     return value
 
 
-def apply_limit(limit: int | float | None, length: int | float) -> int | float:
-    """How many batches to take from a loader of ``length`` batches."""
+def apply_limit(limit: int | float | None, length: int | float, name: str = "") -> int | float:
+    """How many batches to take from a loader of ``length`` batches (``name``: the argument, for errors)."""
     if limit is None:
         return length
     if isinstance(limit, int):
@@ -38,7 +38,15 @@ def apply_limit(limit: int | float | None, length: int | float) -> int | float:
         raise MisconfigurationError(
             f"A fractional limit ({limit}) needs a dataloader with a length; use an int number of batches."
         )
-    return int(length * limit) if limit < 1.0 else length
+    if limit >= 1.0:
+        return length
+    taken = int(length * limit)
+    if name and limit > 0 and taken == 0:
+        raise MisconfigurationError(
+            f"Trainer({name}={limit}) takes {limit} of a loader with {length} batches, which is less than one batch. "
+            f"Use a larger fraction or an int, e.g. {name}=1."
+        )
+    return taken
 
 
 def parse_max_time(value: Any) -> float | None:

@@ -174,6 +174,22 @@ class Module(HyperparametersMixin, torch.nn.Module):
             return None
         return schedulers[0] if len(schedulers) == 1 else schedulers
 
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Only ``optimizer``'s parameters require grad until ``untoggle_optimizer`` (for GAN-style steps)."""
+        raw = getattr(optimizer, "optimizer", optimizer)
+        mine = {id(p) for group in raw.param_groups for p in group["params"]}
+        self._toggled_requires_grad = {id(p): p.requires_grad for p in self.parameters()}
+        for p in self.parameters():
+            if id(p) not in mine:
+                p.requires_grad = False
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        saved = getattr(self, "_toggled_requires_grad", {})
+        for p in self.parameters():
+            if id(p) in saved:
+                p.requires_grad = saved[id(p)]
+        self._toggled_requires_grad = {}
+
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
         self.trainer._backward(loss)

@@ -56,6 +56,12 @@ class EpochAggregate:
             pick = torch.maximum if self.reduce == "max" else torch.minimum
             self.total = pick(torch.as_tensor(self.total), torch.as_tensor(value))
 
+    def peek(self) -> Any:
+        """This rank's value so far, without resetting anything (callbacks may read mid-hook)."""
+        if self.metric is not None:
+            return self.metric.compute()
+        return self.total / self.weight if self.reduce == "mean" else self.total
+
     def compute(self, all_reduce: Callable[[torch.Tensor, str], torch.Tensor]) -> torch.Tensor:
         if self.metric is not None:
             value = self.metric.compute()
@@ -105,6 +111,11 @@ class Results:
         if is_torchmetric(value):
             metric, value = value, value._forward_cache if flags[2] else None
         elif isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"self.log({name!r}, ...) got a tensor of shape {tuple(value.shape)}; log a single number "
+                    "(e.g. value.mean()) or use self.log_dict for several."
+                )
             value = value.detach()
             if sync_dist and flags[2]:
                 value = all_reduce(value, reduce)
@@ -148,15 +159,16 @@ class Results:
             out[k] = v
             if self.flags[k][3]:
                 out[f"{k}_step"] = v
-        for k, v in self.epoch_values.items():
+        pending = {k: agg.peek() for k, agg in self.epoch.items() if agg.total is not None or agg.metric is not None}
+        for k, v in {**self.epoch_values, **pending}.items():
             out[k] = v
             if self.flags[k][2]:
                 out[f"{k}_epoch"] = v
         return out
 
     def progress_bar_view(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.epoch_values.items() if self.flags[k][0]}
-        out.update((k, v) for k, v in self.step.items() if self.flags[k][0])
+        out = {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][0]}
+        out.update((self._suffixed(k, "step"), v) for k, v in self.step.items() if self.flags[k][0])
         return out
 
 

@@ -94,6 +94,11 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(check_val_every_n_epoch={check_val_every_n_epoch!r}) must be an int >= 1 or None."
             )
+        if isinstance(self.val_check_interval, float) and check_val_every_n_epoch is None:
+            raise MisconfigurationError(
+                f"Trainer(val_check_interval={self.val_check_interval}, check_val_every_n_epoch=None): a fraction of "
+                "an epoch needs epochs; pass an int number of batches, or keep check_val_every_n_epoch."
+            )
         self.check_val_every_n_epoch = check_val_every_n_epoch
         self.num_sanity_val_steps = 2 if num_sanity_val_steps is None else num_sanity_val_steps
         self.log_every_n_steps = 50 if log_every_n_steps is None else log_every_n_steps
@@ -152,6 +157,7 @@ class Trainer:
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
         self._batches_seen = 0  # batches of the current epoch already trained on
+        self._total_batches = 0  # batches trained on over all epochs
         self._epoch_finished = False  # every batch of current_epoch done (resume starts the next epoch)
         self._results = {"train": Results(), "validate": Results(), "test": Results()}
         self._active_results: Results | None = None
@@ -363,7 +369,7 @@ class Trainer:
         return 1
 
     def _send_to_loggers(self, metrics: dict[str, Any], step: int) -> None:
-        if not metrics or not self.loggers:
+        if not metrics:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
         floats.setdefault("epoch", float(self.current_epoch))

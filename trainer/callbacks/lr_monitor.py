@@ -65,8 +65,8 @@ class LearningRateMonitor(Callback):
     def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
         if self.logging_interval == "epoch":
             return
-        step = trainer.global_step + 1  # the step this batch's optimizer step will complete
-        if step % trainer.log_every_n_steps or step == self._last_step_logged:
+        step = trainer.global_step  # Lightning's numbering: the index of the step this batch takes
+        if (step + 1) % trainer.log_every_n_steps or step == self._last_step_logged:
             return
         self._last_step_logged = step
         self._log(trainer, "step" if self.logging_interval is None else "any", step)

@@ -39,8 +39,9 @@ def run_evaluation(
         hooks.call(f"on_{prefix}_epoch_end")
         results.finish_epoch(trainer.strategy.all_reduce)
         epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
-        if not sanity:
-            trainer._send_to_loggers(results.epoch_for_logger(), trainer.global_step)
+        if not sanity:  # during fit: the index of the last step taken, as in Lightning
+            step = max(trainer.global_step - 1, 0) if trainer.state_fn == "fit" else trainer.global_step
+            trainer._send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
         module.train(was_training)
@@ -52,7 +53,11 @@ def run_evaluation(
         results.reset()
     if len(plans) <= 1:
         return [epoch_metrics]
-    return [{k: v for k, v in epoch_metrics.items() if k.endswith(f"/dataloader_idx_{i}")} for i in range(len(plans))]
+    shared = {k: v for k, v in epoch_metrics.items() if "/dataloader_idx_" not in k}  # e.g. logged at epoch end
+    return [
+        {**shared, **{k: v for k, v in epoch_metrics.items() if k.endswith(f"/dataloader_idx_{i}")}}
+        for i in range(len(plans))
+    ]
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,

@@ -23,24 +23,16 @@ class FitLoop:
         self.val = val
         self.val_limits = val_limits
         self.step = TrainingStep(trainer)
-        n = trainer.num_training_batches
-        vci = trainer.val_check_interval
         from lightning_utilities.core.overrides import is_overridden
 
         from trainer.module import Module
 
-        has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
-        self.has_val = has_val
-        if not has_val or vci is None or (isinstance(vci, float) and vci == 1.0):
-            self.val_every = 0  # only at epoch end
-        elif isinstance(vci, float):
-            if n == math.inf:
-                raise ValueError("Trainer(val_check_interval=<float>) needs a train loader with a length; use an int.")
-            self.val_every = max(1, int(n * vci))
-        else:
-            self.val_every = vci
+        self.has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
+        self.val_check_batch = _val_check_batch(trainer)
         self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
-        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch"]
+        # with manual optimization the user steps the schedulers (as in Lightning)
+        automatic = trainer.lightning_module.automatic_optimization
+        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
 
     # --- stopping -----------------------------------------------------------------------------------
     def _max_reached(self) -> bool:
@@ -52,15 +44,11 @@ class FitLoop:
         return False
 
     def _stop_requested(self) -> bool:
-        """``should_stop`` only counts once min_epochs/min_steps are met; every rank agrees first."""
+        """``should_stop`` (agreed by every rank) takes effect once min_epochs and min_steps are met."""
         t = self.trainer
-        if not t.should_stop:
-            return t.strategy.reduce_boolean_decision(False, all=False) if t.world_size > 1 else False
-        stop = t.strategy.reduce_boolean_decision(True, all=False) if t.world_size > 1 else True
-        if t.current_epoch + (1 if t._epoch_finished else 0) < t.min_epochs or t.global_step < t.min_steps:
-            t.should_stop = False
-            return False
-        return stop
+        if t.world_size > 1:
+            t.should_stop = t.strategy.reduce_boolean_decision(t.should_stop, all=False)
+        return t.should_stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
 
     def _epochs_done(self) -> bool:
         t = self.trainer
@@ -85,10 +73,20 @@ class FitLoop:
                 break
         hooks.call("on_train_end")
 
+    def _val_this_epoch(self) -> bool:
+        every = self.trainer.check_val_every_n_epoch
+        return self.has_val and (every is None or (self.trainer.current_epoch + 1) % every == 0)
+
     def _val_due_at_epoch_end(self) -> bool:
-        t = self.trainer
-        every = t.check_val_every_n_epoch
-        return self.has_val and every is not None and (t.current_epoch + 1) % every == 0
+        """Whether the last batch of this epoch is a validation point (ModelCheckpoint asks)."""
+        t, every = self.trainer, self.val_check_batch
+        if not self._val_this_epoch():
+            return False
+        if every == math.inf:
+            return True
+        if t.check_val_every_n_epoch is None:  # counted over all batches
+            return (t._total_batches + t.num_training_batches - t._batches_seen) % every == 0
+        return t.num_training_batches % every == 0
 
     def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
         from trainer.checkpoint import restore_rng_states
@@ -102,6 +100,8 @@ class FitLoop:
         results.reset_epoch()
         t._active_results, t._fx_on_step = results, False
         t.val_runs_at_epoch_end = self._val_due_at_epoch_end()
+        val_now = self._val_this_epoch() and self.val_check_batch != math.inf
+        across_epochs = t.check_val_every_n_epoch is None
         module.train()
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
@@ -111,7 +111,7 @@ class FitLoop:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
         step, strategy = self.step, t.strategy
-        log_every, loggers = t.log_every_n_steps, t.loggers
+        log_every = t.log_every_n_steps
         batch_idx = skip
         stopped = False
         while batch_idx < limit:
@@ -126,17 +126,18 @@ class FitLoop:
             before = t.global_step
             outputs = step.run(batch, batch_idx, batch_idx + 1 == limit)
             t._batches_seen = batch_idx = batch_idx + 1
-            if loggers and t.global_step != before and t.global_step % log_every == 0:
-                t._send_to_loggers(results.step_for_logger(), t.global_step)
+            t._total_batches += 1
+            if t.global_step != before and t.global_step % log_every == 0:
+                t._send_to_loggers(results.step_for_logger(), t.global_step - 1)  # Lightning's step numbering
             hooks.call("on_train_batch_end", outputs, batch, batch_idx - 1)
-            if self.val_every and batch_idx % self.val_every == 0 and batch_idx < limit:
+            if val_now and (t._total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
-            if self._max_reached() or (t.should_stop and self._stop_requested()):
+            if self._max_reached() or self._stop_requested():
                 stopped = True
                 break
         t._fx_on_step = False
-        if t.val_runs_at_epoch_end and (not stopped or batch_idx >= limit):
-            self._validate()
+        if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
+            self._validate()  # a loader without a length: validate when it is exhausted
         hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         if t._epoch_finished:
             t.current_epoch += 1
@@ -148,16 +149,41 @@ class FitLoop:
         t = self.trainer
         results = t._results["train"]
         results.finish_epoch(t.strategy.all_reduce)
-        t._send_to_loggers(results.epoch_for_logger(), t.global_step)
+        t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
         if self.epoch_schedulers:
             step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
         t._epoch_finished = t._batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
 
     def _stopped_mid_epoch(self) -> bool:
         t = self.trainer
-        return self._max_reached() or t.should_stop
+        return self._max_reached() or self._stop_requested()
 
     def _validate(self) -> None:
         t = self.trainer
         run_evaluation(t, "validate", self.val, self.val_limits)
         t._active_results = t._results["train"]
+
+
+def _val_check_batch(trainer: Trainer) -> int | float:
+    """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
+    from trainer.errors import MisconfigurationError
+
+    n, vci = trainer.num_training_batches, trainer.val_check_interval
+    if vci is None:
+        vci = 1.0
+    if isinstance(vci, int):
+        if trainer.check_val_every_n_epoch is not None and vci > n:
+            raise MisconfigurationError(
+                f"Trainer(val_check_interval={vci}) must be at most the number of training batches per epoch ({n}). "
+                "To validate every N batches counted across epochs, also pass check_val_every_n_epoch=None; "
+                "to turn validation off, pass limit_val_batches=0."
+            )
+        return vci
+    if n == math.inf:
+        if vci != 1.0:
+            raise MisconfigurationError(
+                f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the train loader has no length; "
+                "pass an int number of batches."
+            )
+        return math.inf
+    return max(1, int(n * vci))

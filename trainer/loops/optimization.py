@@ -12,10 +12,6 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-class _SkipStep(Exception):
-    """Raised inside the closure when ``training_step`` returned None, to abort ``optimizer.step``."""
-
-
 def _loss_of(output: Any) -> torch.Tensor | None:
     if output is None or isinstance(output, torch.Tensor):
         return output
@@ -84,20 +80,19 @@ class TrainingStep:
         trainer = self.trainer
         should_step = is_last or (batch_idx + 1) % self.accumulate == 0
         zero_grad_first = batch_idx % self.accumulate == 0
-        holder: list[Any] = [None]
+        holder: list[Any] = [{}]
 
-        def closure() -> torch.Tensor:
+        def closure() -> torch.Tensor | None:
             output = self.step_fn(batch, batch_idx)
             loss = _loss_of(output)
-            if loss is None:
-                raise _SkipStep
-            holder[0] = output
             if zero_grad_first and self.optimizer is not None:
                 self.hooks.call("on_before_zero_grad", self.optimizer)
                 if self.custom_zero_grad:
                     self.module.optimizer_zero_grad(trainer.current_epoch, batch_idx, self.optimizer)
                 else:
                     self.optimizer.zero_grad()
+            if loss is None:  # skip this batch: no backward; a step finds no new gradients
+                return None
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
             self.hooks.call("on_before_backward", scaled)
             if self.custom_backward:
@@ -105,24 +100,23 @@ class TrainingStep:
             else:
                 self.strategy.backward(scaled)
             self.hooks.call("on_after_backward")
-            return loss
+            extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
+            holder[0] = {"loss": scaled.detach(), **extra}
+            return scaled
 
-        try:
-            if self.optimizer is None:
+        if self.optimizer is None:
+            closure()
+        elif not should_step:
+            with self.strategy.no_backward_sync(True):
                 closure()
-            elif not should_step:
-                with self.strategy.no_backward_sync(True):
-                    closure()
-            elif self.custom_step:
+        else:
+            if self.custom_step:
                 self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
-                trainer.global_step += 1
             else:
                 optimizer_step(trainer, self.optimizer, closure)
-                trainer.global_step += 1
-        except _SkipStep:
-            return None
-        if should_step and self.step_schedulers:
-            step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+            trainer.global_step += 1
+            if self.step_schedulers:
+                step_schedulers(trainer, self.step_schedulers, trainer.global_step)
         return holder[0]
 
 

@@ -129,7 +129,8 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
         from trainer.loops.fit import FitLoop
 
         train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
-        trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader))
+        trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader),
+                                                   "limit_train_batches")
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
         trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
         loop = FitLoop(trainer, train[0], val, trainer.num_val_batches)

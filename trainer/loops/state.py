@@ -23,6 +23,7 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
             "batches_seen": trainer._batches_seen,
+            "total_batches": trainer._total_batches,
             "epoch_finished": trainer._epoch_finished,
         },
         "state_dict": strategy.module_state_dict(module),
@@ -80,6 +81,7 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
     trainer.current_epoch = loops["epoch"]
     trainer.global_step = loops["global_step"]
     trainer._batches_seen = loops["batches_seen"]
+    trainer._total_batches = loops.get("total_batches", 0)
     trainer._epoch_finished = loops["epoch_finished"]
     if trainer._epoch_finished:
         trainer.current_epoch += 1

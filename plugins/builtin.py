@@ -1,0 +1,46 @@
+"""Relay's own plugins and their short names (one class may appear under several names)."""
+
+from __future__ import annotations
+
+from plugins.registry import Registry
+
+ACCELERATORS = {
+    "cpu": ("plugins.accelerators.cpu:CPUAccelerator", "The CPU; collectives over gloo"),
+    "cuda": ("plugins.accelerators.cuda:CUDAAccelerator", "NVIDIA GPUs through torch.cuda; collectives over NCCL"),
+    "rocm": ("plugins.accelerators.rocm:ROCmAccelerator", "AMD GPUs through torch.cuda on ROCm; RCCL via 'nccl'"),
+    "xpu": ("plugins.accelerators.xpu:XPUAccelerator", "Intel GPUs through torch.xpu; collectives over XCCL"),
+    "mps": ("plugins.accelerators.mps:MPSAccelerator", "Apple silicon GPU through torch.mps (one device)"),
+}
+STRATEGIES = {
+    "single_device": ("plugins.strategies.single_device:SingleDeviceStrategy", "One process on one device", {}),
+}
+PRECISION = {
+    "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),
+    "64-true": ("plugins.precision.half:TruePrecision", "Module and tensors in fp64", {"precision": "64-true"}),
+    "16-mixed": ("plugins.precision.half:MixedPrecision", "fp16 autocast, gradient scaling on GPUs",
+                 {"precision": "16-mixed"}),
+    "bf16-mixed": ("plugins.precision.half:MixedPrecision", "bf16 autocast, fp32 weights",
+                   {"precision": "bf16-mixed"}),
+    "bf16-true": ("plugins.precision.half:TruePrecision", "Module and tensors in bf16", {"precision": "bf16-true"}),
+    "16-true": ("plugins.precision.half:TruePrecision", "Module and tensors in fp16", {"precision": "16-true"}),
+}
+# Lightning's short forms of precision names
+PRECISION_ALIASES = {"32": "32-true", "64": "64-true", "16": "16-mixed", "bf16": "bf16-mixed", "half": "16-true"}
+ENVIRONMENTS = {
+    "local": ("plugins.environments.local:LocalEnvironment", "Nothing launched yet: Relay starts the processes"),
+    "torchelastic": ("plugins.environments.torchelastic:TorchElasticEnvironment", "Started by torchrun / torch elastic"),
+    "slurm": ("plugins.environments.slurm:SLURMEnvironment", "Started by srun in a SLURM job"),
+    "mpi": ("plugins.environments.mpi:MPIEnvironment", "Started by mpirun / mpiexec / horovodrun"),
+    "kubernetes": ("plugins.environments.kubernetes:KubernetesEnvironment", "A Kubeflow PyTorchJob pod"),
+}
+
+
+def register_builtins(registry: Registry) -> None:
+    for name, (target, description) in ACCELERATORS.items():
+        registry.register("accelerator", name, target, description)
+    for name, (target, description, defaults) in STRATEGIES.items():
+        registry.register("strategy", name, target, description, **defaults)
+    for name, (target, description, defaults) in PRECISION.items():
+        registry.register("precision", name, target, description, **defaults)
+    for name, (target, description) in ENVIRONMENTS.items():
+        registry.register("environment", name, target, description)

@@ -1,0 +1,143 @@
+"""One registry of plugins by short name, filled with Relay's built-ins and third-party entry points.
+
+A name maps to an import path plus default arguments, so one class can be registered under several
+names (``"ddp"``, ``"ddp_find_unused_parameters_true"``) and nothing is imported until it is used.
+Third-party packages add plugins without touching Relay by declaring entry points in the groups
+``relaytrain.accelerators``, ``relaytrain.strategies``, ``relaytrain.precision`` and
+``relaytrain.environments``. An entry point may name a plugin class (registered under the entry
+point's name) or a function ``register(registry)`` that registers any number of names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+KINDS = ("accelerator", "strategy", "precision", "environment")
+ENTRY_POINT_GROUPS = {
+    "accelerator": "relaytrain.accelerators",
+    "strategy": "relaytrain.strategies",
+    "precision": "relaytrain.precision",
+    "environment": "relaytrain.environments",
+}
+
+
+class UnknownPluginError(ValueError):
+    """An unknown short name; the message lists the close matches and every valid name."""
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    kind: str
+    name: str
+    target: str | type  # "package.module:Class" (imported on use) or the class itself
+    description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    source: str = "relaytrain"
+
+    def load(self) -> type:
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def create(self, **kwargs: Any) -> Any:
+        return self.load()(**{**self.defaults, **kwargs})
+
+
+class Registry:
+    """Short names to plugin entries, per kind; entry points are read on the first lookup of a kind."""
+
+    def __init__(self, load_entry_points: bool = True) -> None:
+        self._entries: dict[str, dict[str, PluginEntry]] = {kind: {} for kind in KINDS}
+        self._pending_groups = set(KINDS) if load_entry_points else set()
+
+    def register(
+        self, kind: str, name: str, target: str | type, description: str = "", *, source: str = "relaytrain",
+        replace: bool = False, **defaults: Any,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"Plugin kind {kind!r} is not one of {', '.join(KINDS)}.")
+        if name in self._entries[kind] and not replace:
+            existing = self._entries[kind][name]
+            raise ValueError(
+                f"The {kind} name {name!r} is already registered by {existing.source} ({existing.target}); "
+                "pick another name or pass replace=True."
+            )
+        if not description and not isinstance(target, str):
+            description = (target.__doc__ or "").strip().splitlines()[0] if target.__doc__ else ""
+        self._entries[kind][name] = PluginEntry(kind, name, target, description, dict(defaults), source)
+
+    def _load_entry_points(self, kind: str) -> None:
+        if kind not in self._pending_groups:
+            return
+        self._pending_groups.discard(kind)
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
+            source = ep.dist.name if getattr(ep, "dist", None) is not None else ep.value
+            try:
+                obj = ep.load()
+            except Exception as err:  # a broken third-party package must not break Relay
+                import warnings
+
+                warnings.warn(f"Could not load {kind} plugin {ep.name!r} from {source}: {err}", stacklevel=3)
+                continue
+            if isinstance(obj, type):
+                self.register(kind, ep.name, obj, source=source)
+            elif callable(obj):
+                obj(self)
+            else:
+                raise TypeError(f"Entry point {ep.name!r} in {ENTRY_POINT_GROUPS[kind]} is neither a class nor callable.")
+
+    def entries(self, kind: str) -> dict[str, PluginEntry]:
+        self._load_entry_points(kind)
+        return dict(self._entries[kind])
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.entries(kind))
+
+    def get(self, kind: str, name: str, argument: str | None = None) -> PluginEntry:
+        entries = self.entries(kind)
+        if name in entries:
+            return entries[name]
+        arg = argument or kind
+        close = difflib.get_close_matches(str(name), list(entries), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownPluginError(
+            f"Unknown {kind} {name!r} for {arg}=.{hint} Valid names: {', '.join(sorted(entries))}."
+        )
+
+    def create(self, kind: str, name: str, **kwargs: Any) -> Any:
+        return self.get(kind, name).create(**kwargs)
+
+    def __iter__(self) -> Iterator[PluginEntry]:
+        for kind in KINDS:
+            yield from (self.entries(kind)[n] for n in self.names(kind))
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    """Relay's built-ins plus installed entry points (built once per process)."""
+    from plugins.builtin import register_builtins
+
+    registry = Registry()
+    register_builtins(registry)
+    return registry
+
+
+def describe(registry: Registry | None = None, write: Callable[[str], Any] = print) -> None:
+    """One line per registered plugin: kind, name, description, where it comes from."""
+    registry = registry or default_registry()
+    for kind in KINDS:
+        entries = registry.entries(kind)
+        write(f"{kind}:")
+        width = max((len(n) for n in entries), default=0)
+        for name in sorted(entries):
+            entry = entries[name]
+            origin = "" if entry.source == "relaytrain" else f"  [{entry.source}]"
+            write(f"  {name:<{width}}  {entry.description}{origin}")
