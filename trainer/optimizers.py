@@ -99,7 +99,11 @@ def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], lis
     for d in dicts:
         unknown = [k for k in d if k not in ("optimizer", "lr_scheduler", "monitor")]
         if unknown or not _is_optimizer(d.get("optimizer")):
-            problem = f"unknown key {unknown[0]!r}" if unknown else "no torch.optim.Optimizer under 'optimizer'"
+            valid = ("optimizer", "lr_scheduler", "monitor")
+            problem = (
+                f"unknown key {unknown[0]!r}.{suggest(unknown[0], valid)} Valid keys: {', '.join(valid)};"
+                if unknown else "no torch.optim.Optimizer under 'optimizer'"
+            )
             raise MisconfigurationError(f"configure_optimizers returned a dict with {problem}: {_FORMS}.")
         optimizers.append(d["optimizer"])
         if d.get("lr_scheduler") is not None:

@@ -146,6 +146,7 @@ class Trainer:
         self.state_fn: str | None = None
         self.training = self.sanity_checking = self.validating = self.testing = self.predicting = False
         self.val_runs_at_epoch_end = False
+        self.is_last_batch = False
         self.num_training_batches: int | float = 0
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []

@@ -33,6 +33,8 @@ class MixedPrecision(Precision):
         if self.scaler is None:
             return optimizer.step(closure=closure)
         result = closure()  # the scaler cannot step with a closure: run it first
+        if result is None:  # the step was skipped (training_step returned None): nothing was scaled
+            return None
         self.scaler.step(optimizer)
         self.scaler.update()
         return result

@@ -124,7 +124,8 @@ class FitLoop:
             if hooks.call("on_train_batch_start", batch, batch_idx) == -1:
                 break
             before = t.global_step
-            outputs = step.run(batch, batch_idx, batch_idx + 1 == limit)
+            t.is_last_batch = last = batch_idx + 1 == limit
+            outputs = step.run(batch, batch_idx, last)
             t._batches_seen = batch_idx = batch_idx + 1
             t._total_batches += 1
             if t.global_step != before and t.global_step % log_every == 0:

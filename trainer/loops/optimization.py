@@ -33,7 +33,7 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
     def closure_then_hooks() -> Any:
         result = closure() if closure is not None else None
         hooks.call("on_before_optimizer_step", optimizer)
-        if trainer.gradient_clip_val:
+        if trainer.gradient_clip_val and (result is not None or closure is None):
             module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
         return result
 
