@@ -37,7 +37,23 @@ class Strategy:
     ) -> None:
         self.accelerator = accelerator
         self.precision = precision or Precision()
+        self._precision_given = precision is not None
+        self.environment: Any = None
+        self.device_ids: list[int] = [0]
+        self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+
+    def connect(
+        self, accelerator: Accelerator, precision: Precision, environment: Any = None,
+        device_ids: list[int] | None = None, num_nodes: int = 1,
+    ) -> None:
+        """Placement chosen by the resolver; what the user passed to the constructor wins."""
+        self.accelerator = self.accelerator or accelerator
+        if not self._precision_given:
+            self.precision = precision
+        self.environment = environment
+        self.device_ids = list(device_ids) if device_ids else [0]
+        self.num_nodes = num_nodes
 
     # --- who am I -------------------------------------------------------------------------------
     @property
