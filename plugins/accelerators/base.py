@@ -11,6 +11,12 @@ class Accelerator:
     """Availability, device count, the device of a local rank, the collective backend and memory stats."""
 
     name: str = ""
+    description: str = ""
+
+    @classmethod
+    def is_gpu(cls) -> bool:
+        """Whether ``accelerator="gpu"`` may pick this kind."""
+        return False
 
     @staticmethod
     def is_available() -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any
 
 import torch
@@ -10,8 +12,42 @@ import torch
 from plugins.accelerators.base import Accelerator
 
 
+def _rss_now_mb() -> float | None:
+    """Resident memory now: /proc on Linux (no dependency), psutil elsewhere when it is installed."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def _rss_peak_mb() -> float | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
+
+
 class CPUAccelerator(Accelerator):
+    """The CPU; collectives over gloo."""
+
     name = "cpu"
+    description = "The CPU; collectives over gloo"
+
+    def __init__(self) -> None:
+        # (wall, process CPU) seconds at the last device_stats call, for cpu_percent over that interval
+        self._last_times = (time.monotonic(), self._process_cpu_seconds())
+
+    @classmethod
+    def is_gpu(cls) -> bool:
+        return False
 
     @staticmethod
     def is_available() -> bool:
@@ -24,10 +60,27 @@ class CPUAccelerator(Accelerator):
     def device_for(self, local_rank: int, device_ids: list[int] | None = None) -> torch.device:
         return torch.device("cpu")
 
-    def device_stats(self, device: torch.device) -> dict[str, Any]:
-        try:
-            import resource
+    @staticmethod
+    def _process_cpu_seconds() -> float:
+        times = os.times()
+        return times.user + times.system
 
-            return {"max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-        except ImportError:  # pragma: no cover - Windows
-            return {}
+    def device_stats(self, device: torch.device) -> dict[str, Any]:
+        """RSS now and at peak (MiB) and this process's CPU use since the previous call.
+
+        ``cpu_percent`` is measured with ``os.times`` (all threads, so it can pass 100 on several
+        cores) rather than psutil, so it needs no optional dependency; the first call measures from
+        the accelerator's creation.
+        """
+        stats: dict[str, Any] = {}
+        rss, peak = _rss_now_mb(), _rss_peak_mb()
+        if rss is not None:
+            stats["rss_mb"] = rss
+        if peak is not None:
+            stats["max_rss_mb"] = peak
+        wall, cpu = time.monotonic(), self._process_cpu_seconds()
+        last_wall, last_cpu = self._last_times
+        if wall > last_wall:
+            stats["cpu_percent"] = 100.0 * (cpu - last_cpu) / (wall - last_wall)
+        self._last_times = (wall, cpu)
+        return stats
