@@ -1,130 +1,252 @@
-"""Turn the Trainer's ``accelerator``/``devices``/``strategy``/``precision`` arguments into plugin objects.
+"""Turning the Trainer's plugin arguments into plugin objects, with "auto" decided in one place.
 
-One pure function so that "auto" is decided in exactly one place.
+``choose`` is a pure function of the arguments, what the launcher reports (``LaunchInfo``) and what
+the machine has (``Hardware``), so its rules are tested by a table. ``resolve_plugins`` probes the
+machine, runs ``choose`` and builds the objects through the registry. Every error is raised here,
+before any process is started or any work is done.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+from dataclasses import dataclass
 from typing import Any
 
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
 
-ACCELERATOR_NAMES = ("auto", "cpu", "cuda", "gpu")
-STRATEGY_NAMES = ("auto", "single_device")
-PRECISION_NAMES = ("32-true", "32", "64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "bf16-true", "16-true")
+GPU_KINDS = ("cuda", "rocm", "xpu", "mps")  # the order "auto" and "gpu" prefer
 
 
-def _choice_error(arg: str, value: Any, valid: tuple[str, ...], hint: str = "") -> ValueError:
-    import difflib
+@dataclass(frozen=True)
+class Hardware:
+    """Device counts per accelerator kind (CPU excluded) and whether bf16 works on the GPU."""
 
-    close = difflib.get_close_matches(str(value), valid, n=3)
+    cuda: int = 0
+    rocm: int = 0
+    xpu: int = 0
+    mps: int = 0
+    gpu_bf16: bool = True
+    cpu_count: int = 1
+
+    def count(self, kind: str) -> int:
+        return self.cpu_count if kind == "cpu" else getattr(self, kind, 0)
+
+    @classmethod
+    def probe(cls) -> Hardware:
+        from plugins.accelerators.cuda import CUDAAccelerator
+        from plugins.accelerators.mps import MPSAccelerator
+        from plugins.accelerators.rocm import ROCmAccelerator
+        from plugins.accelerators.xpu import XPUAccelerator
+
+        counts = {
+            name: acc.device_count() if acc.is_available() else 0
+            for name, acc in (("cuda", CUDAAccelerator), ("rocm", ROCmAccelerator), ("xpu", XPUAccelerator),
+                              ("mps", MPSAccelerator))
+        }
+        bf16 = True
+        if counts["cuda"] or counts["rocm"]:
+            import torch
+
+            bf16 = torch.cuda.is_bf16_supported()
+        return cls(**counts, gpu_bf16=bf16, cpu_count=os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    """What the launcher reports: who started the processes and how many there are."""
+
+    environment: str = "local"
+    external: bool = False  # processes were started by torchrun / srun / mpirun / a PyTorchJob
+    world_size: int = 1
+    processes_per_node: int = 1
+    num_nodes: int = 1
+    horovod: bool = False
+
+    @classmethod
+    def from_environment(cls, env: Any) -> LaunchInfo:
+        if not env.creates_processes_externally:
+            return cls(environment=env.name)
+        return cls(
+            environment=env.name,
+            external=True,
+            world_size=env.world_size(),
+            processes_per_node=env.local_world_size(),
+            num_nodes=env.num_nodes(),
+            horovod=bool(getattr(env, "is_horovod", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    accelerator: str
+    device_ids: tuple[int, ...]
+    num_nodes: int
+    strategy: str
+    precision: str
+
+    @property
+    def world_size(self) -> int:
+        return len(self.device_ids) * self.num_nodes
+
+
+def _unknown(arg: str, value: Any, valid: list[str] | tuple[str, ...]) -> ValueError:
+    close = difflib.get_close_matches(str(value), list(valid), n=3, cutoff=0.5)
     near = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-    return ValueError(f"Trainer({arg}={value!r}) is not valid.{near} Valid: {', '.join(valid)}.{hint}")
+    return ValueError(f"Trainer({arg}={value!r}) is not valid.{near} Valid: {', '.join(valid)}.")
 
 
-def resolve_accelerator(accelerator: str | Accelerator) -> Accelerator:
-    from plugins.accelerators.cpu import CPUAccelerator
-    from plugins.accelerators.cuda import CUDAAccelerator
+def normalize_precision(precision: Any) -> str:
+    from plugins.builtin import PRECISION_ALIASES
 
-    if isinstance(accelerator, Accelerator):
-        return accelerator
-    if accelerator not in ACCELERATOR_NAMES:
-        raise _choice_error("accelerator", accelerator, ACCELERATOR_NAMES)
-    if accelerator == "cpu":
-        return CPUAccelerator()
-    if accelerator in ("cuda", "gpu"):
-        if not CUDAAccelerator.is_available():
-            raise ValueError(
-                f"Trainer(accelerator={accelerator!r}) but no CUDA GPU is available on this machine. "
-                "Use accelerator='cpu' (or 'auto')."
-            )
-        return CUDAAccelerator()
-    return CUDAAccelerator() if CUDAAccelerator.is_available() else CPUAccelerator()
+    text = str(precision)
+    return PRECISION_ALIASES.get(text, text)
 
 
-def parse_devices(devices: int | str | list[int], accelerator: Accelerator) -> list[int]:
-    """Device indices from ``1``, ``[0, 1]``, ``"0,1"``, ``-1`` or ``"auto"``."""
-    available = accelerator.device_count() if accelerator.name != "cpu" else None
-    if devices == "auto":
-        return [0]
-    if isinstance(devices, str):
+def _choose_accelerator(accelerator: str, hw: Hardware) -> str:
+    available = [k for k in GPU_KINDS if hw.count(k) > 0]
+    if accelerator == "auto":
+        return available[0] if available else "cpu"
+    if accelerator == "gpu":
+        if not available:
+            raise ValueError("Trainer(accelerator='gpu') but this machine has no GPU (CUDA, ROCm, XPU or MPS). "
+                             "Use accelerator='cpu' or 'auto'.")
+        return available[0]
+    if accelerator != "cpu" and hw.count(accelerator) == 0:
+        have = ", ".join(["cpu", *available])
+        raise ValueError(
+            f"Trainer(accelerator={accelerator!r}) but no {accelerator} device is available on this machine "
+            f"(available: {have}). Use accelerator='auto' or one of those."
+        )
+    return accelerator
+
+
+def parse_devices(devices: Any, kind: str, hw: Hardware, launch: LaunchInfo) -> tuple[int, ...]:
+    """Indices from ``1``, ``[0, 1]``, ``"0,1"``, ``-1`` or ``"auto"`` (one per process on this node)."""
+    usage = "use an int, a list of indices, '0,1', -1 or 'auto'"
+    if isinstance(devices, str) and devices.strip() != "auto":
         text = devices.strip()
         try:
-            devices = int(text) if "," not in text else [int(x) for x in text.split(",") if x.strip()]
+            devices = [int(x) for x in text.split(",") if x.strip()] if "," in text else int(text)
         except ValueError:
-            raise ValueError(
-                f"Trainer(devices={devices!r}) is not valid: use an int, a list of indices, '0,1', -1 or 'auto'."
-            ) from None
-    if isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
-        raise ValueError(f"Trainer(devices={devices!r}) is not valid: use an int, a list of indices, '0,1', -1 or 'auto'.")
-    if isinstance(devices, int):
+            raise ValueError(f"Trainer(devices={devices!r}) is not valid: {usage}.") from None
+    available = hw.count(kind)
+    if devices == "auto":
+        count = launch.processes_per_node if launch.external else (1 if kind == "cpu" else available)
+        indices = tuple(range(count))
+    elif isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
+        raise ValueError(f"Trainer(devices={devices!r}) is not valid: {usage}.")
+    elif isinstance(devices, int):
         if devices == -1:
-            return list(range(available or 1))
-        if devices < 1:
+            indices = tuple(range(available))
+        elif devices < 1:
             raise ValueError(f"Trainer(devices={devices}) must be >= 1 (or -1 for all devices).")
-        indices = list(range(devices))
+        else:
+            indices = tuple(range(devices))
     else:
-        indices = [int(i) for i in devices]
-    if available is not None and indices and max(indices) >= available:
+        indices = tuple(int(i) for i in devices)
+        if not indices or len(set(indices)) != len(indices) or min(indices) < 0:
+            raise ValueError(f"Trainer(devices={list(devices)}) must list distinct indices >= 0.")
+    if kind != "cpu" and max(indices) >= available:
         raise ValueError(
-            f"Trainer(devices={devices!r}) asks for more {accelerator.name} devices than this machine has "
-            f"({available} available)."
+            f"Trainer(devices={devices!r}) asks for {kind} device(s) {list(indices)}, but this machine has "
+            f"{available} {kind} device(s). Use devices={available} (or -1 for all)."
         )
     return indices
 
 
-def resolve_precision(precision: str | int | Precision, accelerator: Accelerator) -> Precision:
-    from plugins.precision.half import MixedPrecision, TruePrecision
-
-    if isinstance(precision, Precision):
-        return precision
-    name = {"32": "32-true", "64": "64-true", "16": "16-mixed", "bf16": "bf16-mixed"}.get(str(precision), str(precision))
-    if name not in PRECISION_NAMES:
-        raise _choice_error("precision", precision, PRECISION_NAMES)
-    if name == "32-true":
-        return Precision()
-    if name.endswith("-mixed"):
-        device_type = "cuda" if accelerator.name in ("cuda", "rocm") else accelerator.name
-        return MixedPrecision(name, device_type=device_type)
-    return TruePrecision(name)
-
-
-def resolve_strategy(
-    strategy: str | Strategy,
-    accelerator: Accelerator,
-    device_ids: list[int],
-    num_nodes: int,
-    precision: Precision,
-) -> Strategy:
-    from plugins.strategies.single_device import SingleDeviceStrategy
-
-    if isinstance(strategy, Strategy):
-        strategy.accelerator = strategy.accelerator or accelerator
-        strategy.precision = precision if type(strategy.precision) is Precision else strategy.precision
-        return strategy
-    if strategy not in STRATEGY_NAMES:
-        raise _choice_error("strategy", strategy, STRATEGY_NAMES)
-    if len(device_ids) * num_nodes > 1:
+def choose(
+    accelerator: str = "auto",
+    devices: Any = "auto",
+    num_nodes: int = 1,
+    strategy: str = "auto",
+    precision: Any = "32-true",
+    launch: LaunchInfo | None = None,
+    hardware: Hardware | None = None,
+) -> Choice:
+    """The concrete accelerator, devices, nodes, strategy and precision for these arguments."""
+    launch = launch or LaunchInfo()
+    hw = hardware or Hardware()
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
+        raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1.")
+    kind = _choose_accelerator(accelerator, hw)
+    device_ids = parse_devices(devices, kind, hw, launch)
+    if launch.external:
+        if len(device_ids) != launch.processes_per_node or num_nodes != launch.num_nodes:
+            raise ValueError(
+                f"Trainer(devices={devices!r}, num_nodes={num_nodes}) disagrees with the launcher "
+                f"({launch.environment}: {launch.world_size} processes, {launch.processes_per_node} per node on "
+                f"{launch.num_nodes} node(s)). Use devices={launch.processes_per_node}, num_nodes={launch.num_nodes} "
+                "(or devices='auto')."
+            )
+    world = len(device_ids) * num_nodes
+    if strategy == "auto":
+        strategy = "horovod" if launch.horovod else ("single_device" if world == 1 else "ddp")
+    if strategy == "single_device" and world > 1:
         raise ValueError(
-            f"Trainer(devices={device_ids!r}, num_nodes={num_nodes}) needs a multi-process strategy, "
-            "which this version does not have yet. Use devices=1, num_nodes=1."
+            f"Trainer(strategy='single_device') runs one process, but devices={devices!r} x num_nodes={num_nodes} "
+            f"asks for {world}. Use strategy='ddp' (or 'auto'), or devices=1."
         )
-    return SingleDeviceStrategy(accelerator.device_for(0, device_ids), accelerator=accelerator, precision=precision)
+    if kind == "mps" and world > 1:
+        raise ValueError("Trainer(accelerator='mps') has one device and no collective backend; use devices=1.")
+    name = normalize_precision(precision)
+    if name.startswith("bf16") and kind in ("cuda", "rocm") and not hw.gpu_bf16:
+        raise ValueError(
+            f"Trainer(precision={precision!r}) needs bf16, which this {kind} GPU does not support. "
+            "Use precision='16-mixed'."
+        )
+    if name == "64-true" and kind == "mps":
+        raise ValueError("Trainer(precision='64-true') is not supported on MPS (no float64). Use '32-true'.")
+    return Choice(kind, device_ids, num_nodes, strategy, name)
 
 
 def resolve_plugins(
     accelerator: str | Accelerator = "auto",
-    devices: int | str | list[int] = "auto",
+    devices: Any = "auto",
     num_nodes: int = 1,
     strategy: str | Strategy = "auto",
     precision: str | int | Precision = "32-true",
+    environment: Any = None,
 ) -> Strategy:
-    """The strategy, holding the accelerator and precision it runs with."""
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
-        raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1.")
-    acc = resolve_accelerator(accelerator)
-    device_ids = parse_devices(devices, acc)
-    prec = resolve_precision(precision, acc)
-    return resolve_strategy(strategy, acc, device_ids, num_nodes, prec)
+    """Probe, choose, and build: the strategy, holding its accelerator, precision and environment."""
+    from plugins.environments.detect import detect_environment
+    from plugins.registry import default_registry
+
+    registry = default_registry()
+    env = environment if environment is not None and not isinstance(environment, str) else (
+        registry.create("environment", environment) if isinstance(environment, str) else detect_environment()
+    )
+    hw = Hardware.probe()
+    acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
+    if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
+        registry.get("accelerator", accelerator, "Trainer(accelerator)")  # unknown names fail with suggestions
+    strategy_name = strategy.name if isinstance(strategy, Strategy) else strategy
+    if not isinstance(strategy, Strategy) and strategy != "auto":
+        registry.get("strategy", strategy, "Trainer(strategy)")
+    prec_name = precision.name if isinstance(precision, Precision) else precision
+    if not isinstance(precision, Precision):
+        registry.get("precision", normalize_precision(precision), "Trainer(precision)")
+    launch = LaunchInfo.from_environment(env)
+    choice = choose(acc_name, devices, num_nodes, strategy_name or "auto", prec_name, launch, hw)
+    if launch.external:  # the launcher's own words for a mismatch
+        env.validate_settings(len(choice.device_ids), choice.num_nodes)
+
+    if strategy == "auto" and choice.strategy not in registry.names("strategy"):
+        raise ValueError(
+            f"Trainer(devices={devices!r}, num_nodes={num_nodes}) needs {choice.world_size} processes and so the "
+            f"{choice.strategy!r} strategy, which is not installed (registered: {', '.join(registry.names('strategy'))}). "
+            "Use devices=1, num_nodes=1."
+        )
+    acc = accelerator if isinstance(accelerator, Accelerator) else registry.create("accelerator", choice.accelerator)
+    if isinstance(precision, Precision):
+        prec = precision
+    else:
+        entry = registry.get("precision", choice.precision)
+        extra = {"device_type": "cuda" if acc.name == "rocm" else acc.name} if choice.precision.endswith("-mixed") else {}
+        prec = entry.create(**extra)
+    strat = strategy if isinstance(strategy, Strategy) else registry.create("strategy", choice.strategy)
+    strat.connect(accelerator=acc, precision=prec, environment=env, device_ids=list(choice.device_ids),
+                  num_nodes=choice.num_nodes)
+    return strat

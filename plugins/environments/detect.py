@@ -1,0 +1,29 @@
+"""Pick the cluster environment of this process: one pure function of the environment mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from plugins.environments.base import ClusterEnvironment, environ
+from plugins.environments.kubernetes import KubernetesEnvironment
+from plugins.environments.local import LocalEnvironment
+from plugins.environments.mpi import MPIEnvironment
+from plugins.environments.slurm import SLURMEnvironment
+from plugins.environments.torchelastic import TorchElasticEnvironment
+
+# Innermost launcher first: torchrun can run inside an srun step or a pod, and carries its own ranks.
+DETECTION_ORDER: tuple[type[ClusterEnvironment], ...] = (
+    TorchElasticEnvironment,
+    SLURMEnvironment,
+    KubernetesEnvironment,
+    MPIEnvironment,
+)
+
+
+def detect_environment(env: Mapping[str, str] | None = None) -> ClusterEnvironment:
+    """The first environment of ``DETECTION_ORDER`` whose ``detect`` accepts ``env``, else local."""
+    env = environ(env)
+    for cls in DETECTION_ORDER:
+        if cls.detect(env):
+            return cls(env)
+    return LocalEnvironment(env)

@@ -1,0 +1,102 @@
+"""The fallback when no launcher started us: one process, rank 0 of 1, until Relay's launcher says otherwise."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+from plugins.environments.base import ClusterEnvironment
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free right now (another process may still take it before we bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalEnvironment(ClusterEnvironment):
+    """Nothing launched yet: Relay's own launcher may start workers on this machine and set their ranks.
+
+    The main address is ``MASTER_ADDR`` when exported, else 127.0.0.1. The main port is ``MASTER_PORT``
+    when exported, else a free port found on first use and then kept, so every later reader (the
+    launcher, the strategy) sees the same number.
+    """
+
+    name = "local"
+    launcher = "Relay's own launcher"
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        super().__init__(env)
+        self._world_size = 1
+        self._global_rank = 0
+        self._local_rank = 0
+        self._node_rank = 0
+        self._free_port: int | None = None
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return False
+
+    @property
+    def main_address(self) -> str:
+        return self.env.get("MASTER_ADDR", "127.0.0.1")
+
+    @property
+    def main_port(self) -> int:
+        if "MASTER_PORT" in self.env:
+            return self._port("MASTER_PORT")
+        if self._free_port is None:
+            self._free_port = find_free_port()
+        return self._free_port
+
+    def world_size(self) -> int:
+        return self._world_size
+
+    def global_rank(self) -> int:
+        return self._global_rank
+
+    def local_rank(self) -> int:
+        return self._local_rank
+
+    def node_rank(self) -> int:
+        return self._node_rank
+
+    # Our launcher fills these in for the processes it starts.
+    def set_world_size(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"world size must be at least 1, got {size}.")
+        self._world_size = size
+
+    def set_global_rank(self, rank: int) -> None:
+        self._global_rank = self._checked_rank("global rank", rank, self._world_size)
+
+    def set_local_rank(self, rank: int) -> None:
+        self._local_rank = self._checked_rank("local rank", rank, self._world_size)
+
+    def set_node_rank(self, rank: int) -> None:
+        self._node_rank = self._checked_rank("node rank", rank, self._world_size)
+
+    @staticmethod
+    def _checked_rank(what: str, rank: int, world_size: int) -> int:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"{what} must be in [0, {world_size}) for world size {world_size}, got {rank}.")
+        return rank
+
+    @staticmethod
+    def detect(env: Mapping[str, str] | None = None) -> bool:
+        """Always applicable: it is what is left when no launcher is detected."""
+        return True
+
+    def validate_settings(self, num_devices: int, num_nodes: int) -> None:
+        if num_nodes <= 1:
+            return
+        hint = ""
+        if "SLURM_JOB_ID" in self.env:
+            hint = f" This is SLURM job {self.env['SLURM_JOB_ID']}: start the script with `srun python ...`."
+        raise self._mismatch(
+            "num_nodes", num_nodes, "no cluster launcher started this process (no torchrun, srun, mpirun, "
+            "horovodrun or Kubeflow variables found), and Relay only starts processes on this machine",
+            f"Start one process group per node with a launcher, e.g. `torchrun --nnodes={num_nodes} "
+            f"--nproc-per-node={num_devices} ...`, or pass num_nodes=1.{hint}",
+        )
