@@ -8,6 +8,7 @@ before any process is started or any work is done.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from dataclasses import dataclass
@@ -30,9 +31,14 @@ class Hardware:
     mps: int = 0
     gpu_bf16: bool = True
     cpu_count: int = 1
+    others: tuple[tuple[str, int], ...] = ()  # third-party accelerators: (name, device count)
 
     def count(self, kind: str) -> int:
-        return self.cpu_count if kind == "cpu" else getattr(self, kind, 0)
+        if kind == "cpu":
+            return self.cpu_count
+        if kind in GPU_KINDS:
+            return getattr(self, kind)
+        return dict(self.others).get(kind, 0)
 
     @classmethod
     def probe(cls) -> Hardware:
@@ -134,7 +140,7 @@ def parse_devices(devices: Any, kind: str, hw: Hardware, launch: LaunchInfo) -> 
             raise ValueError(f"Trainer(devices={devices!r}) is not valid: {usage}.") from None
     available = hw.count(kind)
     if devices == "auto":
-        count = launch.processes_per_node if launch.external else (1 if kind == "cpu" else available)
+        count = launch.processes_per_node if launch.external else (available if kind in GPU_KINDS else 1)
         indices = tuple(range(count))
     elif isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
         raise ValueError(f"Trainer(devices={devices!r}) is not valid: {usage}.")
@@ -221,7 +227,11 @@ def resolve_plugins(
     hw = Hardware.probe()
     acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
     if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
-        registry.get("accelerator", accelerator, "Trainer(accelerator)")  # unknown names fail with suggestions
+        cls = registry.get("accelerator", accelerator, "Trainer(accelerator)").load()  # unknown: suggestions
+        if accelerator != "cpu" and accelerator not in GPU_KINDS:  # a third-party kind answers for itself
+            hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
+    elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):
+        hw = dataclasses.replace(hw, others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
     strategy_name = strategy.name if isinstance(strategy, Strategy) else strategy
     if not isinstance(strategy, Strategy) and strategy != "auto":
         registry.get("strategy", strategy, "Trainer(strategy)")

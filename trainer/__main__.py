@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: python -m trainer
+USAGE = """usage: python -m trainer [plugins]
 
-Trains the bundled GPT example (sorting digit sequences, data generated on the fly) on the CPU,
-writing TensorBoard logs and checkpoints under ./relay_logs/version_<n>.
+Without arguments: trains the bundled GPT example (sorting digit sequences, data generated on the
+fly) on the CPU, writing TensorBoard logs and checkpoints under ./relay_logs/version_<n>.
+
+  plugins   list every registered plugin (accelerators, strategies, precision, environments),
+            including third-party ones from installed entry points
 """
 
 
@@ -15,6 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if argv == ["plugins"]:
+        from plugins.registry import describe
+
+        describe()
         return 0
     if argv:
         print(f"python -m trainer: unexpected arguments {argv}.\n\n{USAGE}", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""The plugin registry: built-in names, lazy loading, errors, and third-party entry points installed for real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from plugins.builtin import ACCELERATORS, ENVIRONMENTS, PRECISION, STRATEGIES
+from plugins.registry import Registry, UnknownPluginError, default_registry
+
+
+def test_every_builtin_is_registered_and_loads():
+    registry = default_registry()
+    for kind, table in (("accelerator", ACCELERATORS), ("strategy", STRATEGIES), ("precision", PRECISION),
+                        ("environment", ENVIRONMENTS)):
+        assert set(table) <= set(registry.names(kind))
+        for name in table:
+            cls = registry.get(kind, name).load()
+            assert isinstance(cls, type), (kind, name)
+
+
+def test_one_class_under_several_names_with_defaults():
+    registry = default_registry()
+    bf16, fp16 = registry.create("precision", "bf16-mixed"), registry.create("precision", "16-mixed")
+    assert type(bf16) is type(fp16) and bf16.name == "bf16-mixed" and fp16.name == "16-mixed"
+
+
+def test_unknown_name_lists_close_matches_and_all_names():
+    with pytest.raises(UnknownPluginError) as err:
+        default_registry().get("accelerator", "cdua", "Trainer(accelerator)")
+    message = str(err.value)
+    assert "Did you mean 'cuda'" in message and "cpu, cuda, mps, rocm, xpu" in message
+
+
+def test_registering_a_taken_name_is_an_error():
+    registry = Registry(load_entry_points=False)
+    registry.register("strategy", "mine", "plugins.strategies.single_device:SingleDeviceStrategy")
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("strategy", "mine", "plugins.strategies.single_device:SingleDeviceStrategy")
+
+
+def test_names_import_nothing_until_used():
+    code = (
+        "import sys; from plugins.registry import default_registry; r = default_registry();"
+        "r.names('accelerator'); r.names('strategy');"
+        "print('plugins.accelerators.xpu' in sys.modules, 'plugins.environments.slurm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_plugins_command_lists_every_builtin():
+    out = subprocess.run([sys.executable, "-m", "trainer", "plugins"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for name in [*ACCELERATORS, *STRATEGIES, *PRECISION, *ENVIRONMENTS]:
+        assert f"  {name} " in out.stdout, name
+
+
+THIRD_PARTY = {
+    "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "relay-plugin-example"
+        version = "0.0.1"
+
+        [project.entry-points."relaytrain.accelerators"]
+        fancy = "relay_plugin_example:FancyAccelerator"
+
+        [project.entry-points."relaytrain.strategies"]
+        register_many = "relay_plugin_example:register"
+    """,
+    "relay_plugin_example/__init__.py": '''
+        """A third-party package adding Relay plugins through entry points only."""
+        from plugins.accelerators.cpu import CPUAccelerator
+        from plugins.strategies.single_device import SingleDeviceStrategy
+
+
+        class FancyAccelerator(CPUAccelerator):
+            """A CPU under another name, from a third-party package."""
+
+            name = "fancy"
+
+
+        class FancyStrategy(SingleDeviceStrategy):
+            """One process, registered by a function."""
+
+
+        def register(registry):
+            registry.register("strategy", "fancy_single", FancyStrategy, source="relay-plugin-example")
+            registry.register("strategy", "fancy_single_cpu", FancyStrategy, "Same, pinned to the CPU",
+                              source="relay-plugin-example", device="cpu")
+    ''',
+}
+
+
+@pytest.mark.timeout(300)
+def test_third_party_plugins_from_a_really_installed_distribution(tmp_path):
+    """Build and install a small distribution (into a target dir on PYTHONPATH), then use its plugins."""
+    src = tmp_path / "src"
+    for name, text in THIRD_PARTY.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+         str(target), str(src)],
+        check=True, capture_output=True, text=True,
+    )
+    assert list(target.glob("relay_plugin_example-0.0.1.dist-info/entry_points.txt"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    code = textwrap.dedent("""
+        from trainer import Trainer
+        from tests.helpers import Regression, loader, quiet
+        trainer = Trainer(accelerator="fancy", strategy="fancy_single_cpu", **quiet(max_steps=2))
+        assert type(trainer.accelerator).__name__ == "FancyAccelerator", trainer.accelerator
+        assert type(trainer.strategy).__name__ == "FancyStrategy"
+        trainer.fit(Regression(), loader())
+        assert trainer.global_step == 2
+        print("ok")
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert run.returncode == 0, run.stderr
+    listing = subprocess.run([sys.executable, "-m", "trainer", "plugins"], capture_output=True, text=True, env=env,
+                             timeout=60)
+    assert "fancy" in listing.stdout and "[relay-plugin-example]" in listing.stdout
+    assert "Same, pinned to the CPU" in listing.stdout
