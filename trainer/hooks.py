@@ -32,6 +32,7 @@ class Hooks:
         self._module = module
         self._callbacks = callbacks
         self._cache: dict[str, tuple[list[Any], Any]] = {}
+        self._callers: dict[str, Any] = {}
 
     def _lookup(self, name: str) -> tuple[list[Any], Any]:
         entry = self._cache.get(name)
@@ -44,6 +45,20 @@ class Hooks:
             mod = getattr(self._module, name) if is_overridden(name, self._module, Module) else None
             entry = self._cache[name] = (cbs, mod)
         return entry
+
+    def caller(self, name: str) -> Callable[..., Any] | None:
+        """A function running the hook's implementations, or None when nothing overrides it (per-step fast path)."""
+        found = self._callers.get(name, False)
+        if found is False:
+            cbs, mod = self._lookup(name)
+            if not cbs:
+                found = mod
+            elif mod is None and len(cbs) == 1:
+                found = cbs[0]
+            elif cbs or mod is not None:
+                found = partial(self.call, name)
+            self._callers[name] = found
+        return found
 
     def has(self, name: str) -> bool:
         cbs, mod = self._lookup(name)

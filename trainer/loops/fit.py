@@ -111,6 +111,7 @@ class FitLoop:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
         step, strategy = self.step, t.strategy
+        batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         log_every = t.log_every_n_steps
         batch_idx = skip
         stopped = False
@@ -121,7 +122,7 @@ class FitLoop:
                 break
             batch = strategy.batch_to_device(batch)
             t._batch_for_size = batch
-            if hooks.call("on_train_batch_start", batch, batch_idx) == -1:
+            if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 break
             before = t.global_step
             t.is_last_batch = last = batch_idx + 1 == limit
@@ -130,7 +131,8 @@ class FitLoop:
             t._total_batches += 1
             if t.global_step != before and t.global_step % log_every == 0:
                 t._send_to_loggers(results.step_for_logger(), t.global_step - 1)  # Lightning's step numbering
-            hooks.call("on_train_batch_end", outputs, batch, batch_idx - 1)
+            if batch_end is not None:
+                batch_end(outputs, batch, batch_idx - 1)
             if val_now and (t._total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
             if self._max_reached() or self._stop_requested():

@@ -32,7 +32,9 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
 
     def closure_then_hooks() -> Any:
         result = closure() if closure is not None else None
-        hooks.call("on_before_optimizer_step", optimizer)
+        before_step = hooks.caller("on_before_optimizer_step")
+        if before_step is not None:
+            before_step(optimizer)
         if trainer.gradient_clip_val and (result is not None or closure is None):
             module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
         return result
@@ -49,7 +51,10 @@ class TrainingStep:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.module = module = trainer.lightning_module
-        self.hooks = trainer._hooks
+        hooks = trainer._hooks
+        self.before_zero_grad = hooks.caller("on_before_zero_grad")
+        self.before_backward = hooks.caller("on_before_backward")
+        self.after_backward = hooks.caller("on_after_backward")
         self.step_fn = trainer.strategy.step_function(module, "training_step")
         self.strategy = trainer.strategy
         self.accumulate = trainer.accumulate_grad_batches
@@ -86,7 +91,8 @@ class TrainingStep:
             output = self.step_fn(batch, batch_idx)
             loss = _loss_of(output)
             if zero_grad_first and self.optimizer is not None:
-                self.hooks.call("on_before_zero_grad", self.optimizer)
+                if self.before_zero_grad is not None:
+                    self.before_zero_grad(self.optimizer)
                 if self.custom_zero_grad:
                     self.module.optimizer_zero_grad(trainer.current_epoch, batch_idx, self.optimizer)
                 else:
@@ -94,12 +100,14 @@ class TrainingStep:
             if loss is None:  # skip this batch: no backward; a step finds no new gradients
                 return None
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
-            self.hooks.call("on_before_backward", scaled)
+            if self.before_backward is not None:
+                self.before_backward(scaled)
             if self.custom_backward:
                 self.module.backward(scaled)
             else:
                 self.strategy.backward(scaled)
-            self.hooks.call("on_after_backward")
+            if self.after_backward is not None:
+                self.after_backward()
             extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
             holder[0] = {"loss": scaled.detach(), **extra}
             return scaled
