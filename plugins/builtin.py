@@ -13,6 +13,10 @@ ACCELERATORS = {
 }
 STRATEGIES = {
     "single_device": ("plugins.strategies.single_device:SingleDeviceStrategy", "One process on one device", {}),
+    "ddp": ("plugins.strategies.ddp:DDPStrategy", "DistributedDataParallel: one process per device, gradients averaged",
+            {}),
+    "ddp_find_unused_parameters_true": ("plugins.strategies.ddp:DDPStrategy",
+                                        "DDP that tolerates parameters unused in a step", {"find_unused_parameters": True}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),

@@ -21,7 +21,7 @@ class ResumableSampler(Sampler[int]):
 
     def __init__(
         self, num_samples: int, shuffle: bool, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-        drop_last: bool = False,
+        drop_last: bool = False, pad: bool = True,
     ) -> None:
         self.dataset_len = num_samples
         self.shuffle = shuffle
@@ -31,7 +31,10 @@ class ResumableSampler(Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self.skip = 0
-        if drop_last and num_samples % num_replicas:
+        self.pad = pad
+        if not pad:  # prediction: every sample exactly once, so ranks may get one batch more or less
+            self.per_replica = len(range(rank, num_samples, num_replicas))
+        elif drop_last and num_samples % num_replicas:
             self.per_replica = num_samples // num_replicas
         else:
             self.per_replica = math.ceil(num_samples / num_replicas)
@@ -48,6 +51,10 @@ class ResumableSampler(Sampler[int]):
             indices = torch.randperm(self.dataset_len, generator=g).tolist()
         else:
             indices = list(range(self.dataset_len))
+        if not self.pad:
+            mine = indices[self.rank :: self.num_replicas]
+            skip, self.skip = self.skip, 0
+            return iter(mine[skip:])
         total = self.per_replica * self.num_replicas
         if total > len(indices):  # pad by repeating, so every rank takes the same number of steps
             indices += (indices * math.ceil(total / max(len(indices), 1)))[: total - len(indices)]
@@ -100,7 +107,7 @@ class LoaderPlan:
         return it
 
 
-def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int) -> LoaderPlan:
+def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True) -> LoaderPlan:
     """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are."""
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
@@ -122,7 +129,7 @@ def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int) -> L
                 f"has {num_replicas} processes. Use a DistributedSampler (or shuffle=True and let the Trainer shard)."
             )
         return LoaderPlan(loader, None, _own_generator(loader), seed)
-    ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False)
+    ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
     gen = torch.Generator()
     new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
     return LoaderPlan(new, ours, gen, seed)

@@ -168,6 +168,8 @@ class Trainer:
         self._logged_metrics: dict[str, float] = {}
         self._hooks: Any = None
         self._restored: dict[str, Any] | None = None
+        self._train_batch_size: int | None = None
+        self._resume_position: tuple[int, int, int | None] | None = None
 
     # --- public entry points -------------------------------------------------------------------------
     def fit(

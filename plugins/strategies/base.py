@@ -161,6 +161,10 @@ class Strategy:
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.unsqueeze(0)
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order."""
+        return [obj]
+
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
 

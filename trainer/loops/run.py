@@ -44,12 +44,13 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
     return list(given) if isinstance(given, (list, tuple)) else [given]
 
 
-def _plans(trainer: Trainer, loaders: list[Any]) -> list[Any]:
+def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
+    """Sharded, resumable loaders; ``pad=False`` (prediction) gives every sample to exactly one rank."""
     from trainer.seed import global_seed
 
     kwargs = trainer.strategy.distributed_sampler_kwargs
     return [
-        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"])
+        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad)
         for loader in loaders
     ]
 
@@ -69,6 +70,11 @@ def run_stage(
         raise MisconfigurationError(
             f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
         )
+    launcher = getattr(trainer.strategy, "launcher", None)
+    if launcher is not None:  # plain `python script.py` with several processes: start them, then exit
+        from trainer.launch import launch_workers_and_exit
+
+        launch_workers_and_exit(launcher)
     trainer.state_fn = stage
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
@@ -128,7 +134,11 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
     if stage == "fit":
         from trainer.loops.fit import FitLoop
 
+        from trainer.loops.state import rescale_position
+
         train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
+        trainer._train_batch_size = getattr(train[0].loader, "batch_size", None)
+        rescale_position(trainer, trainer._train_batch_size)
         trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader),
                                                    "limit_train_batches")
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
@@ -146,7 +156,7 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
     if stage == "predict":
         from trainer.loops.evaluation import run_predict
 
-        plans = _plans(trainer, _loaders(trainer, "predict", given["predict"], required=True))
+        plans = _plans(trainer, _loaders(trainer, "predict", given["predict"], required=True), pad=False)
         trainer.num_predict_batches = [apply_limit(trainer.limit_predict_batches, num_batches(p.loader)) for p in plans]
         return run_predict(trainer, plans, trainer.num_predict_batches)
     from trainer.loops.evaluation import run_evaluation

@@ -25,6 +25,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
             "batches_seen": trainer._batches_seen,
             "total_batches": trainer._total_batches,
             "epoch_finished": trainer._epoch_finished,
+            "world_size": trainer.world_size,
+            "batch_size": trainer._train_batch_size,
         },
         "state_dict": strategy.module_state_dict(module),
         "hyper_parameters": plain_data(dict(module.hparams)),
@@ -36,7 +38,10 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
         checkpoint["precision"] = strategy.precision.state_dict()
         checkpoint["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
-        checkpoint["rng"] = rng_states()
+        states = rng_states()
+        checkpoint["rng"] = states
+        if trainer.world_size > 1:  # every rank's generators, so each continues its own stream
+            checkpoint["rng_per_rank"] = strategy.all_gather_object(states)
         if trainer.datamodule is not None:
             checkpoint["datamodule"] = trainer.datamodule.state_dict()
         trainer._hooks.call("on_save_checkpoint", checkpoint)
@@ -81,10 +86,42 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
     trainer.current_epoch = loops["epoch"]
     trainer.global_step = loops["global_step"]
     trainer._batches_seen = loops["batches_seen"]
+    trainer._resume_position = (loops["batches_seen"], loops.get("world_size", 1), loops.get("batch_size"))
     trainer._total_batches = loops.get("total_batches", 0)
     trainer._epoch_finished = loops["epoch_finished"]
     if trainer._epoch_finished:
         trainer.current_epoch += 1
         trainer._batches_seen = 0
         trainer._epoch_finished = False
+    per_rank = checkpoint.get("rng_per_rank")
+    if per_rank is not None and len(per_rank) == trainer.world_size:
+        return per_rank[trainer.global_rank]
     return checkpoint.get("rng")
+
+
+def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
+    """Resuming mid-epoch on another number of processes: skip the same number of samples, not batches.
+
+    The samplers deal one shuffled order out rank by rank, so the samples seen so far are a prefix of it
+    whatever the world size; only the batch count that covers that prefix changes.
+    """
+    position, trainer._resume_position = trainer._resume_position, None
+    if position is None:
+        return
+    batches, old_world, old_batch = position
+    new_world = trainer.world_size
+    if old_world == new_world and (old_batch is None or old_batch == batch_size):
+        return
+    if not batches or old_batch is None or batch_size is None:
+        return
+    samples = batches * old_batch * old_world
+    per_step = batch_size * new_world
+    trainer._batches_seen = samples // per_step
+    if samples % per_step:
+        import warnings
+
+        warnings.warn(
+            f"Resuming on {new_world} process(es) x batch {batch_size} from a checkpoint written at {old_world} x "
+            f"batch {old_batch}: {samples} samples of this epoch were seen, which is not a whole number of new "
+            f"batches; {samples % per_step} samples are trained on again."
+        )

@@ -1,0 +1,95 @@
+"""Starting the worker processes on this machine with torch's elastic agent, as torchrun would.
+
+The workers run a command (by default the same program again) with the variables torchrun sets
+(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``TORCHELASTIC_RUN_ID``, ...), so they
+detect the torch elastic environment and never launch again. The agent watches them: when one fails
+or is killed, it stops the others (SIGTERM, then SIGKILL after ``shutdown_timeout`` seconds) and, with
+``max_restarts``, starts the whole group again. Each worker prints its own traceback; the launcher
+adds one line saying which rank failed and how.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import uuid
+from typing import Any
+
+from plugins.launchers.base import Launcher
+
+_QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
+
+
+def check_port_free(address: str, port: int) -> None:
+    """A clear error, before anything starts, when the rendezvous port is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("" if address in ("127.0.0.1", "localhost") else address, port))
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE:
+                return  # e.g. an address of another host: the agent reports what goes wrong
+            raise ValueError(
+                f"MASTER_PORT={port} is already in use on this machine (another run, or another program, holds "
+                f"it), so the processes cannot meet there. Unset MASTER_PORT to let Relay pick a free port, or "
+                f"export MASTER_PORT=<a free port>."
+            ) from None
+
+
+class ElasticLauncher(Launcher):
+    """``nprocs`` workers on this node through ``torch.distributed.launcher.api.elastic_launch``."""
+
+    def __init__(
+        self, nprocs: int, main_address: str = "127.0.0.1", main_port: int = 29500, max_restarts: int = 0,
+        shutdown_timeout: float = 30, monitor_interval: float = 0.1,
+    ) -> None:
+        if nprocs < 1:
+            raise ValueError(f"nprocs={nprocs} must be >= 1.")
+        self.nprocs = nprocs
+        self.main_address = main_address
+        self.main_port = main_port
+        self.max_restarts = max_restarts
+        self.shutdown_timeout = shutdown_timeout
+        self.monitor_interval = monitor_interval
+
+    def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:  # type: ignore[override]
+        """Run ``command`` in every worker; the exit code of the group (0 when all succeeded)."""
+        import os
+
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+        check_port_free(self.main_address, self.main_port)
+        config = LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=self.nprocs, run_id=f"relay-{uuid.uuid4().hex[:12]}",
+            rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
+            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval,
+            shutdown_timeout=max(1, int(round(self.shutdown_timeout))),
+        )
+        saved_env = dict(os.environ)
+        os.environ.update(env or {})
+        levels = {name: logging.getLogger(name).level for name in _QUIET}
+        for name in _QUIET:  # the agent's own INFO/WARNING chatter would bury the worker's traceback
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        try:
+            elastic_launch(config, command[0])(*command[1:])
+        except ChildFailedError as err:
+            rank, failure = err.get_first_failure()
+            print(describe_failure(rank, failure, self.nprocs), file=__import__("sys").stderr, flush=True)
+            return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+            os.environ.clear()
+            os.environ.update(saved_env)
+        return 0
+
+
+def describe_failure(rank: int, failure: Any, nprocs: int) -> str:
+    """One line: which rank failed, how, and that the others were stopped."""
+    code = failure.exitcode
+    how = f"was killed by {failure.signal_name()}" if code is not None and code < 0 else f"exited with code {code}"
+    others = "the other rank was stopped" if nprocs == 2 else "the other ranks were stopped"
+    where = "its traceback is above" if code is not None and code > 0 else "it printed no traceback"
+    return f"relay: rank {rank} (pid {failure.pid}) {how}; {others} ({where})."

@@ -1,0 +1,132 @@
+"""Data parallel: every process holds the whole model; gradients are averaged by DistributedDataParallel.
+
+``training_step`` runs through DDP's forward (a thin module whose ``forward`` calls the step), because
+DDP prepares its gradient all-reduce in ``forward``. Evaluation and prediction steps call the module
+directly: they need no gradient synchronisation. Accumulation steps run inside DDP's ``no_sync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from plugins.accelerators.base import Accelerator
+from plugins.precision.base import Precision
+from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook
+from plugins.strategies.parallel import ParallelStrategy
+
+
+class _StepModule(torch.nn.Module):
+    """Lets DDP's forward run any ``*_step`` method of the wrapped module."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.module, name)(*args, **kwargs)
+
+
+class DDPStrategy(ParallelStrategy):
+    """``torch.nn.parallel.DistributedDataParallel`` with its options and gradient communication hooks."""
+
+    name = "ddp"
+
+    def __init__(
+        self,
+        accelerator: Accelerator | None = None,
+        precision: Precision | None = None,
+        process_group_backend: str | None = None,
+        timeout: float | datetime.timedelta | None = 1800,
+        find_unused_parameters: bool = False,
+        static_graph: bool = False,
+        gradient_as_bucket_view: bool = False,
+        bucket_cap_mb: float | None = None,
+        broadcast_buffers: bool | None = None,
+        comm_hook: str | None = None,
+        comm_hook_options: dict[str, Any] | None = None,
+        max_restarts: int = 0,
+        shutdown_timeout: float = 30,
+    ) -> None:
+        super().__init__(accelerator, precision, process_group_backend, timeout, max_restarts, shutdown_timeout)
+        if comm_hook is not None and comm_hook not in COMM_HOOKS:
+            import difflib
+
+            close = difflib.get_close_matches(str(comm_hook), list(COMM_HOOKS), n=2)
+            near = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(
+                f"DDPStrategy(comm_hook={comm_hook!r}) is not known.{near} Valid: {', '.join(COMM_HOOKS)} "
+                "(or None for plain all-reduce); e.g. strategy.comm_hook=bf16_compress."
+            )
+        if bucket_cap_mb is not None and (not isinstance(bucket_cap_mb, (int, float)) or bucket_cap_mb <= 0):
+            raise ValueError(f"DDPStrategy(bucket_cap_mb={bucket_cap_mb!r}) must be a positive number of MB.")
+        self.ddp_kwargs: dict[str, Any] = {
+            "find_unused_parameters": bool(find_unused_parameters),
+            "static_graph": bool(static_graph),
+            "gradient_as_bucket_view": bool(gradient_as_bucket_view),
+        }
+        if broadcast_buffers is not None:  # newer torch renamed it; pass whichever this torch takes
+            import inspect
+
+            takes_new = "forward_sync_buffers" in inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+            self.ddp_kwargs["forward_sync_buffers" if takes_new else "broadcast_buffers"] = bool(broadcast_buffers)
+        if bucket_cap_mb is not None:
+            self.ddp_kwargs["bucket_cap_mb"] = bucket_cap_mb
+        self.comm_hook = comm_hook
+        self.comm_hook_options = dict(comm_hook_options or {})
+        self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
+        self._hook_state: Any = None
+
+    def _check_backend(self) -> None:
+        super()._check_backend()
+        if self.comm_hook == "bf16_compress" and self.process_group_backend not in ("nccl", "xccl"):
+            raise ValueError(
+                f"DDPStrategy(comm_hook='bf16_compress') needs NCCL or XCCL (GPUs), but this run communicates over "
+                f"{self.process_group_backend!r}. Use comm_hook='fp16_compress' on the CPU, or accelerator='cuda'."
+            )
+
+    def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        module = super().setup_module(module)
+        if not any(p.requires_grad for p in module.parameters()):
+            return module  # nothing to synchronise: DDP would refuse it
+        device = self.root_device
+        self.ddp = torch.nn.parallel.DistributedDataParallel(
+            _StepModule(module), device_ids=[device.index] if device.type in ("cuda", "xpu") else None,
+            **self.ddp_kwargs,
+        )
+        if self.comm_hook is not None:
+            self._hook_state = register_comm_hook(self.ddp, self.comm_hook, self.comm_hook_options)
+        return module
+
+    def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+        if self.comm_hook == "post_local_sgd":
+            from plugins.strategies.comm_hooks import wrap_post_local_sgd
+
+            return [wrap_post_local_sgd(o, self._hook_state, self.comm_hook_options) for o in optimizers]
+        return optimizers
+
+    def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
+        if name != "training_step" or self.ddp is None:
+            return super().step_function(module, name)
+        ddp, precision = self.ddp, self.precision
+        if type(precision).forward_context is Precision.forward_context:
+            return lambda *args, **kwargs: ddp(name, *args, **kwargs)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with precision.forward_context():
+                return ddp(name, *args, **kwargs)
+
+        return run
+
+    def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
+        if enabled and self.ddp is not None:
+            return self.ddp.no_sync()
+        return contextlib.nullcontext()
+
+    def teardown(self) -> None:
+        self.ddp = None
+        super().teardown()

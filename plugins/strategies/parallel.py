@@ -1,0 +1,273 @@
+"""What every multi-process strategy shares: the process group, ranks, collectives and the launcher.
+
+Ranks come from the cluster environment (torchrun, SLURM, MPI, Kubernetes, or the workers Relay's own
+launcher started, which look exactly like torchrun's). The process group meets at the environment's
+``main_address:main_port`` through a ``tcp://`` init method, so nothing is written to ``os.environ``.
+Every collective runs with the strategy's ``timeout``: a rank that never arrives becomes an error on
+the ranks that wait, never a silent hang.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from typing import Any
+
+import torch
+
+from plugins.accelerators.base import Accelerator
+from plugins.precision.base import Precision
+from plugins.strategies.base import Strategy
+
+_REDUCE_OPS = ("mean", "sum", "max", "min")
+
+
+def as_timeout(value: float | datetime.timedelta | None) -> datetime.timedelta:
+    """Seconds (or a timedelta) as the timedelta torch.distributed takes; None: torch's 30-minute default."""
+    if value is None:
+        return datetime.timedelta(minutes=30)
+    if isinstance(value, datetime.timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"timeout={value!r} must be a positive number of seconds (e.g. timeout=600).")
+    return datetime.timedelta(seconds=float(value))
+
+
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed")
+
+
+def report_peer_failures_briefly(rank: int) -> None:
+    """When another rank dies, the survivors' collectives fail too; print one line for those, not a traceback.
+
+    The failing rank's own traceback is the one worth reading, and the launcher points at it.
+    """
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        text = str(value)
+        if any(marker in text for marker in _PEER_GONE):
+            print(f"[rank{rank}]: stopped: another rank failed first ({kind.__name__}: {text.splitlines()[0][:200]})",
+                  file=sys.stderr, flush=True)
+            return
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+def _destroy_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class ParallelStrategy(Strategy):
+    """One process per device, joined in a ``torch.distributed`` process group."""
+
+    def __init__(
+        self,
+        accelerator: Accelerator | None = None,
+        precision: Precision | None = None,
+        process_group_backend: str | None = None,
+        timeout: float | datetime.timedelta | None = 1800,
+        max_restarts: int = 0,
+        shutdown_timeout: float = 30,
+    ) -> None:
+        super().__init__(accelerator=accelerator, precision=precision)
+        if process_group_backend is not None and process_group_backend not in ("gloo", "nccl", "xccl", "mpi"):
+            raise ValueError(
+                f"process_group_backend={process_group_backend!r} is not a torch.distributed backend; "
+                "use 'gloo' (CPU), 'nccl' (NVIDIA/AMD GPUs), 'xccl' (Intel GPUs), 'mpi', or leave it unset."
+            )
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts={max_restarts!r} must be an int >= 0.")
+        if not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout <= 0:
+            raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number of seconds.")
+        self._backend = process_group_backend
+        self.timeout = as_timeout(timeout)
+        self.max_restarts = max_restarts
+        self.shutdown_timeout = float(shutdown_timeout)
+        self._created_group = False
+
+    def connect(self, accelerator: Accelerator, precision: Precision, environment: Any = None,
+                device_ids: list[int] | None = None, num_nodes: int = 1) -> None:
+        super().connect(accelerator, precision, environment, device_ids, num_nodes)
+        self._check_backend()
+
+    def _check_backend(self) -> None:
+        """``nccl`` (or ``xccl``) on a CPU run cannot work: say so before anything starts."""
+        backend, acc = self._backend, self.accelerator
+        if backend in ("nccl", "xccl") and acc is not None and acc.name == "cpu":
+            raise ValueError(
+                f"{type(self).__name__}(process_group_backend={backend!r}) needs GPUs, but the accelerator is "
+                "'cpu'. Use process_group_backend='gloo' (or leave it unset), or accelerator='cuda'."
+            )
+
+    @property
+    def process_group_backend(self) -> str:
+        if self._backend is not None:
+            return self._backend
+        return self.accelerator.distributed_backend if self.accelerator is not None else "gloo"
+
+    # --- who am I -------------------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        env = self.environment
+        if env is not None and env.creates_processes_externally:
+            return env.world_size()
+        return len(self.device_ids) * self.num_nodes
+
+    @property
+    def global_rank(self) -> int:
+        env = self.environment
+        return env.global_rank() if env is not None and env.creates_processes_externally else 0
+
+    @property
+    def local_rank(self) -> int:
+        env = self.environment
+        return env.local_rank() if env is not None and env.creates_processes_externally else 0
+
+    @property
+    def node_rank(self) -> int:
+        env = self.environment
+        return env.node_rank() if env is not None and env.creates_processes_externally else 0
+
+    @property
+    def root_device(self) -> torch.device:
+        if self.accelerator is None:
+            return torch.device("cpu")
+        return self.accelerator.device_for(self.local_rank, self.device_ids)
+
+    @property
+    def launcher(self) -> Any:
+        """Relay's launcher when this process must start the workers itself, else None."""
+        env = self.environment
+        if env is None or env.creates_processes_externally or self.world_size == 1:
+            return None
+        from plugins.launchers.elastic import ElasticLauncher
+
+        return ElasticLauncher(
+            nprocs=len(self.device_ids), main_address=env.main_address, main_port=env.main_port,
+            max_restarts=self.max_restarts, shutdown_timeout=self.shutdown_timeout,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        self._init_process_group()
+
+    def _init_process_group(self) -> None:
+        import torch.distributed as dist
+
+        if self.launcher is not None:
+            raise RuntimeError(
+                f"{type(self).__name__} with {self.world_size} processes was set up in the launching process; "
+                "the Trainer starts the workers first (Trainer.fit/validate/test/predict do)."
+            )
+        if dist.is_available() and dist.is_initialized():
+            if dist.get_world_size() != self.world_size:
+                raise RuntimeError(
+                    f"A process group of {dist.get_world_size()} processes exists already, but this run needs "
+                    f"{self.world_size}."
+                )
+            return
+        env = self.environment
+        kwargs: dict[str, Any] = {}
+        if self.process_group_backend == "nccl" and self.root_device.type == "cuda":
+            kwargs["device_id"] = self.root_device
+        dist.init_process_group(
+            self.process_group_backend, init_method=f"tcp://{env.main_address}:{env.main_port}",
+            world_size=self.world_size, rank=self.global_rank, timeout=self.timeout, **kwargs,
+        )
+        self._created_group = True
+        # kept for the next stage (fit, then test); destroyed at exit so no backend warns about a live group
+        import atexit
+
+        atexit.register(_destroy_group)
+        report_peer_failures_briefly(self.global_rank)
+
+    def teardown(self) -> None:
+        super().teardown()
+        import torch.distributed as dist
+
+        if self._created_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._created_group = False
+
+    # --- collectives ----------------------------------------------------------------------------
+    def _group_ready(self) -> bool:
+        import torch.distributed as dist
+
+        return self.world_size > 1 and dist.is_available() and dist.is_initialized()
+
+    def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        if not self._group_ready():
+            return tensor
+        import torch.distributed as dist
+
+        op = str(op).lower()
+        if op not in _REDUCE_OPS:
+            raise ValueError(f"all_reduce(op={op!r}) is not supported; use one of {', '.join(_REDUCE_OPS)}.")
+        out = tensor.detach().clone() if isinstance(tensor, torch.Tensor) else torch.tensor(tensor)
+        needs_float = op == "mean" and not out.is_floating_point()
+        if needs_float:
+            out = out.float()
+        if out.device != self.root_device and self.process_group_backend != "gloo":
+            out = out.to(self.root_device)
+        reduce_op = {"mean": dist.ReduceOp.SUM, "sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                     "min": dist.ReduceOp.MIN}[op]
+        dist.all_reduce(out, op=reduce_op)
+        if op == "mean":
+            out = out / self.world_size
+        return out
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not self._group_ready():
+            return tensor.unsqueeze(0)
+        import torch.distributed as dist
+
+        tensor = tensor.contiguous()
+        out = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        dist.all_gather(out, tensor)
+        return torch.stack(out)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if not self._group_ready():
+            return [obj]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        if not self._group_ready():
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=src)
+        return box[0]
+
+    def barrier(self, name: str | None = None) -> None:
+        if not self._group_ready():
+            return
+        import torch.distributed as dist
+
+        if self.process_group_backend == "nccl":
+            dist.barrier(device_ids=[self.root_device.index])
+        else:
+            dist.barrier()
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        if not self._group_ready():
+            return decision
+        import torch.distributed as dist
+
+        flag = torch.tensor(int(bool(decision)), device=self.root_device if self.process_group_backend != "gloo" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN if all else dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "
+                f"world_size={self.world_size})")

@@ -1,0 +1,164 @@
+"""A small training run for the DDP tests: started with plain ``python`` (Relay launches) or by torchrun.
+
+Rank 0 saves the final weights to OUT/final.pt; every rank writes OUT/rank<N>.json with what it saw.
+Failure injection: --fail-rank R --fail-step S --fail-mode raise|sigkill|hang (only on the first attempt
+when --fail-once is given, so a restarted group runs through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer import Module, Trainer, seed_everything
+from trainer.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+
+class Net(Module):
+    def __init__(self, lr: float = 0.1) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        self.grads_equal: dict[int, bool] = {}
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x), y)
+        self.log("train_loss", loss)
+        # a value that differs by rank: sync_dist must average it
+        self.log("rank_value", float(self.trainer.global_rank), sync_dist=True, on_step=False, on_epoch=True)
+        # grows on rank 0 (EarlyStopping would stop), shrinks on rank 1 (it would go on)
+        sign = 1.0 if self.trainer.global_rank == 0 else -1.0
+        self.log("rank_unsynced", sign * self.current_epoch, on_step=False, on_epoch=True)
+        return loss
+
+    def on_after_backward(self):
+        """Whether the ranks hold the same gradient now: only after a synchronised backward."""
+        strategy = self.trainer.strategy
+        grad = torch.cat([p.grad.flatten() for p in self.parameters()]).detach().clone()
+        gathered = strategy.all_gather(grad)
+        self.grads_equal[self.trainer._batches_seen] = bool(torch.allclose(gathered[0], gathered[-1]))
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y))
+
+    def predict_step(self, batch, batch_idx):
+        return batch[0][:, 0]
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class Fail(Callback):
+    def __init__(self, rank: int, step: int, mode: str, once: bool) -> None:
+        self.rank, self.step, self.mode, self.once = rank, step, mode, once
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if trainer.global_rank != self.rank or trainer.global_step != self.step:
+            return
+        if self.once and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
+            return
+        if self.mode == "raise":
+            raise ValueError(f"boom on rank {trainer.global_rank} at step {trainer.global_step}")
+        if self.mode == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.mode == "hang":
+            time.sleep(3600)
+
+
+class StopOnRank(Callback):
+    """Sets should_stop on one rank only: every rank must still stop at the same step."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step >= self.step:
+            trainer.should_stop = True
+
+
+def data(n: int = 64) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 8, generator=g)
+    return TensorDataset(x, x.sum(1, keepdim=True).sin())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--strategy", default="ddp")
+    p.add_argument("--devices", type=int, default=2)
+    p.add_argument("--num-nodes", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-steps", type=int, default=-1)
+    p.add_argument("--max-epochs", type=int, default=2)
+    p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--fail-rank", type=int)
+    p.add_argument("--fail-step", type=int, default=3)
+    p.add_argument("--fail-mode", default="raise")
+    p.add_argument("--fail-once", action="store_true")
+    p.add_argument("--timeout", type=float)
+    p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--shutdown-timeout", type=float, default=30)
+    p.add_argument("--comm-hook")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--early-stop", action="store_true")
+    p.add_argument("--stop-on-rank", type=int)
+    p.add_argument("--predict", action="store_true")
+    p.add_argument("--logger", action="store_true")
+    args = p.parse_args()
+
+    seed_everything(7)
+    strategy: object = args.strategy
+    if args.strategy == "ddp" and (args.timeout or args.max_restarts or args.comm_hook or args.shutdown_timeout != 30):
+        from plugins.strategies.ddp import DDPStrategy
+
+        strategy = DDPStrategy(timeout=args.timeout or 1800, max_restarts=args.max_restarts, comm_hook=args.comm_hook,
+                               shutdown_timeout=args.shutdown_timeout)
+    callbacks: list[Callback] = []
+    if args.fail_rank is not None:
+        callbacks.append(Fail(args.fail_rank, args.fail_step, args.fail_mode, args.fail_once))
+    if args.checkpoint_every:
+        callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,
+                                         every_n_train_steps=args.checkpoint_every))
+    if args.early_stop:  # monitors a value that differs by rank: the ranks must agree anyway
+        callbacks.append(EarlyStopping("rank_unsynced", patience=0, mode="min"))
+    if args.stop_on_rank is not None:
+        callbacks.append(StopOnRank(args.stop_on_rank, 3))
+    trainer = Trainer(
+        strategy=strategy, devices=args.devices, num_nodes=args.num_nodes, accelerator="cpu",
+        max_steps=args.max_steps, max_epochs=args.max_epochs, accumulate_grad_batches=args.accumulate,
+        default_root_dir=args.out, logger=args.logger, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
+    )
+    model = Net()
+    loader = DataLoader(data(), batch_size=args.batch_size, shuffle=True)
+    val = DataLoader(data(16), batch_size=4)
+    trainer.fit(model, loader, val, ckpt_path="last" if args.resume else None)
+    info = {
+        "world_size": trainer.world_size, "global_step": trainer.global_step, "epoch": trainer.current_epoch,
+        "rank_value": float(trainer.callback_metrics["rank_value"]),
+        "grads_equal": {str(k): v for k, v in model.grads_equal.items()},
+        "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        "pid": os.getpid(),
+    }
+    if args.predict:
+        preds = trainer.predict(model, DataLoader(data(10), batch_size=3))
+        info["predicted"] = sorted(round(float(v), 5) for batch in preds for v in batch)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"rank{trainer.global_rank}.json").write_text(json.dumps(info))
+    if trainer.is_global_zero:
+        torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""DDP for real: 2 processes over gloo on the CPU, started by Relay's launcher or by torchrun.
+
+Every run is a subprocess with a hard timeout, so a hang fails the test instead of blocking CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).with_name("ddp_script.py")
+pytestmark = pytest.mark.timeout(240)
+
+
+def run(out: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
+        launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = [*(launcher or [sys.executable]), str(SCRIPT), str(out), *args]
+    full_env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def ranks(out: Path) -> list[dict]:
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(len(list(out.glob("rank*.json"))))]
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    return torch.load(out / "final.pt", weights_only=True)
+
+
+def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: float = 1e-6) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=rtol, atol=1e-7, msg=name)
+
+
+@pytest.fixture(scope="module")
+def single_b8(tmp_path_factory) -> dict[str, torch.Tensor]:
+    """One process, batch 8: what 2 ranks with batch 4 each must reproduce."""
+    out = tmp_path_factory.mktemp("single")
+    done = run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8")
+    assert done.returncode == 0, done.stderr
+    return weights(out)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("ddp")
+    done = run(out, "--predict", "--logger", "--checkpoint-every", "4")
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def test_two_ranks_match_one_process_with_the_global_batch(ddp_run, single_b8):
+    out, _ = ddp_run
+    assert_close(weights(out), single_b8)
+    assert [r["world_size"] for r in ranks(out)] == [2, 2]
+    assert len({r["pid"] for r in ranks(out)}) == 2
+
+
+def test_sync_dist_averages_over_ranks_and_gradients_are_synchronised(ddp_run):
+    out, _ = ddp_run
+    for info in ranks(out):
+        assert info["rank_value"] == pytest.approx(0.5)  # mean of ranks 0 and 1
+        assert all(info["grads_equal"].values())
+
+
+def test_only_rank_zero_writes_logs_and_checkpoints(ddp_run):
+    out, _ = ddp_run
+    assert [p.name for p in (out / "relay_logs").iterdir()] == ["version_0"]
+    assert len(list((out / "relay_logs" / "version_0").glob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in (out / "ckpt").iterdir()) == [
+        "epoch=0-step=4.ckpt", "epoch=0-step=8.ckpt", "epoch=1-step=12.ckpt", "epoch=1-step=16.ckpt", "last.ckpt"]
+
+
+def test_predict_sees_every_sample_exactly_once(ddp_run):
+    out, _ = ddp_run
+    seen = sorted(v for info in ranks(out) for v in info["predicted"])
+    from tests.ddp_script import data
+
+    expected = sorted(round(float(v), 5) for v in data(10).tensors[0][:, 0])
+    assert seen == expected
+
+
+def test_accumulation_skips_gradient_sync_on_accumulating_batches(tmp_path, single_b8):
+    done = run(tmp_path, "--accumulate", "2", "--max-epochs", "1")
+    assert done.returncode == 0, done.stderr
+    for info in ranks(tmp_path):
+        equal = {int(k): v for k, v in info["grads_equal"].items()}
+        # batches 0, 2, 4, ... accumulate locally (different per rank); 1, 3, 5, ... synchronise
+        assert all(not equal[i] for i in equal if i % 2 == 0), equal
+        assert all(equal[i] for i in equal if i % 2 == 1), equal
+
+
+def test_rank_local_stop_decisions_are_agreed(tmp_path):
+    """should_stop set on one rank, and EarlyStopping on a value that differs by rank: all ranks stop together."""
+    done = run(tmp_path, "--stop-on-rank", "1", "--max-epochs", "5")
+    assert done.returncode == 0, done.stderr
+    assert {r["global_step"] for r in ranks(tmp_path)} == {3}
+    out = tmp_path / "es"
+    done = run(out, "--early-stop", "--max-epochs", "5")
+    assert done.returncode == 0, done.stderr
+    # rank 0's value never improves after epoch 0 (it grows with the epoch): every rank stops after epoch 1
+    assert [r["epoch"] for r in ranks(out)] == [2, 2]
+
+
+@pytest.mark.parametrize("mode,expect", [("raise", "ValueError: boom on rank 1"), ("sigkill", "killed by SIGKILL")])
+def test_a_failing_rank_stops_every_rank_quickly(tmp_path, mode, expect):
+    start = time.monotonic()
+    done = run(tmp_path, "--fail-rank", "1", "--fail-mode", mode, "--max-epochs", "50", timeout=90)
+    elapsed = time.monotonic() - start
+    assert done.returncode != 0
+    assert expect in done.stderr
+    assert "relay: rank 1" in done.stderr
+    if mode == "raise":
+        assert done.stderr.count("Traceback (most recent call last)") == 1, done.stderr
+    assert not (tmp_path / "final.pt").exists()
+    assert elapsed < 60, elapsed  # rank 0 would otherwise train 50 epochs or wait forever
+
+
+def test_a_collective_timeout_ends_the_run(tmp_path):
+    """Rank 1 hangs inside a step; rank 0 waits in the gradient all-reduce until the timeout, then all stop."""
+    start = time.monotonic()
+    done = run(tmp_path, "--fail-rank", "1", "--fail-mode", "hang", "--timeout", "5", "--max-epochs", "50",
+               timeout=120)
+    assert done.returncode != 0
+    assert time.monotonic() - start < 90
+    assert "relay: rank 0" in done.stderr, done.stderr[-3000:]
+
+
+def test_restart_resumes_from_the_last_checkpoint(tmp_path):
+    done = run(tmp_path, "--fail-rank", "1", "--fail-step", "6", "--fail-once", "--max-restarts", "1",
+               "--checkpoint-every", "4", "--resume", "--max-epochs", "2")
+    assert done.returncode == 0, done.stderr
+    infos = ranks(tmp_path)
+    assert [r["restart"] for r in infos] == [1, 1]
+    assert [r["global_step"] for r in infos] == [16, 16]
+    reference = tmp_path / "reference"
+    assert run(reference, "--max-epochs", "2").returncode == 0
+    assert_close(weights(tmp_path), weights(reference), rtol=0)
+
+
+def test_checkpoint_moves_between_two_ranks_and_one_process(tmp_path, single_b8):
+    """Same global batch (2 x 4 or 1 x 8): training continues on the next samples in either direction."""
+    for first, second, name in (
+        (["--devices", "2", "--batch-size", "4"], ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"],
+         "2to1"),
+        (["--strategy", "single_device", "--devices", "1", "--batch-size", "8"], ["--devices", "2", "--batch-size", "4"],
+         "1to2"),
+    ):
+        out = tmp_path / name
+        done = run(out, *first, "--max-steps", "5", "--checkpoint-every", "5")  # stops mid-epoch (8 per epoch)
+        assert done.returncode == 0, done.stderr
+        done = run(out, *second, "--resume", "--checkpoint-every", "5")
+        assert done.returncode == 0, done.stderr
+        assert_close(weights(out), single_b8, rtol=1e-5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_simulated_nodes_under_torchrun_match_two_local_processes(tmp_path, ddp_run):
+    """Two torchrun agents with --nnodes=2 on localhost, one process each, c10d rendezvous."""
+    port = _free_port()
+    out = tmp_path / "nodes"
+    agents = []
+    for node in range(2):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=relay-test-{port}",
+               str(SCRIPT), str(out), "--devices", "1", "--num-nodes", "2"]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        agents.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    try:
+        results = [a.communicate(timeout=150) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    for agent, (_, err) in zip(agents, results):
+        assert agent.returncode == 0, err
+    assert [r["world_size"] for r in ranks(out)] == [2, 2]
+    assert_close(weights(out), weights(ddp_run[0]), rtol=0)
+
+
+@pytest.mark.parametrize("hook", ["fp16_compress", "powersgd", "post_local_sgd"])
+def test_comm_hooks_train(tmp_path, hook, single_b8):
+    done = run(tmp_path, "--comm-hook", hook, "--max-epochs", "2")
+    assert done.returncode == 0, done.stderr
+    final = weights(tmp_path)
+    assert all(torch.isfinite(t).all() for t in final.values())
+    if hook.endswith("compress"):  # lossy, but close to exact averaging
+        assert_close(final, single_b8, rtol=5e-2)
+
+
+def test_bad_strategy_settings_are_clear_errors_before_any_work():
+    from plugins.strategies.ddp import DDPStrategy
+    from trainer import Trainer
+
+    with pytest.raises(ValueError, match="process_group_backend='nccl'.*needs GPUs.*'gloo'"):
+        Trainer(strategy=DDPStrategy(process_group_backend="nccl"), accelerator="cpu", devices=2)
+    with pytest.raises(ValueError, match="bf16_compress.*fp16_compress"):
+        Trainer(strategy=DDPStrategy(comm_hook="bf16_compress"), accelerator="cpu", devices=2)
+    with pytest.raises(ValueError, match="comm_hook='powersdg'.*Did you mean 'powersgd'"):
+        DDPStrategy(comm_hook="powersdg")
+    with pytest.raises(ValueError, match="timeout=-1"):
+        DDPStrategy(timeout=-1)
+    with pytest.raises(ValueError, match="no cluster launcher started this process"):
+        Trainer(strategy="ddp", accelerator="cpu", devices=2, num_nodes=2)
+
+
+def test_busy_master_port_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run(tmp_path, env={"MASTER_PORT": str(port)}, timeout=60)
+    assert done.returncode != 0
+    assert f"MASTER_PORT={port} is already in use" in done.stderr
+    assert not list(tmp_path.glob("rank*.json"))
