@@ -240,8 +240,7 @@ def resolve_plugins(
         registry.get("precision", normalize_precision(precision), "Trainer(precision)")
     launch = LaunchInfo.from_environment(env)
     choice = choose(acc_name, devices, num_nodes, strategy_name or "auto", prec_name, launch, hw)
-    if launch.external:  # the launcher's own words for a mismatch
-        env.validate_settings(len(choice.device_ids), choice.num_nodes)
+    env.validate_settings(len(choice.device_ids), choice.num_nodes)  # the launcher's own words for a mismatch
 
     if strategy == "auto" and choice.strategy not in registry.names("strategy"):
         raise ValueError(

@@ -63,3 +63,21 @@ def test_resume_changes_nothing_when_not_killed(tmp_path, reference):
     assert done.returncode == 0, done.stderr
     final = _final(tmp_path)
     assert any(not torch.equal(final[k], reference[k]) for k in reference)
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_then_resume_is_bit_identical_under_ddp(tmp_path_factory):
+    """2 ranks (35 samples each: 5 batches per epoch); killed inside epoch 1, resumed from step 6."""
+    reference_dir = tmp_path_factory.mktemp("ddp-uninterrupted")
+    ddp = ["--devices", "2", "--every-n-train-steps", "3"]
+    done = _run(reference_dir, *ddp)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path_factory.mktemp("ddp-killed")
+    killed = _run(out, *ddp, "--kill-at-step", "7")
+    assert killed.returncode != 0 and "killed by SIGKILL" in killed.stderr, killed.stderr
+    assert not (out / "final.pt").exists()
+    resumed = _run(out, *ddp, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    final, reference = _final(out), _final(reference_dir)
+    for name in reference:
+        assert torch.equal(final[name], reference[name]), name

@@ -34,8 +34,13 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
         raise ValueError(f"comm_hook_options {unknown} do not apply to comm_hook={name!r}; valid options: {valid}.")
 
 
-def register_comm_hook(ddp: torch.nn.parallel.DistributedDataParallel, name: str, options: dict[str, Any]) -> Any:
-    """Register the named hook on ``ddp``; returns the hook's state (PowerSGD/local SGD keep one)."""
+def register_comm_hook(
+    ddp: torch.nn.parallel.DistributedDataParallel, name: str, options: dict[str, Any], local_size: int = 1
+) -> Any:
+    """Register the named hook on ``ddp``; returns the hook's state (PowerSGD/local SGD keep one).
+
+    ``local_size`` (processes per node) sizes post-local SGD's intra-node subgroups.
+    """
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     _check_options(name, options)
@@ -58,10 +63,12 @@ def register_comm_hook(ddp: torch.nn.parallel.DistributedDataParallel, name: str
         )
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
         return state
+    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
 
+    subgroup, _ = dist.new_subgroups(group_size=max(1, local_size))  # every rank calls this, in the same order
     state = post_localSGD_hook.PostLocalSGDState(
-        process_group=None, subgroup=None, start_localSGD_iter=int(options.get("start_localSGD_iter", 8)),
+        process_group=None, subgroup=subgroup, start_localSGD_iter=int(options.get("start_localSGD_iter", 8)),
     )
     ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)
     return state
@@ -76,4 +83,13 @@ def wrap_post_local_sgd(optimizer: torch.optim.Optimizer, state: Any, options: d
     if period < 1:
         raise ValueError(f"comm_hook_options.period={period} must be >= 1.")
     warmup = state.start_localSGD_iter if state is not None else int(options.get("start_localSGD_iter", 8))
-    return PostLocalSGDOptimizer(optimizer, PeriodicModelAverager(period=period, warmup_steps=warmup))
+
+    class PostLocalSGDWithClosure(PostLocalSGDOptimizer):
+        """torch's optimizer steps without a closure; the Trainer always passes one."""
+
+        def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+            loss = closure() if closure is not None else None
+            super().step()
+            return loss
+
+    return PostLocalSGDWithClosure(optimizer, PeriodicModelAverager(period=period, warmup_steps=warmup))

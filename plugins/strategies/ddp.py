@@ -99,7 +99,8 @@ class DDPStrategy(ParallelStrategy):
             **self.ddp_kwargs,
         )
         if self.comm_hook is not None:
-            self._hook_state = register_comm_hook(self.ddp, self.comm_hook, self.comm_hook_options)
+            self._hook_state = register_comm_hook(self.ddp, self.comm_hook, self.comm_hook_options,
+                                                  local_size=len(self.device_ids))
         return module
 
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:

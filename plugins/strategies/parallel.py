@@ -176,8 +176,8 @@ class ParallelStrategy(Strategy):
         if self.process_group_backend == "nccl" and self.root_device.type == "cuda":
             kwargs["device_id"] = self.root_device
         dist.init_process_group(
-            self.process_group_backend, init_method=f"tcp://{env.main_address}:{env.main_port}",
-            world_size=self.world_size, rank=self.global_rank, timeout=self.timeout, **kwargs,
+            self.process_group_backend, store=self._store(), world_size=self.world_size, rank=self.global_rank,
+            timeout=self.timeout, **kwargs,
         )
         self._created_group = True
         # kept for the next stage (fit, then test); destroyed at exit so no backend warns about a live group
@@ -185,6 +185,23 @@ class ParallelStrategy(Strategy):
 
         atexit.register(_destroy_group)
         report_peer_failures_briefly(self.global_rank)
+
+    def _store(self) -> Any:
+        """Where the ranks meet: rank 0's TCP store, or the elastic agent's when it shares one.
+
+        Keys are prefixed with the restart count: an agent's store outlives a failed attempt, and the
+        restarted ranks must not read the dead ranks' addresses.
+        """
+        import torch.distributed as dist
+
+        env = self.environment
+        variables = getattr(env, "env", {})
+        agent_store = variables.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        store = dist.TCPStore(
+            env.main_address, env.main_port, self.world_size, is_master=self.global_rank == 0 and not agent_store,
+            timeout=self.timeout, multi_tenant=True,
+        )
+        return dist.PrefixStore(f"relay/attempt{variables.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
     def teardown(self) -> None:
         super().teardown()
