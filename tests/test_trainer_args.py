@@ -399,7 +399,7 @@ def test_default_root_dir_defaults_to_cwd(tmp_path, monkeypatch):
     ({"log_every_n_steps": 0}, ["log_every_n_steps"]),
     ({"fast_dev_run": -1}, ["fast_dev_run"]),
     ({"deterministic": "yes"}, ["deterministic"]),
-    ({"devices": 3}, ["devices"]),
+    ({"devices": 0}, ["devices"]),
     ({"devices": 0}, ["devices"]),
     ({"accelerator": "tpu"}, ["accelerator", "cpu"]),
     ({"precision": "8-true"}, ["precision"]),

@@ -174,6 +174,13 @@ class Strategy:
         """Agree on a decision across ranks: ``all`` (every rank says yes) or any."""
         return decision
 
+    def start_vote(self, flags: list[bool]) -> Callable[[], list[bool]]:
+        """Start agreeing on ``flags`` (true where any rank says true); call the result to wait for it.
+
+        Lets the loop agree on "stop" while the next batch runs instead of waiting every step.
+        """
+        return lambda: list(flags)
+
     # --- state layout ---------------------------------------------------------------------------
     def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
         return module.state_dict()

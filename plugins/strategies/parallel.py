@@ -285,6 +285,21 @@ class ParallelStrategy(Strategy):
         dist.all_reduce(flag, op=dist.ReduceOp.MIN if all else dist.ReduceOp.MAX)
         return bool(flag.item())
 
+    def start_vote(self, flags: list[bool]) -> Any:
+        if not self._group_ready():
+            return super().start_vote(flags)
+        import torch.distributed as dist
+
+        device = self.root_device if self.process_group_backend != "gloo" else "cpu"
+        votes = torch.tensor([int(bool(f)) for f in flags], device=device)
+        work = dist.all_reduce(votes, op=dist.ReduceOp.MAX, async_op=True)
+
+        def result() -> list[bool]:
+            work.wait()
+            return [bool(v) for v in votes.tolist()]
+
+        return result
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "
                 f"world_size={self.world_size})")

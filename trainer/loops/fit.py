@@ -30,6 +30,8 @@ class FitLoop:
         self.has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
         self.val_check_batch = _val_check_batch(trainer)
         self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
+        self.stop_agreed = self.time_up = False
+        self.pending: Any = None  # a vote on (should_stop, time is up) in flight
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
@@ -39,16 +41,36 @@ class FitLoop:
         t = self.trainer
         if t.max_steps != -1 and t.global_step >= t.max_steps:
             return True
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            return True
-        return False
+        if t.world_size == 1:
+            return self.deadline is not None and time.monotonic() >= self.deadline
+        return self.time_up
 
     def _stop_requested(self) -> bool:
-        """``should_stop`` (agreed by every rank) takes effect once min_epochs and min_steps are met."""
+        """``should_stop`` (as agreed by every rank) takes effect once min_epochs and min_steps are met."""
         t = self.trainer
-        if t.world_size > 1:
-            t.should_stop = t.strategy.reduce_boolean_decision(t.should_stop, all=False)
-        return t.should_stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
+        stop = t.should_stop if t.world_size == 1 else self.stop_agreed
+        return stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
+
+    def _agree(self, wait: bool) -> None:
+        """Agree on ``should_stop`` and the time limit, which one rank may reach before the others.
+
+        One process decides alone. Several vote; per batch (``wait=False``) the vote travels while the next
+        batch runs and is counted then, so a rank's request stops every rank one batch later, at the same
+        batch, without a blocking collective per step. At an epoch's end the vote is waited for.
+        """
+        t = self.trainer
+        if t.world_size == 1:
+            return
+        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline]
+        agreed = self.pending() if self.pending is not None else [False, False]
+        self.pending = t.strategy.start_vote(local)
+        if wait:
+            agreed = [a or b for a, b in zip(agreed, self.pending())]
+            self.pending = None
+        if agreed[0]:
+            self.stop_agreed = t.should_stop = True
+        if agreed[1]:
+            self.time_up = True
 
     def _epochs_done(self) -> bool:
         t = self.trainer
@@ -69,6 +91,7 @@ class FitLoop:
         while not self._epochs_done() and not self._max_reached():
             self.run_epoch(rng_to_restore)
             rng_to_restore = None
+            self._agree(wait=True)
             if self._stop_requested():
                 break
         hooks.call("on_train_end")
@@ -135,9 +158,11 @@ class FitLoop:
                 batch_end(outputs, batch, batch_idx - 1)
             if val_now and (t._total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
+            self._agree(wait=False)
             if self._max_reached() or self._stop_requested():
                 stopped = True
                 break
+        self._agree(wait=True)
         t._fx_on_step = False
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
             self._validate()  # a loader without a length: validate when it is exhausted
