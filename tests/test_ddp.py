@@ -231,3 +231,27 @@ def test_busy_master_port_is_a_clear_error(tmp_path):
     assert done.returncode != 0
     assert f"MASTER_PORT={port} is already in use" in done.stderr
     assert not list(tmp_path.glob("rank*.json"))
+
+
+def test_a_sampler_built_for_one_process_is_a_clear_error():
+    from torch.utils.data import DataLoader, WeightedRandomSampler
+
+    from tests.ddp_script import data
+    from trainer.data import prepare_loader
+
+    loader = DataLoader(data(8), batch_size=2, sampler=WeightedRandomSampler([1.0] * 8, 8))
+    with pytest.raises(ValueError, match="WeightedRandomSampler, built for one process.*2 processes.*DistributedSampler"):
+        prepare_loader(loader, seed=0, num_replicas=2, rank=0)
+
+
+def test_a_users_distributed_sampler_is_kept():
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    from tests.ddp_script import data
+    from trainer.data import prepare_loader
+
+    sampler = DistributedSampler(data(8), num_replicas=2, rank=1, shuffle=False)
+    plan = prepare_loader(DataLoader(data(8), batch_size=2, sampler=sampler), seed=0, num_replicas=2, rank=1)
+    assert plan.loader.sampler is sampler
+    assert list(plan.iterate(0)) and list(iter(sampler)) == [1, 3, 5, 7]
