@@ -115,6 +115,7 @@ def main() -> None:
     p.add_argument("--stop-on-rank", type=int)
     p.add_argument("--predict", action="store_true")
     p.add_argument("--logger", action="store_true")
+    p.add_argument("--accelerator", default="cpu")
     args = p.parse_args()
 
     seed_everything(7)
@@ -135,7 +136,7 @@ def main() -> None:
     if args.stop_on_rank is not None:
         callbacks.append(StopOnRank(args.stop_on_rank, 3))
     trainer = Trainer(
-        strategy=strategy, devices=args.devices, num_nodes=args.num_nodes, accelerator="cpu",
+        strategy=strategy, devices=args.devices, num_nodes=args.num_nodes, accelerator=args.accelerator,
         max_steps=args.max_steps, max_epochs=args.max_epochs, accumulate_grad_batches=args.accumulate,
         default_root_dir=args.out, logger=args.logger, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
@@ -150,6 +151,8 @@ def main() -> None:
         "grads_equal": {str(k): v for k, v in model.grads_equal.items()},
         "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
         "pid": os.getpid(),
+        "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
+        "device": str(trainer.strategy.root_device),
     }
     if args.predict:
         preds = trainer.predict(model, DataLoader(data(10), batch_size=3))

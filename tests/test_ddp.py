@@ -255,3 +255,15 @@ def test_a_users_distributed_sampler_is_kept():
     plan = prepare_loader(DataLoader(data(8), batch_size=2, sampler=sampler), seed=0, num_replicas=2, rank=1)
     assert plan.loader.sampler is sampler
     assert list(plan.iterate(0)) and list(iter(sampler)) == [1, 3, 5, 7]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_ddp_on_cuda_uses_nccl_and_matches_the_cpu(tmp_path, single_b8):
+    """One GPU: DDP over NCCL with one process, batch 8; the same weights as the CPU run up to float noise."""
+    done = run(tmp_path, "--accelerator", "cuda", "--devices", "1", "--batch-size", "8")
+    assert done.returncode == 0, done.stderr
+    (info,) = ranks(tmp_path)
+    assert info["backend"] == "nccl" and info["device"] == "cuda:0"
+    final = {k: v.cpu() for k, v in weights(tmp_path).items()}
+    assert_close(final, single_b8, rtol=1e-4)

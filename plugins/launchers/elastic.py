@@ -61,11 +61,15 @@ class ElasticLauncher(Launcher):
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
         check_port_free(self.main_address, self.main_port)
+        import dataclasses
+
+        options: dict[str, Any] = {}
+        if "shutdown_timeout" in {f.name for f in dataclasses.fields(LaunchConfig)}:  # torch >= 2.12
+            options["shutdown_timeout"] = max(1, int(round(self.shutdown_timeout)))
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=self.nprocs, run_id=f"relay-{uuid.uuid4().hex[:12]}",
             rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
-            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval,
-            shutdown_timeout=max(1, int(round(self.shutdown_timeout))),
+            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
         )
         saved_env = dict(os.environ)
         os.environ.update(env or {})
