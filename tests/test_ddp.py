@@ -267,3 +267,44 @@ def test_ddp_on_cuda_uses_nccl_and_matches_the_cpu(tmp_path, single_b8):
     assert info["backend"] == "nccl" and info["device"] == "cuda:0"
     final = {k: v.cpu() for k, v in weights(tmp_path).items()}
     assert_close(final, single_b8, rtol=1e-4)
+
+
+def _slurm_task(rank: int, port: int) -> dict[str, str]:
+    """What `srun --ntasks=2 python train.py` sets for task ``rank`` of a one-node job (MASTER_* exported)."""
+    return {
+        "SLURM_JOB_ID": "4242", "SLURM_JOBID": "4242", "SLURM_JOB_NAME": "train", "SLURM_NODELIST": "localhost",
+        "SLURM_JOB_NODELIST": "localhost", "SLURM_STEP_NODELIST": "localhost", "SLURM_NNODES": "1",
+        "SLURM_STEP_NUM_NODES": "1", "SLURM_NTASKS": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_TASKS_PER_NODE": "2",
+        "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    }
+
+
+def _openmpi_rank(rank: int, port: int) -> dict[str, str]:
+    """What `mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=... python train.py` sets (Open MPI)."""
+    return {
+        "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": str(rank), "OMPI_UNIVERSE_SIZE": "2",
+        "OMPI_MCA_ess_base_jobid": "2915434497", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    }
+
+
+@pytest.mark.parametrize("launcher_env", [_slurm_task, _openmpi_rank], ids=["srun", "mpirun"])
+def test_processes_started_by_srun_or_mpirun_are_not_launched_again(tmp_path, ddp_run, launcher_env):
+    """This test plays the launcher: it starts both processes with that launcher's variables."""
+    port = _free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "MASTER_", "PMI_"))}
+    procs = [subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**base, **launcher_env(rank, port)})
+             for rank in range(2)]
+    try:
+        results = [p.communicate(timeout=150) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for proc, (_, err) in zip(procs, results):
+        assert proc.returncode == 0, err
+    infos = ranks(tmp_path)
+    assert [r["world_size"] for r in infos] == [2, 2]
+    assert {r["pid"] for r in infos} == {p.pid for p in procs}  # the processes we started, no others
+    assert_close(weights(tmp_path), weights(ddp_run[0]), rtol=0)
