@@ -83,16 +83,17 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     return max(codes, default=0)
 
 
-def main(argv: Sequence[str] | None = None, config_dir: str | os.PathLike | None = None) -> int:
+def main(argv: Sequence[str] | None = None, config_dir: str | os.PathLike | None = None,
+         config_name: str = "config") -> int:
     """Entry point for ``python -m trainer`` and a project's own script (``config_dir``: its configs,
-    which extend ours through the search path ``pkg://trainer.configs``)."""
+    which extend ours through the search path ``pkg://trainer.configs``; ``config_name``: its primary config)."""
     from trainer.cli.schema import register_configs
     from trainer.resources import configs_dir
 
     argv = list(sys.argv[1:] if argv is None else argv)
     register_configs()
     try:
-        return run_hydra(argv, str(Path(config_dir or configs_dir()).resolve()))
+        return run_hydra(argv, str(Path(config_dir or configs_dir()).resolve()), config_name)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -40,9 +40,12 @@ def build_trainer(cfg: Any) -> Any:
     from trainer.errors import MisconfigurationError
     from trainer.trainer import Trainer
 
-    callbacks = [cb for name, node in (cfg.get("callbacks") or {}).items()
-                 if (cb := _build(node, f"callbacks.{name}")) is not None]
     logger = _build(cfg.get("logger"), "logger")
+    nodes = dict(cfg.get("callbacks") or {})
+    if logger is None and nodes.get("lr_monitor"):  # logger=none with the default callbacks
+        print("logger=none: callbacks.lr_monitor left out (it writes to a logger).")
+        nodes.pop("lr_monitor")
+    callbacks = [cb for name, node in nodes.items() if (cb := _build(node, f"callbacks.{name}")) is not None]
     kwargs = {k: v for k, v in dict(cfg.trainer).items() if v is not None or k == "max_epochs"}
     kwargs["default_root_dir"] = kwargs.get("default_root_dir") or os.getcwd()
     try:
@@ -61,16 +64,20 @@ def build_trainer(cfg: Any) -> Any:
 
 def run_stages(cfg: Any, trainer: Any) -> dict[str, float]:
     """Fit and/or test as the config asks, from ``cfg.ckpt_path`` if set; the final metrics (printed on rank 0)."""
+    from trainer.errors import MisconfigurationError
     from trainer.seed import seed_everything
 
     ckpt_path = cfg.get("ckpt_path")
     seed_everything(cfg.get("seed", 0))
     model = _build(cfg.model, "model")
     data = _build(cfg.data, "data")
-    if cfg.get("run_fit", True):
-        trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
-    if cfg.get("run_test", False):
-        trainer.test(model, datamodule=data, ckpt_path=None if cfg.get("run_fit", True) else ckpt_path)
+    try:
+        if cfg.get("run_fit", True):
+            trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
+        if cfg.get("run_test", False):
+            trainer.test(model, datamodule=data, ckpt_path=None if cfg.get("run_fit", True) else ckpt_path)
+    except MisconfigurationError as exc:  # a setting that cannot work, found once the run started
+        raise ConfigError(str(exc)) from None
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if trainer.is_global_zero:
         shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()) if k.startswith(("val_", "test_")))

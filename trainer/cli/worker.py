@@ -29,11 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = OmegaConf.load(config_file)
     os.chdir(config_file.parent.parent)  # the run directory holds .hydra/
     try:
-        trainer = build_trainer(cfg)
+        run_stages(cfg, build_trainer(cfg))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    run_stages(cfg, trainer)
     return 0
 
 
