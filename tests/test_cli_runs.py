@@ -55,25 +55,45 @@ def _argv(kind: str) -> list[str]:
     return shlex.split(command)[3:]
 
 
-def test_cookbook_single_runs_each_get_a_run_dir_with_hydra_logs_and_checkpoints(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory) -> Path:
+    """One real run of the cookbook's logger command; its directory is shared by the tests below."""
+    root = tmp_path_factory.mktemp("csv")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        assert cli(_argv("csv"), root) == 0
+    (run,) = run_dirs(root)
+    return run
+
+
+def _check_run_dir(run: Path) -> None:
+    assert {"config.yaml", "overrides.yaml", "resolved.yaml"} <= {p.name for p in (run / ".hydra").iterdir()}
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_cookbook_logger_run_has_hydra_csv_logs_and_checkpoints(csv_run):
+    _check_run_dir(csv_run)
+    assert (csv_run / "csv" / "metrics.csv").is_file() and not (csv_run / "tensorboard").exists()
+
+
+def test_cookbook_value_and_precision_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for kind in ("strategy", "precision", "csv", "values"):
+    for kind in ("precision", "values"):
         assert cli(_argv(kind), tmp_path / kind) == 0, kind
         (run,) = run_dirs(tmp_path / kind)
-        assert {"config.yaml", "overrides.yaml", "resolved.yaml"} <= {p.name for p in (run / ".hydra").iterdir()}
-        assert (run / "checkpoints" / "last.ckpt").is_file(), kind
-    assert (run_dirs(tmp_path / "csv")[0] / "csv" / "metrics.csv").is_file()
-    assert list((run_dirs(tmp_path / "values")[0] / "tensorboard").glob("events.*"))
+        _check_run_dir(run)
     resolved = (run_dirs(tmp_path / "values")[0] / ".hydra" / "resolved.yaml").read_text()
     assert "max_epochs: 3" in resolved and "lr: 0.0003" in resolved
+    assert list((run_dirs(tmp_path / "values")[0] / "tensorboard").glob("events.*"))
     assert "bf16-mixed" in (run_dirs(tmp_path / "precision")[0] / ".hydra" / "resolved.yaml").read_text()
-    assert tmp_path.samefile(Path.cwd())  # Hydra changed into the run dir and back
+    assert tmp_path.samefile(Path.cwd())  # Hydra changed into each run directory and back
 
 
-def test_cookbook_resume_continues_from_the_newest_run(tmp_path, monkeypatch, capsys):
+def test_cookbook_strategy_then_resume_from_the_newest_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli([], tmp_path) == 0
+    assert cli(_argv("strategy"), tmp_path) == 0
     (first,) = run_dirs(tmp_path)
+    _check_run_dir(first)
     assert cli([*_argv("resume"), "trainer.max_epochs=2"], tmp_path) == 0
     assert f"resuming from {first / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
     second = [d for d in run_dirs(tmp_path) if d != first]
@@ -108,20 +128,18 @@ def test_cookbook_cfg_job_plugins_and_help(capsys):
     assert run.returncode == 0 and "usage: python -m trainer" in run.stdout and "strategy:" in run.stdout
 
 
-def test_worker_entry_runs_a_saved_config_without_hydra(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert cli(["logger=csv"], tmp_path) == 0
-    (run,) = run_dirs(tmp_path)
+def test_worker_entry_runs_a_saved_config_without_hydra(csv_run):
+    run = csv_run
     hydra_files = {p.name: p.stat().st_mtime_ns for p in (run / ".hydra").iterdir()}
     (run / "checkpoints" / "last.ckpt").unlink()
     worker = subprocess.run(
         [sys.executable, "-m", "trainer.cli.worker", str(run / ".hydra" / "resolved.yaml")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=run.parent, capture_output=True, text=True, timeout=120,
     )
     assert worker.returncode == 0, worker.stderr[-2000:]
     assert f"run directory: {run}" in worker.stdout  # it worked inside the run directory
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    assert {p.name: p.stat().st_mtime_ns for p in (run / ".hydra").iterdir()} == hydra_files
+    assert {p.name: p.stat().st_mtime_ns for p in (run / ".hydra").iterdir()} == hydra_files  # .hydra untouched
 
 
 @pytest.mark.parametrize(("override", "expected"), [
