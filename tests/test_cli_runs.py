@@ -128,18 +128,17 @@ def test_cookbook_cfg_job_plugins_and_help(capsys):
     assert run.returncode == 0 and "usage: python -m trainer" in run.stdout and "strategy:" in run.stdout
 
 
-def test_worker_entry_runs_a_saved_config_without_hydra(csv_run):
-    run = csv_run
-    hydra_files = {p.name: p.stat().st_mtime_ns for p in (run / ".hydra").iterdir()}
-    (run / "checkpoints" / "last.ckpt").unlink()
-    worker = subprocess.run(
-        [sys.executable, "-m", "trainer.cli.worker", str(run / ".hydra" / "resolved.yaml")],
-        cwd=run.parent, capture_output=True, text=True, timeout=120,
-    )
-    assert worker.returncode == 0, worker.stderr[-2000:]
-    assert f"run directory: {run}" in worker.stdout  # it worked inside the run directory
-    assert (run / "checkpoints" / "last.ckpt").is_file()
-    assert {p.name: p.stat().st_mtime_ns for p in (run / ".hydra").iterdir()} == hydra_files  # .hydra untouched
+def test_worker_entry_runs_a_saved_config_without_hydra(tmp_path, monkeypatch, capfd):
+    """A strategy with a launcher: the parent composes once, writes .hydra/ and starts
+    ``python -m trainer.cli.worker <run dir>/.hydra/resolved.yaml`` (a real subprocess), which trains."""
+    monkeypatch.chdir(tmp_path)
+    assert cli(["strategy=single_device", "strategy._target_=tests.cli_launching.LaunchingStrategy", "logger=csv"], tmp_path) == 0
+    (run,) = run_dirs(tmp_path)
+    out = capfd.readouterr().out
+    assert out.count("run directory:") == 1 and f"run directory: {run}" in out  # printed by the worker only
+    assert (run / "checkpoints" / "last.ckpt").is_file() and (run / "csv" / "metrics.csv").is_file()
+    assert sorted(p.name for p in (run / ".hydra").iterdir()) == [
+        "config.yaml", "hydra.yaml", "overrides.yaml", "resolved.yaml"]
 
 
 @pytest.mark.parametrize(("override", "expected"), [
