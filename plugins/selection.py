@@ -249,11 +249,14 @@ def resolve_plugins(
             "Use devices=1, num_nodes=1."
         )
     acc = accelerator if isinstance(accelerator, Accelerator) else registry.create("accelerator", choice.accelerator)
+    device_type = "cuda" if acc.name == "rocm" else acc.name  # autocast's name for the hardware
     if isinstance(precision, Precision):
         prec = precision
+        if getattr(prec, "device_type", "") is None:  # built without one (from a config): the accelerator's
+            prec.bind_device_type(device_type)
     else:
         entry = registry.get("precision", choice.precision)
-        extra = {"device_type": "cuda" if acc.name == "rocm" else acc.name} if choice.precision.endswith("-mixed") else {}
+        extra = {"device_type": device_type} if choice.precision.endswith("-mixed") else {}
         prec = entry.create(**extra)
     strat = strategy if isinstance(strategy, Strategy) else registry.create("strategy", choice.strategy)
     strat.connect(accelerator=acc, precision=prec, environment=env, device_ids=list(choice.device_ids),

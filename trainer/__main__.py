@@ -1,36 +1,28 @@
-"""``python -m trainer``: the main job (the bundled GPT example on CPU, with TensorBoard logs)."""
+"""``python -m trainer``: train with the Hydra config (by default the bundled GPT example on the CPU).
+
+``python -m trainer plugins`` lists the plugins and ``python -m trainer init NAME`` creates a starter
+project; both, like ``import trainer``, run without importing Hydra.
+"""
 
 from __future__ import annotations
 
 import sys
 
-USAGE = """usage: python -m trainer [plugins]
-
-Without arguments: trains the bundled GPT example (sorting digit sequences, data generated on the
-fly) on the CPU, writing TensorBoard logs and checkpoints under ./relay_logs/version_<n>.
-
-  plugins   list every registered plugin (accelerators, strategies, precision, environments),
-            including third-party ones from installed entry points
-"""
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
     if argv == ["plugins"]:
         from plugins.registry import describe
 
         describe()
         return 0
-    if argv:
-        print(f"python -m trainer: unexpected arguments {argv}.\n\n{USAGE}", file=sys.stderr)
-        return 2
-    from trainer.examples.run import train_sorting
+    if argv[:1] == ["init"]:
+        from trainer.cli.init_project import main as init_main
 
-    train_sorting(".")
-    return 0
+        return init_main(argv[1:])
+    from trainer.cli.app import main as hydra_main
+
+    return hydra_main(argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +104,11 @@ def restore_rng_states(states: Mapping[str, Any]) -> None:
         np.random.set_state((kind, keys.numpy().astype("uint32"), pos, has_gauss, gauss))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def newest_checkpoint(roots: Iterable[str | os.PathLike]) -> Path | None:
+    """The newest ``*.ckpt`` under ``roots``: a ``last.ckpt`` if there is one (it names its run's newest state;
+    saves within one timestamp tick would tie otherwise), else any checkpoint; None when there is none."""
+    found = [p for root in map(Path, roots) if root.is_dir() for p in root.rglob("*.ckpt")]
+    lasts = [p for p in found if p.name == "last.ckpt"]
+    return max(lasts or found, key=lambda p: p.stat().st_mtime_ns) if found else None

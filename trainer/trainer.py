@@ -58,6 +58,7 @@ class Trainer:
         gradient_clip_algorithm: str | None = None,
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
+        plugins: Any = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -66,7 +67,8 @@ class Trainer:
             raise TypeError(f"Trainer got an unknown argument {name!r}.{suggest(name, valid)} Valid: {', '.join(valid)}.")
         from plugins.selection import resolve_plugins
 
-        self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision)
+        self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
+                                        environment=_environment_from(plugins))
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
 
@@ -410,20 +412,34 @@ class Trainer:
             return None if ckpt_path is None else str(ckpt_path)
         roots = {Path(self.default_root_dir)}
         roots.update(Path(c.dirpath) for c in self.checkpoint_callbacks if getattr(c, "dirpath", None))
-        found = [p for root in roots if root.is_dir() for p in root.rglob("*.ckpt")]
-        if not found:
+        from trainer.checkpoint import newest_checkpoint
+
+        found = newest_checkpoint(roots)
+        if found is None:
             if stage == "fit":
                 warnings.warn(f"ckpt_path='last': no checkpoint under {sorted(map(str, roots))}; starting from scratch.")
                 return None
             raise MisconfigurationError(
                 f"ckpt_path='last' but there is no *.ckpt file under {sorted(map(str, roots))}; pass a file path."
             )
-        # last.ckpt names the newest state of its run; saves within one timestamp tick would tie otherwise
-        lasts = [p for p in found if p.name == "last.ckpt"]
-        return str(max(lasts or found, key=lambda p: p.stat().st_mtime_ns))
+        return str(found)
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
+
+
+def _environment_from(plugins: Any) -> Any:
+    """The ``ClusterEnvironment`` in ``plugins`` (Lightning's way to pick one), or None to detect it."""
+    from plugins.environments.base import ClusterEnvironment
+
+    items = _as_list(plugins)
+    wrong = [p for p in items if not isinstance(p, ClusterEnvironment)]
+    if wrong or len(items) > 1:
+        raise MisconfigurationError(
+            f"Trainer(plugins={plugins!r}): pass one ClusterEnvironment (e.g. SLURMEnvironment()); accelerator, "
+            "strategy and precision plugins go to their own arguments."
+        )
+    return items[0] if items else None
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -14,16 +14,28 @@ from plugins.precision.base import Precision
 class MixedPrecision(Precision):
     """``"16-mixed"`` / ``"bf16-mixed"``: weights stay fp32, ops run under autocast."""
 
-    def __init__(self, precision: str = "bf16-mixed", device_type: str = "cpu") -> None:
+    def __init__(self, precision: str = "bf16-mixed", device_type: str | None = "cpu") -> None:
+        """``device_type=None``: autocast on the accelerator's device type, bound by the resolver (configs use it)."""
         if precision not in ("16-mixed", "bf16-mixed"):
             raise ValueError(f"MixedPrecision(precision={precision!r}): expected '16-mixed' or 'bf16-mixed'.")
         self.name = precision
-        self.device_type = device_type
         self.dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
-        needs_scaler = precision == "16-mixed" and device_type != "cpu"
+        self.device_type: str | None = None
+        self.scaler: torch.amp.GradScaler | None = None
+        if device_type is not None:
+            self.bind_device_type(device_type)
+
+    def bind_device_type(self, device_type: str) -> None:
+        """Autocast (and scale fp16 losses) on ``device_type``; a type given to the constructor is kept."""
+        if self.device_type is not None:
+            return
+        self.device_type = device_type
+        needs_scaler = self.name == "16-mixed" and device_type != "cpu"
         self.scaler = torch.amp.GradScaler(device_type) if needs_scaler else None
 
     def forward_context(self) -> contextlib.AbstractContextManager:
+        if self.device_type is None:
+            raise RuntimeError("MixedPrecision(device_type=None) is used before the Trainer bound it to an accelerator.")
         return torch.autocast(self.device_type, dtype=self.dtype)
 
     def backward(self, loss: torch.Tensor) -> None:

@@ -1,0 +1,1 @@
+"""__project__: a model and data trained with Relay."""

@@ -1,0 +1,65 @@
+"""Run directories: finding the newest earlier run's checkpoint, and sharing one directory across ranks.
+
+Under an external launcher (torchrun, srun, mpirun, a PyTorchJob) every rank runs ``python -m trainer``
+itself; all of them must use the same run directory, and only rank 0 writes ``.hydra/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from trainer.cli.errors import ConfigError
+
+
+def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
+    """``"last"``: the newest checkpoint of any earlier run under ``output_root``; a path must exist."""
+    if ckpt_path is None:
+        return None
+    if str(ckpt_path) != "last":
+        path = Path(ckpt_path).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"ckpt_path={ckpt_path} is not a file. Pass a checkpoint path, or ckpt_path=last "
+                              f"for the newest checkpoint under {output_root}.")
+        return str(path.resolve())
+    from trainer.checkpoint import newest_checkpoint
+
+    found = newest_checkpoint([output_root])
+    if found is None:
+        print(f"ckpt_path=last: no checkpoint under {output_root} yet; starting from scratch.")
+        return None
+    print(f"ckpt_path=last: resuming from {found}")
+    return str(found)
+
+
+def shared_run_id(env: Mapping[str, str]) -> str | None:
+    """An id every rank of an externally launched job sees alike (None: not launched externally)."""
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
+        return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return f"job-{env['MASTER_ADDR']}-{env['MASTER_PORT']}"
+    return None
+
+
+def launcher_overrides(overrides: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """Extra Hydra overrides for a rank started by an external launcher: one shared run directory
+    (unless the command sets ``hydra.run.dir``) and no ``.hydra/`` or log file from ranks other than 0."""
+    from plugins.environments.detect import detect_environment
+
+    env = os.environ if env is None else env
+    cluster = detect_environment(env)
+    if not cluster.creates_processes_externally:
+        return []
+    extra = []
+    given = {o.partition("=")[0].lstrip("+") for o in overrides}
+    run_id = shared_run_id(env)
+    if run_id and "hydra.run.dir" not in given:
+        extra.append(f"hydra.run.dir=${{output_root}}/{run_id}")
+    if run_id and "hydra.sweep.dir" not in given:
+        extra.append(f"hydra.sweep.dir=${{output_root}}/multirun/{run_id}")
+    if cluster.global_rank() != 0:
+        extra += ["hydra.output_subdir=null", "hydra/job_logging=stdout", "hydra/hydra_logging=none"]
+    return extra

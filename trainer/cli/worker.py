@@ -1,0 +1,40 @@
+"""``python -m trainer.cli.worker <run dir>/.hydra/resolved.yaml``: one worker process of a run.
+
+A launcher starts this in every process it creates. It loads the config the parent composed and
+resolved (no Hydra composition here, ever), works inside the run directory, builds the same objects
+and runs fit/test. It writes nothing to ``.hydra/``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m trainer.cli.worker <run dir>/.hydra/resolved.yaml", file=sys.stderr)
+        return 2
+    config_file = Path(argv[0]).resolve()
+    if not config_file.is_file():
+        print(f"error: no config file at {config_file}; start runs with python -m trainer.", file=sys.stderr)
+        return 2
+    from omegaconf import OmegaConf
+
+    from trainer.cli.errors import ConfigError
+    from trainer.cli.job import build_trainer, run_stages
+
+    cfg = OmegaConf.load(config_file)
+    os.chdir(config_file.parent.parent)  # the run directory holds .hydra/
+    try:
+        run_stages(cfg, build_trainer(cfg))
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
