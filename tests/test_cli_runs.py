@@ -38,12 +38,14 @@ def test_every_cookbook_command_is_exercised_here():
 
 
 COOKBOOK = {
+    "python -m trainer strategy=ddp trainer.devices=2": "ddp",
     "python -m trainer strategy=single_device trainer.devices=1": "strategy",
     "python -m trainer accelerator=cpu precision=bf16-mixed": "precision",
     "python -m trainer logger=csv": "csv",
     "python -m trainer trainer.max_epochs=3 model.lr=3e-4": "values",
     "python -m trainer ckpt_path=last": "resume",
     "python -m trainer -m model.lr=1e-3,1e-2 trainer.max_epochs=1,2": "multirun",
+    "python -m trainer -m strategy=ddp trainer.devices=2 model.lr=1e-3,1e-2": "ddp-multirun",
     "python -m trainer --cfg job": "cfg",
     "python -m trainer plugins": "plugins",
     "python -m trainer init my_project": "init",
@@ -111,10 +113,33 @@ def test_cookbook_multirun_gives_one_directory_per_job(tmp_path, monkeypatch):
     assert lrs == {"0.001", "0.01"}
 
 
-# The multirun with strategy=ddp (issue 5) goes here: `-m strategy=ddp trainer.devices=2 model.lr=1e-3,1e-2`,
-# one directory per job, .hydra/ written once per job by the parent. Added with the DDP strategy.
-def test_multirun_with_ddp():
-    pytest.skip("strategy=ddp is not registered yet: the lead adds this test with the DDP strategy (issue 5)")
+def _trained_by(run: Path) -> int:
+    """The number of processes that wrote the run's last checkpoint."""
+    import torch
+
+    return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["loops"]["world_size"]
+
+
+@pytest.mark.timeout(300)
+def test_cookbook_ddp_run_launches_two_workers_into_one_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(_argv("ddp"), tmp_path) == 0
+    (run,) = run_dirs(tmp_path)  # one directory, one .hydra/: the workers never ran Hydra
+    _check_run_dir(run)
+    assert _trained_by(run) == 2
+    assert len(list((run / "tensorboard").glob("events.*"))) == 1  # rank 0 logs
+
+
+@pytest.mark.timeout(300)
+def test_cookbook_multirun_with_ddp_gives_one_directory_per_job(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(_argv("ddp-multirun"), tmp_path) == 0
+    jobs = sorted((tmp_path / "multirun").glob("*/*/[0-9]"))
+    assert [j.name for j in jobs] == ["0", "1"]
+    for job in jobs:
+        _check_run_dir(job)
+        assert _trained_by(job) == 2
+    assert not list(tmp_path.glob("*/*/.hydra"))  # no stray single-run directories from the workers
 
 
 def test_cookbook_cfg_job_plugins_and_help(capsys):
