@@ -1,0 +1,115 @@
+"""Training on a real NVIDIA GPU: devices, precision, the gradient scaler in checkpoints, exact resume.
+
+Every test here carries ``@pytest.mark.cuda`` and is skipped without a GPU (CI has none); run them with
+``python -m pytest -q -m cuda`` on a machine with one.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from plugins.accelerators.cuda import CUDAAccelerator
+from tests.helpers import Regression, loader, quiet
+from trainer import Trainer, seed_everything
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not CUDAAccelerator.is_available(), reason="needs an NVIDIA GPU")]
+
+
+class Probe(Regression):
+    """Records where the batch and the weights are, and the dtype the forward pass runs in."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        out = self(x.to(self.layer.weight.dtype))
+        self.seen = (x.device, self.layer.weight.device, out.dtype, self.layer.weight.dtype)
+        loss = torch.nn.functional.mse_loss(out.float(), y)
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
+
+@pytest.mark.parametrize("accelerator", ["cuda", "gpu", "auto"])
+def test_fit_runs_on_the_gpu_and_learns(accelerator):
+    seed_everything(0)
+    model = Probe(lr=0.02)
+    data = loader(n=256, batch_size=16, shuffle=True)
+    before = Trainer(**quiet(accelerator=accelerator, devices=1)).validate(model, data, verbose=False)[0]["val_loss"]
+    trainer = Trainer(**quiet(accelerator=accelerator, devices=1, max_epochs=5, num_sanity_val_steps=0))
+    trainer.fit(model, data, data)
+    assert trainer.accelerator.name == "cuda" and trainer.strategy.root_device == torch.device("cuda", 0)
+    assert model.seen[:2] == (torch.device("cuda", 0), torch.device("cuda", 0))
+    assert model.device == torch.device("cuda", 0)
+    assert float(trainer.callback_metrics["val_loss"]) < 0.1 * before
+
+
+@pytest.mark.parametrize(
+    ("precision", "out_dtype", "weight_dtype"),
+    [
+        ("32-true", torch.float32, torch.float32),
+        ("16-mixed", torch.float16, torch.float32),
+        ("bf16-mixed", torch.bfloat16, torch.float32),
+        ("bf16-true", torch.bfloat16, torch.bfloat16),
+        ("16-true", torch.float16, torch.float16),
+        ("64-true", torch.float64, torch.float64),
+    ],
+)
+def test_precision_on_the_gpu(precision, out_dtype, weight_dtype):
+    model = Probe()
+    trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_epochs=1, precision=precision))
+    trainer.fit(model, loader())
+    assert model.seen[2:] == (out_dtype, weight_dtype)
+    assert (getattr(trainer.precision_plugin, "scaler", None) is not None) == (precision == "16-mixed")
+    assert torch.isfinite(model.layer.weight).all()
+
+
+def test_gradient_scaler_state_goes_into_the_checkpoint_and_comes_back(tmp_path):
+    model = Probe()
+    trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_epochs=1, precision="16-mixed"))
+    trainer.fit(model, loader())
+    scaler = trainer.precision_plugin.scaler
+    scaler.update(1234.0)  # a scale the fresh scaler would not have
+    path = tmp_path / "fp16.ckpt"
+    trainer.save_checkpoint(path)
+    assert torch.load(path, weights_only=True)["precision"]["scaler"]["scale"] == 1234.0
+
+    resumed = Trainer(**quiet(accelerator="cuda", devices=1, max_epochs=2, precision="16-mixed"))
+    seen: list[float] = []
+
+    class Watch(Probe):
+        def on_train_start(self):
+            seen.append(resumed.precision_plugin.scaler.get_scale())
+
+    resumed.fit(Watch(), loader(), ckpt_path=path)
+    assert seen == [1234.0]
+
+
+def test_resume_on_the_gpu_is_bit_identical(tmp_path):
+    def run(epochs: int, ckpt_path=None) -> Trainer:
+        seed_everything(0)
+        trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_epochs=epochs, deterministic=True,
+                                  precision="16-mixed"))
+        trainer.fit(Probe(), loader(n=72, shuffle=True), ckpt_path=ckpt_path)
+        return trainer
+
+    straight = run(4)
+    half = run(2)
+    path = tmp_path / "half.ckpt"
+    half.save_checkpoint(path)
+    assert "cuda" in torch.load(path, weights_only=True)["rng"]  # the CUDA RNG state is saved too
+    resumed = run(4, ckpt_path=path)
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].device.type == "cuda" and torch.equal(a[name], b[name]), name
+
+
+def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.lightning_module.state_dict().items()}
+
+
+def test_bundled_example_trains_with_bf16_mixed_on_the_gpu(tmp_path):
+    from trainer.examples.run import train_sorting
+
+    metrics = train_sorting(tmp_path, max_epochs=2, precision="bf16-mixed", accelerator="cuda", devices=1,
+                            enable_progress_bar=False)
+    assert metrics["val_acc"] >= 0.6, metrics
