@@ -84,7 +84,7 @@ def test_experiments_and_callbacks_compose():
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
-    (["strategy=nope"], "Unknown strategy option 'nope' (strategy=nope). Valid options: auto, single_device"),
+    (["strategy=nope"], "Unknown strategy option 'nope' (strategy=nope). Valid options: auto, ddp, "),
     (["trainer.max_epoch=3"], "Unknown key 'trainer.max_epoch'. Did you mean max_epochs?"),
     (["trainer.max_epochs=abc"], "Bad value for 'trainer.max_epochs' (trainer.max_epochs=abc): expected int or null"),
     (["model.lrr=1"], "Unknown key 'model.lrr'. Did you mean lr?"),

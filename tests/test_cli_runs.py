@@ -167,7 +167,7 @@ def test_worker_entry_runs_a_saved_config_without_hydra(tmp_path, monkeypatch, c
 
 
 @pytest.mark.parametrize(("override", "expected"), [
-    ("strategy=nope", "Valid options: auto, single_device"),
+    ("strategy=nope", "Valid options: auto, ddp"),
     ("trainer.max_epoch=3", "Did you mean max_epochs?"),
     ("trainer.max_epochs=abc", "'trainer.max_epochs' (trainer.max_epochs=abc): expected int or null"),
     ("~model", "No model config: add model=<name>"),

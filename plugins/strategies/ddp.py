@@ -60,7 +60,7 @@ class DDPStrategy(ParallelStrategy):
             near = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
             raise ValueError(
                 f"DDPStrategy(comm_hook={comm_hook!r}) is not known.{near} Valid: {', '.join(COMM_HOOKS)} "
-                "(or None for plain all-reduce); e.g. strategy.comm_hook=bf16_compress."
+                "(or None for plain all-reduce), e.g. strategy.comm_hook=fp16_compress"
             )
         if bucket_cap_mb is not None and (not isinstance(bucket_cap_mb, (int, float)) or bucket_cap_mb <= 0):
             raise ValueError(f"DDPStrategy(bucket_cap_mb={bucket_cap_mb!r}) must be a positive number of MB.")
