@@ -53,7 +53,7 @@ class ElasticLauncher(Launcher):
         self.shutdown_timeout = shutdown_timeout
         self.monitor_interval = monitor_interval
 
-    def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:  # type: ignore[override]
+    def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         """Run ``command`` in every worker; the exit code of the group (0 when all succeeded)."""
         import os
 

@@ -100,8 +100,8 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     if launcher is not None:
         if config_file is None:
             raise ConfigError("This strategy starts worker processes, which need the run's resolved config file.")
-        path_entries = [p for p in sys.path if p]
-        os.environ["PYTHONPATH"] = os.pathsep.join([*path_entries, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        return int(launcher.launch(worker_command(config_file)) or 0)
+        # the workers import what this process could (a user's project on sys.path, not installed)
+        path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        return int(launcher.launch(worker_command(config_file), env={"PYTHONPATH": path}) or 0)
     run_stages(cfg, trainer)
     return 0
