@@ -102,14 +102,15 @@ class Registry:
         return sorted(self.entries(kind))
 
     def get(self, kind: str, name: str, argument: str | None = None) -> PluginEntry:
+        """The entry for ``name``; ``argument`` is the Trainer argument an error names (default: ``kind``)."""
         entries = self.entries(kind)
         if name in entries:
             return entries[name]
-        arg = argument or f"Trainer({kind})"
         close = difflib.get_close_matches(str(name), list(entries), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownPluginError(
-            f"Unknown {kind} {name!r} ({arg}={name!r}).{hint} Valid names: {', '.join(sorted(entries))}."
+            f"Unknown {kind} {name!r} (Trainer({argument or kind}={name!r})).{hint} "
+            f"Valid names: {', '.join(sorted(entries))}."
         )
 
     def create(self, kind: str, name: str, **kwargs: Any) -> Any:

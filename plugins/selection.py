@@ -227,17 +227,17 @@ def resolve_plugins(
     hw = Hardware.probe()
     acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
     if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
-        cls = registry.get("accelerator", accelerator, "Trainer(accelerator)").load()  # unknown: suggestions
+        cls = registry.get("accelerator", accelerator, "accelerator").load()  # unknown: suggestions
         if accelerator != "cpu" and accelerator not in GPU_KINDS:  # a third-party kind answers for itself
             hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
     elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):
         hw = dataclasses.replace(hw, others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
     strategy_name = strategy.name if isinstance(strategy, Strategy) else strategy
     if not isinstance(strategy, Strategy) and strategy != "auto":
-        registry.get("strategy", strategy, "Trainer(strategy)")
+        registry.get("strategy", strategy, "strategy")
     prec_name = precision.name if isinstance(precision, Precision) else precision
     if not isinstance(precision, Precision):
-        registry.get("precision", normalize_precision(precision), "Trainer(precision)")
+        registry.get("precision", normalize_precision(precision), "precision")
     launch = LaunchInfo.from_environment(env)
     choice = choose(acc_name, devices, num_nodes, strategy_name or "auto", prec_name, launch, hw)
     env.validate_settings(len(choice.device_ids), choice.num_nodes)  # the launcher's own words for a mismatch

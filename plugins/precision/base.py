@@ -20,6 +20,10 @@ class Precision:
     def forward_context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def convert_input(self, batch: Any) -> Any:
+        """The batch as the module needs it; only precisions that cast the module cast its inputs too."""
+        return batch
+
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 

@@ -77,6 +77,13 @@ class TruePrecision(Precision):
     def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
         return module.to(dtype=self.dtype)
 
+    def convert_input(self, batch: Any) -> Any:
+        """Floating-point tensors in the batch take the module's dtype (an fp32 batch cannot meet fp64 weights)."""
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        dtype = self.dtype
+        return apply_to_collection(batch, torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t)
+
     def forward_context(self) -> contextlib.AbstractContextManager:
         return _default_dtype(self.dtype)
 

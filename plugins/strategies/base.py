@@ -102,6 +102,8 @@ class Strategy:
 
     # --- one step -------------------------------------------------------------------------------
     def batch_to_device(self, batch: Any) -> Any:
+        if type(self.precision).convert_input is not Precision.convert_input:
+            batch = self.precision.convert_input(batch)
         device = self.root_device
         if isinstance(batch, torch.Tensor):
             return batch.to(device, non_blocking=True)
