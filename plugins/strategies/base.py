@@ -182,17 +182,46 @@ class Strategy:
         return lambda: list(flags)
 
     # --- state layout ---------------------------------------------------------------------------
+    # A checkpoint is a full file (rank 0 writes one copy) or a sharded directory (every rank writes its
+    # shards); ``load_*`` accept either kind, so a run resumes from what any strategy wrote.
     def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
         return module.state_dict()
 
-    def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any], strict: bool = True) -> None:
-        module.load_state_dict(state, strict=strict)
+    def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
+        from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state
+
+        if isinstance(state, ShardedState):
+            load_module_state(state, module, strict)
+        else:
+            module.load_state_dict(state, strict=strict)
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-        optimizer.load_state_dict(state)
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        from plugins.strategies.sharded_checkpoint import ShardedState, load_optimizer_state
+        from plugins.strategies.state_layout import optimizer_state_by_index
+
+        if isinstance(state, ShardedState):
+            load_optimizer_state(state, optimizer, self._state_module())
+        else:
+            optimizer.load_state_dict(optimizer_state_by_index(state, optimizer, self._state_module()))
+
+    def _state_module(self) -> torch.nn.Module:
+        if self.module is None:
+            raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
+        return self.module
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+        """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
+
+        The default writes one file from rank 0; sharded strategies write a directory of shards instead.
+        """
+        if self.is_global_zero:
+            from plugins.checkpoint_io import atomic_save
+
+            atomic_save(checkpoint, path)
+        self.barrier("save_checkpoint")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"
