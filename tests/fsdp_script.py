@@ -52,7 +52,10 @@ def main() -> None:
 
     seed_everything(7)
     strategy: object = args.strategy
-    if args.strategy.startswith("fsdp"):
+    plain = args.strategy == "fsdp" and args.state_dict_type == "sharded" and not args.ac
+    if plain:  # the short name, as a user writes it
+        strategy = "fsdp"
+    elif args.strategy.startswith("fsdp"):
         from plugins.strategies.fsdp import FSDPStrategy
 
         strategy = FSDPStrategy(

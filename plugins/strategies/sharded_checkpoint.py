@@ -15,6 +15,7 @@ The directory is written under a temporary name and renamed into place when ever
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,9 @@ class ShardedState:
             import torch.distributed.checkpoint as dcp
 
             single = not (dist.is_available() and dist.is_initialized())  # e.g. resuming on one process
-            dcp.load(targets, checkpoint_id=self.path, no_dist=single)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*assuming the intent is to load in a single process")
+                dcp.load(targets, checkpoint_id=self.path, no_dist=single)
 
 
 def _show(key: str) -> str:
@@ -183,3 +186,14 @@ def load_optimizer_state(state: ShardedState, optimizer: torch.optim.Optimizer, 
     state.read(targets, problems)
     by_name = join_tensors(skeleton, targets)
     optimizer.load_state_dict(optimizer_state_by_index(by_name, optimizer, module))
+
+
+def read_full(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Every tensor of a sharded checkpoint, whole, on this process's CPU (one full copy; for conversion)."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    state = ShardedState(path, None)
+    targets = {key: torch.empty(tuple(md.size), dtype=md.properties.dtype)
+               for key, md in state.metadata().items() if isinstance(md, TensorStorageMetadata)}
+    state.read(targets)
+    return targets
