@@ -46,8 +46,9 @@ def main() -> None:
     p.add_argument("--ac", action="store_true")
     p.add_argument("--meta", action="store_true")
     p.add_argument("--n-embd", type=int, default=32)
-    p.add_argument("--clip", type=float)
+    p.add_argument("--clip", type=float, default=0.05)  # small enough to act: every layout checks the global norm
     p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--precision", default="32-true")
     args = p.parse_args()
 
     seed_everything(7)
@@ -75,7 +76,7 @@ def main() -> None:
         strategy=strategy, devices=args.devices, accelerator="cpu", max_steps=args.max_steps,
         default_root_dir=args.out, logger=False, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
-        limit_val_batches=0, gradient_clip_val=args.clip, accumulate_grad_batches=args.accumulate,
+        limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
     )
     hp = dict(n_layer=2, n_head=4, n_embd=args.n_embd, lr=1e-2, warmup_steps=2, max_steps=20)
     if args.meta:

@@ -7,7 +7,8 @@ How each strategy maps onto it:
   on accumulation steps; ``distributed_sampler_kwargs`` shards data; collectives use the process group.
 - FSDP (+ tensor parallel): ``setup_module`` applies ``fully_shard``/``parallelize_module`` over a
   ``DeviceMesh``; ``module_state_dict``/``load_module_state_dict`` and the optimizer counterparts
-  speak the sharded layout; ``clip_gradients`` computes the norm over shards.
+  speak the sharded layout; ``save_checkpoint`` writes a directory of shards instead of one file;
+  ``clip_gradients_by_norm`` computes the norm over shards. Every strategy loads both kinds of checkpoint.
 - pipeline parallel: ``training_step_override`` runs forward/backward over micro-batches through the
   stages and returns the loss, so the Trainer still sees "a step that returns a loss".
 - Horovod: ``setup_optimizers`` wraps in ``hvd.DistributedOptimizer``; collectives are ``hvd.*``.
@@ -150,9 +151,13 @@ class Strategy:
         self.precision.unscale_gradients(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if algorithm == "norm":
-            torch.nn.utils.clip_grad_norm_(params, value)
+            self.clip_gradients_by_norm(params, value)
         else:
             torch.nn.utils.clip_grad_value_(params, value)
+
+    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
+        """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards)."""
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
 
     # --- collectives (identities for one process) -----------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:

@@ -252,17 +252,12 @@ class FSDPStrategy(ParallelStrategy):
             return contextlib.nullcontext()
         return _no_gradient_sync(self._roots)
 
-    def clip_gradients(
-        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float, algorithm: str
-    ) -> None:
-        """The norm over all shards: local norms per (mesh, placement) group, combined, then one scale."""
-        self.precision.unscale_gradients(optimizer)
-        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if algorithm == "value":
-            torch.nn.utils.clip_grad_value_(params, value)
-            return
-        total = total_grad_norm(params)
-        torch.nn.utils.clip_grads_with_norm_(params, value, total)
+    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
+        """The norm over all shards: norms per (mesh, placement) group, combined, then one scale."""
+        groups = grads_by_mesh(params)
+        total = total_grad_norm(groups)
+        for group in groups.values():  # one foreach per mesh: DTensor ops do not mix meshes
+            torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
 
     def teardown(self) -> None:
         self._roots = []
@@ -345,21 +340,29 @@ def _no_gradient_sync(roots: list[torch.nn.Module]):
             root.set_requires_gradient_sync(True)
 
 
-def total_grad_norm(params: list[torch.Tensor], norm_type: float = 2.0) -> torch.Tensor:
-    """The global gradient norm when gradients are DTensors on different meshes (FSDP, TP, or both)."""
+def grads_by_mesh(params: list[torch.Tensor]) -> dict[Any, list[torch.Tensor]]:
+    """Parameters grouped by their gradient's mesh and placements (plain tensors by device)."""
     from torch.distributed.tensor import DTensor
 
     groups: dict[Any, list[torch.Tensor]] = {}
     for p in params:
         g = p.grad
         key = (id(g.device_mesh), tuple(g.placements)) if isinstance(g, DTensor) else ("local", g.device)
-        groups.setdefault(key, []).append(g)
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
+def total_grad_norm(groups: dict[Any, list[torch.Tensor]], norm_type: float = 2.0) -> torch.Tensor:
+    """The global gradient norm when gradients are DTensors on different meshes (FSDP, TP, or both)."""
+    from torch.distributed.tensor import DTensor
+
     norms = []
-    for grads in groups.values():
-        norm = torch.nn.utils.get_total_norm(grads, norm_type)
+    for params in groups.values():
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type)
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()
-        norms.append(norm.float().cpu())
+        norms.append(norm.float())
     if not norms:
         return torch.tensor(0.0)
-    return torch.linalg.vector_norm(torch.stack(norms), norm_type)
+    device = norms[0].device
+    return torch.linalg.vector_norm(torch.stack([n.to(device) for n in norms]), norm_type)
