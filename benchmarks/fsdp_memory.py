@@ -10,10 +10,12 @@ only each rank's shards are allocated (``--no-meta``: build it whole on every ra
                 shard, FSDP's padding included), each storage counted once.
   peak RSS      the process's peak resident memory (``ru_maxrss``): the Python interpreter and torch itself
                 (a few hundred MB) plus all of the above plus activations and communication buffers.
-                The children run with ``MALLOC_MMAP_THRESHOLD_=131072``: with glibc's default (a threshold that
-                grows up to 32 MB), the per-block buffers FSDP allocates and frees every step come from the heap,
-                and the freed heap is kept, so RSS would show glibc's free lists rather than memory in use
-                (FSDP then looks ~1.1x DDP; ``--default-malloc`` shows it).
+                Each configuration runs twice. Once as is; once with ``MALLOC_MMAP_THRESHOLD_=131072`` (column
+                "RSS, mmap 128K"), because with glibc's default threshold (which grows up to 32 MB) the
+                per-block buffers FSDP allocates and frees every step come from the heap and the freed heap
+                is kept: the first RSS then shows glibc's free lists more than memory in use. The fixed
+                threshold costs FSDP step time (every large buffer is a fresh mmap), so step times come
+                from the first run.
   step ms       median time per training step after a warm-up, from rank 0.
 
 Targets (issue 6): FSDP's model state per rank <= 0.55x DDP's at 2 ranks and <= 0.30x at 4 ranks.
@@ -21,6 +23,7 @@ The FSDP/DDP step-time ratio is reported, not a target (on 2 shared CPU cores it
 
   python benchmarks/fsdp_memory.py
   python benchmarks/fsdp_memory.py --n-embd 256 --steps 6     # smaller and quicker
+  python benchmarks/fsdp_memory.py --quick                     # smoke test; the figures mean nothing
 """
 
 from __future__ import annotations
@@ -105,13 +108,14 @@ def child(args: argparse.Namespace) -> None:
         json.dump(info, f)
 
 
-def run_one(strategy: str, devices: int, args: argparse.Namespace, tmp: str) -> dict:
-    out = os.path.join(tmp, f"{strategy}{devices}")
+def run_one(strategy: str, devices: int, args: argparse.Namespace, tmp: str, fixed_malloc: bool) -> dict:
+    out = os.path.join(tmp, f"{strategy}{devices}{'m' if fixed_malloc else ''}")
     cmd = [sys.executable, HERE, "--child", "--strategy", strategy, "--devices", str(devices), "--out", out,
            "--n-embd", str(args.n_embd), "--steps", str(args.steps), *(["--no-meta"] if args.no_meta else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    if not args.default_malloc:  # see the module docstring: RSS should show memory in use, not glibc's free heap
-        env.setdefault("MALLOC_MMAP_THRESHOLD_", "131072")
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    if fixed_malloc:
+        env["MALLOC_MMAP_THRESHOLD_"] = "131072"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     if done.returncode != 0:
         raise SystemExit(f"{strategy} x{devices} failed:\n{done.stderr[-3000:]}")
@@ -133,7 +137,7 @@ def main() -> None:
     p.add_argument("--n-embd", type=int, default=512)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--worlds", default="2,4")
-    p.add_argument("--default-malloc", action="store_true", help="keep glibc's dynamic mmap threshold")
+    p.add_argument("--quick", action="store_true", help="smoke test: 2 ranks, a tiny model; the figures mean nothing")
     p.add_argument("--no-meta", action="store_true", help="FSDP: build the full model on every rank, then shard")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--json", help="also write the figures to this file")
@@ -141,19 +145,26 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    if args.quick:
+        args.n_embd, args.steps, args.worlds = 64, 4, "2"
     results: dict[str, dict] = {}
     targets = {2: 0.55, 4: 0.30}
     with tempfile.TemporaryDirectory() as tmp:
         for world in (int(w) for w in args.worlds.split(",")):
             for strategy in ("ddp", "fsdp"):
-                results[f"{strategy}{world}"] = run_one(strategy, world, args, tmp)
+                result = run_one(strategy, world, args, tmp, fixed_malloc=False)
+                if not args.quick:
+                    result["peak_rss_mmap"] = run_one(strategy, world, args, tmp, fixed_malloc=True)["peak_rss"]
+                results[f"{strategy}{world}"] = result
     mb = 1024 * 1024
     first = next(iter(results.values()))
     print(f"GPT, 4 blocks, n_embd {args.n_embd}: {first['params'] / 1e6:.1f}M parameters, AdamW, CPU/gloo")
-    print(f"{'ranks':>5} {'strategy':>8} {'model state/rank':>17} {'peak RSS/rank':>14} {'step ms':>8}")
+    print(f"{'ranks':>5} {'strategy':>8} {'model state/rank':>17} {'peak RSS/rank':>14} {'RSS, mmap 128K':>15} "
+          f"{'step ms':>8}")
     for key, r in results.items():
         strategy, world = key[:-1], key[-1]
-        print(f"{world:>5} {strategy:>8} {r['state_bytes'] / mb:>14.1f} MB {r['peak_rss'] / mb:>11.0f} MB "
+        mmap = f"{r['peak_rss_mmap'] / mb:>12.0f} MB" if "peak_rss_mmap" in r else f"{'-':>15}"
+        print(f"{world:>5} {strategy:>8} {r['state_bytes'] / mb:>14.1f} MB {r['peak_rss'] / mb:>11.0f} MB {mmap} "
               f"{r['step_s'] * 1000:>8.1f}")
     ok = True
     for world in (int(w) for w in args.worlds.split(",")):
@@ -164,7 +175,9 @@ def main() -> None:
         ok &= met
         print(f"{world} ranks: FSDP/DDP model state {ratio:.3f}x"
               + (f" (target <= {target:.2f}x: {'met' if met else 'MISSED'})" if target else "")
-              + f", peak RSS {fsdp['peak_rss'] / ddp['peak_rss']:.2f}x, step time {fsdp['step_s'] / ddp['step_s']:.2f}x")
+              + f", peak RSS {fsdp['peak_rss'] / ddp['peak_rss']:.2f}x"
+              + (f" ({fsdp['peak_rss_mmap'] / ddp['peak_rss_mmap']:.2f}x with mmap 128K)" if "peak_rss_mmap" in ddp else "")
+              + f", step time {fsdp['step_s'] / ddp['step_s']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

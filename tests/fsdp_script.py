@@ -49,11 +49,14 @@ def main() -> None:
     p.add_argument("--clip", type=float, default=0.05)  # small enough to act: every layout checks the global norm
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--precision", default="32-true")
+    p.add_argument("--accelerator", default="cpu")
+    p.add_argument("--evaluate", action="store_true", help="then validate, test from ckpt 'last', and predict")
+    p.add_argument("--cpu-offload", action="store_true")
     args = p.parse_args()
 
     seed_everything(7)
     strategy: object = args.strategy
-    plain = args.strategy == "fsdp" and args.state_dict_type == "sharded" and not args.ac
+    plain = args.strategy == "fsdp" and args.state_dict_type == "sharded" and not (args.ac or args.cpu_offload)
     if plain:  # the short name, as a user writes it
         strategy = "fsdp"
     elif args.strategy.startswith("fsdp"):
@@ -62,7 +65,7 @@ def main() -> None:
         strategy = FSDPStrategy(
             sharding_strategy="HYBRID_SHARD" if args.strategy == "fsdp_hybrid" else "FULL_SHARD",
             shard_size=args.shard_size, state_dict_type=args.state_dict_type,
-            activation_checkpointing_policy=True if args.ac else None, timeout=120)
+            activation_checkpointing_policy=True if args.ac else None, cpu_offload=args.cpu_offload, timeout=120)
     elif args.strategy == "model_parallel":
         from plugins.strategies.model_parallel import ModelParallelStrategy
 
@@ -73,7 +76,7 @@ def main() -> None:
         callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,
                                          every_n_train_steps=args.checkpoint_every))
     trainer = Trainer(
-        strategy=strategy, devices=args.devices, accelerator="cpu", max_steps=args.max_steps,
+        strategy=strategy, devices=args.devices, accelerator=args.accelerator, max_steps=args.max_steps,
         default_root_dir=args.out, logger=False, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
         limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
@@ -86,6 +89,13 @@ def main() -> None:
         model = Recorded(**hp)
     data = SortingDataModule(train_size=160, val_size=16, batch_size=args.batch_size)
     trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
+    evaluated = {}
+    if args.evaluate:
+        trainer.limit_val_batches = 2  # fit skipped validation to stay quick
+        evaluated["val"] = trainer.validate(model, datamodule=data, verbose=False)[0]
+        evaluated["test"] = trainer.test(model, datamodule=data, verbose=False, ckpt_path="last")[0]
+        evaluated["predicted"] = sum(len(p) for p in trainer.predict(model, datamodule=data))  # rank 0's share
+        evaluated["data_replicas"] = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
 
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -95,7 +105,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"losses-{args.tag}.json").write_text(json.dumps({str(k): v for k, v in model.losses.items()}))
         torch.save(full, out / f"final-{args.tag}.pt")
-        info = {"world_size": trainer.world_size, "global_step": trainer.global_step}
+        info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated}
         (out / f"info-{args.tag}.json").write_text(json.dumps(info))
 
 

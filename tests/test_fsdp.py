@@ -63,7 +63,8 @@ def single(tmp_path_factory) -> tuple[dict[int, float], Path]:
 def fsdp2(tmp_path_factory) -> Path:
     """strategy="fsdp", devices=2, batch 4 per rank; sharded checkpoints at steps 10 and 20."""
     out = tmp_path_factory.mktemp("fsdp2")
-    run(out, "--strategy", "fsdp", "--devices", "2", "--batch-size", "4", "--checkpoint-every", "10", "--tag", "fsdp")
+    run(out, "--strategy", "fsdp", "--devices", "2", "--batch-size", "4", "--checkpoint-every", "10", "--evaluate",
+        "--tag", "fsdp")
     return out
 
 
@@ -71,6 +72,14 @@ def test_fsdp_two_ranks_match_one_process(fsdp2, single):
     ref, ref_weights = single
     assert_losses(losses(fsdp2, "fsdp"), ref, range(20))
     assert_weights(fsdp2, "fsdp", ref_weights)
+
+
+@pytest.mark.parametrize("layout,tag", [("fsdp2", "fsdp"), ("tp2", "tp")])
+def test_validate_test_from_last_checkpoint_and_predict_after_fit(layout, tag, request):
+    info = json.loads((request.getfixturevalue(layout) / f"info-{tag}.json").read_text())
+    assert 0 < info["val"]["val_loss"] < 3 and 0 <= info["test"]["test_acc"] <= 1
+    # the 16 test samples, split over the data-parallel ranks (tensor-parallel ranks share theirs)
+    assert info["predicted"] * info["data_replicas"] == 16
 
 
 def test_sharded_checkpoint_is_one_directory_with_a_shard_per_rank(fsdp2):
@@ -122,7 +131,7 @@ def tp2(tmp_path_factory) -> Path:
     """Tensor parallel over 2 processes (the GPT example's plan); a full single-file checkpoint at step 10."""
     out = tmp_path_factory.mktemp("tp2")
     run(out, "--strategy", "model_parallel", "--tp", "2", "--devices", "2", "--batch-size", "8",
-        "--state-dict-type", "full", "--checkpoint-every", "10", "--tag", "tp")
+        "--state-dict-type", "full", "--checkpoint-every", "10", "--evaluate", "--tag", "tp")
     return out
 
 
@@ -241,3 +250,20 @@ def test_strategies_are_registered_with_configs():
         from_yaml = getattr(importlib.import_module(module), cls)(**node)  # every key is a constructor argument
         assert type(from_yaml) is type(created)
         assert getattr(from_yaml, "sharding_strategy") == created.sharding_strategy
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("extra", [[], ["--cpu-offload"], ["--precision", "bf16-mixed"]], ids=["fp32", "offload", "bf16"])
+def test_fsdp_on_gpus(single, tmp_path, extra):
+    """FSDP over NCCL on up to 2 GPUs (1 GPU: a 1-process mesh); fp32 follows the CPU reference."""
+    ref, _ = single
+    gpus = min(2, torch.cuda.device_count())
+    run(tmp_path, "--strategy", "fsdp", "--accelerator", "cuda", "--devices", str(gpus), "--batch-size",
+        str(8 // gpus), "--checkpoint-every", "10", *extra, "--tag", "gpu")
+    got = losses(tmp_path, "gpu")
+    if not extra:
+        for step in range(20):
+            assert got[step] == pytest.approx(ref[step], rel=1e-3)
+    assert all(v == v and v < 3 for v in got.values())
+    assert (tmp_path / "ckpt" / "last.ckpt" / ".metadata").is_file()

@@ -138,6 +138,10 @@ class Strategy:
     def backward(self, loss: torch.Tensor) -> None:
         self.precision.backward(loss)
 
+    def evaluation_context(self) -> contextlib.AbstractContextManager:
+        """Around validation, test and prediction loops: no autograd graph."""
+        return torch.inference_mode()
+
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         """Skip gradient synchronisation for accumulation steps (DDP's ``no_sync``)."""
         return contextlib.nullcontext()

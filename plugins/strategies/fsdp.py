@@ -247,6 +247,11 @@ class FSDPStrategy(ParallelStrategy):
             if any(True for _ in child.parameters()):
                 fully_shard(child, **kwargs)
 
+    def evaluation_context(self) -> contextlib.AbstractContextManager:
+        """``no_grad``, not ``inference_mode``: FSDP's gather buffers outlive evaluation and training reuses them,
+        which inference tensors forbid."""
+        return torch.no_grad()
+
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         if not enabled or not self._roots:
             return contextlib.nullcontext()
