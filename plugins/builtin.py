@@ -17,6 +17,12 @@ STRATEGIES = {
             {}),
     "ddp_find_unused_parameters_true": ("plugins.strategies.ddp:DDPStrategy",
                                         "DDP that tolerates parameters unused in a step", {"find_unused_parameters": True}),
+    "fsdp": ("plugins.strategies.fsdp:FSDPStrategy", "FSDP2 fully_shard: parameters, gradients, optimizer state sharded",
+             {}),
+    "fsdp_hybrid": ("plugins.strategies.fsdp:FSDPStrategy",
+                    "FSDP2 hybrid: sharded within a node, replicated across nodes", {"sharding_strategy": "HYBRID_SHARD"}),
+    "model_parallel": ("plugins.strategies.model_parallel:ModelParallelStrategy",
+                       "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),

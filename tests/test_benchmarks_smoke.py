@@ -33,3 +33,9 @@ def test_import_time_runs_and_prints_extra_over_torch() -> None:
     out = _run("import_time.py", "--repeats", "1")
     assert re.search(r"torch\+trainer .*[+-]\d+\.\d+ s", out), out
     assert "target: `import trainer` adds" in out, out
+
+
+@pytest.mark.timeout(150)
+def test_fsdp_memory_quick_runs_and_prints_the_ratio() -> None:
+    out = _run("fsdp_memory.py", "--quick")
+    assert re.search(r"2 ranks: FSDP/DDP model state 0\.\d+x \(target <= 0\.55x: met\)", out), out

@@ -15,57 +15,61 @@ from typing import Any
 
 import torch
 
+from plugins.checkpoint_io import atomic_save
 from trainer.errors import MisconfigurationError
+
+__all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
 CHECKPOINT_KEYS = ("state_dict", "loops")
 
 
-def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """Write to a temporary file in the same directory, fsync, then rename: a crash leaves the old file intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a Relay checkpoint onto the CPU; a clear error if it is missing, foreign or unsafe."""
+    """Load a Relay checkpoint onto the CPU; a clear error if it is missing, foreign or unsafe.
+
+    A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
+    optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        text = str(err)
-        unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
-        if isinstance(err, pickle.UnpicklingError) and unsafe:
+    sharded = path.is_dir()
+    if sharded:
+        from plugins.strategies.sharded_checkpoint import META_FILE, attach_sharded_state
+
+        if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
             raise MisconfigurationError(
-                f"ckpt_path={str(path)!r} was refused: it holds objects other than plain data (tensors, numbers, "
-                f"strings, containers), which could run code when loaded ({unsafe[0]})."
-            ) from None
-        first = text.splitlines()[0] if text else ""
-        raise MisconfigurationError(
-            f"ckpt_path={str(path)!r} is not a checkpoint torch can read: {type(err).__name__}: {first}"
-        ) from None
+                f"ckpt_path={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} and "
+                ".metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a directory."
+            )
+        checkpoint = _load_data(path / META_FILE, path)
+    elif not path.is_file():
+        raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
+    else:
+        checkpoint = _load_data(path, path)
     if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
         keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
         raise MisconfigurationError(
             f"ckpt_path={str(path)!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found {keys}."
         )
-    return dict(checkpoint)
+    checkpoint = dict(checkpoint)
+    if sharded:
+        attach_sharded_state(checkpoint, path)
+    return checkpoint
+
+
+def _load_data(file: Path, shown: Path) -> Any:
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:
+        text = str(err)
+        unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
+        if isinstance(err, pickle.UnpicklingError) and unsafe:
+            raise MisconfigurationError(
+                f"ckpt_path={str(shown)!r} was refused: it holds objects other than plain data (tensors, numbers, "
+                f"strings, containers), which could run code when loaded ({unsafe[0]})."
+            ) from None
+        first = text.splitlines()[0] if text else ""
+        raise MisconfigurationError(
+            f"ckpt_path={str(shown)!r} is not a checkpoint torch can read: {type(err).__name__}: {first}"
+        ) from None
 
 
 def plain_data(value: Any) -> Any:
@@ -109,6 +113,8 @@ def restore_rng_states(states: Mapping[str, Any]) -> None:
 def newest_checkpoint(roots: Iterable[str | os.PathLike]) -> Path | None:
     """The newest ``*.ckpt`` under ``roots``: a ``last.ckpt`` if there is one (it names its run's newest state;
     saves within one timestamp tick would tie otherwise), else any checkpoint; None when there is none."""
-    found = [p for root in map(Path, roots) if root.is_dir() for p in root.rglob("*.ckpt")]
+    # a sharded checkpoint is a directory named *.ckpt; nothing inside one is a checkpoint of its own
+    found = [p for root in map(Path, roots) if root.is_dir() for p in root.rglob("*.ckpt")
+             if not any(parent.suffix == ".ckpt" for parent in p.relative_to(root).parents if parent.name)]
     lasts = [p for p in found if p.name == "last.ckpt"]
     return max(lasts or found, key=lambda p: p.stat().st_mtime_ns) if found else None

@@ -50,6 +50,11 @@ class Module(HyperparametersMixin, torch.nn.Module):
         return torch.device("cpu")
 
     @property
+    def device_mesh(self) -> Any:
+        """The strategy's ``DeviceMesh`` (FSDP / model parallel), for ``configure_model``; None otherwise."""
+        return getattr(self._trainer.strategy, "device_mesh", None) if self._trainer is not None else None
+
+    @property
     def current_epoch(self) -> int:
         return self._trainer.current_epoch if self._trainer is not None else 0
 

@@ -397,15 +397,14 @@ class Trainer:
 
     # --- checkpoints -----------------------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:
-        """Collect the full training state and write it atomically (rank 0 writes; all ranks call)."""
+        """Collect the full training state and write it atomically; all ranks call.
+
+        The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
+        """
         from trainer.loops.state import collect_checkpoint
 
         checkpoint = collect_checkpoint(self, weights_only)
-        if self.is_global_zero:
-            from trainer.checkpoint import atomic_save
-
-            atomic_save(checkpoint, filepath)
-        self.strategy.barrier("save_checkpoint")
+        self.strategy.save_checkpoint(checkpoint, os.fspath(filepath))
 
     def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
         if ckpt_path is None or str(ckpt_path) != "last":
@@ -420,7 +419,7 @@ class Trainer:
                 warnings.warn(f"ckpt_path='last': no checkpoint under {sorted(map(str, roots))}; starting from scratch.")
                 return None
             raise MisconfigurationError(
-                f"ckpt_path='last' but there is no *.ckpt file under {sorted(map(str, roots))}; pass a file path."
+                f"ckpt_path='last' but there is no *.ckpt file or sharded directory under {sorted(map(str, roots))}; pass a path."
             )
         return str(found)
 

@@ -7,7 +7,8 @@ How each strategy maps onto it:
   on accumulation steps; ``distributed_sampler_kwargs`` shards data; collectives use the process group.
 - FSDP (+ tensor parallel): ``setup_module`` applies ``fully_shard``/``parallelize_module`` over a
   ``DeviceMesh``; ``module_state_dict``/``load_module_state_dict`` and the optimizer counterparts
-  speak the sharded layout; ``clip_gradients`` computes the norm over shards.
+  speak the sharded layout; ``save_checkpoint`` writes a directory of shards instead of one file;
+  ``clip_gradients_by_norm`` computes the norm over shards. Every strategy loads both kinds of checkpoint.
 - pipeline parallel: ``training_step_override`` runs forward/backward over micro-batches through the
   stages and returns the loss, so the Trainer still sees "a step that returns a loss".
 - Horovod: ``setup_optimizers`` wraps in ``hvd.DistributedOptimizer``; collectives are ``hvd.*``.
@@ -139,6 +140,10 @@ class Strategy:
     def backward(self, loss: torch.Tensor) -> None:
         self.precision.backward(loss)
 
+    def evaluation_context(self) -> contextlib.AbstractContextManager:
+        """Around validation, test and prediction loops: no autograd graph."""
+        return torch.inference_mode()
+
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         """Skip gradient synchronisation for accumulation steps (DDP's ``no_sync``)."""
         return contextlib.nullcontext()
@@ -152,9 +157,13 @@ class Strategy:
         self.precision.unscale_gradients(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if algorithm == "norm":
-            torch.nn.utils.clip_grad_norm_(params, value)
+            self.clip_gradients_by_norm(params, value)
         else:
             torch.nn.utils.clip_grad_value_(params, value)
+
+    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
+        """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards)."""
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
 
     # --- collectives (identities for one process) -----------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
@@ -184,17 +193,46 @@ class Strategy:
         return lambda: list(flags)
 
     # --- state layout ---------------------------------------------------------------------------
+    # A checkpoint is a full file (rank 0 writes one copy) or a sharded directory (every rank writes its
+    # shards); ``load_*`` accept either kind, so a run resumes from what any strategy wrote.
     def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
         return module.state_dict()
 
-    def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any], strict: bool = True) -> None:
-        module.load_state_dict(state, strict=strict)
+    def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
+        from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state
+
+        if isinstance(state, ShardedState):
+            load_module_state(state, module, strict)
+        else:
+            module.load_state_dict(state, strict=strict)
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         return optimizer.state_dict()
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-        optimizer.load_state_dict(state)
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
+        from plugins.strategies.sharded_checkpoint import ShardedState, load_optimizer_state
+        from plugins.strategies.state_layout import optimizer_state_by_index
+
+        if isinstance(state, ShardedState):
+            load_optimizer_state(state, optimizer, self._state_module())
+        else:
+            optimizer.load_state_dict(optimizer_state_by_index(state, optimizer, self._state_module()))
+
+    def _state_module(self) -> torch.nn.Module:
+        if self.module is None:
+            raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
+        return self.module
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+        """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
+
+        The default writes one file from rank 0; sharded strategies write a directory of shards instead.
+        """
+        if self.is_global_zero:
+            from plugins.checkpoint_io import atomic_save
+
+            atomic_save(checkpoint, path)
+        self.barrier("save_checkpoint")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -445,31 +444,21 @@ class ModelCheckpoint(Callback):
         self._last_checkpoint_saved = path
 
     def _link(self, trainer: Trainer, source: str, target: str) -> None:
-        """``target`` becomes the same file as ``source``: a hard link renamed into place (atomic), else a copy."""
+        """``target`` becomes the same checkpoint as ``source`` (a file or a sharded directory): hard links
+        renamed into place (atomic), else a copy."""
         if source == target:
             return
         if trainer.is_global_zero:
-            directory, name = os.path.split(target)
-            tmp = os.path.join(directory, f".{name}.tmp-link-{os.getpid()}")
-            try:
-                if os.path.lexists(tmp):
-                    os.remove(tmp)
-                try:
-                    os.link(source, tmp)
-                except OSError:  # no hard links on this filesystem
-                    shutil.copyfile(source, tmp)
-                    with open(tmp, "rb+") as f:
-                        os.fsync(f.fileno())
-                os.replace(tmp, target)
-            finally:
-                if os.path.lexists(tmp):
-                    os.remove(tmp)
+            from plugins.checkpoint_io import link_path
+
+            link_path(source, target)
 
     @staticmethod
     def _unshare(trainer: Trainer, path: str) -> None:
-        """Drop a ``last`` that is a hard link before rewriting it, so a writer that writes in place (rather than
-        rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to."""
-        if trainer.is_global_zero:
+        """Drop a ``last`` file that is a hard link before rewriting it, so a writer that writes in place (rather
+        than rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to.
+        A sharded directory is always replaced as a whole, never written in place."""
+        if trainer.is_global_zero and not os.path.isdir(path):
             try:
                 if os.stat(path).st_nlink > 1:
                     os.remove(path)
@@ -480,10 +469,9 @@ class ModelCheckpoint(Callback):
         if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
             return
         if trainer.is_global_zero:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            from plugins.checkpoint_io import remove_path
+
+            remove_path(path)
 
 
 def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:

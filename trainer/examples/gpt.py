@@ -5,8 +5,9 @@ The layout follows torchtitan's Llama so every parallelism we demonstrate has an
 
 - DDP wraps the whole ``GPT``.
 - FSDP calls ``fully_shard`` on each entry of ``blocks`` and then on the root.
-- Tensor parallel shards ``wq``/``wk``/``wv``/``w1`` column-wise and ``wo``/``w2`` row-wise; attention
-  reads the number of heads from the local weight shape, so it runs unchanged on a shard.
+- Tensor parallel shards ``wq``/``wk``/``wv``/``w1`` column-wise and ``wo``/``w2`` row-wise
+  (``tensor_parallel_plan``); attention reads the number of heads from the local weight shape, so it runs
+  unchanged on a shard.
 - Pipeline parallel cuts ``blocks`` into stages; a stage whose ``tok_emb``/``norm``/``head`` is set to
   ``None`` skips that part (so ``forward`` also accepts hidden states instead of token ids).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -156,3 +158,28 @@ class GPT(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def tensor_parallel_plan(model: GPT, tp_mesh: Any) -> None:
+    """Megatron-style tensor parallel for every block, on the 1-D ``tp_mesh`` (torchtitan's Llama plan, minus
+    sequence parallel): q/k/v and ``w1`` column-wise, ``wo`` and ``w2`` row-wise, so each block needs one
+    all-reduce in attention and one in the MLP. Embeddings, norms and the head stay replicated.
+    """
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    tp = tp_mesh.size()
+    if model.config.n_head % tp:
+        raise ValueError(f"n_head={model.config.n_head} must be divisible by the tensor-parallel degree {tp}.")
+    if (model.config.ffn_mult * model.config.n_embd) % tp:
+        raise ValueError(f"the MLP width {model.config.ffn_mult * model.config.n_embd} must be divisible by the "
+                         f"tensor-parallel degree {tp}.")
+    plan = {
+        "attention.wq": ColwiseParallel(),
+        "attention.wk": ColwiseParallel(),
+        "attention.wv": ColwiseParallel(),
+        "attention.wo": RowwiseParallel(),
+        "feed_forward.w1": ColwiseParallel(),
+        "feed_forward.w2": RowwiseParallel(),
+    }
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, plan)

@@ -73,6 +73,17 @@ class GPTModule(Module):
         # Lets a logger trace the graph without needing a batch.
         self.example_input_array = torch.zeros(2, block_size, dtype=torch.long)
 
+    def configure_model(self) -> None:
+        """Under ``ModelParallelStrategy``: apply the tensor-parallel plan (the strategy adds FSDP after it)."""
+        mesh = self.device_mesh
+        if getattr(self, "_tp_applied", False):  # a later stage (test after fit) reuses the parallel model
+            return
+        if mesh is not None and "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() > 1:
+            from trainer.examples.gpt import tensor_parallel_plan
+
+            tensor_parallel_plan(self.model, mesh["tensor_parallel"])
+            self._tp_applied = True
+
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
 

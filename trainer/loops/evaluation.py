@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from trainer.data import LoaderPlan
 from trainer.results import to_float
 
@@ -33,7 +31,7 @@ def run_evaluation(
         hooks.call(f"on_{prefix}_start")
         hooks.call(f"on_{prefix}_epoch_start")
         multiple = len(plans) > 1
-        with torch.inference_mode():
+        with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple)
         hooks.call(f"on_{prefix}_epoch_end")
@@ -87,7 +85,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     try:
         hooks.call("on_predict_start")
         hooks.call("on_predict_epoch_start")
-        with torch.inference_mode():
+        with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 loader_out: list[Any] = []
                 for batch_idx, batch in enumerate(plan.iterate(0)):

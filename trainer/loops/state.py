@@ -26,6 +26,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
             "total_batches": trainer._total_batches,
             "epoch_finished": trainer._epoch_finished,
             "world_size": trainer.world_size,
+            # processes that each read their own batches (tensor-parallel ranks share one): the data position
+            "data_replicas": strategy.distributed_sampler_kwargs["num_replicas"],
             "batch_size": trainer._train_batch_size,
         },
         "state_dict": strategy.module_state_dict(module),
@@ -86,7 +88,8 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
     trainer.current_epoch = loops["epoch"]
     trainer.global_step = loops["global_step"]
     trainer._batches_seen = loops["batches_seen"]
-    trainer._resume_position = (loops["batches_seen"], loops.get("world_size", 1), loops.get("batch_size"))
+    replicas = loops.get("data_replicas", loops.get("world_size", 1))
+    trainer._resume_position = (loops["batches_seen"], replicas, loops.get("batch_size"))
     trainer._total_batches = loops.get("total_batches", 0)
     trainer._epoch_finished = loops["epoch_finished"]
     if trainer._epoch_finished:
@@ -109,7 +112,7 @@ def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
     if position is None:
         return
     batches, old_world, old_batch = position
-    new_world = trainer.world_size
+    new_world = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
     if old_world == new_world and (old_batch is None or old_batch == batch_size):
         return
     if not batches or old_batch is None or batch_size is None:

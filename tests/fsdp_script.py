@@ -1,0 +1,113 @@
+"""A small GPT run for the sharded-training tests: plain ``python`` (Relay launches the ranks) or torchrun.
+
+Rank 0 writes OUT/losses-<tag>.json (the global mean loss of every step) and OUT/final.pt (the full weights,
+gathered); checkpoints go to OUT/ckpt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from trainer import Trainer, seed_everything
+from trainer.callbacks import ModelCheckpoint
+from trainer.examples.gpt_module import GPTModule
+from trainer.examples.sorting import SortingDataModule
+
+
+class Recorded(GPTModule):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.losses: dict[int, float] = {}
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.losses[self.global_step] = float(self.trainer.strategy.all_reduce(loss.detach(), "mean"))
+        return loss
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--tag", default="run")
+    p.add_argument("--strategy", default="fsdp")
+    p.add_argument("--devices", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-steps", type=int, default=20)
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--ckpt")
+    p.add_argument("--state-dict-type", default="sharded")
+    p.add_argument("--tp", type=int)
+    p.add_argument("--shard-size", type=int)
+    p.add_argument("--ac", action="store_true")
+    p.add_argument("--meta", action="store_true")
+    p.add_argument("--n-embd", type=int, default=32)
+    p.add_argument("--clip", type=float, default=0.05)  # small enough to act: every layout checks the global norm
+    p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--precision", default="32-true")
+    p.add_argument("--accelerator", default="cpu")
+    p.add_argument("--evaluate", action="store_true", help="then validate, test from ckpt 'last', and predict")
+    p.add_argument("--cpu-offload", action="store_true")
+    args = p.parse_args()
+
+    seed_everything(7)
+    strategy: object = args.strategy
+    plain = args.strategy == "fsdp" and args.state_dict_type == "sharded" and not (args.ac or args.cpu_offload)
+    if plain:  # the short name, as a user writes it
+        strategy = "fsdp"
+    elif args.strategy.startswith("fsdp"):
+        from plugins.strategies.fsdp import FSDPStrategy
+
+        strategy = FSDPStrategy(
+            sharding_strategy="HYBRID_SHARD" if args.strategy == "fsdp_hybrid" else "FULL_SHARD",
+            shard_size=args.shard_size, state_dict_type=args.state_dict_type,
+            activation_checkpointing_policy=True if args.ac else None, cpu_offload=args.cpu_offload, timeout=120)
+    elif args.strategy == "model_parallel":
+        from plugins.strategies.model_parallel import ModelParallelStrategy
+
+        strategy = ModelParallelStrategy(tensor_parallel_size=args.tp or "auto", state_dict_type=args.state_dict_type,
+                                         timeout=120)
+    callbacks = []
+    if args.checkpoint_every:
+        callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,
+                                         every_n_train_steps=args.checkpoint_every))
+    trainer = Trainer(
+        strategy=strategy, devices=args.devices, accelerator=args.accelerator, max_steps=args.max_steps,
+        default_root_dir=args.out, logger=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
+        limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
+    )
+    hp = dict(n_layer=2, n_head=4, n_embd=args.n_embd, lr=1e-2, warmup_steps=2, max_steps=20)
+    if args.meta:
+        with torch.device("meta"):
+            model = Recorded(**hp)
+    else:
+        model = Recorded(**hp)
+    data = SortingDataModule(train_size=160, val_size=16, batch_size=args.batch_size)
+    trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
+    evaluated = {}
+    if args.evaluate:
+        trainer.limit_val_batches = 2  # fit skipped validation to stay quick
+        evaluated["val"] = trainer.validate(model, datamodule=data, verbose=False)[0]
+        evaluated["test"] = trainer.test(model, datamodule=data, verbose=False, ckpt_path="last")[0]
+        evaluated["predicted"] = sum(len(p) for p in trainer.predict(model, datamodule=data))  # rank 0's share
+        evaluated["data_replicas"] = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
+
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if trainer.is_global_zero:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"losses-{args.tag}.json").write_text(json.dumps({str(k): v for k, v in model.losses.items()}))
+        torch.save(full, out / f"final-{args.tag}.pt")
+        info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated}
+        (out / f"info-{args.tag}.json").write_text(json.dumps(info))
+
+
+if __name__ == "__main__":
+    main()
