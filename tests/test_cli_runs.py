@@ -39,6 +39,7 @@ def test_every_cookbook_command_is_exercised_here():
 
 COOKBOOK = {
     "python -m trainer strategy=ddp trainer.devices=2": "ddp",
+    "python -m trainer strategy=fsdp trainer.devices=2": "fsdp",
     "python -m trainer strategy=single_device trainer.devices=1": "strategy",
     "python -m trainer accelerator=cpu precision=bf16-mixed": "precision",
     "python -m trainer logger=csv": "csv",
@@ -128,6 +129,15 @@ def test_cookbook_ddp_run_launches_two_workers_into_one_directory(tmp_path, monk
     _check_run_dir(run)
     assert _trained_by(run) == 2
     assert len(list((run / "tensorboard").glob("events.*"))) == 1  # rank 0 logs
+
+
+@pytest.mark.timeout(300)
+def test_cookbook_fsdp_run_writes_a_sharded_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(_argv("fsdp"), tmp_path) == 0
+    (run,) = run_dirs(tmp_path)
+    last = run / "checkpoints" / "last.ckpt"
+    assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
 
 
 @pytest.mark.timeout(300)
