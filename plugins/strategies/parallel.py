@@ -45,7 +45,7 @@ def report_peer_failures_briefly(rank: int) -> None:
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
         text = str(value)
-        if any(marker in text for marker in _PEER_GONE):
+        if issubclass(kind, RuntimeError) and any(marker in text for marker in _PEER_GONE):  # gloo/NCCL errors
             print(f"[rank{rank}]: stopped: another rank failed first ({kind.__name__}: {text.splitlines()[0][:200]})",
                   file=sys.stderr, flush=True)
             return
