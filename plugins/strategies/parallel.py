@@ -33,6 +33,7 @@ def as_timeout(value: float | datetime.timedelta | None) -> datetime.timedelta:
     return datetime.timedelta(seconds=float(value))
 
 
+_EXIT = {"failed": False}  # set by the excepthook below; read once, at exit
 _PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed")
 
 
@@ -44,6 +45,7 @@ def report_peer_failures_briefly(rank: int) -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        _EXIT["failed"] = True  # this rank is going down with an error: no shutdown barrier
         text = str(value)
         if issubclass(kind, RuntimeError) and any(marker in text for marker in _PEER_GONE):  # gloo/NCCL errors
             print(f"[rank{rank}]: stopped: another rank failed first ({kind.__name__}: {text.splitlines()[0][:200]})",
@@ -55,10 +57,24 @@ def report_peer_failures_briefly(rank: int) -> None:
 
 
 def _destroy_group() -> None:
+    """At exit: leave together, then destroy the group while the interpreter is still whole.
+
+    A rank that closes its gloo sockets while a peer still tears down can make the peer abort
+    ("terminate called without an active exception"); a short monitored barrier lines the ranks up,
+    and gives up after 10 s when a peer is gone (a failed run), so exit is never held up for long.
+    """
+    import datetime
+
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if dist.get_backend() == "gloo" and dist.get_world_size() > 1 and not _EXIT["failed"]:
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=10))
+        except Exception:  # a peer already left or failed: destroy what is left of ours
+            pass
+    dist.destroy_process_group()
 
 
 class ParallelStrategy(Strategy):
