@@ -228,6 +228,11 @@ class ParallelStrategy(Strategy):
             self._created_group = False
 
     # --- collectives ----------------------------------------------------------------------------
+    @property
+    def _collective_device(self) -> torch.device:
+        """Where small tensors for a collective live: the CPU for gloo, the process's device otherwise."""
+        return torch.device("cpu") if self.process_group_backend == "gloo" else self.root_device
+
     def _group_ready(self) -> bool:
         import torch.distributed as dist
 
@@ -245,8 +250,8 @@ class ParallelStrategy(Strategy):
         needs_float = op == "mean" and not out.is_floating_point()
         if needs_float:
             out = out.float()
-        if out.device != self.root_device and self.process_group_backend != "gloo":
-            out = out.to(self.root_device)
+        if out.device != self._collective_device and self.process_group_backend != "gloo":
+            out = out.to(self._collective_device)
         reduce_op = {"mean": dist.ReduceOp.SUM, "sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
                      "min": dist.ReduceOp.MIN}[op]
         dist.all_reduce(out, op=reduce_op)
@@ -297,7 +302,7 @@ class ParallelStrategy(Strategy):
             return decision
         import torch.distributed as dist
 
-        flag = torch.tensor(int(bool(decision)), device=self.root_device if self.process_group_backend != "gloo" else "cpu")
+        flag = torch.tensor(int(bool(decision)), device=self._collective_device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN if all else dist.ReduceOp.MAX)
         return bool(flag.item())
 
@@ -306,8 +311,7 @@ class ParallelStrategy(Strategy):
             return super().start_vote(flags)
         import torch.distributed as dist
 
-        device = self.root_device if self.process_group_backend != "gloo" else "cpu"
-        votes = torch.tensor([int(bool(f)) for f in flags], device=device)
+        votes = torch.tensor([int(bool(f)) for f in flags], device=self._collective_device)
         work = dist.all_reduce(votes, op=dist.ReduceOp.MAX, async_op=True)
 
         def result() -> list[bool]:
