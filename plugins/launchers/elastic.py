@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from plugins.launchers.base import Launcher
+from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
 
@@ -71,8 +72,11 @@ class ElasticLauncher(Launcher):
             rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
             max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
         )
+        threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
+        if message:
+            print(message, file=__import__("sys").stderr, flush=True)
         saved_env = dict(os.environ)
-        os.environ.update(env or {})
+        os.environ.update({**threads, **(env or {})})
         levels = {name: logging.getLogger(name).level for name in _QUIET}
         for name in _QUIET:  # the agent's own INFO/WARNING chatter would bury the worker's traceback
             logging.getLogger(name).setLevel(logging.CRITICAL)
