@@ -59,6 +59,7 @@ class Trainer:
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
         plugins: Any = None,
+        profiler: Any = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -135,7 +136,9 @@ class Trainer:
 
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
+        from trainer.profilers.base import resolve_profiler
 
+        self.profiler = resolve_profiler(profiler)
         self.loggers = make_loggers(logger, self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)

@@ -68,6 +68,14 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        self.backward = self.strategy.backward
+        self.optimizer_step = optimizer_step
+        profiler = trainer.profiler
+        if profiler.enabled:
+            name = type(self.strategy).__name__
+            self.step_fn = profiler.wrap(f"[Strategy]{name}.training_step", self.step_fn)
+            self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
+            self.optimizer_step = profiler.wrap(f"[Strategy]{name}.optimizer_step", optimizer_step)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
             raise MisconfigurationError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
@@ -105,7 +113,7 @@ class TrainingStep:
             if self.custom_backward:
                 self.module.backward(scaled)
             else:
-                self.strategy.backward(scaled)
+                self.backward(scaled)
             if self.after_backward is not None:
                 self.after_backward()
             extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
@@ -121,7 +129,7 @@ class TrainingStep:
             if self.custom_step:
                 self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
             else:
-                optimizer_step(trainer, self.optimizer, closure)
+                self.optimizer_step(trainer, self.optimizer, closure)
             trainer.global_step += 1
             if self.step_schedulers:
                 step_schedulers(trainer, self.step_schedulers, trainer.global_step)

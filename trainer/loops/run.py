@@ -84,6 +84,8 @@ def run_stage(
     strategy = trainer.strategy
     strategy.setup_environment()
     rank_zero_only.rank = strategy.global_rank
+    profiler = trainer.profiler
+    profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir, global_rank=strategy.global_rank)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
     checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
@@ -125,6 +127,9 @@ def run_stage(
         if datamodule is not None:
             datamodule.teardown(setup_stage)
         hooks.call("teardown", setup_stage)
+        if profiler.enabled:
+            profiler.describe(show=strategy.is_global_zero)
+        profiler.teardown(stage)
         trainer.training = False
         trainer.state_fn = None
 
