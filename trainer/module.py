@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.hparams import HyperparametersMixin
+from trainer.ranks import set_rank_zero_only
+
+set_rank_zero_only()
 
 if TYPE_CHECKING:
     from trainer.optimizers import OptimizerHandle

@@ -6,6 +6,15 @@ from types import SimpleNamespace
 
 
 def load(framework: str) -> SimpleNamespace:
+    """The names, plus ``rank_at_import``: ``rank_zero_only.rank`` right after the import (None: unset)."""
+    names = _import(framework)
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    names.rank_at_import = getattr(rank_zero_only, "rank", None)
+    return names
+
+
+def _import(framework: str) -> SimpleNamespace:
     if framework == "lightning":
         import lightning.pytorch as pl
         from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint

@@ -23,7 +23,7 @@ MODULES = [checks_hooks]
 def main(framework: str, names: list[str]) -> None:
     warnings.filterwarnings("ignore")
     fw = load(framework)
-    checks: dict = {}
+    checks: dict = {"rank_zero_at_import": lambda: fw.rank_at_import}
     for module in MODULES:
         checks.update(module.checks(fw))
     result = {}

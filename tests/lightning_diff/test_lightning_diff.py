@@ -37,3 +37,8 @@ def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
     lightning, relay = _pair(observed, "instance_hooks")
     assert lightning["calls"][0] == "assigned on_train_epoch_start" and lightning["validation_batches"] == []
     assert relay == lightning
+
+
+def test_rank_zero_only_rank_is_set_on_import(observed):
+    lightning, relay = _pair(observed, "rank_zero_at_import")
+    assert lightning == 0 and relay == lightning

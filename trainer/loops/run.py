@@ -8,6 +8,7 @@ from trainer.data import num_batches, prepare_loader
 from trainer.errors import MisconfigurationError
 from trainer.limits import apply_limit
 from trainer.module import Module
+from trainer.ranks import set_rank_zero_only
 from trainer.states import TrainerFn, TrainerStatus
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ def run_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> Any:
-    from lightning_utilities.core.rank_zero import rank_zero_only
-
     from trainer.callbacks.setup import merge_module_callbacks
     from trainer.checkpoint import load_checkpoint
     from trainer.hooks import Hooks
@@ -84,7 +83,7 @@ def run_stage(
     trainer.should_stop = False
     strategy = trainer.strategy
     strategy.setup_environment()
-    rank_zero_only.rank = strategy.global_rank
+    set_rank_zero_only(strategy.global_rank)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
     checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
