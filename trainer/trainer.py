@@ -21,7 +21,10 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
 from trainer.results import Results, reduce_name, to_float
+from trainer.ranks import set_rank_zero_only
 from trainer.states import RunningStage, TrainerState
+
+set_rank_zero_only()
 
 
 class Trainer:
@@ -70,6 +73,7 @@ class Trainer:
 
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
                                         environment=_environment_from(plugins))
+        set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
 

@@ -35,8 +35,10 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
         before_step = hooks.caller("on_before_optimizer_step")
         if before_step is not None:
             before_step(optimizer)
-        if trainer.gradient_clip_val and (result is not None or closure is None):
-            module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+        clip = trainer.gradient_clip_val or (module.automatic_optimization and hooks.has("configure_gradient_clipping"))
+        if clip and (result is not None or closure is None):
+            module.configure_gradient_clipping(optimizer, gradient_clip_val=trainer.gradient_clip_val,
+                                               gradient_clip_algorithm=trainer.gradient_clip_algorithm)
         return result
 
     out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
