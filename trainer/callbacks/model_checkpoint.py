@@ -204,6 +204,8 @@ class ModelCheckpoint(Callback):
             self._val_has_run = False
             self._warned_missing = False
             if trainer.is_global_zero:
+                # temporaries of a write that was killed (the files of writers still running are kept)
+                trainer.strategy.checkpoint_io.cleanup(self.dirpath)
                 self._warn_if_dir_not_empty(trainer)
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
@@ -448,10 +450,8 @@ class ModelCheckpoint(Callback):
         renamed into place (atomic), else a copy."""
         if source == target:
             return
-        if trainer.is_global_zero:
-            from plugins.checkpoint_io import link_path
-
-            link_path(source, target)
+        io = trainer.strategy.checkpoint_io
+        trainer.strategy.agree_on_rank_zero(lambda: io.link(source, target), "ModelCheckpoint(save_last=True)")
 
     @staticmethod
     def _unshare(trainer: Trainer, path: str) -> None:
@@ -469,9 +469,7 @@ class ModelCheckpoint(Callback):
         if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
             return
         if trainer.is_global_zero:
-            from plugins.checkpoint_io import remove_path
-
-            remove_path(path)
+            trainer.strategy.checkpoint_io.remove(path)
 
 
 def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:

@@ -85,7 +85,7 @@ def run_stage(
     strategy.setup_environment()
     rank_zero_only.rank = strategy.global_rank
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
-    checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
+    checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
 
     if strategy.local_rank == 0:
