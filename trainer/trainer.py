@@ -59,6 +59,10 @@ class Trainer:
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
         plugins: Any = None,
+        detect_anomaly: bool = False,
+        stop_on_nonfinite_loss: bool = True,
+        preemption_signals: Any = None,
+        auto_requeue: bool = True,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -123,6 +127,18 @@ class Trainer:
         if deterministic:
             torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+        for name, value in (("detect_anomaly", detect_anomaly), ("stop_on_nonfinite_loss", stop_on_nonfinite_loss),
+                            ("auto_requeue", auto_requeue)):
+            if not isinstance(value, bool):
+                raise MisconfigurationError(f"Trainer({name}={value!r}) must be True or False.")
+        self.detect_anomaly = detect_anomaly
+        self.stop_on_nonfinite_loss = stop_on_nonfinite_loss
+        self.auto_requeue = auto_requeue
+        from trainer.preemption import parse_signals
+
+        self.preemption_signals = parse_signals(preemption_signals)
+        self._preemption: Any = None  # the handler while fit runs
 
         if self.fast_dev_run:
             n = self.fast_dev_run

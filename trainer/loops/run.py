@@ -75,6 +75,9 @@ def run_stage(
         from trainer.launch import launch_workers_and_exit
 
         launch_workers_and_exit(launcher)
+    from trainer.launch import watch_launcher
+
+    watch_launcher()  # a worker Relay's launcher started dies with it
     trainer.state_fn = stage
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
@@ -84,6 +87,10 @@ def run_stage(
     strategy = trainer.strategy
     strategy.setup_environment()
     rank_zero_only.rank = strategy.global_rank
+    if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: go on from it
+        from trainer.preemption import resume_note
+
+        ckpt_path = resume_note(trainer)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
     checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
@@ -114,9 +121,14 @@ def run_stage(
             restore_module(trainer, checkpoint)
             if stage == "fit":
                 rng = restore_training_state(trainer, checkpoint, path)
-        return _run(trainer, stage, hooks, rng, given)
+        if stage != "fit":
+            return _run(trainer, stage, hooks, rng, given)
+        from trainer.preemption import guarded_fit
+
+        with guarded_fit(trainer):
+            return _run(trainer, stage, hooks, rng, given)
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         hooks.call("on_exception", exc)
         raise
     finally:
