@@ -119,6 +119,9 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
             )
+        from trainer.input_checks import check_gradient_clip_val
+
+        check_gradient_clip_val(gradient_clip_val)
         self.gradient_clip_val = gradient_clip_val
         self.gradient_clip_algorithm = gradient_clip_algorithm
         if deterministic not in (None, True, False, "warn"):
@@ -419,7 +422,10 @@ class Trainer:
         """
         from trainer.checkpoint import LAYOUT_KEYS
         from trainer.loops.state import collect_checkpoint
+        from trainer.nonfinite import refuse_nonfinite_save
 
+        if refuse_nonfinite_save(self, filepath):
+            return
         checkpoint = collect_checkpoint(self, weights_only)
         self.strategy.save_checkpoint(checkpoint, os.fspath(filepath), layout_keys=LAYOUT_KEYS)
 

@@ -346,7 +346,13 @@ class ModelCheckpoint(Callback):
     def _save_checkpoints(
         self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False
     ) -> None:
-        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice."""
+        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice.
+
+        Nothing is written, and nothing removed, while the model's weights are not finite."""
+        from trainer.nonfinite import refuse_nonfinite_save
+
+        if refuse_nonfinite_save(trainer, self.dirpath):
+            return
         previous_last = self.last_model_path
         last_path = self._last_path(candidates) if self.save_last else None
         if last_path is not None:

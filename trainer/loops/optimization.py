@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.errors import MisconfigurationError
+from trainer.nonfinite import checked_loss
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -89,7 +90,7 @@ class TrainingStep:
 
         def closure() -> torch.Tensor | None:
             output = self.step_fn(batch, batch_idx)
-            loss = _loss_of(output)
+            loss = checked_loss(trainer, _loss_of(output), batch_idx)
             if zero_grad_first and self.optimizer is not None:
                 if self.before_zero_grad is not None:
                     self.before_zero_grad(self.optimizer)

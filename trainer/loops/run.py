@@ -31,6 +31,9 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
             given = getattr(dm, method)()
         elif hasattr(trainer.lightning_module, method):
             given = getattr(trainer.lightning_module, method)()
+    from trainer.input_checks import check_loader
+
+    check_loader(key, given, trainer.state_fn or "fit")
     if given is None:
         if required:
             arg = "train_dataloaders" if key == "train" else "dataloaders"
@@ -108,7 +111,12 @@ def run_stage(
         datamodule.setup(setup_stage)
     hooks.call("setup", setup_stage)
     try:
+        from trainer.input_checks import check_has_parameters, check_writable_dirs
+
+        check_writable_dirs(trainer)
         model.configure_model()
+        if stage == "fit":
+            check_has_parameters(model)
         strategy.setup_module(model)
         if stage == "fit":
             from trainer.optimizers import OptimizerHandle, parse_optimizers
@@ -153,6 +161,9 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
         rescale_position(trainer, trainer._train_batch_size)
         trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader),
                                                    "limit_train_batches")
+        from trainer.input_checks import warn_if_no_batches
+
+        warn_if_no_batches(trainer.num_training_batches)
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
         trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
         loop = FitLoop(trainer, train[0], val, trainer.num_val_batches)
