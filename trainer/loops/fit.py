@@ -81,17 +81,22 @@ class FitLoop:
         return stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
 
     def _agree(self, wait: bool) -> None:
-        """Agree on ``should_stop`` and the time limit, which one rank may reach before the others.
+        """Agree on ``should_stop``, the time limit and a preemption signal, which one rank may see first.
 
         One process decides alone. Several vote; per batch (``wait=False``) the vote travels while the next
         batch runs and is counted then, so a rank's request stops every rank one batch later, at the same
         batch, without a blocking collective per step. At an epoch's end the vote is waited for.
+        A preemption agreed on ends the run here, with a checkpoint (``trainer/preemption.py``).
         """
         t = self.trainer
+        preemption = t._preemption
         if t.world_size == 1:
+            if preemption is not None and preemption.requested:
+                self._preempt()
             return
-        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline]
-        agreed = self.pending() if self.pending is not None else [False, False]
+        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline,
+                 preemption is not None and preemption.requested]
+        agreed = self.pending() if self.pending is not None else [False, False, False]
         self.pending = t.strategy.start_vote(local)
         if wait:
             agreed = [a or b for a, b in zip(agreed, self.pending())]
@@ -100,6 +105,16 @@ class FitLoop:
             self.stop_agreed = t.should_stop = True
         if agreed[1]:
             self.time_up = True
+        if agreed[2]:
+            if self.pending is not None:  # every rank started this vote: finish it before leaving
+                self.pending()
+                self.pending = None
+            self._preempt()
+
+    def _preempt(self) -> None:
+        from trainer.preemption import checkpoint_and_exit
+
+        checkpoint_and_exit(self.trainer, self.trainer._preemption)
 
     def _epochs_done(self) -> bool:
         t = self.trainer

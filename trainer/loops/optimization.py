@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.errors import MisconfigurationError
+from trainer.nonfinite import checked_loss
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -146,7 +147,7 @@ class BackwardStep:
 
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
-        loss = _loss_of(output)
+        loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx)
         self.zero_grad()
         if loss is None:  # skip this batch: no backward; a step finds no new gradients
             return None

@@ -32,6 +32,9 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
             given = getattr(dm, method)()
         elif getattr(trainer.lightning_module, method, None) is not None:  # `model.val_dataloader = None`: none
             given = getattr(trainer.lightning_module, method)()
+    from trainer.input_checks import check_loader
+
+    check_loader(key, given, trainer.state_fn or "fit")
     if given is None:
         if required:
             arg = "train_dataloaders" if key == "train" else "dataloaders"
@@ -74,6 +77,9 @@ def run_stage(
         from trainer.launch import launch_workers_and_exit
 
         launch_workers_and_exit(launcher)
+    from trainer.launch import watch_launcher
+
+    watch_launcher()  # a worker Relay's launcher started dies with it
     state = trainer.state
     state.fn, state.stage, state.status = TrainerFn(stage), None, TrainerStatus.RUNNING
     trainer.lightning_module, model.trainer = model, trainer
@@ -84,8 +90,12 @@ def run_stage(
     strategy = trainer.strategy
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
+    if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: go on from it
+        from trainer.preemption import resume_note
+
+        ckpt_path = resume_note(trainer)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
-    checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
+    checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
 
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
@@ -101,7 +111,12 @@ def run_stage(
         datamodule.setup(setup_stage)
     hooks.call("setup", setup_stage)
     try:
+        from trainer.input_checks import check_has_parameters, check_writable_dirs
+
+        check_writable_dirs(trainer)
         model.configure_model()
+        if stage == "fit":
+            check_has_parameters(model)
         strategy.setup_module(model)
         if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
             restore_module(trainer, checkpoint)
@@ -116,9 +131,14 @@ def run_stage(
         rng = None
         if checkpoint is not None and stage == "fit":
             rng = restore_training_state(trainer, checkpoint, path)
-        return _run(trainer, stage, hooks, rng, given)
+        if stage != "fit":
+            return _run(trainer, stage, hooks, rng, given)
+        from trainer.preemption import guarded_fit
+
+        with guarded_fit(trainer):
+            return _run(trainer, stage, hooks, rng, given)
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
         hooks.call("on_exception", exc)
         raise
@@ -154,6 +174,9 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
                                                "limit_train_batches")
+    from trainer.input_checks import warn_if_no_batches
+
+    warn_if_no_batches(trainer.num_training_batches)
     return train
 
 
