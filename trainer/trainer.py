@@ -67,6 +67,7 @@ class Trainer:
         stop_on_nonfinite_loss: bool = True,
         preemption_signals: Any = None,
         auto_requeue: bool = True,
+        profiler: Any = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -158,7 +159,9 @@ class Trainer:
 
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
+        from trainer.profilers.base import resolve_profiler
 
+        self.profiler = resolve_profiler(profiler)
         self.loggers = make_loggers(logger, self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)

@@ -59,6 +59,18 @@ class FitLoop:
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
+        self.profiler = profiler = trainer.profiler if trainer.profiler.enabled else None
+        if profiler is not None:  # wrapped once here, so a run without a profiler pays nothing per batch
+            run_batch = profiler.wrap("run_training_batch", self.step.run)
+
+            def run_and_step(*args: Any) -> Any:
+                out = run_batch(*args)
+                profiler.step()
+                return out
+
+            self.step.run = run_and_step  # type: ignore[method-assign]
+            self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
+            self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
 
     def _ensure_val(self) -> None:
         if self.val is None:
@@ -186,6 +198,8 @@ class FitLoop:
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        if self.profiler is not None:
+            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:

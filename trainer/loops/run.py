@@ -94,6 +94,8 @@ def run_stage(
         from trainer.preemption import resume_note
 
         ckpt_path = resume_note(trainer)
+    profiler = trainer.profiler
+    profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir, global_rank=strategy.global_rank)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
     checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
@@ -148,6 +150,9 @@ def run_stage(
         if datamodule is not None:
             datamodule.teardown(setup_stage)
         hooks.call("teardown", setup_stage)
+        if profiler.enabled:
+            profiler.describe(show=strategy.is_global_zero)
+        profiler.teardown(stage)
         state.stage = None
         if state.status == TrainerStatus.RUNNING:
             state.status = TrainerStatus.FINISHED
