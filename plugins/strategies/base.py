@@ -43,6 +43,8 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
+        self.accumulate_grad_batches = 1
 
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
