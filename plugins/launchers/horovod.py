@@ -14,8 +14,13 @@ import sys
 
 from plugins.launchers.base import Launcher
 
-# horovodrun's entry point, run with this interpreter (no reliance on PATH)
-_HOROVODRUN = "from horovod.runner.launch import run_commandline; run_commandline()"
+# horovodrun's entry point, run with this interpreter (no reliance on PATH); its own "a process failed"
+# RuntimeError becomes one line, since the failing worker's traceback is already printed above it
+_HOROVODRUN = (
+    "import sys\nfrom horovod.runner.launch import run_commandline\ntry:\n    run_commandline()\n"
+    "except RuntimeError as err:\n    print('horovodrun: ' + ' '.join(str(err).split()), file=sys.stderr)\n"
+    "    sys.exit(1)"
+)
 
 
 def horovodrun_command(nprocs: int, command: list[str], hosts: str | None = None) -> list[str]:

@@ -84,8 +84,6 @@ class HorovodStrategy(Strategy):
         gradient_predivide_factor: float = 1.0,
     ) -> None:
         super().__init__(accelerator=accelerator, precision=precision)
-        if not horovod_importable():
-            raise ImportError(horovod_missing_message())
         self.compression = _choice("compression", compression, COMPRESSIONS, "fp16")
         self.op = _choice("op", op, OPS, "average")
         if backward_passes_per_step is not None and (
@@ -110,7 +108,10 @@ class HorovodStrategy(Strategy):
             )
         self.gradient_predivide_factor = float(gradient_predivide_factor)
         self._optimizers: list[Any] = []
+        self._built_from: dict[int, torch.optim.Optimizer] = {}  # wrapper -> the user's optimizer
         self._no_sync = False
+        if not horovod_importable():  # after the options: a bad option is reported even where Horovod is absent
+            raise ImportError(horovod_missing_message())
 
     # --- who am I: horovod's answer once initialised, the launcher's variables before -----------
     def _initialized(self) -> bool:
@@ -166,6 +167,13 @@ class HorovodStrategy(Strategy):
                 f"HorovodStrategy with {self.world_size} processes was set up in the launching process; the Trainer "
                 "starts the workers first (Trainer.fit/validate/test/predict do)."
             )
+        passes = self.backward_passes_per_step
+        if passes is not None and passes != self.accumulate_grad_batches:
+            raise ValueError(
+                f"HorovodStrategy(backward_passes_per_step={passes}) differs from Trainer(accumulate_grad_batches="
+                f"{self.accumulate_grad_batches}): Horovod would average gradients on the wrong backward pass. Use "
+                f"strategy.backward_passes_per_step=null (it follows accumulate_grad_batches)."
+            )
         expected = self.world_size
         hvd.init()
         if hvd.size() != expected:
@@ -174,6 +182,9 @@ class HorovodStrategy(Strategy):
                 f"start it with `horovodrun -np {expected} ...` or pass devices/num_nodes to match."
             )
         super().setup_environment()  # pins this process to the device of its local rank
+        from plugins.strategies.parallel import report_peer_failures_briefly
+
+        report_peer_failures_briefly(hvd.rank())
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         module = super().setup_module(module)
@@ -200,6 +211,7 @@ class HorovodStrategy(Strategy):
                 op={"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}[self.op], **options,
             ))
             self._broadcast_optimizer_state(wrapped[-1])
+            self._built_from[id(wrapped[-1])] = optimizer
         self._optimizers = wrapped
         return wrapped
 
@@ -214,7 +226,7 @@ class HorovodStrategy(Strategy):
             _hvd().broadcast_optimizer_state(optimizer, root_rank=0)
 
     def teardown(self) -> None:
-        self._optimizers = []
+        self._optimizers, self._built_from = [], {}
         super().teardown()
 
     # --- one step -------------------------------------------------------------------------------
@@ -243,7 +255,13 @@ class HorovodStrategy(Strategy):
             return result
 
         with optimizer.skip_synchronize():
-            return self.precision.optimizer_step(optimizer, closure_synchronized)
+            out = self.precision.optimizer_step(optimizer, closure_synchronized)
+        # The wrapper shares the user's param groups, so LR schedulers built on the user's optimizer drive it;
+        # torch's schedulers watch that optimizer for their "scheduler stepped before optimizer" warning.
+        original = self._built_from.get(id(optimizer))
+        if original is not None:
+            original._opt_called = True
+        return out
 
     def clip_gradients(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float, algorithm: str
