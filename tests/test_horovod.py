@@ -111,11 +111,16 @@ def test_options_sum_predivide_and_fp16_compression(tmp_path, single_b8):
 
 
 @HOROVOD
-def test_adasum_trains_and_the_ranks_agree(tmp_path):
+def test_adasum_without_mpi_is_a_one_line_error(tmp_path):
+    """Adasum exists only in Horovod's MPI controller; over gloo (what CI builds) it is refused at setup."""
+    import horovod.torch
+
+    if horovod.torch.mpi_built():
+        pytest.skip("this Horovod has MPI: the gloo-only refusal does not apply (run it under mpirun instead)")
     done = hvd(tmp_path, "--strategy-option", "op=adasum", "--max-epochs", "1")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert all(torch.isfinite(w).all() for w in weights(tmp_path).values())
-    assert [r["global_step"] for r in ranks(tmp_path)] == [8, 8]
+    assert done.returncode != 0
+    assert "HorovodStrategy(op='adasum') needs Horovod's MPI controller" in done.stdout + done.stderr
+    assert not (tmp_path / "final.pt").exists()
 
 
 @HOROVOD

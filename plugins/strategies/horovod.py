@@ -181,6 +181,13 @@ class HorovodStrategy(Strategy):
                 f"Horovod started {hvd.size()} process(es) but this run expects {expected} (devices x num_nodes); "
                 f"start it with `horovodrun -np {expected} ...` or pass devices/num_nodes to match."
             )
+        if self.op == "adasum" and hvd.size() > 1 and not hvd.mpi_enabled():
+            raise ValueError(
+                "HorovodStrategy(op='adasum') needs Horovod's MPI controller (Adasum has no gloo implementation), but "
+                f"this job runs {'without MPI built in' if not hvd.mpi_built() else 'over gloo'}. Use strategy.op=average, "
+                "or build Horovod where mpicxx exists (python -m trainer install-horovod --rebuild) and start with "
+                "horovodrun --mpi (or mpirun)."
+            )
         super().setup_environment()  # pins this process to the device of its local rank
         from plugins.strategies.parallel import report_peer_failures_briefly
 
@@ -241,11 +248,15 @@ class HorovodStrategy(Strategy):
 
     def _synchronize(self) -> None:
         for optimizer in self._optimizers:
-            if not optimizer._synchronized:
+            if self._synchronizes(optimizer) and not optimizer._synchronized:
                 optimizer.synchronize()
 
+    def _synchronizes(self, optimizer: Any) -> bool:
+        """Horovod's optimizer with averaged gradients to wait for (Adasum's combines updates inside ``step``)."""
+        return hasattr(optimizer, "skip_synchronize") and self.op != "adasum"
+
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
-        if not hasattr(optimizer, "skip_synchronize"):  # one process: a plain optimizer
+        if not self._synchronizes(optimizer):  # one process (a plain optimizer), or Adasum
             return super().optimizer_step(optimizer, closure)
 
         def closure_synchronized() -> Any:
@@ -266,7 +277,12 @@ class HorovodStrategy(Strategy):
     def clip_gradients(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float, algorithm: str
     ) -> None:
-        if hasattr(optimizer, "synchronize") and not optimizer._synchronized:
+        if self.op == "adasum" and self.world_size > 1:
+            raise ValueError(
+                "Gradient clipping does not apply with HorovodStrategy(op='adasum'): Adasum applies each rank's update "
+                "during backward, before any clipping. Use strategy.op=average, or Trainer(gradient_clip_val=None)."
+            )
+        if self._synchronizes(optimizer) and not optimizer._synchronized:
             optimizer.synchronize()  # clip (and unscale) the averaged gradients, never a rank's own
         super().clip_gradients(module, optimizer, value, algorithm)
 
