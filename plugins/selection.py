@@ -85,7 +85,7 @@ class LaunchInfo:
             processes_per_node=env.local_world_size(),
             num_nodes=env.num_nodes(),
             horovod=bool(getattr(env, "is_horovod", False)),
-            horovod_importable=horovod_importable(),
+            horovod_importable=horovod_importable(load=bool(getattr(env, "is_horovod", False))),
         )
 
 

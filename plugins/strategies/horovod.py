@@ -37,14 +37,27 @@ def horovod_missing_message(what: str = "strategy='horovod'") -> str:
             f"against torch 2.x unpatched). Build and install it with: {INSTALL_COMMAND}")
 
 
-def horovod_importable() -> bool:
-    """Whether ``horovod.torch`` can be found, without importing it (cheap, for selection)."""
-    import importlib.util
+def horovod_importable(load: bool = False) -> bool:
+    """Whether ``horovod.torch`` is there: found on the path (cheap, imports nothing) or, with ``load``, imported.
 
+    ``load`` is for processes horovodrun started, which import it anyway: a Horovod built for another torch is
+    found but fails to load, and then "auto" must not choose it.
+    """
+    import importlib.util
+    import os
+
+    if load:
+        try:
+            import horovod.torch  # noqa: F401
+        except (ImportError, OSError):
+            return False
+        return True
     try:
-        return importlib.util.find_spec("horovod.torch") is not None
+        spec = importlib.util.find_spec("horovod")  # the top-level package only: nothing is imported
     except (ImportError, ValueError):
         return False
+    locations = spec.submodule_search_locations if spec is not None else None
+    return bool(locations) and any(os.path.isfile(os.path.join(loc, "torch", "__init__.py")) for loc in locations)
 
 
 def _hvd() -> Any:
@@ -200,7 +213,7 @@ class HorovodStrategy(Strategy):
         return module
 
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
-        if self.world_size == 1 and not optimizers:
+        if not optimizers:
             return optimizers
         hvd = _hvd()
         names = {id(p): n for n, p in self._state_module().named_parameters()}
@@ -295,6 +308,10 @@ class HorovodStrategy(Strategy):
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
         super().load_optimizer_state_dict(optimizer, state)
         self._broadcast_optimizer_state(optimizer)
+        original = self._built_from.get(id(optimizer))
+        if original is not None:
+            # loading made new param-group dicts; LR schedulers hold the user's optimizer: share them again
+            original.param_groups = optimizer.param_groups
 
     # --- collectives ----------------------------------------------------------------------------
     def _ready(self) -> bool:
