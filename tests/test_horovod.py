@@ -176,6 +176,30 @@ def test_plain_python_with_two_devices_launches_through_horovodrun(tmp_path, sin
     assert [r["world_size"] for r in ranks(tmp_path)] == [2, 2]
 
 
+@HOROVOD
+def test_one_process_without_horovodrun_is_plain_training(tmp_path, single_b8):
+    done = run(tmp_path, "--strategy", "horovod", "--devices", "1", "--batch-size", "8", timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path), single_b8)
+    assert [r["world_size"] for r in ranks(tmp_path)] == [1]
+
+
+def test_each_rank_is_pinned_to_the_gpu_of_its_local_rank(monkeypatch):
+    """Hardware we lack (no GPU here): the device each horovodrun rank pins and its data shard, before hvd.init."""
+    import plugins.strategies.horovod as module
+    from plugins.accelerators.cuda import CUDAAccelerator
+    from plugins.environments.mpi import MPIEnvironment
+    from tests.test_selection import _horovodrun_env
+
+    monkeypatch.setattr(module, "horovod_importable", lambda: True)  # constructing imports nothing
+    for rank in (0, 1):
+        strategy = module.HorovodStrategy()
+        strategy.connect(CUDAAccelerator(), strategy.precision, MPIEnvironment(_horovodrun_env(rank)), [2, 3])
+        assert strategy.root_device == torch.device("cuda", 2 + rank)
+        assert strategy.distributed_sampler_kwargs == {"num_replicas": 2, "rank": rank}
+        assert strategy.launcher is None  # horovodrun started the processes
+
+
 def _cli(args: list[str], cwd: Path, launcher: list[str] | None = None, timeout: float = 200) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
