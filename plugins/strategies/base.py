@@ -45,6 +45,8 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
+        self.accumulate_grad_batches = 1
         self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
 
     def connect(
