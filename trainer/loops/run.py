@@ -71,6 +71,10 @@ def run_stage(
             f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
         )
     launcher = getattr(trainer.strategy, "launcher", None)
+    if launcher is not None and hasattr(launcher, "launch_function"):  # ddp_spawn: workers run it, results come back
+        from trainer.loops.spawned import run_stage_in_workers
+
+        return run_stage_in_workers(trainer, launcher, stage, model, datamodule, given, ckpt_path)
     if launcher is not None:  # plain `python script.py` with several processes: start them, then exit
         from trainer.launch import launch_workers_and_exit
 
