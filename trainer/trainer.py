@@ -407,6 +407,14 @@ class Trainer:
         self.strategy.save_checkpoint(checkpoint, os.fspath(filepath))
 
     def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
+        if ckpt_path is not None and str(ckpt_path) == "best":
+            best = getattr(self.checkpoint_callback, "best_model_path", "")
+            if not best:
+                raise MisconfigurationError(
+                    f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
+                    "or pass ckpt_path=<a .ckpt file> (or 'last')."
+                )
+            return best
         if ckpt_path is None or str(ckpt_path) != "last":
             return None if ckpt_path is None else str(ckpt_path)
         roots = {Path(self.default_root_dir)}

@@ -46,6 +46,7 @@ def _worker_stage(
     from trainer.loops.run import run_stage
 
     trainer.strategy.environment = TorchElasticEnvironment()  # the launcher set torchrun's variables
+    _own_memory(model)
     output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
     state_dict = trainer.strategy.module_state_dict(model)
     if not trainer.is_global_zero:
@@ -63,6 +64,17 @@ def _worker_stage(
         "output": apply_to_collection(output, torch.Tensor, to_cpu),
     }
     return pickle.dumps(apply_to_collection(results, torch.Tensor, to_cpu))
+
+
+def _own_memory(model: torch.nn.Module) -> None:
+    """Give this worker its own copy of the weights.
+
+    ``torch.multiprocessing`` hands tensors to spawned workers in shared memory: without a copy every rank
+    would update the same weights, and each step would be applied once per rank.
+    """
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
 
 
 def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, results: dict[str, Any]) -> None:
