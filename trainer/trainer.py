@@ -59,6 +59,14 @@ class Trainer:
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
         plugins: Any = None,
+        benchmark: bool | None = None,
+        inference_mode: bool = True,
+        use_distributed_sampler: bool = True,
+        sync_batchnorm: bool = False,
+        profiler: Any = None,
+        barebones: bool = False,
+        enable_autolog_hparams: bool = True,
+        model_registry: str | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -133,6 +141,13 @@ class Trainer:
             self.check_val_every_n_epoch = 1
             logger = False
 
+        from trainer.lightning_args import apply_lightning_args
+
+        logger, enable_checkpointing, enable_progress_bar, enable_model_summary = apply_lightning_args(
+            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, profiler, barebones,
+            enable_autolog_hparams, model_registry, (logger, enable_checkpointing, enable_progress_bar,
+                                                     enable_model_summary),
+        )
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
 

@@ -49,6 +49,8 @@ def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
     from trainer.seed import global_seed
 
     kwargs = trainer.strategy.distributed_sampler_kwargs
+    if not getattr(trainer, "use_distributed_sampler", True):  # the user's loaders are used as given, unsharded
+        kwargs = {"num_replicas": 1, "rank": 0}
     return [
         prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad)
         for loader in loaders
@@ -106,6 +108,10 @@ def run_stage(
     hooks.call("setup", setup_stage)
     try:
         model.configure_model()
+        if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
+            import torch
+
+            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         strategy.setup_module(model)
         if stage == "fit":
             from trainer.optimizers import OptimizerHandle, parse_optimizers
@@ -148,7 +154,7 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
         trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
         loop = FitLoop(trainer, train[0], val, trainer.num_val_batches)
-        for logger in trainer.loggers:
+        for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
             params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
             logger.log_hyperparams(params)
             if getattr(model, "example_input_array", None) is not None:

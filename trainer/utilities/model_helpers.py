@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lightning_utilities.core.imports import RequirementCache
 from lightning_utilities.core.overrides import is_overridden as _is_overridden
 
 
@@ -28,4 +29,4 @@ def is_overridden(method_name: str, instance: Any = None, parent: type | None = 
     return _is_overridden(method_name, instance, parent)
 
 
-__all__ = ["is_overridden"]
+__all__ = ["RequirementCache", "is_overridden"]

@@ -60,3 +60,8 @@ __all__ = [
     "LRSchedulerTypeTuple", "LRSchedulerTypeUnion", "OptimizerConfig", "OptimizerLRScheduler",
     "OptimizerLRSchedulerConfig", "STEP_OUTPUT", "TRAIN_DATALOADERS",
 ]
+
+from torch.distributed import ProcessGroup  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+__all__ += ["DistributedDataParallel", "ProcessGroup"]
