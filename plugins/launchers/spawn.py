@@ -26,7 +26,15 @@ def _worker(local_rank: int, nprocs: int, address: str, port: int, run_id: str, 
         "ROLE_WORLD_SIZE": str(nprocs), "MASTER_ADDR": address, "MASTER_PORT": str(port),
         "TORCHELASTIC_RUN_ID": run_id,
     })
-    result = function(*args)
+    try:
+        result = function(*args)
+    except BaseException:  # print it here and leave at once: waiting for peers at exit could hang
+        import sys
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
     if local_rank == 0:
         queue.put(result)
 
@@ -56,6 +64,7 @@ class SpawnLauncher(Launcher):
         """Run ``function(*args)`` in every worker; rank 0's return value (the others' are dropped)."""
         import torch
         import torch.multiprocessing as mp
+        from torch.multiprocessing.spawn import ProcessException
 
         if self.start_method == "fork":
             if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -76,8 +85,14 @@ class SpawnLauncher(Launcher):
         while True:  # read while the workers run: a large result would otherwise block rank 0 in put()
             if not results and not queue.empty():
                 results.append(queue.get())
-            if context.join(timeout=0.05):
-                break
+            try:
+                if context.join(timeout=0.05):
+                    break
+            except ProcessException as err:  # the others were stopped by join()
+                others = "the other rank was stopped" if self.nprocs == 2 else "the other ranks were stopped"
+                raise RuntimeError(
+                    f"relay: rank {err.error_index} failed; {others} (its traceback is above)."
+                ) from None
         if not results and not queue.empty():
             results.append(queue.get())
         return results[0] if results else None

@@ -74,9 +74,10 @@ class LitClassifier(pl.LightningModule):
 if __name__ == "__main__":
     pl.seed_everything(42)
     checkpoint = ModelCheckpoint(monitor="val_acc", mode="max")
+    lr_monitor = LearningRateMonitor("epoch")
     trainer = pl.Trainer(
         max_epochs=3, accelerator="cpu", devices=1, log_every_n_steps=4, enable_progress_bar=False,
-        callbacks=[checkpoint, EarlyStopping(monitor="val_loss", patience=5), LearningRateMonitor("epoch")],
+        callbacks=[checkpoint, EarlyStopping(monitor="val_loss", patience=5), lr_monitor],
     )
     model = LitClassifier()
     trainer.fit(model, datamodule=SyntheticDigits())
@@ -93,5 +94,5 @@ if __name__ == "__main__":
         "test_acc": tested[0]["test_acc"],
         "logged_keys": sorted(trainer.logged_metrics),
         "restored_hidden": restored.hparams.hidden,
-        "lr_keys": sorted(k for k in trainer.logged_metrics if k.startswith("lr-")),
+        "lr_keys": sorted(lr_monitor.lrs),
     }))

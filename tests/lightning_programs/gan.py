@@ -76,7 +76,7 @@ if __name__ == "__main__":
         "global_step": trainer.global_step,
         "current_epoch": trainer.current_epoch,
         "files": sorted(os.listdir("ckpts")),
-        "logged_keys": sorted(trainer.logged_metrics),
+        "metric_keys": sorted(trainer.callback_metrics),
         "checkpoint_has": sorted(k for k in ("state_dict", "optimizer_states", "epoch", "global_step") if k in checkpoint),
         "optimizers_saved": len(checkpoint["optimizer_states"]),
         "finite": bool(torch.isfinite(samples).all()),
