@@ -160,6 +160,15 @@ def parse_devices(devices: Any, kind: str, hw: Hardware, launch: LaunchInfo) -> 
             f"Trainer(devices={devices!r}) asks for {kind} device(s) {list(indices)}, but this machine has "
             f"{available} {kind} device(s). Use devices={available} (or -1 for all)."
         )
+    if kind == "cpu" and not launch.external and len(indices) > available:
+        # on the CPU a device is a process: more than the cores is allowed (e.g. to test a layout), but slow
+        import warnings
+
+        warnings.warn(
+            f"Trainer(accelerator='cpu', devices={devices!r}) starts {len(indices)} processes on a machine with "
+            f"{available} CPU core(s): they share the cores and each step is slower. Use devices<={available} "
+            "unless that is what you want.", UserWarning, stacklevel=2
+        )
     return indices
 
 

@@ -9,7 +9,7 @@ from trainer.errors import MisconfigurationError
 
 def apply_lightning_args(
     trainer: Any, benchmark: bool | None, inference_mode: bool, use_distributed_sampler: bool, sync_batchnorm: bool,
-    profiler: Any, barebones: bool, enable_autolog_hparams: bool, model_registry: str | None,
+    barebones: bool, enable_autolog_hparams: bool, model_registry: str | None,
     outputs: tuple[Any, Any, Any, Any],
 ) -> tuple[Any, Any, Any, Any]:
     """Store and apply them; returns ``(logger, enable_checkpointing, enable_progress_bar, enable_model_summary)``.
@@ -23,11 +23,6 @@ def apply_lightning_args(
             raise MisconfigurationError(f"Trainer({name}={value!r}) must be True or False.")
     if benchmark not in (None, True, False):
         raise MisconfigurationError(f"Trainer(benchmark={benchmark!r}) must be True, False or None.")
-    if profiler is not None:
-        raise MisconfigurationError(
-            f"Trainer(profiler={profiler!r}) is not supported by Relay; pass profiler=None and use torch.profiler in a "
-            "callback (see docs/lightning_api.md)."
-        )
     if model_registry is not None:
         raise MisconfigurationError(
             f"Trainer(model_registry={model_registry!r}) is not supported by Relay (it uploads to Lightning's cloud "
@@ -43,7 +38,6 @@ def apply_lightning_args(
     trainer.sync_batchnorm = sync_batchnorm
     trainer.barebones = barebones
     trainer.enable_autolog_hparams = enable_autolog_hparams
-    trainer.profiler = None
     if barebones:
         return False, False, False, False
     return outputs

@@ -21,6 +21,10 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
 from trainer.results import Results, reduce_name, to_float
+from trainer.ranks import set_rank_zero_only
+from trainer.states import RunningStage, TrainerState
+
+set_rank_zero_only()
 
 
 class Trainer:
@@ -59,11 +63,15 @@ class Trainer:
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
         plugins: Any = None,
+        detect_anomaly: bool = False,
+        stop_on_nonfinite_loss: bool = True,
+        preemption_signals: Any = None,
+        auto_requeue: bool = True,
+        profiler: Any = None,
         benchmark: bool | None = None,
         inference_mode: bool = True,
         use_distributed_sampler: bool = True,
         sync_batchnorm: bool = False,
-        profiler: Any = None,
         barebones: bool = False,
         enable_autolog_hparams: bool = True,
         model_registry: str | None = None,
@@ -77,6 +85,7 @@ class Trainer:
 
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
                                         environment=_environment_from(plugins))
+        set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
 
@@ -92,7 +101,6 @@ class Trainer:
             raise MisconfigurationError(f"Trainer(max_steps={max_steps!r}) must be an int >= -1 (-1: no limit).")
         if max_epochs is None:
             max_epochs = 1000 if max_steps == -1 and max_time is None else -1
-        self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs or 0, max_steps, min_steps or 0
         self.max_time = parse_max_time(max_time)
 
         self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
@@ -123,6 +131,9 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
             )
+        from trainer.input_checks import check_gradient_clip_val
+
+        check_gradient_clip_val(gradient_clip_val)
         self.gradient_clip_val = gradient_clip_val
         self.gradient_clip_algorithm = gradient_clip_algorithm
         if deterministic not in (None, True, False, "warn"):
@@ -132,9 +143,21 @@ class Trainer:
             torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
+        for name, value in (("detect_anomaly", detect_anomaly), ("stop_on_nonfinite_loss", stop_on_nonfinite_loss),
+                            ("auto_requeue", auto_requeue)):
+            if not isinstance(value, bool):
+                raise MisconfigurationError(f"Trainer({name}={value!r}) must be True or False.")
+        self.detect_anomaly = detect_anomaly
+        self.stop_on_nonfinite_loss = stop_on_nonfinite_loss
+        self.auto_requeue = auto_requeue
+        from trainer.preemption import parse_signals
+
+        self.preemption_signals = parse_signals(preemption_signals)
+        self._preemption: Any = None  # the handler while fit runs
+
         if self.fast_dev_run:
             n = self.fast_dev_run
-            self.max_epochs, self.max_steps, self.num_sanity_val_steps = 1, n, 0
+            max_epochs, max_steps, self.num_sanity_val_steps = 1, n, 0
             self.limit_train_batches = self.limit_val_batches = n
             self.limit_test_batches = self.limit_predict_batches = n
             self.val_check_interval = 1.0
@@ -144,39 +167,37 @@ class Trainer:
         from trainer.lightning_args import apply_lightning_args
 
         logger, enable_checkpointing, enable_progress_bar, enable_model_summary = apply_lightning_args(
-            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, profiler, barebones,
+            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, barebones,
             enable_autolog_hparams, model_registry, (logger, enable_checkpointing, enable_progress_bar,
                                                      enable_model_summary),
         )
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
+        from trainer.profilers.base import resolve_profiler
 
+        self.profiler = resolve_profiler(profiler)
         self.loggers = make_loggers(logger, self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)
         )
 
-        # counters and state (Lightning's names)
-        self.current_epoch = 0
-        self.global_step = 0
+        from trainer.loops.evaluation import PredictLoop
+        from trainer.loops.fit import FitLoop
+        from trainer.loops.progress import LoopProgress
+
+        # the loops' counters and stage live in one object (see trainer/loops/progress.py)
+        self.progress = LoopProgress()
+        self.fit_loop = FitLoop(self, max_epochs, min_epochs or 0, max_steps, min_steps or 0)
+        self.predict_loop = PredictLoop()
         self.should_stop = False
-        self.state_fn: str | None = None
-        self.training = self.sanity_checking = self.validating = self.testing = self.predicting = False
-        self.val_runs_at_epoch_end = False
-        self.is_last_batch = False
-        self.num_training_batches: int | float = 0
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
-        self.num_predict_batches: list[int | float] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         self._optimizer_handles: list[Any] = []
         self.lr_scheduler_configs: list[Any] = []
         self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
-        self._batches_seen = 0  # batches of the current epoch already trained on
-        self._total_batches = 0  # batches trained on over all epochs
-        self._epoch_finished = False  # every batch of current_epoch done (resume starts the next epoch)
         self._results = {"train": Results(), "validate": Results(), "test": Results()}
         self._active_results: Results | None = None
         self._fx_on_step = False
@@ -184,9 +205,6 @@ class Trainer:
         self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
         self._logged_metrics: dict[str, float] = {}
         self._hooks: Any = None
-        self._restored: dict[str, Any] | None = None
-        self._train_batch_size: int | None = None
-        self._resume_position: tuple[int, int, int | None] | None = None
 
     # --- public entry points -------------------------------------------------------------------------
     def fit(
@@ -258,6 +276,113 @@ class Trainer:
                 raise MisconfigurationError("No model given and none was fitted by this Trainer; pass model=...")
             return self.lightning_module
         return model
+
+    # --- progress and state (read from the loops' one state object) ------------------------------------
+    @property
+    def state(self) -> TrainerState:
+        return self.progress.state
+
+    @property
+    def state_fn(self) -> str | None:
+        fn = self.progress.state.fn
+        return None if fn is None else fn.value
+
+    @property
+    def current_epoch(self) -> int:
+        return self.progress.epoch
+
+    @current_epoch.setter
+    def current_epoch(self, value: int) -> None:
+        self.progress.epoch = value
+
+    @property
+    def global_step(self) -> int:
+        return self.progress.global_step
+
+    @global_step.setter
+    def global_step(self, value: int) -> None:
+        self.progress.global_step = value
+
+    @property
+    def is_last_batch(self) -> bool:
+        return self.progress.is_last_batch
+
+    @property
+    def val_runs_at_epoch_end(self) -> bool:
+        return self.progress.val_runs_at_epoch_end
+
+    def _stage_flag(self, stage: RunningStage) -> bool:
+        return self.progress.state.stage == stage
+
+    def _set_stage_flag(self, stage: RunningStage, on: bool) -> None:
+        if on:
+            self.progress.state.stage = stage
+        elif self.progress.state.stage == stage:
+            self.progress.state.stage = None
+
+    training = property(lambda self: self._stage_flag(RunningStage.TRAINING),
+                        lambda self, on: self._set_stage_flag(RunningStage.TRAINING, on))
+    sanity_checking = property(lambda self: self._stage_flag(RunningStage.SANITY_CHECKING),
+                               lambda self, on: self._set_stage_flag(RunningStage.SANITY_CHECKING, on))
+    validating = property(lambda self: self._stage_flag(RunningStage.VALIDATING),
+                          lambda self, on: self._set_stage_flag(RunningStage.VALIDATING, on))
+    testing = property(lambda self: self._stage_flag(RunningStage.TESTING),
+                       lambda self, on: self._set_stage_flag(RunningStage.TESTING, on))
+    predicting = property(lambda self: self._stage_flag(RunningStage.PREDICTING),
+                          lambda self, on: self._set_stage_flag(RunningStage.PREDICTING, on))
+
+    @property
+    def max_epochs(self) -> int:
+        return self.fit_loop.max_epochs
+
+    @max_epochs.setter
+    def max_epochs(self, value: int) -> None:
+        self.fit_loop.max_epochs = value
+
+    @property
+    def min_epochs(self) -> int:
+        return self.fit_loop.min_epochs
+
+    @min_epochs.setter
+    def min_epochs(self, value: int) -> None:
+        self.fit_loop.min_epochs = value
+
+    @property
+    def max_steps(self) -> int:
+        return self.fit_loop.max_steps
+
+    @max_steps.setter
+    def max_steps(self, value: int) -> None:
+        self.fit_loop.max_steps = value
+
+    @property
+    def min_steps(self) -> int:
+        return self.fit_loop.min_steps
+
+    @min_steps.setter
+    def min_steps(self, value: int) -> None:
+        self.fit_loop.min_steps = value
+
+    @property
+    def num_training_batches(self) -> int | float:
+        return self.fit_loop.max_batches
+
+    @num_training_batches.setter
+    def num_training_batches(self, value: int | float) -> None:
+        self.fit_loop.max_batches = value
+
+    @property
+    def num_predict_batches(self) -> list[int | float]:
+        return self.predict_loop.max_batches
+
+    @num_predict_batches.setter
+    def num_predict_batches(self, value: list[int | float]) -> None:
+        self.predict_loop.max_batches = value
+
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The module as the strategy set it up (cast, sharded), or the Module before a run."""
+        return self.strategy.module if self.strategy.module is not None else self.lightning_module
 
     # --- ranks ---------------------------------------------------------------------------------------
     @property
@@ -416,35 +541,66 @@ class Trainer:
 
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
+        from trainer.checkpoint import LAYOUT_KEYS
         from trainer.loops.state import collect_checkpoint
+        from trainer.nonfinite import refuse_nonfinite_save
 
+        if refuse_nonfinite_save(self, filepath):
+            return
         checkpoint = collect_checkpoint(self, weights_only)
-        self.strategy.save_checkpoint(checkpoint, os.fspath(filepath))
+        self.strategy.save_checkpoint(checkpoint, os.fspath(filepath), layout_keys=LAYOUT_KEYS)
 
     def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
+        """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only.
+
+        Those are the checkpoint callbacks' ``dirpath`` (given, or under this logger's version directories), else
+        ``<default_root_dir>/checkpoints``; a checkpoint anywhere else (a download, another project) is never
+        picked. What is resumed is always printed.
+        """
         if ckpt_path is not None and str(ckpt_path) == "best":
-            best = getattr(self.checkpoint_callback, "best_model_path", "")
-            if not best:
+            path = getattr(self.checkpoint_callback, "best_model_path", "")
+            if not path:
                 raise MisconfigurationError(
                     f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
                     "or pass ckpt_path=<a .ckpt file> (or 'last')."
                 )
-            return best
-        if ckpt_path is None or str(ckpt_path) != "last":
-            return None if ckpt_path is None else str(ckpt_path)
-        roots = {Path(self.default_root_dir)}
-        roots.update(Path(c.dirpath) for c in self.checkpoint_callbacks if getattr(c, "dirpath", None))
-        from trainer.checkpoint import newest_checkpoint
+        elif ckpt_path is None or str(ckpt_path) != "last":
+            path = None if ckpt_path is None else str(ckpt_path)
+        else:
+            roots = self._checkpoint_dirs()
+            from trainer.checkpoint import newest_checkpoint
 
-        found = newest_checkpoint(roots)
-        if found is None:
-            if stage == "fit":
-                warnings.warn(f"ckpt_path='last': no checkpoint under {sorted(map(str, roots))}; starting from scratch.")
-                return None
-            raise MisconfigurationError(
-                f"ckpt_path='last' but there is no *.ckpt file or sharded directory under {sorted(map(str, roots))}; pass a path."
-            )
-        return str(found)
+            for root in roots:  # a checkpoint directory a crash left renamed aside is put back first
+                self.strategy.checkpoint_io.recover(root)
+            found = newest_checkpoint(roots)
+            shown = ", ".join(sorted(map(str, roots)))
+            if found is None:
+                if stage == "fit":
+                    warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=3)
+                    return None
+                raise MisconfigurationError(
+                    f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's "
+                    "checkpoint directories); pass a path."
+                )
+            path = str(found)
+        if path is not None and self.is_global_zero:
+            how = " (ckpt_path='last')" if str(ckpt_path) == "last" else ""
+            print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
+        return path
+
+    def _checkpoint_dirs(self) -> list[Path]:
+        """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
+        roots: list[Path] = []
+        for cb in self.checkpoint_callbacks:
+            if cb.dirpath:
+                roots.append(Path(cb.dirpath))
+            elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
+                roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
+            else:
+                roots.append(Path(self.default_root_dir) / "checkpoints")
+        if not self.checkpoint_callbacks:
+            roots.append(Path(self.default_root_dir) / "checkpoints")
+        return list(dict.fromkeys(roots))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"

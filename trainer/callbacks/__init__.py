@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from trainer.callbacks.progress import ProgressBar
     from trainer.callbacks.rich_progress import RichProgressBar
     from trainer.callbacks.rich_summary import RichModelSummary
+    from trainer.callbacks.device_stats import DeviceStatsMonitor
+    from trainer.callbacks.throughput import ThroughputMonitor
 
 _EXPORTS = {
     "Callback": "trainer.callbacks.base",
@@ -29,6 +31,8 @@ _EXPORTS = {
     "LambdaCallback": "trainer.callbacks.lambda_function",
     "TQDMProgressBar": "trainer.callbacks.tqdm_progress",
     "Checkpoint": "trainer.callbacks.base",
+    "ThroughputMonitor": "trainer.callbacks.throughput",
+    "DeviceStatsMonitor": "trainer.callbacks.device_stats",
 }
 
 __all__ = list(_EXPORTS)

@@ -190,6 +190,7 @@ class ModelCheckpoint(Checkpoint):
             mode=self.mode,
             every_n_train_steps=self._every_n_train_steps,
             every_n_epochs=self._every_n_epochs,
+            train_time_interval=self._train_time_interval,
         )
 
     @property
@@ -217,6 +218,8 @@ class ModelCheckpoint(Checkpoint):
             self._val_has_run = False
             self._warned_missing = False
             if trainer.is_global_zero:
+                # temporaries of a write that was killed (the files of writers still running are kept)
+                trainer.strategy.checkpoint_io.cleanup(self.dirpath)
                 self._warn_if_dir_not_empty(trainer)
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
@@ -378,7 +381,13 @@ class ModelCheckpoint(Checkpoint):
     def _save_checkpoints(
         self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False
     ) -> None:
-        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice."""
+        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice.
+
+        Nothing is written, and nothing removed, while the model's weights are not finite."""
+        from trainer.nonfinite import refuse_nonfinite_save
+
+        if refuse_nonfinite_save(trainer, self.dirpath):
+            return
         previous_last = self.last_model_path
         last_path = self._last_path(candidates) if self.save_last else None
         if last_path is not None:
@@ -482,10 +491,8 @@ class ModelCheckpoint(Checkpoint):
         renamed into place (atomic), else a copy."""
         if source == target:
             return
-        if trainer.is_global_zero:
-            from plugins.checkpoint_io import link_path
-
-            link_path(source, target)
+        io = trainer.strategy.checkpoint_io
+        trainer.strategy.agree_on_rank_zero(lambda: io.link(source, target), "ModelCheckpoint(save_last=True)")
 
     @staticmethod
     def _unshare(trainer: Trainer, path: str) -> None:
@@ -503,9 +510,7 @@ class ModelCheckpoint(Checkpoint):
         if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
             return
         if trainer.is_global_zero:
-            from plugins.checkpoint_io import remove_path
-
-            remove_path(path)
+            trainer.strategy.checkpoint_io.remove(path)
 
 
 def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:
@@ -521,6 +526,9 @@ def _fit_has_validation(trainer: Trainer) -> bool:
 
     from trainer.module import Module
 
+    loop = getattr(trainer, "fit_loop", None)
+    if loop is not None and hasattr(loop, "has_val"):  # known before the val loaders are built
+        return bool(loop.has_val)
     counts = getattr(trainer, "num_val_batches", None) or []
     module = trainer.lightning_module
     return bool(sum(counts)) and module is not None and is_overridden("validation_step", module, Module)

@@ -25,7 +25,7 @@ def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
         return str(path.resolve())
     from trainer.checkpoint import newest_checkpoint
 
-    found = newest_checkpoint([output_root])
+    found = newest_checkpoint([output_root], recursive=True)
     if found is None:
         print(f"ckpt_path=last: no checkpoint under {output_root} yet; starting from scratch.")
         return None

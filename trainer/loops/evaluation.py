@@ -4,13 +4,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trainer.data import LoaderPlan
+from trainer.loops.batches import BatchMover
 from trainer.results import to_float
+from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
-_FLAGS = {"validate": "validating", "test": "testing", "predict": "predicting"}
+_STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
+
+
+def capture_modes(module: torch.nn.Module) -> dict[str, bool]:
+    """Each submodule's train/eval mode, so evaluation gives back exactly what it found (frozen parts too)."""
+    return {name: m.training for name, m in module.named_modules()}
+
+
+def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
+    for name, m in module.named_modules():
+        if name in modes:
+            m.training = modes[name]
 
 
 def run_evaluation(
@@ -22,11 +37,11 @@ def run_evaluation(
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
     results = trainer._results[stage]
     results.reset_epoch()
-    was_training, prev_results, prev_on_step = module.training, trainer._active_results, trainer._fx_on_step
-    trainer.training, trainer.sanity_checking = False, sanity
-    setattr(trainer, _FLAGS[stage], True)
+    prev_results, prev_on_step = trainer._active_results, trainer._fx_on_step
+    prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer._active_results, trainer._fx_on_step = results, False
-    module.eval()
+    modes = capture_modes(module)
+    getattr(module, f"on_{prefix}_model_eval")()
     try:
         hooks.call(f"on_{prefix}_start")
         hooks.call(f"on_{prefix}_epoch_start")
@@ -38,14 +53,15 @@ def run_evaluation(
         results.finish_epoch(trainer.strategy.all_reduce)
         epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
         if not sanity:  # during fit: the index of the last step taken, as in Lightning
-            step = max(trainer.global_step - 1, 0) if trainer.state_fn == "fit" else trainer.global_step
+            step = max(trainer.global_step - 1, 0) if trainer.state.fn == TrainerFn.FITTING else trainer.global_step
             trainer._send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
-        module.train(was_training)
-        setattr(trainer, _FLAGS[stage], False)
-        trainer.sanity_checking = False
-        trainer.training = trainer.state_fn == "fit"
+        if hooks.has(f"on_{prefix}_model_train"):
+            hooks.call(f"on_{prefix}_model_train")
+        else:
+            restore_modes(module, modes)
+        trainer.progress.set_stage(prev_stage)
         trainer._active_results, trainer._fx_on_step = prev_results, prev_on_step
     if sanity:
         results.reset()
@@ -60,13 +76,13 @@ def run_evaluation(
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
                 multiple: bool) -> None:
-    hooks, strategy = trainer._hooks, trainer.strategy
+    hooks, move = trainer._hooks, BatchMover(trainer)
     trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
                 break
-            batch = strategy.batch_to_device(batch)
+            batch = move(batch, dl_idx)
             trainer._batch_for_size = batch
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
             out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
@@ -75,11 +91,22 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         trainer._log_suffix = ""
 
 
+class PredictLoop:
+    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``."""
+
+    def __init__(self) -> None:
+        self.predictions: list[Any] = []
+        self.max_batches: list[int | float] = []
+        self.return_predictions = True
+
+
 def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float]) -> list[Any]:
     module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
     step_fn = strategy.step_function(module, "predict_step")
-    trainer.predicting, trainer.training = True, False
-    module.eval()
+    prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
+    modes = capture_modes(module)
+    module.on_predict_model_eval()
+    move = BatchMover(trainer)
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
     try:
@@ -91,7 +118,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
                 for batch_idx, batch in enumerate(plan.iterate(0)):
                     if batch_idx >= limit:
                         break
-                    batch = strategy.batch_to_device(batch)
+                    batch = move(batch, dl_idx)
                     hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                     out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
                     hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
@@ -100,8 +127,10 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_epoch_end")
         hooks.call("on_predict_end")
     finally:
-        trainer.predicting = False
-    return outputs if multiple else outputs[0]
+        restore_modes(module, modes)
+        trainer.progress.set_stage(prev_stage)
+    trainer.predict_loop.predictions = outputs if multiple else outputs[0]
+    return trainer.predict_loop.predictions
 
 
 def print_results(stage: str, results: list[dict[str, float]]) -> None:

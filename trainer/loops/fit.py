@@ -4,37 +4,78 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainer.data import LoaderPlan
+from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.states import RunningStage
 
 if TYPE_CHECKING:
+    from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
 
 class FitLoop:
+    """Lives as long as its Trainer (``trainer.fit_loop``): the epoch/step limits and the fit's state.
+
+    ``run`` is given the prepared loaders of one ``fit`` call.
+    """
+
     def __init__(
-        self, trainer: Trainer, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float]
+        self, trainer: Trainer, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int
     ) -> None:
         self.trainer = trainer
-        self.train = train
-        self.val = val
-        self.val_limits = val_limits
-        self.step = TrainingStep(trainer)
+        self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
+        self.max_batches: int | float = 0  # training batches per epoch (``trainer.num_training_batches``)
+        self.progress: LoopProgress = trainer.progress
+
+    @property
+    def epoch_progress(self) -> Any:
+        from trainer.loops.progress import epoch_progress
+
+        return epoch_progress(self.progress)
+
+    @property
+    def total_batch_idx(self) -> int:
+        return self.progress.total_batches
+
+    def _setup_run(self, load_val: Callable[[], Any], val_source: bool) -> None:
+        trainer = self.trainer
+        self.load_val = load_val
+        self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
+        self.val_limits: list[int | float] = []
         from lightning_utilities.core.overrides import is_overridden
 
         from trainer.module import Module
 
-        self.has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
-        self.val_check_batch = _val_check_batch(trainer)
+        self.has_val = (val_source and trainer.limit_val_batches != 0
+                        and is_overridden("validation_step", trainer.lightning_module, Module))
         self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
         self.stop_agreed = self.time_up = False
         self.pending: Any = None  # a vote on (should_stop, time is up) in flight
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
+        self.profiler = profiler = trainer.profiler if trainer.profiler.enabled else None
+        if profiler is not None:  # wrapped once here, so a run without a profiler pays nothing per batch
+            run_batch = profiler.wrap("run_training_batch", self.step.run)
+
+            def run_and_step(*args: Any) -> Any:
+                out = run_batch(*args)
+                profiler.step()
+                return out
+
+            self.step.run = run_and_step  # type: ignore[method-assign]
+            self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
+            self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
+
+    def _ensure_val(self) -> None:
+        if self.val is None:
+            self.val, self.val_limits = self.load_val()
+            self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
     # --- stopping -----------------------------------------------------------------------------------
     def _max_reached(self) -> bool:
@@ -52,17 +93,22 @@ class FitLoop:
         return stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
 
     def _agree(self, wait: bool) -> None:
-        """Agree on ``should_stop`` and the time limit, which one rank may reach before the others.
+        """Agree on ``should_stop``, the time limit and a preemption signal, which one rank may see first.
 
         One process decides alone. Several vote; per batch (``wait=False``) the vote travels while the next
         batch runs and is counted then, so a rank's request stops every rank one batch later, at the same
         batch, without a blocking collective per step. At an epoch's end the vote is waited for.
+        A preemption agreed on ends the run here, with a checkpoint (``trainer/preemption.py``).
         """
         t = self.trainer
+        preemption = t._preemption
         if t.world_size == 1:
+            if preemption is not None and preemption.requested:
+                self._preempt()
             return
-        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline]
-        agreed = self.pending() if self.pending is not None else [False, False]
+        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline,
+                 preemption is not None and preemption.requested]
+        agreed = self.pending() if self.pending is not None else [False, False, False]
         self.pending = t.strategy.start_vote(local)
         if wait:
             agreed = [a or b for a, b in zip(agreed, self.pending())]
@@ -71,22 +117,44 @@ class FitLoop:
             self.stop_agreed = t.should_stop = True
         if agreed[1]:
             self.time_up = True
+        if agreed[2]:
+            if self.pending is not None:  # every rank started this vote: finish it before leaving
+                self.pending()
+                self.pending = None
+            self._preempt()
+
+    def _preempt(self) -> None:
+        from trainer.preemption import checkpoint_and_exit
+
+        checkpoint_and_exit(self.trainer, self.trainer._preemption)
 
     def _epochs_done(self) -> bool:
         t = self.trainer
         return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
 
     # --- running ------------------------------------------------------------------------------------
-    def run(self, rng_to_restore: dict[str, Any] | None) -> None:
+    def run(
+        self, load_train: Callable[[], LoaderPlan], load_val: Callable[[], Any], val_source: bool,
+        rng_to_restore: dict[str, Any] | None,
+    ) -> None:
+        """``load_train``/``load_val`` build the loaders when Lightning asks for them: validation's at the sanity
+        check (or the first validation), training's after the sanity check."""
+        self._setup_run(load_val, val_source)
         t = self.trainer
         hooks = t._hooks
         if self.has_val and t.num_sanity_val_steps != 0:
             limit = math.inf if t.num_sanity_val_steps == -1 else t.num_sanity_val_steps
+            self.progress.set_stage(RunningStage.SANITY_CHECKING)
             hooks.call("on_sanity_check_start")
-            t.sanity_checking = True
-            run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+            self._ensure_val()
+            if self.has_val:
+                run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
-        t.training = True
+        self.train = load_train()
+        self.step = TrainingStep(t)
+        self.move = BatchMover(t)
+        self.val_check_batch = _val_check_batch(t)
+        self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
         while not self._epochs_done() and not self._max_reached():
             self.run_epoch(rng_to_restore)
@@ -108,32 +176,36 @@ class FitLoop:
         if every == math.inf:
             return True
         if t.check_val_every_n_epoch is None:  # counted over all batches
-            return (t._total_batches + t.num_training_batches - t._batches_seen) % every == 0
+            p = self.progress
+            return (p.total_batches + t.num_training_batches - p.batches_seen) % every == 0
         return t.num_training_batches % every == 0
 
     def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
         from trainer.checkpoint import restore_rng_states
 
-        t = self.trainer
+        t, p = self.trainer, self.progress
         hooks, module, results = t._hooks, t.lightning_module, t._results["train"]
-        skip = t._batches_seen
+        skip = p.batches_seen
         mid_epoch = skip > 0
         if rng_to_restore is not None and not mid_epoch:
             restore_rng_states(rng_to_restore)
         results.reset_epoch()
         t._active_results, t._fx_on_step = results, False
-        t.val_runs_at_epoch_end = self._val_due_at_epoch_end()
+        p.val_runs_at_epoch_end = self._val_due_at_epoch_end()
         val_now = self._val_this_epoch() and self.val_check_batch != math.inf
         across_epochs = t.check_val_every_n_epoch is None
         module.train()
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        if self.profiler is not None:
+            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
+        p.start_epoch()
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
-        step, strategy = self.step, t.strategy
+        step, move = self.step, self.move
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         log_every = t.log_every_n_steps
         batch_idx = skip
@@ -143,20 +215,20 @@ class FitLoop:
                 batch = next(batches)
             except StopIteration:
                 break
-            batch = strategy.batch_to_device(batch)
+            batch = move(batch)
             t._batch_for_size = batch
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 break
             before = t.global_step
-            t.is_last_batch = last = batch_idx + 1 == limit
+            p.is_last_batch = last = batch_idx + 1 == limit
             outputs = step.run(batch, batch_idx, last)
-            t._batches_seen = batch_idx = batch_idx + 1
-            t._total_batches += 1
+            p.batches_seen = batch_idx = batch_idx + 1
+            p.total_batches += 1
             if t.global_step != before and t.global_step % log_every == 0:
                 t._send_to_loggers(results.step_for_logger(), t.global_step - 1)  # Lightning's step numbering
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
-            if val_now and (t._total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
+            if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
             self._agree(wait=False)
             if self._max_reached() or self._stop_requested():
@@ -167,10 +239,7 @@ class FitLoop:
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
             self._validate()  # a loader without a length: validate when it is exhausted
         hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
-        if t._epoch_finished:
-            t.current_epoch += 1
-            t._batches_seen = 0
-            t._epoch_finished = False
+        p.end_epoch()
 
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
@@ -180,14 +249,26 @@ class FitLoop:
         t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
         if self.epoch_schedulers:
             step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
-        t._epoch_finished = t._batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+        self.progress.epoch_finished = (
+            self.progress.batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+        )
 
     def _stopped_mid_epoch(self) -> bool:
         t = self.trainer
         return self._max_reached() or self._stop_requested()
 
+    def _accumulating(self) -> bool:
+        """Between the batches of one accumulated step (gradients must survive a validation there)."""
+        p, t = self.progress, self.trainer
+        return p.batches_seen % t.accumulate_grad_batches != 0 and not p.is_last_batch
+
     def _validate(self) -> None:
         t = self.trainer
+        if not self._accumulating():  # free the gradients (a hook, as in Lightning)
+            t.lightning_module.on_validation_model_zero_grad()
+        self._ensure_val()
+        if not self.has_val:
+            return
         run_evaluation(t, "validate", self.val, self.val_limits)
         t._active_results = t._results["train"]
 

@@ -17,9 +17,8 @@ if TYPE_CHECKING:
     from trainer.module import Module
     from trainer.trainer import Trainer
 
-# the Trainer's loop counters a user reads after a stage
-_COUNTERS = ("current_epoch", "global_step", "should_stop", "_batches_seen", "_total_batches", "_epoch_finished",
-             "num_training_batches", "num_val_batches", "num_test_batches", "num_predict_batches")
+# what a user reads on the Trainer after a stage, besides the loops' progress object
+_COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test_batches", "num_predict_batches")
 
 
 def run_stage_in_workers(
@@ -56,6 +55,7 @@ def _worker_stage(
 
     results = {
         "state_dict": {k: to_cpu(v) for k, v in state_dict.items()},
+        "progress": trainer.progress,
         "counters": {name: getattr(trainer, name) for name in _COUNTERS if hasattr(trainer, name)},
         "results": trainer._results,
         "logged_metrics": trainer._logged_metrics,
@@ -81,6 +81,7 @@ def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, resul
     model.load_state_dict(results["state_dict"])
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
+    trainer.progress = results["progress"]
     for name, value in results["counters"].items():
         setattr(trainer, name, value)
     trainer._results = results["results"]
