@@ -20,7 +20,6 @@ from trainer.lightning_compat import relay_module_for  # noqa: E402
 FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed: use strategy='fsdp' (FSDP2), which shards parameters, gradients and optimizer state"
-PROFILER = "no built-in profilers; wrap steps with torch.profiler in a callback"
 TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
@@ -35,15 +34,15 @@ NOTES: dict[str, tuple[str, str]] = {
     "BasePredictionWriter": ("refused", "not implemented; write predictions in `on_predict_batch_end`"),
     "BatchSizeFinder": ("refused", TUNER),
     "LearningRateFinder": ("refused", TUNER),
-    "DeviceStatsMonitor": ("refused", "not implemented; `Accelerator` reports memory stats"),
     "ModelPruning": ("refused", "not implemented; use torch.nn.utils.prune in a callback"),
     "OnExceptionCheckpoint": ("refused", "not implemented; `on_exception` + `trainer.save_checkpoint`"),
     "StochasticWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils in a callback"),
     "EMAWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
     "WeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
     "SpikeDetection": ("refused", "not implemented; Relay's NaN/inf checks are the fault-handling issue's"),
+    "lightning.pytorch.trainer.states:LightningEnum": ("refused", "import it from `trainer.utilities` "
+                                                                  "(Lightning's `lightning.pytorch.utilities`)"),
     "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
-    "ThroughputMonitor": ("refused", "not implemented; `benchmarks/` measures throughput"),
     "Timer": ("refused", "not implemented; `Trainer(max_time=...)` stops a run on time"),
     "RichProgressBar": ("difference", "draws Relay's one-line bar through a rich console (theme styles); "
                                       "`refresh_rate` 0 turns it off, otherwise redraws are time based; needs "
@@ -81,7 +80,7 @@ NOTES: dict[str, tuple[str, str]] = {
     "LayerSync": ("refused", "use `Trainer(sync_batchnorm=True)`"),
     "TorchSyncBatchNorm": ("refused", "use `Trainer(sync_batchnorm=True)`"),
     "MixedPrecision": ("difference", "constructor is `MixedPrecision(precision, device_type)`"),
-    "lightning.pytorch.profilers:*": ("refused", PROFILER),
+    "XLAProfiler": ("refused", XLA),
     "LSFEnvironment": ("refused", "not implemented; SLURM, MPI, torchrun and Kubernetes are"),
     "XLAEnvironment": ("refused", XLA),
     "KubeflowEnvironment": ("supported", "the same class as `KubernetesEnvironment`"),
@@ -102,8 +101,6 @@ TRAINER_ARGS: dict[str, tuple[str, str]] = {
     "benchmark": ("supported", "sets `torch.backends.cudnn.benchmark` when not None"),
     "inference_mode": ("difference", "accepted and stored; evaluation runs in the strategy's evaluation context"),
     "use_distributed_sampler": ("supported", "False: every rank reads the loaders as given"),
-    "profiler": ("refused", PROFILER + "; only None is accepted"),
-    "detect_anomaly": ("planned", "issue 11, 'fault' branch"),
     "overfit_batches": ("planned", "issue 11, 'compat-behaviour' branch"),
     "reload_dataloaders_every_n_epochs": ("planned", "issue 11, 'compat-behaviour' branch"),
     "barebones": ("difference", "True turns off logger, checkpointing, progress bar and model summary"),
@@ -136,6 +133,8 @@ def rows(module: str) -> list[tuple[str, str, str, str]]:
             status, text = note
         if status == "planned" and present:
             status, text = "supported", ""
+        if status == "refused" and present:
+            raise SystemExit(f"{module}.{name} is marked refused but {relay}.{name} exists: update NOTES")
         if status in ("supported", "difference") and not present:
             raise SystemExit(f"{module}.{name} is marked {status} but {relay}.{name} cannot be imported")
         out.append((name, status, f"`{relay}.{name}`" if present else "", text))

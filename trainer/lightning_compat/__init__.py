@@ -39,6 +39,7 @@ PACKAGES = {
     "strategies": "trainer.strategies",
     "accelerators": "trainer.accelerators",
     "plugins": "trainer.plugins",
+    "profilers": "trainer.profilers",
     "trainer": "trainer",
 }
 # deeper Lightning modules whose Relay counterpart has another path
