@@ -111,3 +111,27 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
                             "print(any('Lightning' in type(f).__name__ for f in sys.meta_path))"],
                            capture_output=True, text=True, timeout=120)
     assert plain.stdout.strip() == "False"
+
+
+def test_ddp_workers_started_by_the_relaunch_serve_lightning_too(tmp_path):
+    """strategy='ddp' re-runs the command in each worker: the workers are in compatibility mode as well."""
+    script = tmp_path / "ddp_boring.py"
+    script.write_text(
+        "import json\n"
+        "import lightning.pytorch as pl\n"
+        "from lightning.pytorch.demos.boring_classes import BoringModel\n"
+        "import trainer\n"
+        "if __name__ == '__main__':\n"
+        "    t = pl.Trainer(strategy='ddp', devices=2, accelerator='cpu', max_epochs=1, limit_train_batches=4,\n"
+        "                   limit_val_batches=2, enable_progress_bar=False, enable_model_summary=False)\n"
+        "    t.fit(BoringModel())\n"
+        "    with open(f'rank{t.global_rank}.json', 'w') as f:\n"
+        "        json.dump({'world': t.world_size, 'relay': pl.Trainer is trainer.Trainer,\n"
+        "                   'ckpt': t.checkpoint_callback.best_model_path}, f)\n"
+    )
+    done = run([str(script)], tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    expected = str(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "epoch=0-step=4.ckpt")
+    assert ranks[0] == ranks[1] == {"world": 2, "relay": True, "ckpt": expected}
+    assert Path(expected).is_file()
