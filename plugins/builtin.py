@@ -42,6 +42,7 @@ ENVIRONMENTS = {
     "slurm": ("plugins.environments.slurm:SLURMEnvironment", "Started by srun in a SLURM job"),
     "mpi": ("plugins.environments.mpi:MPIEnvironment", "Started by mpirun / mpiexec / horovodrun"),
     "kubernetes": ("plugins.environments.kubernetes:KubernetesEnvironment", "A Kubeflow PyTorchJob pod"),
+    "ray": ("plugins.environments.ray:RayEnvironment", "A Ray Train worker (TorchTrainer)"),
 }
 
 

@@ -90,18 +90,44 @@ def worker_command(config_file: Path) -> list[str]:
 
 
 def run_job(cfg: Any, config_file: Path | None) -> int:
-    """Build and run in this process, or, if the strategy has a launcher, let it start the workers.
+    """Build and run in this process, or let a launcher start the workers: the ``launcher`` config (Ray,
+    Spark) when one is chosen, else the strategy's own when it needs several processes.
 
     ``config_file`` is the resolved config the workers load (they never compose again).
     """
     require_nodes(cfg)
     trainer = build_trainer(cfg)
+    engine = _build(cfg.get("launcher"), "launcher")
     launcher = getattr(trainer.strategy, "launcher", None)
-    if launcher is not None:
-        if config_file is None:
-            raise ConfigError("This strategy starts worker processes, which need the run's resolved config file.")
-        # the workers import what this process could (a user's project on sys.path, not installed)
-        path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if engine is None and launcher is None:
+        run_stages(cfg, trainer)
+        return 0
+    if config_file is None:
+        raise ConfigError("This run starts worker processes, which need the run's resolved config file.")
+    # the workers import what this process could (a user's project on sys.path, not installed)
+    path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if engine is None:
         return int(launcher.launch(worker_command(config_file), env={"PYTHONPATH": path}) or 0)
-    run_stages(cfg, trainer)
+    return run_with_engine(engine, trainer, config_file, {"PYTHONPATH": path})
+
+
+def run_with_engine(engine: Any, trainer: Any, config_file: Path, env: dict[str, str]) -> int:
+    """Hand the worker entry to an engine (Ray Train, Spark) for ``devices x num_nodes`` processes."""
+    from plugins.launchers.base import FunctionLauncher, RankFailedError
+    from trainer.cli.worker import run_worker
+
+    if not isinstance(engine, FunctionLauncher):
+        raise ConfigError(f"launcher._target_ must name a FunctionLauncher (e.g. launcher=ray or launcher=spark), "
+                          f"got {type(engine).__name__}.")
+    strategy = trainer.strategy
+    processes = len(strategy.device_ids) * strategy.num_nodes
+    use_gpu = strategy.accelerator is not None and strategy.accelerator.name in ("cuda", "rocm")
+    try:
+        result = engine.run(run_worker, (str(config_file),), processes=processes, use_gpu=use_gpu, env=env)
+    except RankFailedError as err:
+        print(err, file=sys.stderr, flush=True)
+        return 1
+    checkpoint = result.get("checkpoint") if isinstance(result, dict) else None
+    if checkpoint:
+        print(f"{engine.name}: rank 0 reported its checkpoint: {checkpoint}")
     return 0
