@@ -21,6 +21,9 @@ STRATEGIES = {
              {}),
     "fsdp_hybrid": ("plugins.strategies.fsdp:FSDPStrategy",
                     "FSDP2 hybrid: sharded within a node, replicated across nodes", {"sharding_strategy": "HYBRID_SHARD"}),
+    "deepspeed": ("plugins.strategies.deepspeed:DeepSpeedStrategy",
+                  "DeepSpeed ZeRO 1/2/3 (optional extra relaytrain[deepspeed]): sharded optimizer/gradients/weights",
+                  {}),
     "model_parallel": ("plugins.strategies.model_parallel:ModelParallelStrategy",
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
 }

@@ -30,6 +30,10 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
     """
     path = Path(path)
+    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
+
+    if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
+        return _load_deepspeed(path)
     sharded = path.is_dir()
     if sharded:
         from plugins.strategies.sharded_checkpoint import META_FILE, attach_sharded_state
@@ -52,6 +56,17 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     checkpoint = dict(checkpoint)
     if sharded:
         attach_sharded_state(checkpoint, path)
+    return checkpoint
+
+
+def _load_deepspeed(path: Path) -> dict[str, Any]:
+    from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state
+
+    checkpoint = _load_data(path / META_FILE, path)
+    if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:
+        raise MisconfigurationError(f"ckpt_path={str(path)!r} has a DeepSpeed directory but no Relay {META_FILE}.")
+    checkpoint = dict(checkpoint)
+    attach_deepspeed_state(checkpoint, path)
     return checkpoint
 
 

@@ -104,6 +104,8 @@ def run_stage(
     hooks.call("setup", setup_stage)
     try:
         model.configure_model()
+        strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
+                                        trainer.gradient_clip_algorithm)
         strategy.setup_module(model)
         if stage == "fit":
             from trainer.optimizers import OptimizerHandle, parse_optimizers
