@@ -45,7 +45,7 @@ def assert_same_weights(a: dict, b: dict, atol: float = 1e-5) -> None:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=atol, msg=name)
 
 
-def single_device_reference(root: Path) -> dict:
+def single_device_reference(root: Path, *overrides: str) -> dict:
     """One process with the global batch (128) that 2 ranks x 64 must reproduce."""
-    assert cli(root, "trainer.devices=1", "strategy=single_device", "data.batch_size=128") == 0
+    assert cli(root, "trainer.devices=1", "strategy=single_device", "data.batch_size=128", *overrides) == 0
     return checkpoint(root)["state_dict"]
