@@ -67,3 +67,28 @@ def test_a_failing_rank_is_named_in_one_line(spark_session, tmp_path, capfd):
     err = capfd.readouterr().err
     assert code == 1
     assert "relay: rank 1 failed (ValueError: boom on rank 1 at step 1); the other rank was stopped" in err
+
+
+@pytest.mark.parametrize(("devices", "nodes", "accelerator", "expected"), [
+    (2, 1, "plugins.accelerators.cuda.CUDAAccelerator", (2, True)),
+    ("0,1,2", 2, "plugins.accelerators.cpu.CPUAccelerator", (6, False)),
+    ([0, 1], 1, "plugins.accelerators.cpu.CPUAccelerator", (2, False)),
+])
+def test_an_engine_is_sized_from_the_config_not_the_drivers_hardware(devices, nodes, accelerator, expected):
+    from omegaconf import OmegaConf
+
+    from trainer.cli.job import engine_processes
+
+    cfg = OmegaConf.create({"trainer": {"devices": devices, "num_nodes": nodes}, "accelerator": {"_target_": accelerator}})
+    assert engine_processes(cfg) == expected
+
+
+def test_an_engine_needs_a_number_of_devices():
+    from omegaconf import OmegaConf
+
+    from trainer.cli.errors import ConfigError
+    from trainer.cli.job import engine_processes
+
+    cfg = OmegaConf.create({"trainer": {"devices": "many"}, "accelerator": {"_target_": "builtins.str", "_args_": ["auto"]}})
+    with pytest.raises(ConfigError, match="launcher=ray trainer.devices=2"):
+        engine_processes(cfg)
