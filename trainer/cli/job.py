@@ -153,6 +153,8 @@ def run_with_engine(engine: Any, cfg: Any, config_file: Path, env: dict[str, str
     except RankFailedError as err:
         print(err, file=sys.stderr, flush=True)
         return 1
+    except ValueError as err:  # the engine's own setup (not installed, a bad launcher.* value): one line
+        raise ConfigError(f"{err} (from the launcher config)") from None
     checkpoint = result.get("checkpoint") if isinstance(result, dict) else None
     if checkpoint:
         print(f"{engine.name}: rank 0 reported its checkpoint: {checkpoint}")
