@@ -112,6 +112,19 @@ def test_convert_checkpoint_writes_one_file_of_full_weights(zero3_run, reference
     assert_same_weights(converted["state_dict"], reference)
 
 
+def test_bf16_trains_bf16_weights_with_an_fp32_master_copy(tmp_path, reference):
+    from plugins.strategies.deepspeed_checkpoint import weights_only_loads
+
+    assert cli(tmp_path, "strategy=deepspeed", "precision=bf16-mixed", *TWO_RANKS) == 0
+    folder = run_dir(tmp_path) / "checkpoints" / "last.ckpt" / "deepspeed"
+    with weights_only_loads():
+        module = torch.load(folder / "mp_rank_00_model_states.pt", map_location="cpu")["module"]
+    assert {v.dtype for v in module.values() if v.is_floating_point()} == {torch.bfloat16}
+    master = _full_weights(tmp_path)
+    assert {v.dtype for v in master.values()} == {torch.float32}
+    assert_same_weights(master, reference, atol=0.05)  # bf16 arithmetic: close to fp32, not equal
+
+
 def test_a_failing_rank_is_named_in_one_line(tmp_path, capfd):
     code = cli(tmp_path, "strategy=deepspeed", *TWO_RANKS, "+callbacks.fail._target_=tests.engine_callbacks.FailOnRank",
                "+callbacks.fail.rank=1")

@@ -41,10 +41,14 @@ class DeepSpeedState:
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole module's fp32 weights, merged from every rank's ZeRO partitions."""
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        import io
 
-        with weights_only_loads():
-            state = get_fp32_state_dict_from_zero_checkpoint(self.path, tag=TAG)
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # merging happens on the CPU; no accelerator probe
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+            with weights_only_loads():  # DeepSpeed's progress lines and banners are not Relay's console
+                state = get_fp32_state_dict_from_zero_checkpoint(self.path, tag=TAG)
         return strip_step_prefix(state)
 
     def __repr__(self) -> str:
