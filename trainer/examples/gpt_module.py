@@ -78,10 +78,10 @@ class GPTModule(Module):
         mesh = self.device_mesh
         if getattr(self, "_tp_applied", False):  # a later stage (test after fit) reuses the parallel model
             return
-        if mesh is not None and "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() > 1:
+        if mesh is not None and "tp" in (mesh.mesh_dim_names or ()) and mesh["tp"].size() > 1:
             from trainer.examples.gpt import tensor_parallel_plan
 
-            tensor_parallel_plan(self.model, mesh["tensor_parallel"])
+            tensor_parallel_plan(self.model, mesh["tp"])
             self._tp_applied = True
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.errors import MisconfigurationError
+from trainer.nonfinite import checked_loss
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -36,8 +37,10 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
         before_step = hooks.caller("on_before_optimizer_step")
         if before_step is not None:
             before_step(optimizer)
-        if trainer.gradient_clip_val and (result is not None or closure is None):
-            module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+        clip = trainer.gradient_clip_val or (module.automatic_optimization and hooks.has("configure_gradient_clipping"))
+        if clip and (result is not None or closure is None):
+            module.configure_gradient_clipping(optimizer, gradient_clip_val=trainer.gradient_clip_val,
+                                               gradient_clip_algorithm=trainer.gradient_clip_algorithm)
         return result
 
     out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
@@ -143,7 +146,8 @@ class TrainingStep:
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
         trainer = self.trainer
-        accumulate = self.accumulate
+        # a GradientAccumulationScheduler may change it per epoch
+        self.accumulate = accumulate = trainer.accumulate_grad_batches
         should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0
         zero_grad_first = accumulate == 1 or batch_idx % accumulate == 0
         holder: list[Any] = [{}]
@@ -208,8 +212,8 @@ class BackwardStep:
 
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
-        loss = output if type(output) is torch.Tensor else _loss_of(output)
         step = self.step
+        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx)
         if self.zero_grad_due:
             if step.before_zero_grad is None and not step.custom_zero_grad and step.optimizer is not None:
                 self.zero_grad_due = False
