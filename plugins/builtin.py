@@ -23,6 +23,8 @@ STRATEGIES = {
                     "FSDP2 hybrid: sharded within a node, replicated across nodes", {"sharding_strategy": "HYBRID_SHARD"}),
     "model_parallel": ("plugins.strategies.model_parallel:ModelParallelStrategy",
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
+    "pipeline": ("plugins.strategies.pipeline:PipelineStrategy",
+                 "Pipeline stages (torch.distributed.pipelining schedules), x DDP/FSDP/TP on one mesh", {}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),

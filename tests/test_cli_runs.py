@@ -40,6 +40,7 @@ def test_every_cookbook_command_is_exercised_here():
 COOKBOOK = {
     "python -m trainer strategy=ddp trainer.devices=2": "ddp",
     "python -m trainer strategy=fsdp trainer.devices=2": "fsdp",
+    "python -m trainer strategy=pipeline trainer.devices=2": "pipeline",
     "python -m trainer strategy=single_device trainer.devices=1": "strategy",
     "python -m trainer accelerator=cpu precision=bf16-mixed": "precision",
     "python -m trainer logger=csv": "csv",
@@ -138,6 +139,19 @@ def test_cookbook_fsdp_run_writes_a_sharded_checkpoint(tmp_path, monkeypatch):
     (run,) = run_dirs(tmp_path)
     last = run / "checkpoints" / "last.ckpt"
     assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+
+
+@pytest.mark.timeout(300)
+def test_cookbook_pipeline_run_trains_two_stages_and_rank_0_logs_the_last_stages_loss(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli([*_argv("pipeline"), "model.n_layer=2", "logger=csv"], tmp_path) == 0  # smoke has 1 block
+    (run,) = run_dirs(tmp_path)
+    last = run / "checkpoints" / "last.ckpt"
+    assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    (metrics,) = run.glob("**/metrics.csv")
+    header, *rows = metrics.read_text().splitlines()
+    column = header.split(",").index("train_loss")
+    assert [float(r.split(",")[column]) for r in rows if r.split(",")[column]]  # from stage 2, logged by rank 0
 
 
 @pytest.mark.timeout(300)

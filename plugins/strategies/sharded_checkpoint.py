@@ -65,8 +65,12 @@ def tensor_keys(tree: Any) -> list[str]:
 
 
 def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, is_global_zero: bool,
-                 barrier: Callable[[str], None]) -> None:
-    """Every rank calls this with its own shards; the directory appears complete or not at all."""
+                 barrier: Callable[[str], None], merge_meta: Callable[[dict], dict] | None = None) -> None:
+    """Every rank calls this with its own shards; the directory appears complete or not at all.
+
+    ``merge_meta`` (every rank calls it) lets rank 0's index name tensors that only other ranks hold
+    (pipeline stages).
+    """
     import torch.distributed.checkpoint as dcp
 
     path = Path(path)
@@ -80,6 +84,8 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, is_global_
     for key in SHARDED_KEYS:
         if key in meta:
             meta[key] = split_tensors(meta[key], key, flat)
+    if merge_meta is not None:
+        meta = merge_meta(meta)
     dcp.save(flat, checkpoint_id=str(tmp))
     if is_global_zero:
         atomic_save(meta, tmp / META_FILE)
