@@ -31,6 +31,9 @@ class Record(Callback):
         self.logged[step] = float(trainer.callback_metrics["train_loss"])
         self.lrs[step] = trainer.optimizers[0].param_groups[0]["lr"]
         if os.environ.get("RELAY_TEST_RAISE_AT") == str(step) and trainer.global_rank == 1:
+            import time
+
+            Path(trainer.default_root_dir, "raised-at").write_text(str(time.time()))
             raise RuntimeError("rank 1 fails on purpose")
         if os.environ.get("RELAY_TEST_KILL_AT") == str(step) and trainer.global_rank == 0:
             import signal

@@ -206,6 +206,7 @@ def runs(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.timeout(600)  # the first test to use ``runs`` also waits for its three runs
 def test_accumulation_clipping_logging_schedulers_and_evaluation_match_one_process(runs):
     pp, single = info(runs / "pp", "pp"), info(runs / "single", "single")
     assert pp["global_step"] == single["global_step"] == 6 and pp["world_size"] == 2
@@ -218,27 +219,32 @@ def test_accumulation_clipping_logging_schedulers_and_evaluation_match_one_proce
     assert_same_weights(final(runs / "pp", "pp"), final(runs / "single", "single"))
 
 
-def test_sigkill_then_resume_is_exact_and_the_checkpoint_is_sharded(runs):
+@pytest.mark.timeout(600)
+def test_sigkill_then_resume_is_exact_and_the_checkpoint_is_sharded(runs, tmp_path):
     last = runs / "killed" / "ckpt" / "last.ckpt"
     assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
-    script(runs / "killed", "--tag", "resumed", "--accumulate", "2", "--checkpoint-every", "2", "--ckpt", str(last))
-    resumed, uninterrupted = final(runs / "killed", "resumed"), final(runs / "pp", "pp")
+    script(tmp_path, "--tag", "resumed", "--accumulate", "2", "--checkpoint-every", "2", "--ckpt", str(last))
+    resumed, uninterrupted = final(tmp_path, "resumed"), final(runs / "pp", "pp")
     for name, value in uninterrupted.items():
         assert torch.equal(resumed[name], value), name
-    losses = info(runs / "killed", "resumed")["losses"]
-    assert sorted(losses) == ["5", "6"] and losses["6"] == info(runs / "pp", "pp")["losses"]["6"]
+    losses = info(tmp_path, "resumed")["losses"]
+    # the checkpoint of step 4 came after a window's last batch: the resumed run starts with the next window
+    assert sorted(losses) == ["4", "5", "6"]
+    assert all(losses[s] == info(runs / "pp", "pp")["losses"][s] for s in ("5", "6"))
 
 
-@pytest.mark.timeout(500)
+@pytest.mark.timeout(800)
 def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file(runs, tmp_path):
-    """pp=2 -> one process (from the directory and from the converted file) and pp=2 -> pp=2 x dp=2 (DDP)."""
-    last = str(runs / "killed" / "ckpt" / "last.ckpt")
+    """pp=2 -> one process (from the directory) and pp=2 -> pp=2 x dp=2 (DDP in each stage, activation
+    checkpointing on); the directory converts to one file holding every stage's weights and optimizer state."""
+    (step4,) = (runs / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
+    last = str(step4)
     want = final(runs / "pp", "pp")
     script(tmp_path, "--strategy", "single_device", "--devices", "1", "--tag", "one", "--accumulate", "2",
            "--ckpt", last)
     assert_same_weights(final(tmp_path, "one"), want)
     script(tmp_path, "--devices", "4", "--batch-size", "4", "--option", "pp=2", "--option", "dp_replicate=2",
-           "--tag", "ppdp", "--accumulate", "2", "--ckpt", last, timeout=360)
+           "--option", "activation_checkpointing=1", "--tag", "ppdp", "--accumulate", "2", "--ckpt", last, timeout=360)
     assert_same_weights(final(tmp_path, "ppdp"), want)
     converted = tmp_path / "full.ckpt"
     done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", last, str(converted)],
@@ -251,15 +257,15 @@ def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file
 
 
 def test_a_rank_that_raises_ends_the_job_quickly_with_its_traceback(tmp_path):
-    start = time.monotonic()
     done = script(tmp_path, "--tag", "fail", "--max-steps", "50", ok=False, env={"RELAY_TEST_RAISE_AT": "2"})
-    took = time.monotonic() - start
+    ended = time.time()
     assert done.returncode != 0 and "rank 1 fails on purpose" in done.stderr
     assert not (tmp_path / "info-fail.json").exists()
-    assert took < 90, took  # start-up and 2 steps included; the failure itself ends the job within 30 s
+    took = ended - float((tmp_path / "raised-at").read_text())
+    assert took < 30, took  # rank 0 was waiting in the schedule's receive from rank 1
 
 
-@pytest.mark.timeout(500)
+@pytest.mark.timeout(800)
 def test_pipeline_times_tensor_parallel_matches_one_process(runs, tmp_path):
     """pp=2 x tp=2 on one mesh (the GPT's tensor-parallel plan inside each stage), evaluation included."""
     script(tmp_path, "--devices", "4", "--option", "pp=2", "--option", "tp=2", "--tag", "pptp", "--accumulate", "2",
