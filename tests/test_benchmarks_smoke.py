@@ -46,3 +46,13 @@ def test_pipeline_quick_runs_and_prints_every_schedule() -> None:
     out = _run("pipeline.py", "--quick")
     for schedule in ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zb", "zbv"):
         assert re.search(rf"^{schedule}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+x\s+r0: \d+/", out, re.MULTILINE), out
+@pytest.mark.timeout(300)
+def test_horovod_quick_runs_and_prints_ratios() -> None:
+    from tests.optional import need
+
+    need("horovod", "benchmarks/horovod.py compares Relay's Horovod strategy with a raw Horovod script")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "horovod.py"), "--quick"], capture_output=True, text=True,
+                          timeout=280, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("raw-hvd", "relay-hvd", "relay-ddp"):
+        assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+", proc.stdout, re.MULTILINE), proc.stdout

@@ -296,12 +296,12 @@ class FSDPStrategy(ParallelStrategy):
         state = optimizer_state_by_name(state, optimizer, module)
         set_optimizer_state_dict(module, optimizer, state, options=StateDictOptions(full_state_dict=True))
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         if self.state_dict_type == "full":
-            return super().save_checkpoint(checkpoint, path)
+            return super().save_checkpoint(checkpoint, path, layout_keys)
         from plugins.strategies.sharded_checkpoint import save_sharded
 
-        save_sharded(checkpoint, path, self.is_global_zero, self.barrier)
+        save_sharded(checkpoint, path, self, layout_keys)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "

@@ -35,7 +35,8 @@ def as_timeout(value: float | datetime.timedelta | None) -> datetime.timedelta:
 
 
 _EXIT = {"failed": False}  # set by the excepthook below; read once, at exit
-_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed")
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed",
+              "Horovod has been shut down")
 
 
 def report_peer_failures_briefly(rank: int) -> None:

@@ -296,17 +296,15 @@ class PipelineStrategy(ParallelStrategy):
         return box[0].to(self.root_device)
 
     # --- checkpoints -----------------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         """A sharded directory: every rank writes its stage; rank 0's index names every stage's tensors."""
+        from plugins.strategies.pipeline_state import merge_stage_meta
         from plugins.strategies.sharded_checkpoint import save_sharded
 
-        save_sharded(checkpoint, path, self.is_global_zero, self.barrier, merge_meta=self._merge_meta)
+        def merge(meta: dict[str, Any]) -> dict[str, Any]:
+            return merge_stage_meta(self.all_gather_object({k: meta[k] for k in layout_keys if k in meta}), meta)
 
-    def _merge_meta(self, meta: dict[str, Any]) -> dict[str, Any]:
-        from plugins.strategies.pipeline_state import merge_stage_meta
-
-        return merge_stage_meta(self.all_gather_object({k: meta[k] for k in ("state_dict", "optimizer_states")
-                                                        if k in meta}), meta)
+        save_sharded(checkpoint, path, self, layout_keys, merge_meta=merge)
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         from plugins.strategies.state_layout import optimizer_state_by_name

@@ -21,9 +21,9 @@ from plugins.strategies.state_layout import is_keyed_by_name, optimizer_state_by
 def merge_stage_meta(per_rank: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     """``meta`` with the module and optimizer skeletons of every rank (replicas name the same tensors)."""
     merged = dict(meta)
-    if "state_dict" in meta:
+    if "state_dict" in per_rank[0]:
         merged["state_dict"] = {k: v for part in per_rank for k, v in part["state_dict"].items()}
-    if "optimizer_states" in meta:
+    if "optimizer_states" in per_rank[0]:
         optimizers = []
         for i, own in enumerate(meta["optimizer_states"]):
             parts = [part["optimizer_states"][i] for part in per_rank]
@@ -66,7 +66,7 @@ def _only(state: dict[str, Any], names: set[str]) -> dict[str, Any]:
 def load_stage_optimizer_state(optimizer: torch.optim.Optimizer, state: Any, module: torch.nn.Module) -> None:
     names = {n for n, _ in module.named_parameters()}
     if isinstance(state, ShardedState):
-        load_optimizer_state(ShardedState(state.path, _only(state.skeleton, names)), optimizer, module)
+        load_optimizer_state(ShardedState(state.path, _only(state.skeleton, names), state.prefix), optimizer, module)
         return
     if not is_keyed_by_name(state):
         raise ValueError("This checkpoint's optimizer state is keyed by position (a single-file checkpoint of one "

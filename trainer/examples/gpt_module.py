@@ -96,6 +96,10 @@ class GPTModule(Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
 
+    def tokens_per_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> int:
+        """Tokens the model reads in a batch: ``ThroughputMonitor`` logs tokens/s from it."""
+        return batch[0].numel()
+
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         return self.pipeline_loss(self(x), y)  # the same loss and log with or without a pipeline
