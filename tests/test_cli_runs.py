@@ -172,7 +172,8 @@ def test_cookbook_cfg_job_plugins_and_help(capsys):
     assert main(_argv("cfg")) == 0
     assert "_target_: trainer.examples.gpt_module.GPTModule" in capsys.readouterr().out
     assert main(_argv("plugins")) == 0
-    assert "single_device" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "single_device" in listed and "pipeline" in listed
     run = subprocess.run([sys.executable, "-m", "trainer", "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "usage: python -m trainer" in run.stdout and "  strategy " in run.stdout
 

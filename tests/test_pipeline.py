@@ -275,3 +275,10 @@ def test_pipeline_times_tensor_parallel_matches_one_process(runs, tmp_path):
         assert got["losses"][step] == pytest.approx(value, rel=1e-5), step
     assert got["val"] == pytest.approx(single["val"], rel=1e-4) and got["predicted"] == single["predicted"]
     assert_same_weights(final(tmp_path, "pptp"), final(runs / "single", "single"))
+
+
+def test_one_stage_is_a_clear_error():
+    from trainer import Trainer
+
+    with pytest.raises(ValueError, match=r"strategy=pipeline with pp=1 \(1 process\(es\)\) has nothing to pipeline"):
+        Trainer(strategy="pipeline", accelerator="cpu", devices=1, logger=False)

@@ -84,7 +84,6 @@ class PipelineStrategy(ParallelStrategy):
         self._stage_modules: list[torch.nn.Module] = []
         self._pipelined: Any = None
         self._schedules: dict[Any, Any] = {}
-        self._fsdp_roots: list[torch.nn.Module] = []
         self.stage_blocks: list[list[str]] = []
         self._step: dict[str, Any] = {}
 
@@ -99,7 +98,6 @@ class PipelineStrategy(ParallelStrategy):
     # --- the module ------------------------------------------------------------------------------
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Cut, then tensor parallel (already applied by configure_model), checkpointing, data parallel."""
-
         self._check_precision()
         module = self.precision.convert_module(module).to(self.root_device)
         if self._pipelined is None or self._pipelined.parent is not _get(module, self._pipelined.parent_path):
@@ -133,12 +131,19 @@ class PipelineStrategy(ParallelStrategy):
                                                            reduce_dtype=torch.float32)
             for view in views:
                 apply_fsdp(view, [view], None, **kwargs)
-            self._fsdp_roots = views
         elif layout.dp_replicate > 1:  # DDP inside each stage
             group = submesh(self.device_mesh, "dp_replicate").get_group()
             views = [apply_ddp(view, group, self.root_device) for view in views]
         self._stage_modules = views
         self._pipelined = pipelined
+
+    def _check_backend(self) -> None:
+        super()._check_backend()
+        pp = self._layout_request().resolve(self.world_size).pp
+        if pp < 2:
+            raise ValueError(f"strategy=pipeline with pp={pp} ({self.world_size} process(es)) has nothing to pipeline: "
+                             "use 2 or more stages' processes (trainer.devices=2, or strategy.pp=2 with more devices), "
+                             "or strategy=single_device / ddp / fsdp.")
 
     def _check_precision(self) -> None:
         if getattr(self.precision, "scaler", None) is not None and self.layout.dp_shard > 1:
