@@ -144,7 +144,8 @@ def test_cookbook_fsdp_run_writes_a_sharded_checkpoint(tmp_path, monkeypatch):
 @pytest.mark.timeout(300)
 def test_cookbook_pipeline_run_trains_two_stages_and_rank_0_logs_the_last_stages_loss(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cli([*_argv("pipeline"), "model.n_layer=2", "logger=csv"], tmp_path) == 0  # smoke has 1 block
+    # experiment=smoke has 1 block; 2 stages need 2
+    assert cli([*_argv("pipeline"), "model.n_layer=2", "logger=csv", "trainer.log_every_n_steps=1"], tmp_path) == 0
     (run,) = run_dirs(tmp_path)
     last = run / "checkpoints" / "last.ckpt"
     assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
