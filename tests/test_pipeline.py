@@ -111,6 +111,10 @@ def test_bad_options_are_clear_errors_and_the_yaml_holds_every_option():
         PipelineStrategy(schedule="1f1b", stages_per_rank=2)
     with pytest.raises(ValueError, match=r"n_microbatches=0\) must be an int >= 1"):
         PipelineStrategy(n_microbatches=0)
+    manual = GPTModule(n_layer=2, n_head=2, n_embd=16)
+    manual.automatic_optimization = False
+    with pytest.raises(ValueError, match="sets automatic_optimization = False, but a pipeline schedule runs forward"):
+        PipelineStrategy().step_function(manual, "training_step")
     node = yaml.safe_load((ROOT / "configs" / "strategy" / "pipeline.yaml").read_text())
     assert node.pop("_target_") == "plugins.strategies.pipeline.PipelineStrategy"
     strategy = PipelineStrategy(**node)  # every key is a constructor argument

@@ -274,6 +274,10 @@ class PipelineStrategy(ParallelStrategy):
         """Evaluation steps run as written; the pipelined model's forward becomes the forward-only schedule."""
         fn = super().step_function(module, name)
         if name == "training_step":
+            if not getattr(module, "automatic_optimization", True):
+                raise ValueError(f"strategy=pipeline: {type(module).__name__} sets automatic_optimization = False, but "
+                                 "a pipeline schedule runs forward and backward itself; use automatic optimization "
+                                 "(remove that line) or another strategy.")
             return fn
         parent = self._pipelined.parent
 
