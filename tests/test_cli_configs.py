@@ -166,7 +166,8 @@ def _launch_overrides() -> dict[str, list[str]]:
 
 def test_launch_files_parse():
     scripts = sorted(LAUNCH.glob("*.sh")) + sorted(LAUNCH.glob("*.sbatch"))
-    assert {p.name for p in scripts} == {"slurm.sbatch", "torchrun_multinode.sh", "horovodrun.sh"}
+    assert {p.name for p in scripts} == {"slurm.sbatch", "torchrun_multinode.sh", "horovodrun.sh",
+                                         "deepspeed_multinode.sh", "ray_cluster.sh", "spark_cluster.sh"}
     for script in scripts:
         subprocess.run(["bash", "-n", str(script)], check=True)
     assert yaml.safe_load((LAUNCH / "pytorchjob.yaml").read_text())["kind"] == "PyTorchJob"
