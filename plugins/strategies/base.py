@@ -93,6 +93,15 @@ class Strategy:
         if self.accelerator is not None:
             self.accelerator.setup_device(self.root_device)
 
+    def configure_optimization(
+        self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
+    ) -> None:
+        """The Trainer's accumulation and clipping settings, before ``setup_module``.
+
+        Nothing to do for strategies that let the loop apply them; an engine that accumulates and clips
+        itself (DeepSpeed) takes them into its own configuration instead, so they are applied once.
+        """
+
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""
         module = self.precision.convert_module(module).to(self.root_device)

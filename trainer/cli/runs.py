@@ -19,8 +19,8 @@ def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
         return None
     if str(ckpt_path) != "last":
         path = Path(ckpt_path).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"ckpt_path={ckpt_path} is not a file. Pass a checkpoint path, or ckpt_path=last "
+        if not path.exists():  # a file, or a directory (sharded / DeepSpeed checkpoint): the loader checks it
+            raise ConfigError(f"ckpt_path={ckpt_path} does not exist. Pass a checkpoint path, or ckpt_path=last "
                               f"for the newest checkpoint under {output_root}.")
         return str(path.resolve())
     from trainer.checkpoint import newest_checkpoint
