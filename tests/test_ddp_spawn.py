@@ -59,3 +59,14 @@ def test_a_failing_worker_fails_the_fit_with_its_traceback(tmp_path):
     assert done.returncode != 0
     assert "injected failure on rank 1" in done.stderr
     assert not (tmp_path / "final.pt").exists()
+
+
+def test_cli_strategy_ddp_spawn_trains_on_two_processes(tmp_path):
+    """``python -m trainer strategy=ddp_spawn trainer.devices=2``: the workers are spawned from the Hydra job."""
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    done = subprocess.run([sys.executable, "-m", "trainer", "experiment=smoke", "strategy=ddp_spawn",
+                           "trainer.devices=2"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = [p.parent for p in tmp_path.glob("relay_logs/*/*/.hydra")]
+    assert (run / "checkpoints" / "last.ckpt").is_file() and "val_loss=" in done.stdout
+    assert "DDPSpawnStrategy" in (run / ".hydra" / "resolved.yaml").read_text()

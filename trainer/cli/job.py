@@ -98,7 +98,7 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     require_nodes(cfg)
     trainer = build_trainer(cfg)
     launcher = getattr(trainer.strategy, "launcher", None)
-    if launcher is not None:
+    if launcher is not None and not hasattr(launcher, "launch_function"):  # ddp_spawn starts its workers in fit()
         if config_file is None:
             raise ConfigError("This strategy starts worker processes, which need the run's resolved config file.")
         # the workers import what this process could (a user's project on sys.path, not installed)
