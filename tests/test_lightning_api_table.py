@@ -69,3 +69,14 @@ def test_rows_that_are_not_supported_say_why(status):
     for line in TABLE.read_text().splitlines():
         if f"| {status} |" in line:
             assert line.rstrip("| ").split("|")[-1].strip(), line
+
+
+@need_mark("lightning", "the table is generated from Lightning")
+def test_table_is_what_the_generator_writes_today():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(TABLE.with_name("make_lightning_api.py"))], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == TABLE.read_text(), "regenerate: python docs/make_lightning_api.py > docs/lightning_api.md"
