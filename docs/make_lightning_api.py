@@ -154,7 +154,9 @@ def main() -> None:
           "issue 11 adds it).\n")
     print("Porting by hand: replace `lightning.pytorch` (or `pytorch_lightning`) by `trainer` in imports. Running "
           "unmodified: `python -m trainer.lightning_compat script.py` serves these paths under Lightning's own "
-          "names; anything refused here fails there with one line naming it.\n")
+          "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
+          "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
+          "user code pass; `trainer.__version__` is Relay's.\n")
     print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
           "`LightningCLI` (Relay's CLI is Hydra: `python -m trainer`); `lightning.pytorch.loops` internals.\n")
     for module in MODULES:
