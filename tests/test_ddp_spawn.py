@@ -42,6 +42,7 @@ def test_spawned_fit_hands_weights_counters_and_checkpoint_paths_back(tmp_path, 
     seen = report(run(tmp_path, "--strategy", strategy))
     assert seen["world"] == 2.0  # logged inside the workers: two processes trained
     assert seen["global_step"] == single[1]["global_step"] == 8 and seen["current_epoch"] == 2
+    assert seen["fit_loop_epoch"] == single[1]["fit_loop_epoch"] and seen["finished"]
     assert {"train_loss", "val_loss", "world"} <= set(seen["metrics"])
     assert Path(seen["best_model_path"]).is_file() and Path(seen["last_model_path"]).is_file()
     assert seen["predicted_rows"] == 8  # rank 0's half of the 16 rows, as Lightning returns it
