@@ -19,7 +19,7 @@ from trainer.lightning_compat import relay_module_for  # noqa: E402
 
 FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
 XLA = "TPUs/XLA: no XLA backend in Relay"
-DEEPSPEED = "DeepSpeed: use strategy='fsdp' (FSDP2), which shards parameters, gradients and optimizer state"
+DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
 TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
@@ -65,7 +65,9 @@ NOTES: dict[str, tuple[str, str]] = {
     "SequenceSampler": ("refused", "not provided (it belongs to the LSTM demo)"),
     "WikiText2": ("difference", "reads `<data_dir>/wikitext-2/train.txt` and never downloads; a missing file "
                                 "is a FileNotFoundError naming the path"),
-    "DeepSpeedStrategy": ("refused", DEEPSPEED),
+    "DeepSpeedStrategy": ("difference", "Relay's ZeRO strategy (extra `relaytrain[deepspeed]`): `stage`, "
+                                        "`offload_optimizer`, `offload_parameters`, `config` as in Lightning; Lightning's other "
+                                        "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
     "AsyncCheckpointIO": ("refused", "not implemented; checkpoints are written atomically by the strategy"),

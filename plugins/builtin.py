@@ -27,8 +27,13 @@ STRATEGIES = {
              {}),
     "fsdp_hybrid": ("plugins.strategies.fsdp:FSDPStrategy",
                     "FSDP2 hybrid: sharded within a node, replicated across nodes", {"sharding_strategy": "HYBRID_SHARD"}),
+    "deepspeed": ("plugins.strategies.deepspeed:DeepSpeedStrategy",
+                  "DeepSpeed ZeRO 1/2/3 (optional extra relaytrain[deepspeed]): sharded optimizer/gradients/weights",
+                  {}),
     "model_parallel": ("plugins.strategies.model_parallel:ModelParallelStrategy",
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
+    "horovod": ("plugins.strategies.horovod:HorovodStrategy",
+                "Horovod under horovodrun/mpirun: hvd.DistributedOptimizer, collectives on hvd.*", {}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),
@@ -48,6 +53,7 @@ ENVIRONMENTS = {
     "slurm": ("plugins.environments.slurm:SLURMEnvironment", "Started by srun in a SLURM job"),
     "mpi": ("plugins.environments.mpi:MPIEnvironment", "Started by mpirun / mpiexec / horovodrun"),
     "kubernetes": ("plugins.environments.kubernetes:KubernetesEnvironment", "A Kubeflow PyTorchJob pod"),
+    "ray": ("plugins.environments.ray:RayEnvironment", "A Ray Train worker (TorchTrainer)"),
 }
 
 

@@ -126,7 +126,7 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(accumulate_grad_batches={accumulate_grad_batches!r}) must be an int >= 1."
             )
-        self.accumulate_grad_batches = accumulate_grad_batches
+        self.accumulate_grad_batches = self.strategy.accumulate_grad_batches = accumulate_grad_batches
         if gradient_clip_algorithm not in (None, "norm", "value"):
             raise MisconfigurationError(
                 f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."

@@ -45,7 +45,7 @@ def resume_in_place(cfg: Any, overrides: Sequence[str]) -> list[str]:
     from trainer.checkpoint import newest_checkpoint
 
     output_root = Path(str(cfg.get("output_root") or "."))
-    found = newest_checkpoint([output_root])
+    found = newest_checkpoint([output_root], recursive=True)
     run_dir = run_dir_of(found, output_root) if found is not None else None
     if run_dir is None:
         return []

@@ -129,6 +129,8 @@ def run_stage(
             import torch
 
             torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
+                                        trainer.gradient_clip_algorithm)
         strategy.setup_module(model)
         if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
             restore_module(trainer, checkpoint)
