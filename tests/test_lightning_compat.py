@@ -108,6 +108,10 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
         "assert pl.LightningModule is trainer.Module and ptl.Trainer is trainer.Trainer\n"
         "from lightning.pytorch.callbacks import ModelCheckpoint\n"
         "from lightning.pytorch.utilities.rank_zero import rank_zero_only\n"
+        "from lightning.pytorch.callbacks.progress import TQDMProgressBar\n"  # kept elsewhere in trainer.callbacks
+        "from lightning.pytorch.callbacks.progress.tqdm_progress import TQDMProgressBar as T2\n"
+        "from lightning.pytorch.core.module import LightningModule\n"
+        "assert TQDMProgressBar is T2 and LightningModule is trainer.Module\n"
         "try:\n    from lightning.pytorch.callbacks import StochasticWeightAveraging\nexcept ImportError as e:\n"
         "    assert isinstance(e, LightningImportError) and 'StochasticWeightAveraging' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
