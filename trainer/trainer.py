@@ -487,10 +487,10 @@ class Trainer:
             logger.log_metrics(floats, step=step)
 
     # --- optimization entry points used by Module and OptimizerHandle --------------------------------
-    def _backward(self, loss: torch.Tensor) -> None:
+    def _backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         hooks = self._hooks
         hooks.call("on_before_backward", loss)
-        self.lightning_module.backward(loss)
+        self.lightning_module.backward(loss, *args, **kwargs)
         hooks.call("on_after_backward")
 
     def _optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:

@@ -43,8 +43,8 @@ class MixedPrecision(Precision):
             raise RuntimeError("MixedPrecision(device_type=None) is used before the Trainer bound it to an accelerator.")
         return torch.autocast(self.device_type, dtype=self.dtype)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward(*args, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
         if self.scaler is None:

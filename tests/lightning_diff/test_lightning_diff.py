@@ -42,3 +42,31 @@ def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
 def test_rank_zero_only_rank_is_set_on_import(observed):
     lightning, relay = _pair(observed, "rank_zero_at_import")
     assert lightning == 0 and relay == lightning
+
+
+def same_outcome(lightning, relay) -> None:
+    """Equal observations; for an exception, Relay's may be more specific (a subclass with a clearer message)
+    but must be caught by every ``except`` clause that catches Lightning's."""
+    if isinstance(lightning, dict) and "exception" in lightning:
+        assert isinstance(relay, dict) and "exception" in relay, f"Lightning raised {lightning}, Relay gave {relay}"
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+        return
+    assert relay == lightning
+
+
+FORMS = ["optimizer", "list", "tuple", "lists", "list_and_scheduler", "dict", "dict_config", "unknown_top_key",
+         "unknown_scheduler_key", "dict_list", "none", "plateau_without_monitor", "plateau_with_monitor",
+         "bad_interval", "two_optimizers_automatic", "not_an_optimizer"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_configure_optimizers_forms(observed, form):
+    lightning, relay = _pair(observed, "configure_optimizers")
+    same_outcome(lightning[form], relay[form])
+
+
+def test_manual_backward_passes_retain_graph(observed):
+    lightning, relay = _pair(observed, "manual_backward")
+    assert "exception" not in lightning
+    assert relay == lightning

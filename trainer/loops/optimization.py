@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.errors import MisconfigurationError
+from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -71,7 +71,7 @@ class TrainingStep:
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
         if module.automatic_optimization and len(trainer.optimizers) > 1:
-            raise MisconfigurationError(
+            raise MisconfigurationRuntimeError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
                 "Set self.automatic_optimization = False in __init__ and step them yourself in training_step."
             )
