@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from plugins.checkpoint_io import atomic_save
-from trainer.errors import MisconfigurationError
+from trainer.errors import CheckpointNotFoundError, MisconfigurationError
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
@@ -41,7 +41,10 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             )
         checkpoint = _load_data(path / META_FILE, path)
     elif not path.is_file():
-        raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
+        raise CheckpointNotFoundError(
+            f"Checkpoint file not found: {path} (ckpt_path={str(path)!r} names no file; pass an existing .ckpt file, "
+            "a sharded checkpoint directory, or ckpt_path='last')."
+        )
     else:
         checkpoint = _load_data(path, path)
     if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):

@@ -477,12 +477,14 @@ class Trainer:
                     return item.shape[0]
         return 1
 
-    def _send_to_loggers(self, metrics: dict[str, Any], step: int) -> None:
+    def _send_to_loggers(self, metrics: dict[str, Any], step: int, add_epoch: bool = True) -> None:
+        """``add_epoch``: loggers also get the epoch (Lightning adds it to all but evaluation step records)."""
         if not metrics:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
-        floats.setdefault("epoch", float(self.current_epoch))
         self._logged_metrics.update(floats)
+        if add_epoch:
+            floats.setdefault("epoch", float(self.current_epoch))
         for logger in self.loggers:
             logger.log_metrics(floats, step=step)
 

@@ -70,3 +70,57 @@ def test_manual_backward_passes_retain_graph(observed):
     lightning, relay = _pair(observed, "manual_backward")
     assert "exception" not in lightning
     assert relay == lightning
+
+
+LOGGING_VIEWS = ["records", "logged_metrics", "callback_metrics", "progress_bar_metrics", "validate_records",
+                 "validate_returned", "validate_logged_metrics", "validate_callback_metrics",
+                 "validate_progress_bar_metrics", "validate_again_records"]
+
+
+@pytest.mark.parametrize("view", LOGGING_VIEWS)
+def test_logged_values(observed, view):
+    """Logger records (step, keys, values) and the Trainer's metric dicts, reduce_fx callables included."""
+    lightning, relay = _pair(observed, "logging")
+    assert "exception" not in lightning, lightning
+    assert relay.get(view) == lightning[view]
+
+
+# Keys only Lightning writes (its version string) and only Relay writes (its format version, the precision
+# plugin's state, every rank's RNG streams, hyper-parameters even when empty): deliberate differences.
+ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version", "hparams_name"}
+
+
+@pytest.mark.parametrize("check", ["top_k_all", "top_k_two"])
+def test_checkpoint_files_top_k_and_keys(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    for key in ("files", "best_model_path", "kth_best_model_path", "kth_value", "best_k_models",
+                "checkpoint_callback_keys"):
+        assert relay[key] == lightning[key], key
+    assert set(lightning["checkpoint_top_level_keys"]) - ONLY_LIGHTNING_KEYS <= set(relay["checkpoint_top_level_keys"])
+
+
+def test_callback_state_keys(observed):
+    lightning, relay = _pair(observed, "state_keys")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+def test_missing_ckpt_path_is_a_file_not_found_error(observed):
+    lightning, relay = _pair(observed, "missing_ckpt_path")
+    same_outcome(lightning, relay)
+    assert relay["message_start"] == lightning["message_start"] == "Checkpoint file not found"
+
+
+def test_16_mixed_on_cpu_runs_bf16_with_a_warning(observed):
+    lightning, relay = _pair(observed, "fp16_mixed_on_cpu")
+    assert lightning["warned"] and lightning["precision"] == "bf16-mixed"
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("case", ["no_monitor", "val_monitor", "val_every_2_batches", "val_every_2_epochs"])
+def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
+    """Validation and checkpoints when max_steps ends the fit inside an epoch."""
+    lightning, relay = _pair(observed, "max_steps_mid_epoch")
+    assert "exception" not in lightning, lightning
+    assert relay.get(case) == lightning[case]

@@ -112,6 +112,7 @@ class FitLoop:
     ) -> None:
         """``load_train``/``load_val`` build the loaders when Lightning asks for them: validation's at the sanity
         check (or the first validation), training's after the sanity check."""
+        self.progress.resume_cut_short()
         self._setup_run(load_val, val_source)
         t = self.trainer
         hooks = t._hooks

@@ -81,6 +81,10 @@ def run_stage(
     if datamodule is not None:
         datamodule.trainer = trainer
     trainer.should_stop = False
+    trainer.progress.eval_batches = 0
+    trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
+    for results in trainer._results.values():
+        results.reset()
     strategy = trainer.strategy
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
