@@ -57,6 +57,8 @@ class Trainer:
         enable_checkpointing: bool | None = None,
         enable_progress_bar: bool | None = None,
         enable_model_summary: bool | None = None,
+        overfit_batches: int | float = 0.0,
+        reload_dataloaders_every_n_epochs: int = 0,
         accumulate_grad_batches: int = 1,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
@@ -91,6 +93,16 @@ class Trainer:
             max_epochs = 1000 if max_steps == -1 and max_time is None else -1
         self.max_time = parse_max_time(max_time)
 
+        self.overfit_batches = check_limit("overfit_batches", overfit_batches) or 0
+        if self.overfit_batches:  # the same few training batches every epoch, and as many validation batches
+            limit_train_batches = limit_val_batches = self.overfit_batches
+        if (isinstance(reload_dataloaders_every_n_epochs, bool) or not isinstance(reload_dataloaders_every_n_epochs, int)
+                or reload_dataloaders_every_n_epochs < 0):
+            raise MisconfigurationError(
+                f"Trainer(reload_dataloaders_every_n_epochs={reload_dataloaders_every_n_epochs!r}) must be an int >= 0 "
+                "(0: never reload), e.g. reload_dataloaders_every_n_epochs=1."
+            )
+        self.reload_dataloaders_every_n_epochs = reload_dataloaders_every_n_epochs
         self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
         self.limit_val_batches = check_limit("limit_val_batches", limit_val_batches)
         self.limit_test_batches = check_limit("limit_test_batches", limit_test_batches)

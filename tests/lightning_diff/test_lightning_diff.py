@@ -124,3 +124,12 @@ def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
     lightning, relay = _pair(observed, "max_steps_mid_epoch")
     assert "exception" not in lightning, lightning
     assert relay.get(case) == lightning[case]
+
+
+@pytest.mark.parametrize("case", ["overfit_int", "overfit_turns_shuffle_off", "overfit_fraction", "reload_every_2",
+                                  "reload_every_1", "no_reload"])
+def test_batches_seen_with_overfit_and_reloading(observed, case):
+    """Which loader methods are called when, and which samples each training/validation batch holds."""
+    lightning, relay = _pair(observed, case)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning

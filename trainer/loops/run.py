@@ -45,13 +45,14 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
     return list(given) if isinstance(given, (list, tuple)) else [given]
 
 
-def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
+def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: bool = False) -> list[Any]:
     """Sharded, resumable loaders; ``pad=False`` (prediction) gives every sample to exactly one rank."""
     from trainer.seed import global_seed
 
     kwargs = trainer.strategy.distributed_sampler_kwargs
     return [
-        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad)
+        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad,
+                       no_shuffle=no_shuffle)
         for loader in loaders
     ]
 
@@ -153,7 +154,8 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
     """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
     from trainer.loops.state import rescale_position
 
-    train = _plans(trainer, _loaders(trainer, "train", given, required=True))[0]
+    train = _plans(trainer, _loaders(trainer, "train", given, required=True),
+                   no_shuffle=bool(trainer.overfit_batches))[0]
     trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
