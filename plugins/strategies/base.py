@@ -9,8 +9,9 @@ How each strategy maps onto it:
   ``DeviceMesh``; ``module_state_dict``/``load_module_state_dict`` and the optimizer counterparts
   speak the sharded layout; ``save_checkpoint`` writes a directory of shards instead of one file;
   ``clip_gradients_by_norm`` computes the norm over shards. Every strategy loads both kinds of checkpoint.
-- pipeline parallel: ``training_step_override`` runs forward/backward over micro-batches through the
-  stages and returns the loss, so the Trainer still sees "a step that returns a loss".
+- pipeline parallel: ``forward_backward`` runs the schedule (forward and backward over micro-batches
+  through the stages) instead of ``training_step`` + ``backward``, so the Trainer still sees "a step
+  that returns a loss".
 - Horovod: ``setup_optimizers`` wraps in ``hvd.DistributedOptimizer``; collectives are ``hvd.*``.
 
 The Trainer never branches on a strategy's name; it only calls these methods.
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.checkpoint_io import CheckpointIO
 from plugins.precision.base import Precision
 
 
@@ -43,6 +45,9 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
+        self.accumulate_grad_batches = 1
+        self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
 
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
@@ -87,6 +92,15 @@ class Strategy:
         """Create process groups, select the device. Called once before anything else."""
         if self.accelerator is not None:
             self.accelerator.setup_device(self.root_device)
+
+    def configure_optimization(
+        self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
+    ) -> None:
+        """The Trainer's accumulation and clipping settings, before ``setup_module``.
+
+        Nothing to do for strategies that let the loop apply them; an engine that accumulates and clips
+        itself (DeepSpeed) takes them into its own configuration instead, so they are applied once.
+        """
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""
@@ -136,6 +150,31 @@ class Strategy:
                 return fn(*args, **kwargs)
 
         return run
+
+    def forward_backward(
+        self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int, backward: Any
+    ) -> torch.Tensor | None:
+        """One training step's forward and backward; the optimizer closure calls this.
+
+        Contract (what an override must keep):
+
+        - ``step_fn(batch, batch_idx)`` is the Module's ``training_step`` as ``step_function`` built it;
+          it returns a loss tensor, a dict with ``"loss"``, or None (skip the batch).
+        - ``backward`` is the loop's callback (``trainer.loops.optimization.BackwardStep``).
+          ``backward(output)`` zeroes gradients when this batch opens an accumulation window, divides
+          the loss by ``backward.accumulate``, runs ``on_before_backward``, ``self.backward`` (or the
+          Module's ``backward``) and ``on_after_backward``, records ``output`` for logging and returns
+          the scaled loss (None when skipped).
+        - An override that computes gradients itself (a pipeline schedule, an engine's ``backward``)
+          calls ``backward.zero_grad()`` *before* producing gradients (idempotent; a no-op inside an
+          accumulation window), scales its loss by ``1 / backward.accumulate``, and finishes with
+          ``return backward.finished(output)`` where ``output`` is the loss or a dict with ``"loss"``
+          (the unscaled loss of the whole batch, the same on every rank).
+        - Return the scaled loss (or None): the optimizer closure returns it and clipping runs only
+          when it is not None. The loop already holds ``no_backward_sync`` on accumulation steps and
+          steps the optimizer afterwards; do neither here.
+        """
+        return backward(step_fn(batch, batch_idx))
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``args``/``kwargs`` (e.g. ``retain_graph=True``) reach ``Tensor.backward``."""
@@ -224,16 +263,30 @@ class Strategy:
             raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
         return self.module
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
 
-        The default writes one file from rank 0; sharded strategies write a directory of shards instead.
+        The default writes one file from rank 0; sharded strategies write the entries named in ``layout_keys``
+        (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
+        A failed write raises on every rank, so no rank waits for one that gave up.
         """
-        if self.is_global_zero:
-            from plugins.checkpoint_io import atomic_save
+        self.agree_on_rank_zero(lambda: self.checkpoint_io.save(checkpoint, path), "save_checkpoint")
 
-            atomic_save(checkpoint, path)
-        self.barrier("save_checkpoint")
+    def agree_on_rank_zero(self, work: Callable[[], Any], name: str) -> None:
+        """Run ``work`` on rank 0; every rank then raises if it failed (one process: just run it)."""
+        failure: str | None = None
+        if self.is_global_zero:
+            try:
+                work()
+            except Exception as err:
+                if self.world_size == 1:
+                    raise
+                failure = str(err) or type(err).__name__
+                self.broadcast(failure)
+                raise
+        failure = self.broadcast(failure)
+        if failure is not None:
+            raise RuntimeError(f"{name} failed on rank 0: {failure}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"

@@ -61,6 +61,25 @@ class FitLoop:
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
 
+    def _profile(self) -> None:
+        """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
+        self.profiler = profiler = self.trainer.profiler if self.trainer.profiler.enabled else None
+        cls = type(self)
+        self.run_epoch = cls.run_epoch.__get__(self)  # type: ignore[method-assign]  # fresh each fit: no nesting
+        self._validate = cls._validate.__get__(self)  # type: ignore[method-assign]
+        if profiler is None:
+            return
+        run_batch = profiler.wrap("run_training_batch", self.step.run)
+
+        def run_and_step(*args: Any) -> Any:
+            out = run_batch(*args)
+            profiler.step()
+            return out
+
+        self.step.run = run_and_step  # type: ignore[method-assign]
+        self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
+        self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
+
     def _ensure_val(self) -> None:
         """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says."""
         every, epoch = self.trainer.reload_dataloaders_every_n_epochs, self.progress.epoch
@@ -97,17 +116,22 @@ class FitLoop:
         return stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
 
     def _agree(self, wait: bool) -> None:
-        """Agree on ``should_stop`` and the time limit, which one rank may reach before the others.
+        """Agree on ``should_stop``, the time limit and a preemption signal, which one rank may see first.
 
         One process decides alone. Several vote; per batch (``wait=False``) the vote travels while the next
         batch runs and is counted then, so a rank's request stops every rank one batch later, at the same
         batch, without a blocking collective per step. At an epoch's end the vote is waited for.
+        A preemption agreed on ends the run here, with a checkpoint (``trainer/preemption.py``).
         """
         t = self.trainer
+        preemption = t._preemption
         if t.world_size == 1:
+            if preemption is not None and preemption.requested:
+                self._preempt()
             return
-        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline]
-        agreed = self.pending() if self.pending is not None else [False, False]
+        local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline,
+                 preemption is not None and preemption.requested]
+        agreed = self.pending() if self.pending is not None else [False, False, False]
         self.pending = t.strategy.start_vote(local)
         if wait:
             agreed = [a or b for a, b in zip(agreed, self.pending())]
@@ -116,6 +140,16 @@ class FitLoop:
             self.stop_agreed = t.should_stop = True
         if agreed[1]:
             self.time_up = True
+        if agreed[2]:
+            if self.pending is not None:  # every rank started this vote: finish it before leaving
+                self.pending()
+                self.pending = None
+            self._preempt()
+
+    def _preempt(self) -> None:
+        from trainer.preemption import checkpoint_and_exit
+
+        checkpoint_and_exit(self.trainer, self.trainer._preemption)
 
     def _epochs_done(self) -> bool:
         t = self.trainer
@@ -146,6 +180,7 @@ class FitLoop:
             self._ensure_val()
         self.step = TrainingStep(t)
         self.move = BatchMover(t)
+        self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
         while not self._epochs_done() and not self._max_reached():
@@ -191,6 +226,8 @@ class FitLoop:
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        if self.profiler is not None:
+            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:

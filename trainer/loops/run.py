@@ -32,6 +32,9 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
             given = getattr(dm, method)()
         elif getattr(trainer.lightning_module, method, None) is not None:  # `model.val_dataloader = None`: none
             given = getattr(trainer.lightning_module, method)()
+    from trainer.input_checks import check_loader
+
+    check_loader(key, given, trainer.state_fn or "fit")
     if given is None:
         if required:
             arg = "train_dataloaders" if key == "train" else "dataloaders"
@@ -50,6 +53,8 @@ def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: b
     from trainer.seed import global_seed
 
     kwargs = trainer.strategy.distributed_sampler_kwargs
+    if not getattr(trainer, "use_distributed_sampler", True):  # the user's loaders are used as given, unsharded
+        kwargs = {"num_replicas": 1, "rank": 0}
     return [
         prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad,
                        no_shuffle=no_shuffle)
@@ -71,10 +76,17 @@ def run_stage(
             f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
         )
     launcher = getattr(trainer.strategy, "launcher", None)
+    if launcher is not None and hasattr(launcher, "launch_function"):  # ddp_spawn: workers run it, results come back
+        from trainer.loops.spawned import run_stage_in_workers
+
+        return run_stage_in_workers(trainer, launcher, stage, model, datamodule, given, ckpt_path)
     if launcher is not None:  # plain `python script.py` with several processes: start them, then exit
         from trainer.launch import launch_workers_and_exit
 
         launch_workers_and_exit(launcher)
+    from trainer.launch import watch_launcher
+
+    watch_launcher()  # a worker Relay's launcher started dies with it
     state = trainer.state
     state.fn, state.stage, state.status = TrainerFn(stage), None, TrainerStatus.RUNNING
     trainer.lightning_module, model.trainer = model, trainer
@@ -89,8 +101,14 @@ def run_stage(
     strategy = trainer.strategy
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
+    if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: go on from it
+        from trainer.preemption import resume_note
+
+        ckpt_path = resume_note(trainer)
+    profiler = trainer.profiler
+    profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir, global_rank=strategy.global_rank)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
-    checkpoint = load_checkpoint(path) if path is not None else None  # fail before any work
+    checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
 
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
@@ -106,7 +124,18 @@ def run_stage(
         datamodule.setup(setup_stage)
     hooks.call("setup", setup_stage)
     try:
+        from trainer.input_checks import check_has_parameters, check_writable_dirs
+
+        check_writable_dirs(trainer)
         model.configure_model()
+        if stage == "fit":
+            check_has_parameters(model)
+        if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
+            import torch
+
+            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
+                                        trainer.gradient_clip_algorithm)
         strategy.setup_module(model)
         if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
             restore_module(trainer, checkpoint)
@@ -121,9 +150,14 @@ def run_stage(
         rng = None
         if checkpoint is not None and stage == "fit":
             rng = restore_training_state(trainer, checkpoint, path)
-        return _run(trainer, stage, hooks, rng, given)
+        if stage != "fit":
+            return _run(trainer, stage, hooks, rng, given)
+        from trainer.preemption import guarded_fit
+
+        with guarded_fit(trainer):
+            return _run(trainer, stage, hooks, rng, given)
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
         hooks.call("on_exception", exc)
         raise
@@ -133,6 +167,9 @@ def run_stage(
         if datamodule is not None:
             datamodule.teardown(setup_stage)
         hooks.call("teardown", setup_stage)
+        if profiler.enabled:
+            profiler.describe(show=strategy.is_global_zero)
+        profiler.teardown(stage)
         state.stage = None
         if state.status == TrainerStatus.RUNNING:
             state.status = TrainerStatus.FINISHED
@@ -160,6 +197,9 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
                                                "limit_train_batches")
+    from trainer.input_checks import warn_if_no_batches
+
+    warn_if_no_batches(trainer.num_training_batches)
     return train
 
 
@@ -172,7 +212,7 @@ def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | floa
 def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
     model = trainer.lightning_module
     if stage == "fit":
-        for logger in trainer.loggers:
+        for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
             params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
             logger.log_hyperparams(params)
             if getattr(model, "example_input_array", None) is not None:
