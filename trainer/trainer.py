@@ -108,8 +108,8 @@ class Trainer:
         self.overfit_batches = check_limit("overfit_batches", overfit_batches) or 0
         if self.overfit_batches:  # the same few training batches every epoch, and as many validation batches
             limit_train_batches = limit_val_batches = self.overfit_batches
-        if (isinstance(reload_dataloaders_every_n_epochs, bool) or not isinstance(reload_dataloaders_every_n_epochs, int)
-                or reload_dataloaders_every_n_epochs < 0):
+        reload_every = reload_dataloaders_every_n_epochs
+        if isinstance(reload_every, bool) or not isinstance(reload_every, int) or reload_every < 0:
             raise MisconfigurationError(
                 f"Trainer(reload_dataloaders_every_n_epochs={reload_dataloaders_every_n_epochs!r}) must be an int >= 0 "
                 "(0: never reload), e.g. reload_dataloaders_every_n_epochs=1."

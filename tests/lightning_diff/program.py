@@ -12,7 +12,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.lightning_diff import checks_checkpoint, checks_data, checks_hooks, checks_logging, checks_optim  # noqa: E402
+from tests.lightning_diff import (  # noqa: E402
+    checks_checkpoint,
+    checks_data,
+    checks_hooks,
+    checks_logging,
+    checks_optim,
+)
 from tests.lightning_diff.common import exception  # noqa: E402
 from tests.lightning_diff.frameworks import load  # noqa: E402
 from tests.lightning_diff.harness import emit  # noqa: E402
