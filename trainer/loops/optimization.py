@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.errors import MisconfigurationError
+from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.nonfinite import checked_loss
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class TrainingStep:
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
         self._bind_fast_paths(trainer)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
-            raise MisconfigurationError(
+            raise MisconfigurationRuntimeError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
                 "Set self.automatic_optimization = False in __init__ and step them yourself in training_step."
             )
