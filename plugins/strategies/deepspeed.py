@@ -98,8 +98,8 @@ class DeepSpeedStrategy(ParallelStrategy):
             # joins the process group Relay created (or the one Ray/torchrun made); never makes its own
             deepspeed.init_distributed(dist_backend=self.process_group_backend, auto_mpi_discovery=False,
                                        timeout=self.timeout, dist_init_required=False)
-        # DeepSpeed's ZeRO calls a collective that torch renamed: one warning per rank and run, not ours to fix
-        warnings.filterwarnings("ignore", message=r".*all_gather_into_tensor.* is deprecated", category=FutureWarning)
+        # DeepSpeed's ZeRO calls collectives that torch renamed: a warning per rank and run, not the user's to fix
+        warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
 
     def configure_optimization(
         self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
