@@ -1,13 +1,13 @@
-"""Checkpoint files: atomic writes, loading as data only, RNG state capture.
+"""What a checkpoint file must hold, and how the Trainer reads one (the bytes go through ``CheckpointIO``).
 
-A checkpoint is data, never code: it is read with ``torch.load(weights_only=True)``, so a file crafted
-to run code when unpickled is refused instead of executed.
+A checkpoint is data, never code: files are read with ``torch.load(weights_only=True)`` and a sharded
+checkpoint's metadata with a restricted unpickler, so a checkpoint crafted to run code is refused.
+The key names of a checkpoint are decided here and in ``trainer/loops/state.py``, never in ``plugins``.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -15,39 +15,45 @@ from typing import Any
 
 import torch
 
-from plugins.checkpoint_io import atomic_save
+from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
 from trainer.errors import MisconfigurationError
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
 CHECKPOINT_KEYS = ("state_dict", "loops")
+# the entries in the strategy's layout (sharded strategies write their tensors as shards)
+LAYOUT_KEYS = ("state_dict", "optimizer_states")
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a Relay checkpoint onto the CPU; a clear error if it is missing, foreign or unsafe.
+def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> dict[str, Any]:
+    """Load a Relay checkpoint onto the CPU; a clear error if it is missing, damaged, foreign or unsafe.
 
     A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
     """
+    io = io or CheckpointIO()
     path = Path(path)
     from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
 
-    if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
-        return _load_deepspeed(path)
     sharded = path.is_dir()
-    if sharded:
-        from plugins.strategies.sharded_checkpoint import META_FILE, attach_sharded_state
+    try:
+        if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
+            return _load_deepspeed(path, io)
+        if sharded:
+            from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
 
-        if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
-            raise MisconfigurationError(
-                f"ckpt_path={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} and "
-                ".metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a directory."
-            )
-        checkpoint = _load_data(path / META_FILE, path)
-    elif not path.is_file():
-        raise MisconfigurationError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
-    else:
-        checkpoint = _load_data(path, path)
+            if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
+                raise MisconfigurationError(
+                    f"ckpt_path={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} "
+                    "and .metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a "
+                    "directory."
+                )
+            ShardedState(path, None).metadata()  # the metadata is read (safely) before anything else
+            checkpoint = io.load(path / META_FILE)
+        else:
+            checkpoint = io.load(path)
+    except CheckpointReadError as err:
+        raise MisconfigurationError(str(err).replace(repr(str(path / "meta.pt")), repr(str(path)))) from None
     if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
         keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
         raise MisconfigurationError(
@@ -55,36 +61,19 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         )
     checkpoint = dict(checkpoint)
     if sharded:
-        attach_sharded_state(checkpoint, path)
+        attach_sharded_state(checkpoint, path, LAYOUT_KEYS)
     return checkpoint
 
 
-def _load_deepspeed(path: Path) -> dict[str, Any]:
+def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
     from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state
 
-    checkpoint = _load_data(path / META_FILE, path)
+    checkpoint = io.load(path / META_FILE)
     if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:
         raise MisconfigurationError(f"ckpt_path={str(path)!r} has a DeepSpeed directory but no Relay {META_FILE}.")
     checkpoint = dict(checkpoint)
     attach_deepspeed_state(checkpoint, path)
     return checkpoint
-
-
-def _load_data(file: Path, shown: Path) -> Any:
-    try:
-        return torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:
-        text = str(err)
-        unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
-        if isinstance(err, pickle.UnpicklingError) and unsafe:
-            raise MisconfigurationError(
-                f"ckpt_path={str(shown)!r} was refused: it holds objects other than plain data (tensors, numbers, "
-                f"strings, containers), which could run code when loaded ({unsafe[0]})."
-            ) from None
-        first = text.splitlines()[0] if text else ""
-        raise MisconfigurationError(
-            f"ckpt_path={str(shown)!r} is not a checkpoint torch can read: {type(err).__name__}: {first}"
-        ) from None
 
 
 def plain_data(value: Any) -> Any:
@@ -125,11 +114,17 @@ def restore_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def newest_checkpoint(roots: Iterable[str | os.PathLike]) -> Path | None:
-    """The newest ``*.ckpt`` under ``roots``: a ``last.ckpt`` if there is one (it names its run's newest state;
-    saves within one timestamp tick would tie otherwise), else any checkpoint; None when there is none."""
-    # a sharded checkpoint is a directory named *.ckpt; nothing inside one is a checkpoint of its own
-    found = [p for root in map(Path, roots) if root.is_dir() for p in root.rglob("*.ckpt")
-             if not any(parent.suffix == ".ckpt" for parent in p.relative_to(root).parents if parent.name)]
-    lasts = [p for p in found if p.name == "last.ckpt"]
+def newest_checkpoint(roots: Iterable[str | os.PathLike], recursive: bool = False) -> Path | None:
+    """The newest ``*.ckpt`` in ``roots`` (``recursive``: anywhere below them): a ``last*.ckpt`` if there is one
+    (it names its run's newest state; saves within one timestamp tick would tie otherwise), else any
+    checkpoint; None when there is none. Hidden temporaries of a write are never candidates."""
+    found: list[Path] = []
+    for root in map(Path, roots):
+        if not root.is_dir():
+            continue
+        candidates = root.rglob("*.ckpt") if recursive else root.glob("*.ckpt")
+        # a sharded checkpoint is a directory named *.ckpt; nothing inside one is a checkpoint of its own
+        found += [p for p in candidates if not p.name.startswith(".")
+                  and not any(parent.suffix == ".ckpt" for parent in p.relative_to(root).parents if parent.name)]
+    lasts = [p for p in found if p.name.startswith("last")]
     return max(lasts or found, key=lambda p: p.stat().st_mtime_ns) if found else None

@@ -42,3 +42,11 @@ def launch_workers_and_exit(launcher: Any) -> None:
     """Run the program in every worker, then end this process with the group's exit code."""
     code = launcher.launch(rerun_command())
     raise SystemExit(code)
+
+
+def watch_launcher() -> None:
+    """In a worker Relay's launcher started: die with the launcher (see ``plugins.launchers.elastic``)."""
+    if os.environ.get("RELAY_LAUNCHER_PID"):
+        from plugins.launchers.elastic import watch_launcher as watch
+
+        watch()

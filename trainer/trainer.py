@@ -21,7 +21,10 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
 from trainer.results import Results, reduce_name, to_float
+from trainer.ranks import set_rank_zero_only
 from trainer.states import RunningStage, TrainerState
+
+set_rank_zero_only()
 
 
 class Trainer:
@@ -60,6 +63,18 @@ class Trainer:
         deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
         plugins: Any = None,
+        detect_anomaly: bool = False,
+        stop_on_nonfinite_loss: bool = True,
+        preemption_signals: Any = None,
+        auto_requeue: bool = True,
+        profiler: Any = None,
+        benchmark: bool | None = None,
+        inference_mode: bool = True,
+        use_distributed_sampler: bool = True,
+        sync_batchnorm: bool = False,
+        barebones: bool = False,
+        enable_autolog_hparams: bool = True,
+        model_registry: str | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -70,6 +85,7 @@ class Trainer:
 
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
                                         environment=_environment_from(plugins))
+        set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
 
@@ -110,11 +126,14 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(accumulate_grad_batches={accumulate_grad_batches!r}) must be an int >= 1."
             )
-        self.accumulate_grad_batches = accumulate_grad_batches
+        self.accumulate_grad_batches = self.strategy.accumulate_grad_batches = accumulate_grad_batches
         if gradient_clip_algorithm not in (None, "norm", "value"):
             raise MisconfigurationError(
                 f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
             )
+        from trainer.input_checks import check_gradient_clip_val
+
+        check_gradient_clip_val(gradient_clip_val)
         self.gradient_clip_val = gradient_clip_val
         self.gradient_clip_algorithm = gradient_clip_algorithm
         if deterministic not in (None, True, False, "warn"):
@@ -123,6 +142,18 @@ class Trainer:
         if deterministic:
             torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+        for name, value in (("detect_anomaly", detect_anomaly), ("stop_on_nonfinite_loss", stop_on_nonfinite_loss),
+                            ("auto_requeue", auto_requeue)):
+            if not isinstance(value, bool):
+                raise MisconfigurationError(f"Trainer({name}={value!r}) must be True or False.")
+        self.detect_anomaly = detect_anomaly
+        self.stop_on_nonfinite_loss = stop_on_nonfinite_loss
+        self.auto_requeue = auto_requeue
+        from trainer.preemption import parse_signals
+
+        self.preemption_signals = parse_signals(preemption_signals)
+        self._preemption: Any = None  # the handler while fit runs
 
         if self.fast_dev_run:
             n = self.fast_dev_run
@@ -133,9 +164,18 @@ class Trainer:
             self.check_val_every_n_epoch = 1
             logger = False
 
+        from trainer.lightning_args import apply_lightning_args
+
+        logger, enable_checkpointing, enable_progress_bar, enable_model_summary = apply_lightning_args(
+            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, barebones,
+            enable_autolog_hparams, model_registry, (logger, enable_checkpointing, enable_progress_bar,
+                                                     enable_model_summary),
+        )
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
+        from trainer.profilers.base import resolve_profiler
 
+        self.profiler = resolve_profiler(profiler)
         self.loggers = make_loggers(logger, self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)
@@ -501,27 +541,66 @@ class Trainer:
 
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
+        from trainer.checkpoint import LAYOUT_KEYS
         from trainer.loops.state import collect_checkpoint
+        from trainer.nonfinite import refuse_nonfinite_save
 
+        if refuse_nonfinite_save(self, filepath):
+            return
         checkpoint = collect_checkpoint(self, weights_only)
-        self.strategy.save_checkpoint(checkpoint, os.fspath(filepath))
+        self.strategy.save_checkpoint(checkpoint, os.fspath(filepath), layout_keys=LAYOUT_KEYS)
 
     def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
-        if ckpt_path is None or str(ckpt_path) != "last":
-            return None if ckpt_path is None else str(ckpt_path)
-        roots = {Path(self.default_root_dir)}
-        roots.update(Path(c.dirpath) for c in self.checkpoint_callbacks if getattr(c, "dirpath", None))
-        from trainer.checkpoint import newest_checkpoint
+        """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only.
 
-        found = newest_checkpoint(roots)
-        if found is None:
-            if stage == "fit":
-                warnings.warn(f"ckpt_path='last': no checkpoint under {sorted(map(str, roots))}; starting from scratch.")
-                return None
-            raise MisconfigurationError(
-                f"ckpt_path='last' but there is no *.ckpt file or sharded directory under {sorted(map(str, roots))}; pass a path."
-            )
-        return str(found)
+        Those are the checkpoint callbacks' ``dirpath`` (given, or under this logger's version directories), else
+        ``<default_root_dir>/checkpoints``; a checkpoint anywhere else (a download, another project) is never
+        picked. What is resumed is always printed.
+        """
+        if ckpt_path is not None and str(ckpt_path) == "best":
+            path = getattr(self.checkpoint_callback, "best_model_path", "")
+            if not path:
+                raise MisconfigurationError(
+                    f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
+                    "or pass ckpt_path=<a .ckpt file> (or 'last')."
+                )
+        elif ckpt_path is None or str(ckpt_path) != "last":
+            path = None if ckpt_path is None else str(ckpt_path)
+        else:
+            roots = self._checkpoint_dirs()
+            from trainer.checkpoint import newest_checkpoint
+
+            for root in roots:  # a checkpoint directory a crash left renamed aside is put back first
+                self.strategy.checkpoint_io.recover(root)
+            found = newest_checkpoint(roots)
+            shown = ", ".join(sorted(map(str, roots)))
+            if found is None:
+                if stage == "fit":
+                    warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=3)
+                    return None
+                raise MisconfigurationError(
+                    f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's "
+                    "checkpoint directories); pass a path."
+                )
+            path = str(found)
+        if path is not None and self.is_global_zero:
+            how = " (ckpt_path='last')" if str(ckpt_path) == "last" else ""
+            print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
+        return path
+
+    def _checkpoint_dirs(self) -> list[Path]:
+        """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
+        roots: list[Path] = []
+        for cb in self.checkpoint_callbacks:
+            if cb.dirpath:
+                roots.append(Path(cb.dirpath))
+            elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
+                roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
+            else:
+                roots.append(Path(self.default_root_dir) / "checkpoints")
+        if not self.checkpoint_callbacks:
+            roots.append(Path(self.default_root_dir) / "checkpoints")
+        return list(dict.fromkeys(roots))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"

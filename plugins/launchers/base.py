@@ -63,7 +63,8 @@ def first_line(error: BaseException | str) -> str:
     return f"{type(error).__name__}: {message[0][:300]}" if message else type(error).__name__
 
 
-PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed")
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed",
+             "Horovod has been shut down")
 
 
 def is_peer_failure(text: str) -> bool:

@@ -12,13 +12,42 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import signal
 import socket
+import sys
+import threading
+import time
 import uuid
 from typing import Any
 
 from plugins.launchers.base import Launcher
+from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
+LAUNCHER_PID = "RELAY_LAUNCHER_PID"  # set for the workers: the process they must not outlive
+# signals the launcher passes on to its workers (SIGTERM, SIGINT: torch's agent already does)
+FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+def watch_launcher(env: dict[str, str] | None = None, interval: float = 0.5) -> bool:
+    """In a worker Relay's launcher started: a daemon thread that kills this process when the launcher dies.
+
+    Backs up the parent-death signal the worker got at start (``orphan_guard.py``): the worker must never
+    train on unsupervised, writing checkpoints that race a resumed job. Returns whether it watches.
+    """
+    value = (os.environ if env is None else env).get(LAUNCHER_PID)
+    if not value or not value.isdigit() or any(t.name == "relay-launcher-watchdog" for t in threading.enumerate()):
+        return False
+    launcher = int(value)
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="relay-launcher-watchdog", daemon=True).start()
+    return True
 
 
 def check_port_free(address: str, port: int) -> None:
@@ -55,8 +84,6 @@ class ElasticLauncher(Launcher):
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         """Run ``command`` in every worker; the exit code of the group (0 when all succeeded)."""
-        import os
-
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -71,23 +98,54 @@ class ElasticLauncher(Launcher):
             rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
             max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
         )
+        threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
+        if message:
+            print(message, file=__import__("sys").stderr, flush=True)
         saved_env = dict(os.environ)
-        os.environ.update(env or {})
+        os.environ.update({**threads, **(env or {})})
+        os.environ[LAUNCHER_PID] = str(os.getpid())
+        guard = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py")
+        command = [sys.executable, guard, str(os.getpid()), *command]
+        previous = _forward_signals()
         levels = {name: logging.getLogger(name).level for name in _QUIET}
         for name in _QUIET:  # the agent's own INFO/WARNING chatter would bury the worker's traceback
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+
         try:
             elastic_launch(config, command[0])(*command[1:])
         except ChildFailedError as err:
             rank, failure = err.get_first_failure()
-            print(describe_failure(rank, failure, self.nprocs), file=__import__("sys").stderr, flush=True)
+            print(describe_failure(rank, failure, self.nprocs), file=sys.stderr, flush=True)
             return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
+        except SignalException as err:  # the workers got the signal, saved, and were waited for
+            print(f"relay: {signal.Signals(err.sigval).name} received; passed on to the workers, which have "
+                  "stopped.", file=sys.stderr, flush=True)
+            return 128 + int(err.sigval)
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             for name, level in levels.items():
                 logging.getLogger(name).setLevel(level)
             os.environ.clear()
             os.environ.update(saved_env)
         return 0
+
+
+def _forward_signals() -> dict[int, Any]:
+    """SIGUSR1/SIGUSR2 to the launcher stop the agent the way SIGTERM does: the workers get that same signal
+    (to checkpoint) and are waited for ``shutdown_timeout`` seconds; without this the launcher would die at
+    once and leave them behind. Returns the previous handlers."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    def forward(signum: int, frame: Any) -> None:
+        raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in FORWARDED:
+            previous[sig] = signal.signal(sig, forward)
+    return previous
 
 
 def describe_failure(rank: int, failure: Any, nprocs: int) -> str:

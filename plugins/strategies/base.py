@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.checkpoint_io import CheckpointIO
 from plugins.precision.base import Precision
 
 
@@ -44,6 +45,9 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
+        self.accumulate_grad_batches = 1
+        self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
 
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
@@ -258,16 +262,30 @@ class Strategy:
             raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
         return self.module
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
 
-        The default writes one file from rank 0; sharded strategies write a directory of shards instead.
+        The default writes one file from rank 0; sharded strategies write the entries named in ``layout_keys``
+        (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
+        A failed write raises on every rank, so no rank waits for one that gave up.
         """
-        if self.is_global_zero:
-            from plugins.checkpoint_io import atomic_save
+        self.agree_on_rank_zero(lambda: self.checkpoint_io.save(checkpoint, path), "save_checkpoint")
 
-            atomic_save(checkpoint, path)
-        self.barrier("save_checkpoint")
+    def agree_on_rank_zero(self, work: Callable[[], Any], name: str) -> None:
+        """Run ``work`` on rank 0; every rank then raises if it failed (one process: just run it)."""
+        failure: str | None = None
+        if self.is_global_zero:
+            try:
+                work()
+            except Exception as err:
+                if self.world_size == 1:
+                    raise
+                failure = str(err) or type(err).__name__
+                self.broadcast(failure)
+                raise
+        failure = self.broadcast(failure)
+        if failure is not None:
+            raise RuntimeError(f"{name} failed on rank 0: {failure}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"

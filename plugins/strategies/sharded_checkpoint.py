@@ -9,7 +9,10 @@ the whole checkpoint is read without unpickling code (DCP reads non-tensor entri
 
 Loading reads the tensors straight into the live (possibly sharded) parameters and optimizer state, by
 name and global shape, so a checkpoint written by N processes loads into M processes under any strategy.
-The directory is written under a temporary name and renamed into place when every rank has finished.
+The directory is written under a temporary name and swapped into place when every rank has finished;
+a failed write removes it. Reading goes through ``dcp_reader.SafeFileSystemReader`` (no plain pickle).
+Which entries hold the strategy's layout is the caller's choice (``layout_keys``): the keys of a
+checkpoint belong to the Trainer.
 """
 
 from __future__ import annotations
@@ -22,11 +25,25 @@ from typing import Any
 
 import torch
 
-from plugins.checkpoint_io import atomic_save, remove_path, replace_dir
+from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, writing
 
 META_FILE = "meta.pt"
-SHARDED_KEYS = ("state_dict", "optimizer_states")
 _MARK = "__relay_dcp__"
+
+
+def underlying_errors(exc: BaseException) -> list[BaseException]:
+    """The per-rank exceptions inside DCP's ``CheckpointException`` (or ``[exc]``)."""
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict):
+        return [exc]
+    return [f[0] if isinstance(f, tuple) else f for f in failures.values()]
+
+
+def _reraise_plain(exc: BaseException) -> None:
+    """DCP wraps every rank's error; raise the first one a user can act on instead."""
+    for err in underlying_errors(exc):
+        if isinstance(err, (CheckpointReadError, CheckpointWriteError)):
+            raise err from None
 
 
 def split_tensors(tree: Any, prefix: str, flat: dict[str, torch.Tensor]) -> Any:
@@ -64,35 +81,59 @@ def tensor_keys(tree: Any) -> list[str]:
     return out
 
 
-def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, is_global_zero: bool,
-                 barrier: Callable[[str], None]) -> None:
-    """Every rank calls this with its own shards; the directory appears complete or not at all."""
+def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: Any,
+                 layout_keys: tuple[str, ...]) -> None:
+    """Every rank calls this with its own shards; the directory appears complete or not at all.
+
+    The tensors under ``layout_keys`` go through DCP (each rank its shards); the rest goes to ``meta.pt``
+    (rank 0). A write that fails on any rank fails on every rank (DCP gathers the shard results; rank 0's
+    part is agreed on) and leaves no temporary directory.
+    """
     import torch.distributed.checkpoint as dcp
 
+    io: CheckpointIO = strategy.checkpoint_io
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if is_global_zero:
-        remove_path(tmp)
-        tmp.mkdir(parents=True)
-    barrier("sharded_checkpoint_start")
+    tmp = io.temporary(path, "dcp")
+    strategy.agree_on_rank_zero(lambda: _fresh_dir(io, tmp, path), "sharded_checkpoint_start")
     flat: dict[str, torch.Tensor] = {}
     meta = dict(checkpoint)
-    for key in SHARDED_KEYS:
+    for key in layout_keys:
         if key in meta:
             meta[key] = split_tensors(meta[key], key, flat)
-    dcp.save(flat, checkpoint_id=str(tmp))
-    if is_global_zero:
-        atomic_save(meta, tmp / META_FILE)
-        replace_dir(tmp, path)
-    barrier("sharded_checkpoint_done")
+    try:
+        try:
+            with writing(path):
+                dcp.save(flat, checkpoint_id=str(tmp))
+        except BaseException as exc:
+            _reraise_plain(exc)
+            cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
+            if cause is not None:
+                raise CheckpointWriteError(path, cause) from None
+            raise
+
+        def finish() -> None:
+            io.save(meta, tmp / META_FILE)
+            io.replace_dir(tmp, path)
+
+        strategy.agree_on_rank_zero(finish, "sharded_checkpoint_done")
+    finally:
+        if strategy.is_global_zero:
+            io.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
+
+
+def _fresh_dir(io: CheckpointIO, tmp: Path, path: Path) -> None:
+    io.remove(tmp)
+    with writing(path):
+        tmp.mkdir(parents=True)
 
 
 class ShardedState:
     """A part of a sharded checkpoint (the module's or one optimizer's state), read on demand."""
 
-    def __init__(self, path: str | os.PathLike, skeleton: Any) -> None:
+    def __init__(self, path: str | os.PathLike, skeleton: Any, prefix: str = "") -> None:
         self.path = str(path)
         self.skeleton = skeleton
+        self.prefix = prefix  # the checkpoint entry this part came from: its tensors' keys start with it
         self._metadata: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -100,9 +141,11 @@ class ShardedState:
 
     def metadata(self) -> dict[str, Any]:
         if self._metadata is None:
-            from torch.distributed.checkpoint import FileSystemReader
+            from plugins.strategies.dcp_reader import SafeFileSystemReader, check_shard_files
 
-            self._metadata = dict(FileSystemReader(self.path).read_metadata().state_dict_metadata)
+            metadata = SafeFileSystemReader(self.path).read_metadata()
+            check_shard_files(Path(self.path), metadata.storage_data)
+            self._metadata = dict(metadata.state_dict_metadata)
         return self._metadata
 
     def read(self, targets: dict[str, torch.Tensor], problems: list[str] | None = None) -> None:
@@ -129,22 +172,34 @@ class ShardedState:
             import torch.distributed as dist
             import torch.distributed.checkpoint as dcp
 
+            from plugins.strategies.dcp_reader import SafeFileSystemReader
+
             single = not (dist.is_available() and dist.is_initialized())  # e.g. resuming on one process
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*assuming the intent is to load in a single process")
-                dcp.load(targets, checkpoint_id=self.path, no_dist=single)
+                try:
+                    dcp.load(targets, storage_reader=SafeFileSystemReader(self.path), no_dist=single)
+                except BaseException as exc:
+                    _reraise_plain(exc)
+                    raise
 
 
 def _show(key: str) -> str:
     return key.split("/", 1)[1] if "/" in key else key
 
 
-def attach_sharded_state(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    """Replace the markers of a loaded ``meta.pt`` by ``ShardedState`` handles the strategy reads from."""
-    if "state_dict" in checkpoint:
-        checkpoint["state_dict"] = ShardedState(path, checkpoint["state_dict"])
-    if "optimizer_states" in checkpoint:
-        checkpoint["optimizer_states"] = [ShardedState(path, s) for s in checkpoint["optimizer_states"]]
+def attach_sharded_state(checkpoint: dict[str, Any], path: str | os.PathLike, layout_keys: tuple[str, ...]) -> None:
+    """Replace the markers of a loaded ``meta.pt`` by ``ShardedState`` handles the strategy reads from.
+
+    An entry under ``layout_keys`` that is a list (one state per optimizer) gets one handle per item."""
+    for key in layout_keys:
+        if key not in checkpoint:
+            continue
+        value = checkpoint[key]
+        if isinstance(value, list):
+            checkpoint[key] = [ShardedState(path, item, key) for item in value]
+        else:
+            checkpoint[key] = ShardedState(path, value, key)
 
 
 def load_module_state(state: ShardedState, module: torch.nn.Module, strict: bool = True) -> None:
@@ -153,7 +208,7 @@ def load_module_state(state: ShardedState, module: torch.nn.Module, strict: bool
     problems: list[str] = []
     if strict:
         problems += [f"{k}: in the checkpoint but not in this model" for k in sorted(saved - set(live))]
-    targets = {f"state_dict/{k}": v for k, v in live.items()
+    targets = {f"{state.prefix}/{k}": v for k, v in live.items()
                if isinstance(v, torch.Tensor) and (strict or k in saved)}
     state.read(targets, problems)
     module.load_state_dict(live, strict=strict)

@@ -25,7 +25,7 @@ def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
         return str(path.resolve())
     from trainer.checkpoint import newest_checkpoint
 
-    found = newest_checkpoint([output_root])
+    found = newest_checkpoint([output_root], recursive=True)
     if found is None:
         print(f"ckpt_path=last: no checkpoint under {output_root} yet; starting from scratch.")
         return None
@@ -39,6 +39,11 @@ def shared_run_id(env: Mapping[str, str]) -> str | None:
         return f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+    if env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR") and env.get("HOROVOD_GLOO_RENDEZVOUS_PORT"):  # horovodrun --gloo
+        return f"horovodrun-{env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}-{env['HOROVOD_GLOO_RENDEZVOUS_PORT']}"
+    for name in ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"):  # mpirun (and horovodrun over MPI)
+        if env.get(name):
+            return "mpi-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in env[name])
     if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         return f"job-{env['MASTER_ADDR']}-{env['MASTER_PORT']}"
     return None

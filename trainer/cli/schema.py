@@ -40,6 +40,10 @@ class TrainerConfig:
     gradient_clip_algorithm: Optional[str] = None  # noqa: UP045
     deterministic: Any = None
     default_root_dir: Optional[str] = None  # noqa: UP045 (None: the run directory)
+    detect_anomaly: bool = False
+    stop_on_nonfinite_loss: bool = True
+    preemption_signals: Any = None  # None: [SIGTERM, SIGUSR1]; []: off
+    auto_requeue: bool = True
 
 
 def register_configs() -> None:

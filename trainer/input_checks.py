@@ -1,0 +1,83 @@
+"""Input a run cannot train on, found before it starts: one clear error (or a Lightning-style warning)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+
+def check_gradient_clip_val(value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MisconfigurationError(
+            f"Trainer(gradient_clip_val={value!r}) must be a number >= 0 (0 or None: no clipping); a negative value "
+            "would reverse the gradients. For example gradient_clip_val=1.0."
+        )
+
+
+def check_loader(key: str, given: Any, stage: str) -> None:
+    """A tensor (or array) where a loader belongs: say how to wrap it instead of failing deep inside."""
+    if isinstance(given, torch.Tensor) or type(given).__name__ == "ndarray":
+        arg = "train_dataloaders" if key == "train" else "val_dataloaders" if stage == "fit" else "dataloaders"
+        raise MisconfigurationError(
+            f"Trainer.{stage}({arg}=...) got a {type(given).__name__} of shape {tuple(given.shape)}, not a DataLoader; "
+            "wrap it: DataLoader(TensorDataset(x, y), batch_size=32)."
+        )
+
+
+def check_has_parameters(model: torch.nn.Module) -> None:
+    if next(iter(model.parameters()), None) is None:
+        raise MisconfigurationError(
+            f"{type(model).__name__} has no parameters, so fit has nothing to train: create the layers in __init__ "
+            "(or configure_model) as attributes of the module. To only run a model, use validate/test/predict."
+        )
+
+
+def warn_if_no_batches(count: int | float, key: str = "train") -> None:
+    if count == 0:
+        warnings.warn(
+            f"The {key} dataloader is empty (0 batches, or limit_{key}_batches=0): fit trains nothing. If this was "
+            "on purpose, ignore this warning.", UserWarning, stacklevel=3
+        )
+
+
+def check_writable_dirs(trainer: Trainer) -> None:
+    """Rank 0 checks the logger and checkpoint roots now (creating nothing): an unwritable one is one line,
+    not a traceback from deep inside a logger later."""
+    if not trainer.is_global_zero:
+        return
+    roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
+    roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
+    roots.append(trainer.default_root_dir)
+    for root in filter(None, roots):
+        problem = _unwritable(os.path.abspath(os.fspath(root)))
+        if problem is not None:
+            raise MisconfigurationError(
+                f"cannot write to {root}: {problem}; pass a writable default_root_dir (or logger save_dir / "
+                "ModelCheckpoint dirpath)."
+            )
+
+
+def _unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be created or written (its nearest existing ancestor decides), or None."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"{probe} is a file, {os.strerror(errno.ENOTDIR)} (ENOTDIR)"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable, {os.strerror(errno.EACCES)} (EACCES)"
+    return None
