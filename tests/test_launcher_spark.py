@@ -30,10 +30,12 @@ pytestmark = [need_mark("pyspark", "launcher=spark runs TorchDistributor"), pyte
 @pytest.fixture(scope="module")
 def spark_session():
     import logging
+    import warnings
 
     from pyspark.sql import SparkSession
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at exit hit closed capture streams
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     session = SparkSession.builder.master("local[2]").appName("relay-tests").config("spark.ui.enabled", "false")
     session = session.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
