@@ -18,7 +18,8 @@ The Trainer's loop stays the same; the engine takes the parts DeepSpeed must own
 
 DeepSpeed builds a C++ op (``deepspeed_shm_comm``) with the machine's compiler the first time it starts
 its communication layer (about a minute, once): ``TORCH_EXTENSIONS_DIR`` defaults to Relay's cache, one
-folder per Python environment, so the build is kept between runs and environments never rebuild each other's. Machines without a compiler install a prebuilt op instead:
+folder per Python environment, so the build is kept between runs and environments never rebuild each
+other's. Machines without a compiler install a prebuilt op instead:
 ``DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed``.
 """
 
