@@ -319,7 +319,8 @@ def import_deepspeed() -> Any:
 def _offload(argument: str, value: str | bool | None) -> str:
     device = "cpu" if value is True else "none" if value in (False, None) else value
     if device not in OFFLOAD_DEVICES:
-        raise ValueError(f"DeepSpeedStrategy({argument}={value!r}) is not valid; use one of {', '.join(OFFLOAD_DEVICES)} "
+        raise ValueError(f"DeepSpeedStrategy({argument}={value!r}) is not valid; use one of "
+                         f"{', '.join(OFFLOAD_DEVICES)} "
                          f"(or true for cpu), e.g. strategy.{argument}=cpu")
     return device
 
