@@ -44,7 +44,7 @@ class Net(Module):
         strategy = self.trainer.strategy
         grad = torch.cat([p.grad.flatten() for p in self.parameters()]).detach().clone()
         gathered = strategy.all_gather(grad)
-        self.grads_equal[self.trainer._batches_seen] = bool(torch.allclose(gathered[0], gathered[-1]))
+        self.grads_equal[self.trainer.progress.batches_seen] = bool(torch.allclose(gathered[0], gathered[-1]))
 
     def validation_step(self, batch, batch_idx):
         x, y = batch

@@ -559,3 +559,37 @@ def test_model_copy_is_untouched_by_fit(tmp_path):
     model = Net()
     snapshot = copy.deepcopy(model.layer)
     _assert_same(snapshot, _fresh_layer())
+
+
+# --- the strategy owns forward and backward ------------------------------------------------------------------
+def test_strategy_forward_backward_that_runs_backward_itself(tmp_path):
+    """The ``forward_backward`` contract a pipeline/engine strategy follows: zero first, scale by accumulate,
+    finish with the loss. Same weights and reported losses as the default path, accumulation included."""
+    from plugins.strategies.single_device import SingleDeviceStrategy
+
+    class OwnBackward(SingleDeviceStrategy):
+        calls = 0
+
+        def forward_backward(self, step_fn, batch, batch_idx, backward):
+            OwnBackward.calls += 1
+            backward.zero_grad()
+            loss = _mse(self.module, batch)  # "the schedule": forward and backward without training_step
+            (loss / backward.accumulate).backward()
+            return backward.finished({"loss": loss.detach()})
+
+    losses: dict[str, list[float]] = {"own": [], "default": []}
+
+    def recorder(key):
+        class Record(Callback):
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                losses[key].append(float(outputs["loss"]))
+        return Record()
+
+    make = lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9)  # noqa: E731
+    model = Net(make)
+    _trainer(tmp_path, max_epochs=2, accumulate_grad_batches=3, strategy=OwnBackward(),
+             callbacks=[recorder("own")]).fit(model, _loader())
+    assert OwnBackward.calls == 16
+    _assert_same(model, _raw(2, make, accumulate=3))
+    _trainer(tmp_path, max_epochs=2, accumulate_grad_batches=3, callbacks=[recorder("default")]).fit(Net(make), _loader())
+    assert losses["own"] == losses["default"] and len(losses["own"]) == 16

@@ -21,6 +21,7 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
 from trainer.results import Results, reduce_name, to_float
+from trainer.states import RunningStage, TrainerState
 
 
 class Trainer:
@@ -88,7 +89,6 @@ class Trainer:
             raise MisconfigurationError(f"Trainer(max_steps={max_steps!r}) must be an int >= -1 (-1: no limit).")
         if max_epochs is None:
             max_epochs = 1000 if max_steps == -1 and max_time is None else -1
-        self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs or 0, max_steps, min_steps or 0
         self.max_time = parse_max_time(max_time)
 
         self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
@@ -145,7 +145,7 @@ class Trainer:
 
         if self.fast_dev_run:
             n = self.fast_dev_run
-            self.max_epochs, self.max_steps, self.num_sanity_val_steps = 1, n, 0
+            max_epochs, max_steps, self.num_sanity_val_steps = 1, n, 0
             self.limit_train_batches = self.limit_val_batches = n
             self.limit_test_batches = self.limit_predict_batches = n
             self.val_check_interval = 1.0
@@ -160,27 +160,23 @@ class Trainer:
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)
         )
 
-        # counters and state (Lightning's names)
-        self.current_epoch = 0
-        self.global_step = 0
+        from trainer.loops.evaluation import PredictLoop
+        from trainer.loops.fit import FitLoop
+        from trainer.loops.progress import LoopProgress
+
+        # the loops' counters and stage live in one object (see trainer/loops/progress.py)
+        self.progress = LoopProgress()
+        self.fit_loop = FitLoop(self, max_epochs, min_epochs or 0, max_steps, min_steps or 0)
+        self.predict_loop = PredictLoop()
         self.should_stop = False
-        self.state_fn: str | None = None
-        self.training = self.sanity_checking = self.validating = self.testing = self.predicting = False
-        self.val_runs_at_epoch_end = False
-        self.is_last_batch = False
-        self.num_training_batches: int | float = 0
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
-        self.num_predict_batches: list[int | float] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         self._optimizer_handles: list[Any] = []
         self.lr_scheduler_configs: list[Any] = []
         self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
-        self._batches_seen = 0  # batches of the current epoch already trained on
-        self._total_batches = 0  # batches trained on over all epochs
-        self._epoch_finished = False  # every batch of current_epoch done (resume starts the next epoch)
         self._results = {"train": Results(), "validate": Results(), "test": Results()}
         self._active_results: Results | None = None
         self._fx_on_step = False
@@ -188,9 +184,6 @@ class Trainer:
         self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
         self._logged_metrics: dict[str, float] = {}
         self._hooks: Any = None
-        self._restored: dict[str, Any] | None = None
-        self._train_batch_size: int | None = None
-        self._resume_position: tuple[int, int, int | None] | None = None
 
     # --- public entry points -------------------------------------------------------------------------
     def fit(
@@ -262,6 +255,113 @@ class Trainer:
                 raise MisconfigurationError("No model given and none was fitted by this Trainer; pass model=...")
             return self.lightning_module
         return model
+
+    # --- progress and state (read from the loops' one state object) ------------------------------------
+    @property
+    def state(self) -> TrainerState:
+        return self.progress.state
+
+    @property
+    def state_fn(self) -> str | None:
+        fn = self.progress.state.fn
+        return None if fn is None else fn.value
+
+    @property
+    def current_epoch(self) -> int:
+        return self.progress.epoch
+
+    @current_epoch.setter
+    def current_epoch(self, value: int) -> None:
+        self.progress.epoch = value
+
+    @property
+    def global_step(self) -> int:
+        return self.progress.global_step
+
+    @global_step.setter
+    def global_step(self, value: int) -> None:
+        self.progress.global_step = value
+
+    @property
+    def is_last_batch(self) -> bool:
+        return self.progress.is_last_batch
+
+    @property
+    def val_runs_at_epoch_end(self) -> bool:
+        return self.progress.val_runs_at_epoch_end
+
+    def _stage_flag(self, stage: RunningStage) -> bool:
+        return self.progress.state.stage == stage
+
+    def _set_stage_flag(self, stage: RunningStage, on: bool) -> None:
+        if on:
+            self.progress.state.stage = stage
+        elif self.progress.state.stage == stage:
+            self.progress.state.stage = None
+
+    training = property(lambda self: self._stage_flag(RunningStage.TRAINING),
+                        lambda self, on: self._set_stage_flag(RunningStage.TRAINING, on))
+    sanity_checking = property(lambda self: self._stage_flag(RunningStage.SANITY_CHECKING),
+                               lambda self, on: self._set_stage_flag(RunningStage.SANITY_CHECKING, on))
+    validating = property(lambda self: self._stage_flag(RunningStage.VALIDATING),
+                          lambda self, on: self._set_stage_flag(RunningStage.VALIDATING, on))
+    testing = property(lambda self: self._stage_flag(RunningStage.TESTING),
+                       lambda self, on: self._set_stage_flag(RunningStage.TESTING, on))
+    predicting = property(lambda self: self._stage_flag(RunningStage.PREDICTING),
+                          lambda self, on: self._set_stage_flag(RunningStage.PREDICTING, on))
+
+    @property
+    def max_epochs(self) -> int:
+        return self.fit_loop.max_epochs
+
+    @max_epochs.setter
+    def max_epochs(self, value: int) -> None:
+        self.fit_loop.max_epochs = value
+
+    @property
+    def min_epochs(self) -> int:
+        return self.fit_loop.min_epochs
+
+    @min_epochs.setter
+    def min_epochs(self, value: int) -> None:
+        self.fit_loop.min_epochs = value
+
+    @property
+    def max_steps(self) -> int:
+        return self.fit_loop.max_steps
+
+    @max_steps.setter
+    def max_steps(self, value: int) -> None:
+        self.fit_loop.max_steps = value
+
+    @property
+    def min_steps(self) -> int:
+        return self.fit_loop.min_steps
+
+    @min_steps.setter
+    def min_steps(self, value: int) -> None:
+        self.fit_loop.min_steps = value
+
+    @property
+    def num_training_batches(self) -> int | float:
+        return self.fit_loop.max_batches
+
+    @num_training_batches.setter
+    def num_training_batches(self, value: int | float) -> None:
+        self.fit_loop.max_batches = value
+
+    @property
+    def num_predict_batches(self) -> list[int | float]:
+        return self.predict_loop.max_batches
+
+    @num_predict_batches.setter
+    def num_predict_batches(self, value: list[int | float]) -> None:
+        self.predict_loop.max_batches = value
+
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The module as the strategy set it up (cast, sharded), or the Module before a run."""
+        return self.strategy.module if self.strategy.module is not None else self.lightning_module
 
     # --- ranks ---------------------------------------------------------------------------------------
     @property

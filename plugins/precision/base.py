@@ -14,6 +14,11 @@ class Precision:
 
     name = "32-true"
 
+    @property
+    def precision(self) -> str:
+        """Lightning's attribute name for the precision string (``"bf16-mixed"``...)."""
+        return self.name
+
     def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
         return module
 

@@ -25,6 +25,11 @@ class MixedPrecision(Precision):
         if device_type is not None:
             self.bind_device_type(device_type)
 
+    @property
+    def device(self) -> str | None:
+        """The autocast device type (Lightning's ``MixedPrecision.device``)."""
+        return self.device_type
+
     def bind_device_type(self, device_type: str) -> None:
         """Autocast (and scale fp16 losses) on ``device_type``; a type given to the constructor is kept."""
         if self.device_type is not None:

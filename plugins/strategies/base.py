@@ -9,8 +9,9 @@ How each strategy maps onto it:
   ``DeviceMesh``; ``module_state_dict``/``load_module_state_dict`` and the optimizer counterparts
   speak the sharded layout; ``save_checkpoint`` writes a directory of shards instead of one file;
   ``clip_gradients_by_norm`` computes the norm over shards. Every strategy loads both kinds of checkpoint.
-- pipeline parallel: ``training_step_override`` runs forward/backward over micro-batches through the
-  stages and returns the loss, so the Trainer still sees "a step that returns a loss".
+- pipeline parallel: ``forward_backward`` runs the schedule (forward and backward over micro-batches
+  through the stages) instead of ``training_step`` + ``backward``, so the Trainer still sees "a step
+  that returns a loss".
 - Horovod: ``setup_optimizers`` wraps in ``hvd.DistributedOptimizer``; collectives are ``hvd.*``.
 
 The Trainer never branches on a strategy's name; it only calls these methods.
@@ -138,6 +139,31 @@ class Strategy:
                 return fn(*args, **kwargs)
 
         return run
+
+    def forward_backward(
+        self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int, backward: Any
+    ) -> torch.Tensor | None:
+        """One training step's forward and backward; the optimizer closure calls this.
+
+        Contract (what an override must keep):
+
+        - ``step_fn(batch, batch_idx)`` is the Module's ``training_step`` as ``step_function`` built it;
+          it returns a loss tensor, a dict with ``"loss"``, or None (skip the batch).
+        - ``backward`` is the loop's callback (``trainer.loops.optimization.BackwardStep``).
+          ``backward(output)`` zeroes gradients when this batch opens an accumulation window, divides
+          the loss by ``backward.accumulate``, runs ``on_before_backward``, ``self.backward`` (or the
+          Module's ``backward``) and ``on_after_backward``, records ``output`` for logging and returns
+          the scaled loss (None when skipped).
+        - An override that computes gradients itself (a pipeline schedule, an engine's ``backward``)
+          calls ``backward.zero_grad()`` *before* producing gradients (idempotent; a no-op inside an
+          accumulation window), scales its loss by ``1 / backward.accumulate``, and finishes with
+          ``return backward.finished(output)`` where ``output`` is the loss or a dict with ``"loss"``
+          (the unscaled loss of the whole batch, the same on every rank).
+        - Return the scaled loss (or None): the optimizer closure returns it and clipping runs only
+          when it is not None. The loop already holds ``no_backward_sync`` on accumulation steps and
+          steps the optimizer afterwards; do neither here.
+        """
+        return backward(step_fn(batch, batch_idx))
 
     def backward(self, loss: torch.Tensor) -> None:
         self.precision.backward(loss)

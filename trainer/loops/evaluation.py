@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.data import LoaderPlan
 from trainer.results import to_float
+from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
-_FLAGS = {"validate": "validating", "test": "testing", "predict": "predicting"}
+_STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
 
 
 def run_evaluation(
@@ -23,8 +24,7 @@ def run_evaluation(
     results = trainer._results[stage]
     results.reset_epoch()
     was_training, prev_results, prev_on_step = module.training, trainer._active_results, trainer._fx_on_step
-    trainer.training, trainer.sanity_checking = False, sanity
-    setattr(trainer, _FLAGS[stage], True)
+    prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer._active_results, trainer._fx_on_step = results, False
     module.eval()
     try:
@@ -38,14 +38,12 @@ def run_evaluation(
         results.finish_epoch(trainer.strategy.all_reduce)
         epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
         if not sanity:  # during fit: the index of the last step taken, as in Lightning
-            step = max(trainer.global_step - 1, 0) if trainer.state_fn == "fit" else trainer.global_step
+            step = max(trainer.global_step - 1, 0) if trainer.state.fn == TrainerFn.FITTING else trainer.global_step
             trainer._send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
         module.train(was_training)
-        setattr(trainer, _FLAGS[stage], False)
-        trainer.sanity_checking = False
-        trainer.training = trainer.state_fn == "fit"
+        trainer.progress.set_stage(prev_stage)
         trainer._active_results, trainer._fx_on_step = prev_results, prev_on_step
     if sanity:
         results.reset()
@@ -75,10 +73,19 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         trainer._log_suffix = ""
 
 
+class PredictLoop:
+    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``."""
+
+    def __init__(self) -> None:
+        self.predictions: list[Any] = []
+        self.max_batches: list[int | float] = []
+        self.return_predictions = True
+
+
 def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float]) -> list[Any]:
     module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
     step_fn = strategy.step_function(module, "predict_step")
-    trainer.predicting, trainer.training = True, False
+    prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
     module.eval()
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
@@ -100,8 +107,9 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_epoch_end")
         hooks.call("on_predict_end")
     finally:
-        trainer.predicting = False
-    return outputs if multiple else outputs[0]
+        trainer.progress.set_stage(prev_stage)
+    trainer.predict_loop.predictions = outputs if multiple else outputs[0]
+    return trainer.predict_loop.predictions
 
 
 def print_results(stage: str, results: list[dict[str, float]]) -> None:

@@ -9,16 +9,39 @@ from typing import TYPE_CHECKING, Any
 from trainer.data import LoaderPlan
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.states import RunningStage
 
 if TYPE_CHECKING:
+    from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
 
 class FitLoop:
+    """Lives as long as its Trainer (``trainer.fit_loop``): the epoch/step limits and the fit's state.
+
+    ``run`` is given the prepared loaders of one ``fit`` call.
+    """
+
     def __init__(
-        self, trainer: Trainer, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float]
+        self, trainer: Trainer, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int
     ) -> None:
         self.trainer = trainer
+        self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
+        self.max_batches: int | float = 0  # training batches per epoch (``trainer.num_training_batches``)
+        self.progress: LoopProgress = trainer.progress
+
+    @property
+    def epoch_progress(self) -> Any:
+        from trainer.loops.progress import epoch_progress
+
+        return epoch_progress(self.progress)
+
+    @property
+    def total_batch_idx(self) -> int:
+        return self.progress.total_batches
+
+    def _setup_run(self, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float]) -> None:
+        trainer = self.trainer
         self.train = train
         self.val = val
         self.val_limits = val_limits
@@ -92,16 +115,20 @@ class FitLoop:
         return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
 
     # --- running ------------------------------------------------------------------------------------
-    def run(self, rng_to_restore: dict[str, Any] | None) -> None:
+    def run(
+        self, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float],
+        rng_to_restore: dict[str, Any] | None,
+    ) -> None:
+        self._setup_run(train, val, val_limits)
         t = self.trainer
         hooks = t._hooks
         if self.has_val and t.num_sanity_val_steps != 0:
             limit = math.inf if t.num_sanity_val_steps == -1 else t.num_sanity_val_steps
+            self.progress.set_stage(RunningStage.SANITY_CHECKING)
             hooks.call("on_sanity_check_start")
-            t.sanity_checking = True
             run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
-        t.training = True
+        self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
         while not self._epochs_done() and not self._max_reached():
             self.run_epoch(rng_to_restore)
@@ -123,27 +150,29 @@ class FitLoop:
         if every == math.inf:
             return True
         if t.check_val_every_n_epoch is None:  # counted over all batches
-            return (t._total_batches + t.num_training_batches - t._batches_seen) % every == 0
+            p = self.progress
+            return (p.total_batches + t.num_training_batches - p.batches_seen) % every == 0
         return t.num_training_batches % every == 0
 
     def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
         from trainer.checkpoint import restore_rng_states
 
-        t = self.trainer
+        t, p = self.trainer, self.progress
         hooks, module, results = t._hooks, t.lightning_module, t._results["train"]
-        skip = t._batches_seen
+        skip = p.batches_seen
         mid_epoch = skip > 0
         if rng_to_restore is not None and not mid_epoch:
             restore_rng_states(rng_to_restore)
         results.reset_epoch()
         t._active_results, t._fx_on_step = results, False
-        t.val_runs_at_epoch_end = self._val_due_at_epoch_end()
+        p.val_runs_at_epoch_end = self._val_due_at_epoch_end()
         val_now = self._val_this_epoch() and self.val_check_batch != math.inf
         across_epochs = t.check_val_every_n_epoch is None
         module.train()
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        p.start_epoch()
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
@@ -163,15 +192,15 @@ class FitLoop:
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 break
             before = t.global_step
-            t.is_last_batch = last = batch_idx + 1 == limit
+            p.is_last_batch = last = batch_idx + 1 == limit
             outputs = step.run(batch, batch_idx, last)
-            t._batches_seen = batch_idx = batch_idx + 1
-            t._total_batches += 1
+            p.batches_seen = batch_idx = batch_idx + 1
+            p.total_batches += 1
             if t.global_step != before and t.global_step % log_every == 0:
                 t._send_to_loggers(results.step_for_logger(), t.global_step - 1)  # Lightning's step numbering
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
-            if val_now and (t._total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
+            if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
             self._agree(wait=False)
             if self._max_reached() or self._stop_requested():
@@ -182,10 +211,7 @@ class FitLoop:
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
             self._validate()  # a loader without a length: validate when it is exhausted
         hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
-        if t._epoch_finished:
-            t.current_epoch += 1
-            t._batches_seen = 0
-            t._epoch_finished = False
+        p.end_epoch()
 
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
@@ -195,7 +221,9 @@ class FitLoop:
         t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
         if self.epoch_schedulers:
             step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
-        t._epoch_finished = t._batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+        self.progress.epoch_finished = (
+            self.progress.batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+        )
 
     def _stopped_mid_epoch(self) -> bool:
         t = self.trainer

@@ -89,29 +89,8 @@ class TrainingStep:
         holder: list[Any] = [{}]
 
         def closure() -> torch.Tensor | None:
-            output = self.step_fn(batch, batch_idx)
-            loss = checked_loss(trainer, _loss_of(output), batch_idx)
-            if zero_grad_first and self.optimizer is not None:
-                if self.before_zero_grad is not None:
-                    self.before_zero_grad(self.optimizer)
-                if self.custom_zero_grad:
-                    self.module.optimizer_zero_grad(trainer.current_epoch, batch_idx, self.optimizer)
-                else:
-                    self.optimizer.zero_grad()
-            if loss is None:  # skip this batch: no backward; a step finds no new gradients
-                return None
-            scaled = loss / self.accumulate if self.accumulate > 1 else loss
-            if self.before_backward is not None:
-                self.before_backward(scaled)
-            if self.custom_backward:
-                self.module.backward(scaled)
-            else:
-                self.strategy.backward(scaled)
-            if self.after_backward is not None:
-                self.after_backward()
-            extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
-            holder[0] = {"loss": scaled.detach(), **extra}
-            return scaled
+            backward = BackwardStep(self, batch_idx, zero_grad_first, holder)
+            return self.strategy.forward_backward(self.step_fn, batch, batch_idx, backward)
 
         if self.optimizer is None:
             closure()
@@ -127,6 +106,74 @@ class TrainingStep:
             if self.step_schedulers:
                 step_schedulers(trainer, self.step_schedulers, trainer.global_step)
         return holder[0]
+
+
+class BackwardStep:
+    """The loop's half of one forward/backward: what ``Strategy.forward_backward`` calls back into.
+
+    Made fresh for every closure call (LBFGS calls the closure several times). Calling it with the
+    step's output zeroes gradients when this batch opens an accumulation window (Lightning's order:
+    after ``training_step``), scales the loss by ``1 / accumulate``, runs the before/after-backward
+    hooks around ``strategy.backward`` (or the Module's own ``backward``) and records the output the
+    loop reports. A strategy whose schedule runs backward itself calls ``zero_grad()`` before it,
+    divides its loss by ``accumulate`` and reports with ``finished(output)`` instead.
+    """
+
+    __slots__ = ("step", "batch_idx", "zero_grad_due", "holder", "accumulate")
+
+    def __init__(self, step: TrainingStep, batch_idx: int, zero_grad_due: bool, holder: list[Any]) -> None:
+        self.step = step
+        self.batch_idx = batch_idx
+        self.zero_grad_due = zero_grad_due
+        self.holder = holder
+        self.accumulate = step.accumulate
+
+    def zero_grad(self) -> None:
+        """Zero the optimizer's gradients if this batch starts an accumulation window; idempotent."""
+        if not self.zero_grad_due:
+            return
+        self.zero_grad_due = False
+        step = self.step
+        if step.optimizer is None:
+            return
+        if step.before_zero_grad is not None:
+            step.before_zero_grad(step.optimizer)
+        if step.custom_zero_grad:
+            step.module.optimizer_zero_grad(step.trainer.current_epoch, self.batch_idx, step.optimizer)
+        else:
+            step.optimizer.zero_grad()
+
+    def __call__(self, output: Any) -> torch.Tensor | None:
+        """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
+        loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx)
+        self.zero_grad()
+        if loss is None:  # skip this batch: no backward; a step finds no new gradients
+            return None
+        step = self.step
+        scaled = loss / self.accumulate if self.accumulate > 1 else loss
+        if step.before_backward is not None:
+            step.before_backward(scaled)
+        if step.custom_backward:
+            step.module.backward(scaled)
+        else:
+            step.strategy.backward(scaled)
+        return self.finished(output, scaled)
+
+    def finished(self, output: Any, scaled: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Record ``output`` after gradients exist: runs ``on_after_backward``; returns the scaled loss.
+
+        ``scaled`` defaults to ``output``'s loss divided by ``accumulate``.
+        """
+        if scaled is None:
+            loss = _loss_of(output)
+            if loss is None:
+                return None
+            scaled = loss / self.accumulate if self.accumulate > 1 else loss
+        if self.step.after_backward is not None:
+            self.step.after_backward()
+        extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
+        self.holder[0] = {"loss": scaled.detach(), **extra}
+        return scaled
 
 
 def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:

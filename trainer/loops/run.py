@@ -8,6 +8,7 @@ from trainer.data import num_batches, prepare_loader
 from trainer.errors import MisconfigurationError
 from trainer.limits import apply_limit
 from trainer.module import Module
+from trainer.states import TrainerFn, TrainerStatus
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
@@ -81,7 +82,8 @@ def run_stage(
     from trainer.launch import watch_launcher
 
     watch_launcher()  # a worker Relay's launcher started dies with it
-    trainer.state_fn = stage
+    state = trainer.state
+    state.fn, state.stage, state.status = TrainerFn(stage), None, TrainerStatus.RUNNING
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
     if datamodule is not None:
@@ -137,6 +139,7 @@ def run_stage(
             return _run(trainer, stage, hooks, rng, given)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
+        state.status = TrainerStatus.INTERRUPTED
         hooks.call("on_exception", exc)
         raise
     finally:
@@ -145,20 +148,19 @@ def run_stage(
         if datamodule is not None:
             datamodule.teardown(setup_stage)
         hooks.call("teardown", setup_stage)
-        trainer.training = False
-        trainer.state_fn = None
+        state.stage = None
+        if state.status == TrainerStatus.RUNNING:
+            state.status = TrainerStatus.FINISHED
 
 
 def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
     model = trainer.lightning_module
     if stage == "fit":
-        from trainer.loops.fit import FitLoop
-
         from trainer.loops.state import rescale_position
 
         train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
-        trainer._train_batch_size = getattr(train[0].loader, "batch_size", None)
-        rescale_position(trainer, trainer._train_batch_size)
+        trainer.progress.train_batch_size = getattr(train[0].loader, "batch_size", None)
+        rescale_position(trainer, trainer.progress.train_batch_size)
         trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader),
                                                    "limit_train_batches")
         from trainer.input_checks import warn_if_no_batches
@@ -166,14 +168,13 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
         warn_if_no_batches(trainer.num_training_batches)
         val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
         trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
-        loop = FitLoop(trainer, train[0], val, trainer.num_val_batches)
         for logger in trainer.loggers:
             params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
             logger.log_hyperparams(params)
             if getattr(model, "example_input_array", None) is not None:
                 logger.log_graph(model)
         hooks.call("on_fit_start")
-        loop.run(rng)
+        trainer.fit_loop.run(train[0], val, trainer.num_val_batches, rng)
         hooks.call("on_fit_end")
         return None
     if stage == "predict":

@@ -19,17 +19,7 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         "relay_format": FORMAT_VERSION,
         "epoch": trainer.current_epoch,
         "global_step": trainer.global_step,
-        "loops": {
-            "epoch": trainer.current_epoch,
-            "global_step": trainer.global_step,
-            "batches_seen": trainer._batches_seen,
-            "total_batches": trainer._total_batches,
-            "epoch_finished": trainer._epoch_finished,
-            "world_size": trainer.world_size,
-            # processes that each read their own batches (tensor-parallel ranks share one): the data position
-            "data_replicas": strategy.distributed_sampler_kwargs["num_replicas"],
-            "batch_size": trainer._train_batch_size,
-        },
+        "loops": trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
         "state_dict": strategy.module_state_dict(module),
         "hyper_parameters": plain_data(dict(module.hparams)),
     }
@@ -84,18 +74,7 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
             cb.load_state_dict(saved[cb.state_key])
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
-    loops = checkpoint["loops"]
-    trainer.current_epoch = loops["epoch"]
-    trainer.global_step = loops["global_step"]
-    trainer._batches_seen = loops["batches_seen"]
-    replicas = loops.get("data_replicas", loops.get("world_size", 1))
-    trainer._resume_position = (loops["batches_seen"], replicas, loops.get("batch_size"))
-    trainer._total_batches = loops.get("total_batches", 0)
-    trainer._epoch_finished = loops["epoch_finished"]
-    if trainer._epoch_finished:
-        trainer.current_epoch += 1
-        trainer._batches_seen = 0
-        trainer._epoch_finished = False
+    trainer.progress.load_state_dict(checkpoint["loops"])
     per_rank = checkpoint.get("rng_per_rank")
     if per_rank is not None and len(per_rank) == trainer.world_size:
         return per_rank[trainer.global_rank]
@@ -108,7 +87,8 @@ def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
     The samplers deal one shuffled order out rank by rank, so the samples seen so far are a prefix of it
     whatever the world size; only the batch count that covers that prefix changes.
     """
-    position, trainer._resume_position = trainer._resume_position, None
+    progress = trainer.progress
+    position, progress.resume_position = progress.resume_position, None
     if position is None:
         return
     batches, old_world, old_batch = position
@@ -119,7 +99,7 @@ def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
         return
     samples = batches * old_batch * old_world
     per_step = batch_size * new_world
-    trainer._batches_seen = samples // per_step
+    progress.batches_seen = samples // per_step
     if samples % per_step:
         import warnings
 

@@ -1,0 +1,91 @@
+"""The loops' one state object: counters, position in the data and what is running.
+
+The fit/evaluation loops advance it, ``trainer/loops/state.py`` writes it to and reads it from the
+checkpoint's ``loops`` entry, and the Trainer's Lightning-style properties (``current_epoch``,
+``global_step``, ``state``, ``fit_loop.epoch_progress``) read it. Nothing else keeps a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.states import RunningStage, TrainerState
+
+
+@dataclass
+class LoopProgress:
+    epoch: int = 0
+    global_step: int = 0  # optimizer steps taken
+    batches_seen: int = 0  # batches of ``epoch`` already trained on
+    total_batches: int = 0  # batches trained on over all epochs
+    epoch_finished: bool = False  # every batch of ``epoch`` done (a resume starts the next epoch)
+    epoch_running: bool = False
+    is_last_batch: bool = False
+    val_runs_at_epoch_end: bool = False  # this epoch's last batch is a validation point (ModelCheckpoint asks)
+    train_batch_size: int | None = None
+    resume_position: tuple[int, int, int | None] | None = None  # (batches, data replicas, batch size) saved
+    state: TrainerState = field(default_factory=TrainerState)
+
+    def start_epoch(self) -> None:
+        self.epoch_running = True
+
+    def end_epoch(self) -> None:
+        """After ``on_train_epoch_end``: a finished epoch moves the counter on."""
+        self.epoch_running = False
+        if self.epoch_finished:
+            self.epoch += 1
+            self.batches_seen = 0
+            self.epoch_finished = False
+
+    def set_stage(self, stage: RunningStage | None) -> RunningStage | None:
+        """Enter ``stage``; returns the previous one so the caller can go back to it."""
+        previous, self.state.stage = self.state.stage, stage
+        return previous
+
+    # --- the checkpoint's ``loops`` entry ------------------------------------------------------------
+    def state_dict(self, world_size: int, data_replicas: int) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "batches_seen": self.batches_seen,
+            "total_batches": self.total_batches,
+            "epoch_finished": self.epoch_finished,
+            "world_size": world_size,
+            # processes that each read their own batches (tensor-parallel ranks share one): the data position
+            "data_replicas": data_replicas,
+            "batch_size": self.train_batch_size,
+        }
+
+    def load_state_dict(self, loops: dict[str, Any]) -> None:
+        self.epoch = loops["epoch"]
+        self.global_step = loops["global_step"]
+        self.batches_seen = loops["batches_seen"]
+        replicas = loops.get("data_replicas", loops.get("world_size", 1))
+        self.resume_position = (loops["batches_seen"], replicas, loops.get("batch_size"))
+        self.total_batches = loops.get("total_batches", 0)
+        self.epoch_finished = loops["epoch_finished"]
+        self.end_epoch()
+
+
+@dataclass
+class Tracker:
+    """Lightning's ``ready/started/processed/completed`` counts."""
+
+    ready: int = 0
+    started: int = 0
+    processed: int = 0
+    completed: int = 0
+
+
+@dataclass
+class Progress:
+    total: Tracker
+    current: Tracker
+
+
+def epoch_progress(progress: LoopProgress) -> Progress:
+    """Epochs as Lightning's ``fit_loop.epoch_progress`` counts them, derived from the one state object."""
+    done = progress.epoch
+    begun = done + int(progress.epoch_running)
+    return Progress(Tracker(begun, begun, done, done), Tracker(begun, begun, done, done))
