@@ -1,0 +1,38 @@
+"""Run directories never collide, and an unwritable output_root is one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.cli.runs import new_invocation, unique_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_two_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
+    base = str(tmp_path / "relay_logs" / "2026-01-01" / "12-00-00")  # the same second for both
+    first = unique_dir(base)
+    assert unique_dir(base) == first  # one invocation resolves its directory once
+    new_invocation()
+    second = unique_dir(base)
+    new_invocation()
+    third = unique_dir(base)
+    assert [Path(p).name for p in (first, second, third)] == ["12-00-00", "12-00-00-2", "12-00-00-3"]
+    assert all(Path(p).is_dir() for p in (first, second, third))
+
+
+@pytest.mark.timeout(120)
+def test_unwritable_output_root_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = subprocess.run([sys.executable, "-m", "trainer", f"output_root={blocker}/runs", "experiment=smoke"],
+                          capture_output=True, text=True, timeout=100, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: output_root={blocker}/runs cannot be written: {blocker} is a file, Not a directory (ENOTDIR). "
+        "Set output_root=<a writable directory>."
+    ]
