@@ -131,14 +131,33 @@ def default_registry() -> Registry:
     return registry
 
 
+def selection_names() -> dict[str, dict[str, str]]:
+    """Names every argument also accepts besides the registered plugins: ``auto``, ``gpu``, Lightning's aliases."""
+    from plugins.builtin import PRECISION_ALIASES
+
+    return {
+        "accelerator": {"auto": "The first GPU kind present (cuda, rocm, xpu, mps), else cpu",
+                        "gpu": "The GPU kind present (cuda, rocm, xpu or mps); an error without one"},
+        "strategy": {"auto": "single_device for one process, ddp for several"},
+        "precision": {alias: f"Lightning's name for {name}" for alias, name in PRECISION_ALIASES.items()},
+        "environment": {"auto": "Detected: torchelastic, slurm, kubernetes, mpi, else local"},
+    }
+
+
 def describe(registry: Registry | None = None, write: Callable[[str], Any] = print) -> None:
-    """One line per registered plugin: kind, name, description, where it comes from."""
+    """One line per name each plugin argument accepts: registered plugins (with where they come from),
+    then ``auto``, ``gpu`` and Lightning's aliases."""
     registry = registry or default_registry()
+    extra = selection_names()
     for kind in KINDS:
         entries = registry.entries(kind)
+        more = extra.get(kind, {})
         write(f"{kind}:")
-        width = max((len(n) for n in entries), default=0)
+        width = max((len(n) for n in [*entries, *more]), default=0)
         for name in sorted(entries):
             entry = entries[name]
             origin = "" if entry.source == "relaytrain" else f"  [{entry.source}]"
             write(f"  {name:<{width}}  {entry.description}{origin}")
+        for name, text in more.items():
+            if name not in entries:
+                write(f"  {name:<{width}}  {text}")

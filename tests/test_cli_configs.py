@@ -80,7 +80,7 @@ def test_experiments_and_callbacks_compose():
     for name in options("experiment"):
         assert compose([f"experiment={name}"]).trainer.max_epochs >= 1
     cfg = compose(["callbacks=[default,early_stopping]"])
-    assert set(cfg.callbacks) == {"model_checkpoint", "lr_monitor", "early_stopping"}
+    assert set(cfg.callbacks) == {"model_checkpoint", "lr_monitor", "throughput_monitor", "early_stopping"}
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [

@@ -28,7 +28,7 @@ def _recording_module(calls: list[str]) -> Regression:
         base = getattr(Regression, name)
 
         def hook(self, *args, **kwargs):
-            calls.append(name if name not in ("setup", "teardown") else f"{name}({args[0]})")
+            calls.append(name if name not in ("setup", "teardown") else f"{name}({args[0].value})")
             return base(self, *args, **kwargs)
 
         return hook
@@ -44,7 +44,7 @@ class Recorder(Callback):
 
 def _record_callback(name):
     def hook(self, trainer, module, *args, **kwargs):
-        self.calls.append(f"Callback.{name}" if name not in ("setup", "teardown") else f"Callback.{name}({args[0]})")
+        self.calls.append(f"Callback.{name}" if name not in ("setup", "teardown") else f"Callback.{name}({args[0].value})")
 
     return hook
 
@@ -84,7 +84,7 @@ def test_fit_order(tmp_path):
                               num_sanity_val_steps=1, callbacks=[Recorder(calls)]))
     trainer.fit(model, loader(), loader())
     expected = (
-        ["prepare_data", "configure_callbacks", "Callback.setup(fit)", "setup(fit)", "configure_model",
+        ["configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_model",
          "configure_optimizers", "Callback.on_fit_start", "on_fit_start", "Callback.on_sanity_check_start"]
         + _eval("validation", 1)
         + ["Callback.on_sanity_check_end", "Callback.on_train_start", "on_train_start",
@@ -122,7 +122,7 @@ def test_validate_test_predict_order(tmp_path):
         data = loader() if stage != "predict" else torch.utils.data.DataLoader(torch.randn(32, 4), batch_size=8)
         getattr(trainer, method)(model, data)
         expected = (
-            ["prepare_data", "configure_callbacks", f"Callback.setup({stage})", f"setup({stage})", "configure_model"]
+            ["configure_callbacks", "prepare_data", f"Callback.setup({stage})", f"setup({stage})", "configure_model"]
             + _eval(step, 2)
             + [f"Callback.teardown({stage})", f"teardown({stage})"]
         )

@@ -37,12 +37,13 @@ class Hooks:
     def _lookup(self, name: str) -> tuple[list[Any], Any]:
         entry = self._cache.get(name)
         if entry is None:
-            cbs = [
-                partial(getattr(cb, name), self._trainer, self._module)
-                for cb in self._callbacks
-                if hasattr(Callback, name) and is_overridden(name, cb, Callback)
-            ]
+            owners = [cb for cb in self._callbacks if hasattr(Callback, name) and is_overridden(name, cb, Callback)]
+            cbs = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
             mod = getattr(self._module, name) if is_overridden(name, self._module, Module) else None
+            profiler = getattr(self._trainer, "profiler", None)
+            if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
+                cbs = [profiler.wrap(f"[Callback]{type(cb).__qualname__}.{name}", fn) for cb, fn in zip(owners, cbs)]
+                mod = profiler.wrap(f"[Module]{type(self._module).__qualname__}.{name}", mod) if mod else None
             entry = self._cache[name] = (cbs, mod)
         return entry
 

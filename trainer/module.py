@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.hparams import HyperparametersMixin
+from trainer.ranks import set_rank_zero_only
+
+set_rank_zero_only()
 
 if TYPE_CHECKING:
     from trainer.optimizers import OptimizerHandle
@@ -225,6 +228,38 @@ class Module(HyperparametersMixin, torch.nn.Module):
         for p in self.parameters():
             p.requires_grad = True
         self.train()
+
+    # --- evaluation mode and batch transfer (defaults run unless overridden) ---------------------------
+    def on_validation_model_zero_grad(self) -> None:
+        """Before validation inside fit: free the gradients (Lightning does this by default)."""
+        self.zero_grad()
+
+    def on_validation_model_eval(self) -> None:
+        self.trainer.model.eval()
+
+    def on_validation_model_train(self) -> None:
+        """Called only when overridden; otherwise every submodule's mode from before validation comes back."""
+        self.trainer.model.train()
+
+    def on_test_model_eval(self) -> None:
+        self.trainer.model.eval()
+
+    def on_test_model_train(self) -> None:
+        self.trainer.model.train()
+
+    def on_predict_model_eval(self) -> None:
+        self.trainer.model.eval()
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return batch
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        return apply_to_collection(batch, torch.Tensor, lambda t: t.to(device, non_blocking=True))
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return batch
 
     # --- hooks (no-ops; the Trainer calls only overridden ones) ---------------------------------------
     def prepare_data(self) -> None: ...

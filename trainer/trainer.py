@@ -21,7 +21,10 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
 from trainer.results import Results, reduce_name, to_float
+from trainer.ranks import set_rank_zero_only
 from trainer.states import RunningStage, TrainerState
+
+set_rank_zero_only()
 
 
 class Trainer:
@@ -64,6 +67,7 @@ class Trainer:
         stop_on_nonfinite_loss: bool = True,
         preemption_signals: Any = None,
         auto_requeue: bool = True,
+        profiler: Any = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -74,6 +78,7 @@ class Trainer:
 
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
                                         environment=_environment_from(plugins))
+        set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
 
@@ -154,7 +159,9 @@ class Trainer:
 
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
+        from trainer.profilers.base import resolve_profiler
 
+        self.profiler = resolve_profiler(profiler)
         self.loggers = make_loggers(logger, self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
             callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from plugins.launchers.base import Launcher
+from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
 LAUNCHER_PID = "RELAY_LAUNCHER_PID"  # set for the workers: the process they must not outlive
@@ -97,8 +98,11 @@ class ElasticLauncher(Launcher):
             rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
             max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
         )
+        threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
+        if message:
+            print(message, file=__import__("sys").stderr, flush=True)
         saved_env = dict(os.environ)
-        os.environ.update(env or {})
+        os.environ.update({**threads, **(env or {})})
         os.environ[LAUNCHER_PID] = str(os.getpid())
         guard = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py")
         command = [sys.executable, guard, str(os.getpid()), *command]

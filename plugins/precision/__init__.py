@@ -1,5 +1,8 @@
 """Precision plugins: autocast, loss scaling and module dtype."""
 
-from plugins.precision.base import Precision
+from __future__ import annotations
 
-__all__ = ["Precision"]
+from plugins.precision.base import Precision
+from plugins.precision.half import MixedPrecision, TruePrecision
+
+__all__ = ["MixedPrecision", "Precision", "TruePrecision"]

@@ -8,13 +8,11 @@ directly: they need no gradient synchronisation. Accumulation steps run inside D
 from __future__ import annotations
 
 import contextlib
-import datetime
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook
 from plugins.strategies.parallel import ParallelStrategy
@@ -38,10 +36,6 @@ class DDPStrategy(ParallelStrategy):
 
     def __init__(
         self,
-        accelerator: Accelerator | None = None,
-        precision: Precision | None = None,
-        process_group_backend: str | None = None,
-        timeout: float | datetime.timedelta | None = 1800,
         find_unused_parameters: bool = False,
         static_graph: bool = False,
         gradient_as_bucket_view: bool = False,
@@ -49,10 +43,10 @@ class DDPStrategy(ParallelStrategy):
         broadcast_buffers: bool | None = None,
         comm_hook: str | None = None,
         comm_hook_options: dict[str, Any] | None = None,
-        max_restarts: int = 0,
-        shutdown_timeout: float = 30,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(accelerator, precision, process_group_backend, timeout, max_restarts, shutdown_timeout)
+        """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s."""
+        super().__init__(**kwargs)
         if comm_hook is not None and comm_hook not in COMM_HOOKS:
             import difflib
 

@@ -23,14 +23,13 @@ at a time onto its CPU.
 from __future__ import annotations
 
 import contextlib
-import datetime
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from plugins.accelerators.base import Accelerator
-from plugins.precision.base import Precision
+from plugins.strategies.mesh import MeshLayout, submesh
 from plugins.strategies.parallel import ParallelStrategy
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
@@ -100,16 +99,19 @@ def _within(name: str, prefix: str) -> bool:
 
 
 class FSDPStrategy(ParallelStrategy):
-    """FSDP2 over a 1-D mesh (full sharding) or a 2-D one (``HYBRID_SHARD``: replicate x shard)."""
+    """FSDP2 over the mesh's data-parallel dimensions: ``dp_shard`` (full sharding), or ``dp_replicate`` x
+    ``dp_shard`` (hybrid sharding); ``tp`` when the Module's ``configure_model`` applies a tensor-parallel plan.
+
+    The process-group arguments (``process_group_backend``, ``timeout``, ``max_restarts``,
+    ``shutdown_timeout``) and the degrees (``dp_replicate``, ``dp_shard``, ``tp``) are ``ParallelStrategy``'s.
+    """
 
     name = "fsdp"
+    layout_preset = MeshLayout(dp_replicate=1, dp_shard=-1)
+    layout_dims = ("dp_replicate", "dp_shard", "tp")
 
     def __init__(
         self,
-        accelerator: Accelerator | None = None,
-        precision: Precision | None = None,
-        process_group_backend: str | None = None,
-        timeout: float | datetime.timedelta | None = 1800,
         sharding_strategy: str = "FULL_SHARD",
         shard_size: int | None = None,
         reshard_after_forward: bool | int | None = None,
@@ -117,10 +119,9 @@ class FSDPStrategy(ParallelStrategy):
         activation_checkpointing_policy: Any = None,
         cpu_offload: bool = False,
         state_dict_type: str = "sharded",
-        max_restarts: int = 0,
-        shutdown_timeout: float = 30,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(accelerator, precision, process_group_backend, timeout, max_restarts, shutdown_timeout)
+        super().__init__(**kwargs)
         sharding_strategy = str(sharding_strategy).upper()
         if sharding_strategy not in SHARDING_STRATEGIES:
             raise ValueError(f"{type(self).__name__}(sharding_strategy={sharding_strategy!r}) is not valid; use one "
@@ -151,7 +152,6 @@ class FSDPStrategy(ParallelStrategy):
                                                        "activation_checkpointing_policy")
         self.cpu_offload = cpu_offload
         self.state_dict_type = state_dict_type
-        self.device_mesh: Any = None
         self._roots: list[torch.nn.Module] = []
 
     # --- placement checks -------------------------------------------------------------------------
@@ -175,23 +175,15 @@ class FSDPStrategy(ParallelStrategy):
     def _shard_size(self) -> int:
         return self.shard_size or max(1, len(self.device_ids))
 
-    # --- mesh ----------------------------------------------------------------------------------------
-    def setup_environment(self) -> None:
-        super().setup_environment()
-        self.device_mesh = self._build_mesh()
-
-    def _build_mesh(self) -> Any:
-        from torch.distributed.device_mesh import init_device_mesh
-
-        kind = self.root_device.type
-        if self.sharding_strategy == "HYBRID_SHARD":
-            shard = self._shard_size()
-            return init_device_mesh(kind, (self.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
-        return init_device_mesh(kind, (self.world_size,), mesh_dim_names=("shard",))
+    def _layout_request(self) -> MeshLayout:
+        """``HYBRID_SHARD``: shard within ``shard_size`` processes (default: a node), replicate across them."""
+        if self.sharding_strategy == "HYBRID_SHARD" and not {"dp_replicate", "dp_shard"} & set(self._degrees):
+            return replace(super()._layout_request(), dp_replicate=-1, dp_shard=self._shard_size())
+        return super()._layout_request()
 
     def _fsdp_mesh(self) -> Any:
         """The part of the mesh FSDP shards (and, for hybrid sharding, replicates) over."""
-        return self.device_mesh
+        return submesh(self.device_mesh, "dp_replicate", "dp_shard")
 
     # --- the module ----------------------------------------------------------------------------------
     def _fsdp_kwargs(self) -> dict[str, Any]:
@@ -225,8 +217,6 @@ class FSDPStrategy(ParallelStrategy):
         return module
 
     def _shard(self, module: torch.nn.Module) -> None:
-        from torch.distributed.fsdp import fully_shard
-
         own = [n for n, _ in module.named_parameters(recurse=False)]
         if own:
             raise ValueError(
@@ -234,18 +224,11 @@ class FSDPStrategy(ParallelStrategy):
                 "cannot be sharded: FSDP gathers parameters in a submodule's forward. Move them into a submodule "
                 "(e.g. self.model = nn.Module subclass), or apply fully_shard yourself in configure_model."
             )
-        kwargs = self._fsdp_kwargs()
-        ac = self.activation_checkpointing_policy
-        if ac:
-            from torch.distributed._composable import checkpoint
+        from plugins.strategies.parallelize import apply_activation_checkpointing, apply_fsdp
 
-            for block in blocks_of(module, None if ac is True else ac):
-                checkpoint(block)
-        for block in reversed(blocks_of(module, self.auto_wrap_policy)):  # inner blocks first
-            fully_shard(block, **kwargs)
-        for child in module.children():
-            if any(True for _ in child.parameters()):
-                fully_shard(child, **kwargs)
+        apply_activation_checkpointing(module, self.activation_checkpointing_policy)
+        roots = [child for child in module.children() if any(True for _ in child.parameters())]
+        apply_fsdp(module, roots, self.auto_wrap_policy, **self._fsdp_kwargs())
 
     def evaluation_context(self) -> contextlib.AbstractContextManager:
         """``no_grad``, not ``inference_mode``: FSDP's gather buffers outlive evaluation and training reuses them,

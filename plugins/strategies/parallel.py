@@ -18,6 +18,7 @@ import torch
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
+from plugins.strategies.mesh import DIMS, MeshLayout
 
 _REDUCE_OPS = ("mean", "sum", "max", "min")
 
@@ -78,7 +79,14 @@ def _destroy_group() -> None:
 
 
 class ParallelStrategy(Strategy):
-    """One process per device, joined in a ``torch.distributed`` process group."""
+    """One process per device, joined in a ``torch.distributed`` process group, laid out on one ``DeviceMesh``.
+
+    ``dp_replicate``/``dp_shard``/``tp``/``pp`` override the subclass's preset degrees (``layout_preset``);
+    a subclass lists in ``layout_dims`` the degrees it knows how to apply.
+    """
+
+    layout_preset = MeshLayout(dp_replicate=-1, dp_shard=1)
+    layout_dims: tuple[str, ...] = ("dp_replicate",)
 
     def __init__(
         self,
@@ -88,8 +96,25 @@ class ParallelStrategy(Strategy):
         timeout: float | datetime.timedelta | None = 1800,
         max_restarts: int = 0,
         shutdown_timeout: float = 30,
+        dp_replicate: int | None = None,
+        dp_shard: int | None = None,
+        tp: int | None = None,
+        pp: int | None = None,
     ) -> None:
         super().__init__(accelerator=accelerator, precision=precision)
+        given = dict(zip(DIMS, (pp, dp_replicate, dp_shard, tp)))
+        self._degrees = {name: value for name, value in given.items() if value is not None}
+        MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})  # bad values fail here, not at launch
+        unsupported = [n for n, v in self._degrees.items() if v != 1 and n not in self.layout_dims]
+        if unsupported:
+            name = unsupported[0]
+            raise ValueError(
+                f"{type(self).__name__}({name}={self._degrees[name]}): this strategy applies only "
+                f"{', '.join(self.layout_dims)}; use strategy=pipeline (pp, with dp_replicate/dp_shard/tp), "
+                f"strategy=model_parallel (tp x dp_shard) or strategy=fsdp (dp_replicate x dp_shard), e.g. "
+                f"strategy=pipeline strategy.{name}={self._degrees[name]}."
+            )
+        self.device_mesh: Any = None
         if process_group_backend is not None and process_group_backend not in ("gloo", "nccl", "xccl", "mpi"):
             raise ValueError(
                 f"process_group_backend={process_group_backend!r} is not a torch.distributed backend; "
@@ -109,6 +134,22 @@ class ParallelStrategy(Strategy):
                 device_ids: list[int] | None = None, num_nodes: int = 1) -> None:
         super().connect(accelerator, precision, environment, device_ids, num_nodes)
         self._check_backend()
+        self.layout  # noqa: B018 (a layout that does not fit the world size fails at Trainer construction)
+
+    # --- layout -----------------------------------------------------------------------------------
+    def _layout_request(self) -> MeshLayout:
+        """The degrees asked for (preset, then the user's); subclasses may derive presets from placement."""
+        return MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})
+
+    @property
+    def layout(self) -> MeshLayout:
+        """The degrees for this run's world size (``-1`` filled in)."""
+        return self._layout_request().resolve(self.world_size)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int]:
+        rank, size = self.layout.data_parallel(self.global_rank)
+        return {"num_replicas": size, "rank": rank}
 
     def _check_backend(self) -> None:
         """``nccl`` (or ``xccl``) on a CPU run cannot work: say so before anything starts."""
@@ -171,6 +212,7 @@ class ParallelStrategy(Strategy):
     def setup_environment(self) -> None:
         super().setup_environment()
         self._init_process_group()
+        self.device_mesh = self.layout.build(self.root_device.type)
 
     def _init_process_group(self) -> None:
         import torch.distributed as dist

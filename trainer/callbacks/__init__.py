@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
     from trainer.callbacks.model_summary import ModelSummary
     from trainer.callbacks.progress import ProgressBar
+    from trainer.callbacks.device_stats import DeviceStatsMonitor
+    from trainer.callbacks.throughput import ThroughputMonitor
 
 _EXPORTS = {
     "Callback": "trainer.callbacks.base",
@@ -20,6 +22,8 @@ _EXPORTS = {
     "LearningRateMonitor": "trainer.callbacks.lr_monitor",
     "ProgressBar": "trainer.callbacks.progress",
     "ModelSummary": "trainer.callbacks.model_summary",
+    "ThroughputMonitor": "trainer.callbacks.throughput",
+    "DeviceStatsMonitor": "trainer.callbacks.device_stats",
 }
 
 __all__ = list(_EXPORTS)

@@ -491,6 +491,9 @@ def _fit_has_validation(trainer: Trainer) -> bool:
 
     from trainer.module import Module
 
+    loop = getattr(trainer, "fit_loop", None)
+    if loop is not None and hasattr(loop, "has_val"):  # known before the val loaders are built
+        return bool(loop.has_val)
     counts = getattr(trainer, "num_val_batches", None) or []
     module = trainer.lightning_module
     return bool(sum(counts)) and module is not None and is_overridden("validation_step", module, Module)

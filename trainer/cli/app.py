@@ -7,6 +7,7 @@ and expands ``-m`` sweeps into one job per combination. Each job resolves its co
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -39,14 +40,19 @@ def _run_composed(cfg: Any) -> int:
 
     from trainer.cli.job import RESOLVED_CONFIG, run_job
 
-    resolved = _resolved_config(cfg)
+    from trainer.cli.console import console_to_log
+
     output_subdir = HydraConfig.get().output_subdir  # None on ranks other than 0 (see runs.launcher_overrides)
-    config_file = None
-    if output_subdir is not None:
-        config_file = Path(os.getcwd(), output_subdir, RESOLVED_CONFIG)
-        config_file.parent.mkdir(parents=True, exist_ok=True)
-        config_file.write_text(OmegaConf.to_yaml(resolved))
-    return run_job(resolved, config_file)
+    logging_here = output_subdir is not None  # one relay.log per run directory, from rank 0
+    with console_to_log(os.getcwd()) if logging_here else contextlib.nullcontext():
+        print(f"run directory: {os.getcwd()}", flush=True)
+        resolved = _resolved_config(cfg)
+        config_file = None
+        if output_subdir is not None:
+            config_file = Path(os.getcwd(), output_subdir, RESOLVED_CONFIG)
+            config_file.parent.mkdir(parents=True, exist_ok=True)
+            config_file.write_text(OmegaConf.to_yaml(resolved))
+        return run_job(resolved, config_file)
 
 
 def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config") -> int:
@@ -55,17 +61,26 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     from hydra._internal.utils import get_args_parser
 
     from trainer.cli.check import compose_checked
+    from trainer.cli.overrides import canonical_precision, resume_in_place
     from trainer.cli.runs import launcher_overrides, new_invocation, register_resolvers
 
     register_resolvers()
     new_invocation()
 
+    argv = canonical_precision(argv)
     args = get_args_parser().parse_args(list(argv))
-    extra = launcher_overrides(args.overrides)
     config_name = args.config_name or config_name
+    if args.help and not args.config_dir and not args.config_path:
+        from trainer.cli.help import help_text
+
+        print(help_text(config_dir, config_name, args.overrides))
+        return 0
+    extra = launcher_overrides(args.overrides)
     if not any(getattr(args, flag, False) for flag in _INFO_FLAGS) and not args.config_dir and not args.config_path:
-        composed = compose_checked(config_dir, config_name, [*args.overrides, *extra], multirun=args.multirun)
-        _check_output_root(composed)
+        cfg = compose_checked(config_dir, config_name, [*args.overrides, *extra], multirun=args.multirun)
+        _check_output_root(cfg)
+        if not args.multirun and not args.cfg:
+            extra += resume_in_place(cfg, [*args.overrides, *extra])
 
     codes: list[int] = []
 

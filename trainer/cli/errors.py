@@ -71,7 +71,7 @@ def explain(exc: BaseException, overrides: Sequence[str], options_of: Callable[[
     """
     text = str(exc)
     cause = exc.__cause__
-    found = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+    found = re.search(r"Could not (?:find|load) '([^']+)/([^'/]+)'", text)
     if found:
         group, option = found.groups()
         return unknown_option(group, option, options_of(group))

@@ -54,6 +54,7 @@ def build_trainer(cfg: Any) -> Any:
             strategy=_build(cfg.get("strategy"), "strategy") or "auto",
             precision=_build(cfg.get("precision"), "precision") or "32-true",
             plugins=_build(cfg.get("environment"), "environment"),
+            profiler=_build(cfg.get("profiler"), "profiler"),
             logger=logger if logger is not None else False,
             callbacks=callbacks,
             **kwargs,

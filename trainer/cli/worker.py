@@ -23,16 +23,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from omegaconf import OmegaConf
 
+    from trainer.cli.console import console_to_log
     from trainer.cli.errors import ConfigError
     from trainer.cli.job import build_trainer, run_stages
 
     cfg = OmegaConf.load(config_file)
-    os.chdir(config_file.parent.parent)  # the run directory holds .hydra/
-    try:
-        run_stages(cfg, build_trainer(cfg))
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    run_dir = config_file.parent.parent  # the run directory holds .hydra/
+    os.chdir(run_dir)
+    with console_to_log(run_dir):  # the workers' output goes to the run's relay.log too
+        try:
+            run_stages(cfg, build_trainer(cfg))
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -78,14 +78,18 @@ class GPTModule(Module):
         mesh = self.device_mesh
         if getattr(self, "_tp_applied", False):  # a later stage (test after fit) reuses the parallel model
             return
-        if mesh is not None and "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() > 1:
+        if mesh is not None and "tp" in (mesh.mesh_dim_names or ()) and mesh["tp"].size() > 1:
             from trainer.examples.gpt import tensor_parallel_plan
 
-            tensor_parallel_plan(self.model, mesh["tensor_parallel"])
+            tensor_parallel_plan(self.model, mesh["tp"])
             self._tp_applied = True
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
+
+    def tokens_per_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> int:
+        """Tokens the model reads in a batch: ``ThroughputMonitor`` logs tokens/s from it."""
+        return batch[0].numel()
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch

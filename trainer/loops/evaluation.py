@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trainer.data import LoaderPlan
+from trainer.loops.batches import BatchMover
 from trainer.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
@@ -12,6 +15,17 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 _STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
+
+
+def capture_modes(module: torch.nn.Module) -> dict[str, bool]:
+    """Each submodule's train/eval mode, so evaluation gives back exactly what it found (frozen parts too)."""
+    return {name: m.training for name, m in module.named_modules()}
+
+
+def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
+    for name, m in module.named_modules():
+        if name in modes:
+            m.training = modes[name]
 
 
 def run_evaluation(
@@ -23,10 +37,11 @@ def run_evaluation(
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
     results = trainer._results[stage]
     results.reset_epoch()
-    was_training, prev_results, prev_on_step = module.training, trainer._active_results, trainer._fx_on_step
+    prev_results, prev_on_step = trainer._active_results, trainer._fx_on_step
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer._active_results, trainer._fx_on_step = results, False
-    module.eval()
+    modes = capture_modes(module)
+    getattr(module, f"on_{prefix}_model_eval")()
     try:
         hooks.call(f"on_{prefix}_start")
         hooks.call(f"on_{prefix}_epoch_start")
@@ -42,7 +57,10 @@ def run_evaluation(
             trainer._send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
-        module.train(was_training)
+        if hooks.has(f"on_{prefix}_model_train"):
+            hooks.call(f"on_{prefix}_model_train")
+        else:
+            restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
         trainer._active_results, trainer._fx_on_step = prev_results, prev_on_step
     if sanity:
@@ -58,13 +76,13 @@ def run_evaluation(
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
                 multiple: bool) -> None:
-    hooks, strategy = trainer._hooks, trainer.strategy
+    hooks, move = trainer._hooks, BatchMover(trainer)
     trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
                 break
-            batch = strategy.batch_to_device(batch)
+            batch = move(batch, dl_idx)
             trainer._batch_for_size = batch
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
             out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
@@ -86,7 +104,9 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
     step_fn = strategy.step_function(module, "predict_step")
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
-    module.eval()
+    modes = capture_modes(module)
+    module.on_predict_model_eval()
+    move = BatchMover(trainer)
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
     try:
@@ -98,7 +118,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
                 for batch_idx, batch in enumerate(plan.iterate(0)):
                     if batch_idx >= limit:
                         break
-                    batch = strategy.batch_to_device(batch)
+                    batch = move(batch, dl_idx)
                     hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                     out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
                     hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
@@ -107,6 +127,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_epoch_end")
         hooks.call("on_predict_end")
     finally:
+        restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
     trainer.predict_loop.predictions = outputs if multiple else outputs[0]
     return trainer.predict_loop.predictions

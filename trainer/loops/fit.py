@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainer.data import LoaderPlan
+from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.states import RunningStage
@@ -40,24 +42,40 @@ class FitLoop:
     def total_batch_idx(self) -> int:
         return self.progress.total_batches
 
-    def _setup_run(self, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float]) -> None:
+    def _setup_run(self, load_val: Callable[[], Any], val_source: bool) -> None:
         trainer = self.trainer
-        self.train = train
-        self.val = val
-        self.val_limits = val_limits
-        self.step = TrainingStep(trainer)
+        self.load_val = load_val
+        self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
+        self.val_limits: list[int | float] = []
         from lightning_utilities.core.overrides import is_overridden
 
         from trainer.module import Module
 
-        self.has_val = bool(val) and any(val_limits) and is_overridden("validation_step", trainer.lightning_module, Module)
-        self.val_check_batch = _val_check_batch(trainer)
+        self.has_val = (val_source and trainer.limit_val_batches != 0
+                        and is_overridden("validation_step", trainer.lightning_module, Module))
         self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
         self.stop_agreed = self.time_up = False
         self.pending: Any = None  # a vote on (should_stop, time is up) in flight
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
+        self.profiler = profiler = trainer.profiler if trainer.profiler.enabled else None
+        if profiler is not None:  # wrapped once here, so a run without a profiler pays nothing per batch
+            run_batch = profiler.wrap("run_training_batch", self.step.run)
+
+            def run_and_step(*args: Any) -> Any:
+                out = run_batch(*args)
+                profiler.step()
+                return out
+
+            self.step.run = run_and_step  # type: ignore[method-assign]
+            self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
+            self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
+
+    def _ensure_val(self) -> None:
+        if self.val is None:
+            self.val, self.val_limits = self.load_val()
+            self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
     # --- stopping -----------------------------------------------------------------------------------
     def _max_reached(self) -> bool:
@@ -116,18 +134,26 @@ class FitLoop:
 
     # --- running ------------------------------------------------------------------------------------
     def run(
-        self, train: LoaderPlan, val: list[LoaderPlan], val_limits: list[int | float],
+        self, load_train: Callable[[], LoaderPlan], load_val: Callable[[], Any], val_source: bool,
         rng_to_restore: dict[str, Any] | None,
     ) -> None:
-        self._setup_run(train, val, val_limits)
+        """``load_train``/``load_val`` build the loaders when Lightning asks for them: validation's at the sanity
+        check (or the first validation), training's after the sanity check."""
+        self._setup_run(load_val, val_source)
         t = self.trainer
         hooks = t._hooks
         if self.has_val and t.num_sanity_val_steps != 0:
             limit = math.inf if t.num_sanity_val_steps == -1 else t.num_sanity_val_steps
             self.progress.set_stage(RunningStage.SANITY_CHECKING)
             hooks.call("on_sanity_check_start")
-            run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+            self._ensure_val()
+            if self.has_val:
+                run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
+        self.train = load_train()
+        self.step = TrainingStep(t)
+        self.move = BatchMover(t)
+        self.val_check_batch = _val_check_batch(t)
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
         while not self._epochs_done() and not self._max_reached():
@@ -172,12 +198,14 @@ class FitLoop:
         limit = t.num_training_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        if self.profiler is not None:
+            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         hooks.call("on_train_epoch_start")
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
-        step, strategy = self.step, t.strategy
+        step, move = self.step, self.move
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         log_every = t.log_every_n_steps
         batch_idx = skip
@@ -187,7 +215,7 @@ class FitLoop:
                 batch = next(batches)
             except StopIteration:
                 break
-            batch = strategy.batch_to_device(batch)
+            batch = move(batch)
             t._batch_for_size = batch
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 break
@@ -229,8 +257,18 @@ class FitLoop:
         t = self.trainer
         return self._max_reached() or self._stop_requested()
 
+    def _accumulating(self) -> bool:
+        """Between the batches of one accumulated step (gradients must survive a validation there)."""
+        p, t = self.progress, self.trainer
+        return p.batches_seen % t.accumulate_grad_batches != 0 and not p.is_last_batch
+
     def _validate(self) -> None:
         t = self.trainer
+        if not self._accumulating():  # free the gradients (a hook, as in Lightning)
+            t.lightning_module.on_validation_model_zero_grad()
+        self._ensure_val()
+        if not self.has_val:
+            return
         run_evaluation(t, "validate", self.val, self.val_limits)
         t._active_results = t._results["train"]
 

@@ -36,8 +36,10 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
         before_step = hooks.caller("on_before_optimizer_step")
         if before_step is not None:
             before_step(optimizer)
-        if trainer.gradient_clip_val and (result is not None or closure is None):
-            module.configure_gradient_clipping(optimizer, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+        clip = trainer.gradient_clip_val or (module.automatic_optimization and hooks.has("configure_gradient_clipping"))
+        if clip and (result is not None or closure is None):
+            module.configure_gradient_clipping(optimizer, gradient_clip_val=trainer.gradient_clip_val,
+                                               gradient_clip_algorithm=trainer.gradient_clip_algorithm)
         return result
 
     out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
@@ -69,6 +71,14 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        self.backward = self.strategy.backward
+        self.optimizer_step = optimizer_step
+        profiler = trainer.profiler
+        if profiler.enabled:  # wrapped once here: a run without a profiler pays nothing per batch
+            name = type(self.strategy).__name__
+            self.step_fn = profiler.wrap(f"[Strategy]{name}.training_step", self.step_fn)
+            self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
+            self.optimizer_step = profiler.wrap(f"[Strategy]{name}.optimizer_step", optimizer_step)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
             raise MisconfigurationError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
@@ -101,7 +111,7 @@ class TrainingStep:
             if self.custom_step:
                 self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
             else:
-                optimizer_step(trainer, self.optimizer, closure)
+                self.optimizer_step(trainer, self.optimizer, closure)
             trainer.global_step += 1
             if self.step_schedulers:
                 step_schedulers(trainer, self.step_schedulers, trainer.global_step)
@@ -156,7 +166,7 @@ class BackwardStep:
         if step.custom_backward:
             step.module.backward(scaled)
         else:
-            step.strategy.backward(scaled)
+            step.backward(scaled)
         return self.finished(output, scaled)
 
     def finished(self, output: Any, scaled: torch.Tensor | None = None) -> torch.Tensor | None:

@@ -8,6 +8,7 @@ from trainer.data import num_batches, prepare_loader
 from trainer.errors import MisconfigurationError
 from trainer.limits import apply_limit
 from trainer.module import Module
+from trainer.ranks import set_rank_zero_only
 from trainer.states import TrainerFn, TrainerStatus
 
 if TYPE_CHECKING:
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
 
 _LOADER_METHOD = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",
                   "predict": "predict_dataloader"}
-_SETUP_STAGE = {"fit": "fit", "validate": "validate", "test": "test", "predict": "predict"}
 
 
 def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any]:
@@ -30,7 +30,7 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
         dm = trainer.datamodule
         if dm is not None and is_overridden(method, dm, DataModule):
             given = getattr(dm, method)()
-        elif hasattr(trainer.lightning_module, method):
+        elif getattr(trainer.lightning_module, method, None) is not None:  # `model.val_dataloader = None`: none
             given = getattr(trainer.lightning_module, method)()
     from trainer.input_checks import check_loader
 
@@ -63,12 +63,10 @@ def run_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> Any:
-    from lightning_utilities.core.rank_zero import rank_zero_only
-
     from trainer.callbacks.setup import merge_module_callbacks
     from trainer.checkpoint import load_checkpoint
     from trainer.hooks import Hooks
-    from trainer.loops.state import restore_module, restore_training_state
+    from trainer.loops.state import restore_callbacks, restore_module, restore_training_state
 
     if not isinstance(model, Module):
         raise MisconfigurationError(
@@ -91,24 +89,26 @@ def run_stage(
     trainer.should_stop = False
     strategy = trainer.strategy
     strategy.setup_environment()
-    rank_zero_only.rank = strategy.global_rank
+    set_rank_zero_only(strategy.global_rank)
     if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: go on from it
         from trainer.preemption import resume_note
 
         ckpt_path = resume_note(trainer)
+    profiler = trainer.profiler
+    profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir, global_rank=strategy.global_rank)
     path = trainer._resolve_ckpt_path(ckpt_path, stage)
     checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
     trainer.ckpt_path = path
 
+    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
     if strategy.local_rank == 0:
         if datamodule is not None:
             datamodule.prepare_data()
         model.prepare_data()
     strategy.barrier("prepare_data")
-    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
     hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
     status = "success"
-    setup_stage = _SETUP_STAGE[stage]
+    setup_stage = state.fn
     if datamodule is not None:
         datamodule.setup(setup_stage)
     hooks.call("setup", setup_stage)
@@ -120,6 +120,10 @@ def run_stage(
         if stage == "fit":
             check_has_parameters(model)
         strategy.setup_module(model)
+        if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
+            restore_module(trainer, checkpoint)
+            if stage == "fit":
+                restore_callbacks(trainer, checkpoint)
         if stage == "fit":
             from trainer.optimizers import OptimizerHandle, parse_optimizers
 
@@ -127,10 +131,8 @@ def run_stage(
             trainer.optimizers = strategy.setup_optimizers(optimizers)
             trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
         rng = None
-        if checkpoint is not None:
-            restore_module(trainer, checkpoint)
-            if stage == "fit":
-                rng = restore_training_state(trainer, checkpoint, path)
+        if checkpoint is not None and stage == "fit":
+            rng = restore_training_state(trainer, checkpoint, path)
         if stage != "fit":
             return _run(trainer, stage, hooks, rng, given)
         from trainer.preemption import guarded_fit
@@ -148,33 +150,59 @@ def run_stage(
         if datamodule is not None:
             datamodule.teardown(setup_stage)
         hooks.call("teardown", setup_stage)
+        if profiler.enabled:
+            profiler.describe(show=strategy.is_global_zero)
+        profiler.teardown(stage)
         state.stage = None
         if state.status == TrainerStatus.RUNNING:
             state.status = TrainerStatus.FINISHED
 
 
+def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
+    """Whether loaders for ``key`` could exist, without building them (Lightning asks for them when needed)."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    from trainer.datamodule import DataModule
+
+    method = _LOADER_METHOD[key]
+    dm = trainer.datamodule
+    return (given is not None or (dm is not None and is_overridden(method, dm, DataModule))
+            or getattr(trainer.lightning_module, method, None) is not None)
+
+
+def _train_plan(trainer: Trainer, given: Any) -> Any:
+    """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
+    from trainer.loops.state import rescale_position
+
+    train = _plans(trainer, _loaders(trainer, "train", given, required=True))[0]
+    trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
+    rescale_position(trainer, trainer.progress.train_batch_size)
+    trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
+                                               "limit_train_batches")
+    from trainer.input_checks import warn_if_no_batches
+
+    warn_if_no_batches(trainer.num_training_batches)
+    return train
+
+
+def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | float]]:
+    val = _plans(trainer, _loaders(trainer, "val", given, required=False))
+    trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
+    return val, trainer.num_val_batches
+
+
 def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
     model = trainer.lightning_module
     if stage == "fit":
-        from trainer.loops.state import rescale_position
-
-        train = _plans(trainer, _loaders(trainer, "train", given["train"], required=True))
-        trainer.progress.train_batch_size = getattr(train[0].loader, "batch_size", None)
-        rescale_position(trainer, trainer.progress.train_batch_size)
-        trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train[0].loader),
-                                                   "limit_train_batches")
-        from trainer.input_checks import warn_if_no_batches
-
-        warn_if_no_batches(trainer.num_training_batches)
-        val = _plans(trainer, _loaders(trainer, "val", given["val"], required=False))
-        trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
         for logger in trainer.loggers:
             params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
             logger.log_hyperparams(params)
             if getattr(model, "example_input_array", None) is not None:
                 logger.log_graph(model)
         hooks.call("on_fit_start")
-        trainer.fit_loop.run(train[0], val, trainer.num_val_batches, rng)
+        val_source = _has_source(trainer, "val", given["val"])
+        trainer.fit_loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
+                             val_source, rng)
         hooks.call("on_fit_end")
         return None
     if stage == "predict":

@@ -48,8 +48,17 @@ def restore_module(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
     trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
 
 
+def restore_callbacks(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
+    """Callback states; before ``configure_optimizers``, in Lightning's order."""
+    saved = checkpoint.get("callbacks", {})
+    for cb in trainer.callbacks:
+        cb.on_load_checkpoint(trainer, trainer.lightning_module, checkpoint)
+        if cb.state_key in saved:
+            cb.load_state_dict(saved[cb.state_key])
+
+
 def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: str) -> dict[str, Any] | None:
-    """Optimizers, schedulers, scaler, callbacks, DataModule, counters. Returns RNG states to restore later."""
+    """Optimizers, schedulers, scaler, DataModule, counters. Returns RNG states to restore later."""
     if "optimizer_states" not in checkpoint:
         raise MisconfigurationError(
             f"ckpt_path={path!r} holds weights only (saved with weights_only=True), so training cannot resume "
@@ -67,11 +76,6 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
     for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
         config.scheduler.load_state_dict(state)
     strategy.precision.load_state_dict(checkpoint.get("precision", {}))
-    saved = checkpoint.get("callbacks", {})
-    for cb in trainer.callbacks:
-        cb.on_load_checkpoint(trainer, trainer.lightning_module, checkpoint)
-        if cb.state_key in saved:
-            cb.load_state_dict(saved[cb.state_key])
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
     trainer.progress.load_state_dict(checkpoint["loops"])

@@ -1,0 +1,137 @@
+"""The profiler interface the loops talk to (Lightning's ``Profiler`` API) and the choice by name.
+
+The loops wrap the functions they call per batch only when a profiler is enabled (``wrap``), so a run
+without one pays nothing for the feature.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+from trainer.errors import MisconfigurationError
+
+
+class Profiler:
+    """Times named actions between ``start(action)`` and ``stop(action)``; ``summary()`` reports them.
+
+    ``dirpath``/``filename``: also write the summary to ``<dirpath>/<stage>-<filename>.txt`` (``dirpath``
+    defaults to the Trainer's log directory).
+    """
+
+    enabled = True
+
+    def __init__(self, dirpath: str | os.PathLike | None = None, filename: str | None = None) -> None:
+        self.dirpath = dirpath
+        self.filename = filename
+        self._stage: str | None = None
+        self._local_rank: int | None = None
+        self._log_dir: str | None = None
+
+    def start(self, action_name: str) -> None:
+        raise NotImplementedError
+
+    def stop(self, action_name: str) -> None:
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        """Called after every training batch (a step of the PyTorch profiler's schedule)."""
+
+    @contextlib.contextmanager
+    def profile(self, action_name: str) -> Generator[None, None, None]:
+        self.start(action_name)
+        try:
+            yield
+        finally:
+            self.stop(action_name)
+
+    def wrap(self, action_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` timed as ``action_name`` on every call."""
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.start(action_name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.stop(action_name)
+
+        return timed
+
+    def profile_iterable(self, iterable: Iterator[Any], action_name: str) -> Iterator[Any]:
+        """Yields from ``iterable``, timing each ``next`` (the data loading) as ``action_name``."""
+        while True:
+            self.start(action_name)
+            try:
+                value = next(iterable)
+            except StopIteration:
+                self.stop(action_name)
+                return
+            self.stop(action_name)
+            yield value
+
+    def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None,
+              global_rank: int = 0) -> None:
+        """Called by every rank when a stage starts, before any batch."""
+        self._stage, self._local_rank, self._log_dir = stage, local_rank, log_dir
+
+    def teardown(self, stage: str | None) -> None: ...
+
+    def output_path(self, suffix: str = ".txt") -> Path | None:
+        """Where ``describe`` writes: None without a ``filename``."""
+        if not self.filename:
+            return None
+        rank = f"-rank{self._local_rank}" if self._local_rank else ""
+        return Path(self.dirpath or self._log_dir or ".") / f"{self._stage}-{self.filename}{rank}{suffix}"
+
+    def describe(self, show: bool = True) -> None:
+        """Print the summary (``show``) and write it to ``output_path()`` when a filename is set."""
+        text = self.summary()
+        if not text:
+            return
+        if show:
+            print(text, flush=True)
+        path = self.output_path()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n")
+
+
+class PassThroughProfiler(Profiler):
+    """No profiling (the default); the loops skip every profiling call."""
+
+    enabled = False
+
+    def start(self, action_name: str) -> None: ...
+
+    def stop(self, action_name: str) -> None: ...
+
+    def summary(self) -> str:
+        return ""
+
+    def wrap(self, action_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return fn
+
+
+_NAMES = {"simple": "SimpleProfiler", "advanced": "AdvancedProfiler", "pytorch": "PyTorchProfiler"}
+
+
+def resolve_profiler(profiler: Any) -> Profiler:
+    """``Trainer(profiler=...)``: None, a name or a ``Profiler``."""
+    if profiler is None:
+        return PassThroughProfiler()
+    if isinstance(profiler, Profiler):
+        return profiler
+    if isinstance(profiler, str) and profiler.lower() in _NAMES:
+        import trainer.profilers as profilers
+
+        return getattr(profilers, _NAMES[profiler.lower()])()
+    raise MisconfigurationError(
+        f"Trainer(profiler={profiler!r}) is not valid; use one of {', '.join(map(repr, _NAMES))}, a "
+        "trainer.profilers.Profiler, or None. For example: Trainer(profiler='simple')."
+    )

@@ -1,0 +1,125 @@
+"""PyTorchProfiler: a ``torch.profiler`` trace of a window of training steps, and a table on exit.
+
+The trace (``<dirpath>/<worker>.<time>.pt.trace.json``, Chrome trace format) opens in TensorBoard's
+profile plugin (``torch-tb-profiler``: ``tensorboard --logdir <dirpath>``) and in Perfetto
+(ui.perfetto.dev). The window follows ``torch.profiler.schedule``: skip ``skip_first`` steps, then
+``wait`` idle, ``warmup`` traced but dropped, ``active`` recorded, ``repeat`` times. Only the ranks in
+``ranks`` profile (rank 0 by default); the others run as without a profiler.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from trainer.profilers.base import Profiler
+
+
+class PyTorchProfiler(Profiler):
+    """``profiler_kwargs`` go to ``torch.profiler.profile`` (``record_shapes``, ``profile_memory``,
+    ``with_stack``, ``activities``...); ``sort_by_key``/``row_limit`` shape the summary table."""
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike | None = None,
+        filename: str | None = None,
+        export_to_chrome: bool = True,
+        row_limit: int = 20,
+        sort_by_key: str | None = None,
+        skip_first: int = 0,
+        wait: int = 1,
+        warmup: int = 1,
+        active: int = 3,
+        repeat: int = 1,
+        ranks: Sequence[int] = (0,),
+        **profiler_kwargs: Any,
+    ) -> None:
+        super().__init__(dirpath, filename)
+        for name, value in (("skip_first", skip_first), ("wait", wait), ("warmup", warmup), ("repeat", repeat)):
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"PyTorchProfiler({name}={value!r}) must be an int >= 0.")
+        if not isinstance(active, int) or active < 1:
+            raise ValueError(f"PyTorchProfiler(active={active!r}) must be an int >= 1 (steps recorded).")
+        self.export_to_chrome = export_to_chrome
+        self.row_limit = row_limit
+        self.sort_by_key = sort_by_key
+        self.window = {"skip_first": skip_first, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
+        self.ranks = tuple(ranks)
+        self.profiler_kwargs = profiler_kwargs
+        self.trace_dir: str | None = None
+        self._profiler: Any = None
+        self._records: dict[str, Any] = {}
+        self._global_rank = 0
+        self._summary = ""
+
+    def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None,
+              global_rank: int = 0) -> None:
+        super().setup(stage, local_rank, log_dir, global_rank)
+        self._global_rank = global_rank
+        self._summary = ""
+        if global_rank not in self.ranks or self._profiler is not None:
+            return
+        import torch
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+        self.trace_dir = str(self.dirpath or os.path.join(log_dir or ".", "profiler"))
+        kwargs = dict(self.profiler_kwargs)
+        if "activities" not in kwargs:
+            kwargs["activities"] = [ProfilerActivity.CPU] + (
+                [ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        handler = tensorboard_trace_handler(self.trace_dir, worker_name=f"rank{global_rank}") \
+            if self.export_to_chrome else None
+        self._profiler = profile(schedule=schedule(**self.window), on_trace_ready=handler, **kwargs)
+        self._profiler.__enter__()
+
+    @property
+    def enabled(self) -> bool:  # type: ignore[override]
+        """Whether this rank records (known after ``setup``): the loops wrap their calls only then."""
+        return self._profiler is not None
+
+    def start(self, action_name: str) -> None:
+        if self._profiler is None:
+            return
+        from torch.autograd.profiler import record_function
+
+        record = self._records[action_name] = record_function(action_name)
+        record.__enter__()
+
+    def stop(self, action_name: str) -> None:
+        record = self._records.pop(action_name, None)
+        if record is not None:
+            record.__exit__(None, None, None)
+
+    def step(self) -> None:
+        if self._profiler is not None:
+            self._profiler.step()
+
+    def _finish(self) -> None:
+        if self._profiler is None:
+            return
+        profiler, self._profiler = self._profiler, None
+        for name in list(self._records):
+            self.stop(name)
+        profiler.__exit__(None, None, None)
+        try:
+            averages = profiler.key_averages()
+        except (AssertionError, RuntimeError):  # nothing was recorded (fewer steps than the window)
+            return
+        if not len(averages):
+            return
+        sort = self.sort_by_key or ("self_cuda_time_total" if any(
+            getattr(e, "self_device_time_total", 0) for e in averages) else "self_cpu_time_total")
+        try:
+            table = averages.table(sort_by=sort, row_limit=self.row_limit)
+        except (AttributeError, KeyError, ValueError):
+            table = averages.table(sort_by="self_cpu_time_total", row_limit=self.row_limit)
+        where = f"trace in {self.trace_dir}" if self.export_to_chrome else "no trace file (export_to_chrome=False)"
+        self._summary = f"PyTorch profiler report ({self._stage}, rank {self._global_rank}, {where})\n{table}"
+
+    def summary(self) -> str:
+        self._finish()
+        return self._summary
+
+    def teardown(self, stage: str | None) -> None:
+        self._finish()
