@@ -36,3 +36,21 @@ def test_unwritable_output_root_is_one_line(tmp_path):
         f"error: output_root={blocker}/runs cannot be written: {blocker} is a file, Not a directory (ENOTDIR). "
         "Set output_root=<a writable directory>."
     ]
+
+
+def test_fault_settings_are_in_the_trainer_config():
+    """`trainer.preemption_signals=[SIGUSR1]` & co. compose (typed schema) and reach the Trainer."""
+    import signal
+
+    from trainer.cli.check import compose_checked
+    from trainer.cli.job import build_trainer
+    from trainer.resources import configs_dir
+
+    cfg = compose_checked(str(configs_dir()), "config", [
+        "trainer.preemption_signals=[SIGUSR1]", "trainer.stop_on_nonfinite_loss=false", "trainer.auto_requeue=false",
+        "trainer.detect_anomaly=true", "logger=none", "strategy=ddp", "strategy.timeout=60", "strategy.startup_timeout=120",
+    ])
+    trainer = build_trainer(cfg)
+    assert trainer.preemption_signals == (signal.SIGUSR1,)
+    assert (trainer.stop_on_nonfinite_loss, trainer.auto_requeue, trainer.detect_anomaly) == (False, False, True)
+    assert trainer.strategy.timeout.total_seconds() == 60 and trainer.strategy.startup_timeout.total_seconds() == 120
