@@ -17,12 +17,23 @@ STRATEGIES = {
             {}),
     "ddp_find_unused_parameters_true": ("plugins.strategies.ddp:DDPStrategy",
                                         "DDP that tolerates parameters unused in a step", {"find_unused_parameters": True}),
+    "ddp_spawn": ("plugins.strategies.ddp_spawn:DDPSpawnStrategy",
+                  "DDP with workers spawned from the running process; results come back to it (no re-run)", {}),
+    "ddp_notebook": ("plugins.strategies.ddp_spawn:DDPSpawnStrategy",
+                     "DDP with forked workers, for notebooks and interactive sessions", {"start_method": "fork"}),
+    "ddp_fork": ("plugins.strategies.ddp_spawn:DDPSpawnStrategy", "The same as ddp_notebook",
+                 {"start_method": "fork"}),
     "fsdp": ("plugins.strategies.fsdp:FSDPStrategy", "FSDP2 fully_shard: parameters, gradients, optimizer state sharded",
              {}),
     "fsdp_hybrid": ("plugins.strategies.fsdp:FSDPStrategy",
                     "FSDP2 hybrid: sharded within a node, replicated across nodes", {"sharding_strategy": "HYBRID_SHARD"}),
+    "deepspeed": ("plugins.strategies.deepspeed:DeepSpeedStrategy",
+                  "DeepSpeed ZeRO 1/2/3 (optional extra relaytrain[deepspeed]): sharded optimizer/gradients/weights",
+                  {}),
     "model_parallel": ("plugins.strategies.model_parallel:ModelParallelStrategy",
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
+    "horovod": ("plugins.strategies.horovod:HorovodStrategy",
+                "Horovod under horovodrun/mpirun: hvd.DistributedOptimizer, collectives on hvd.*", {}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),
@@ -42,6 +53,7 @@ ENVIRONMENTS = {
     "slurm": ("plugins.environments.slurm:SLURMEnvironment", "Started by srun in a SLURM job"),
     "mpi": ("plugins.environments.mpi:MPIEnvironment", "Started by mpirun / mpiexec / horovodrun"),
     "kubernetes": ("plugins.environments.kubernetes:KubernetesEnvironment", "A Kubeflow PyTorchJob pod"),
+    "ray": ("plugins.environments.ray:RayEnvironment", "A Ray Train worker (TorchTrainer)"),
 }
 
 

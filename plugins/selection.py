@@ -69,12 +69,15 @@ class LaunchInfo:
     world_size: int = 1
     processes_per_node: int = 1
     num_nodes: int = 1
-    horovod: bool = False
+    horovod: bool = False  # started by horovodrun
+    horovod_importable: bool = False  # ``import horovod.torch`` would work in this Python
 
     @classmethod
     def from_environment(cls, env: Any) -> LaunchInfo:
+        from plugins.strategies.horovod import horovod_importable
+
         if not env.creates_processes_externally:
-            return cls(environment=env.name)
+            return cls(environment=env.name, horovod_importable=horovod_importable())
         return cls(
             environment=env.name,
             external=True,
@@ -82,6 +85,7 @@ class LaunchInfo:
             processes_per_node=env.local_world_size(),
             num_nodes=env.num_nodes(),
             horovod=bool(getattr(env, "is_horovod", False)),
+            horovod_importable=horovod_importable(load=bool(getattr(env, "is_horovod", False))),
         )
 
 
@@ -92,6 +96,7 @@ class Choice:
     num_nodes: int
     strategy: str
     precision: str
+    note: str = ""  # why "auto" chose what it did, when that may surprise (printed once by resolve_plugins)
 
     @property
     def world_size(self) -> int:
@@ -197,8 +202,27 @@ def choose(
                 "(or devices='auto')."
             )
     world = len(device_ids) * num_nodes
+    note = ""
     if strategy == "auto":
-        strategy = "horovod" if launch.horovod else ("single_device" if world == 1 else "ddp")
+        strategy = "single_device" if world == 1 else "ddp"
+        if launch.horovod and launch.horovod_importable:
+            strategy = "horovod"
+        elif launch.horovod:
+            from plugins.strategies.horovod import INSTALL_COMMAND
+
+            note = (f"Started by horovodrun, but Horovod is not importable here, so strategy='auto' chose {strategy!r} "
+                    f"(torch.distributed over horovodrun's processes). For Horovod: {INSTALL_COMMAND}")
+    if strategy == "horovod":
+        from plugins.strategies.horovod import horovod_missing_message
+
+        if not launch.horovod_importable:
+            raise ValueError(horovod_missing_message("Trainer(strategy='horovod')"))
+        if not launch.external and num_nodes > 1:
+            per = len(device_ids)
+            raise ValueError(
+                f"Trainer(strategy='horovod', num_nodes={num_nodes}): Relay starts Horovod workers on this machine only; "
+                f"start them on every host with `horovodrun -np {world} -H host1:{per},host2:{per},... python train.py`."
+            )
     if strategy == "single_device" and world > 1:
         raise ValueError(
             f"Trainer(strategy='single_device') runs one process, but devices={devices!r} x num_nodes={num_nodes} "
@@ -214,7 +238,7 @@ def choose(
         )
     if name == "64-true" and kind == "mps":
         raise ValueError("Trainer(precision='64-true') is not supported on MPS (no float64). Use '32-true'.")
-    return Choice(kind, device_ids, num_nodes, strategy, name)
+    return Choice(kind, device_ids, num_nodes, strategy, name, note)
 
 
 def resolve_plugins(
@@ -250,6 +274,10 @@ def resolve_plugins(
     launch = LaunchInfo.from_environment(env)
     choice = choose(acc_name, devices, num_nodes, strategy_name or "auto", prec_name, launch, hw)
     env.validate_settings(len(choice.device_ids), choice.num_nodes)  # the launcher's own words for a mismatch
+    if choice.note and (not launch.external or env.global_rank() == 0):
+        import warnings
+
+        warnings.warn(choice.note, stacklevel=3)
 
     if strategy == "auto" and choice.strategy not in registry.names("strategy"):
         raise ValueError(

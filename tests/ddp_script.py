@@ -116,6 +116,10 @@ def main() -> None:
     p.add_argument("--predict", action="store_true")
     p.add_argument("--logger", action="store_true")
     p.add_argument("--accelerator", default="cpu")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--clip", type=float)
+    p.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an argument of the strategy's constructor (built through the registry), e.g. op=sum")
     args = p.parse_args()
 
     seed_everything(7)
@@ -125,6 +129,13 @@ def main() -> None:
 
         strategy = DDPStrategy(timeout=args.timeout or 1800, max_restarts=args.max_restarts, comm_hook=args.comm_hook,
                                shutdown_timeout=args.shutdown_timeout)
+    if args.strategy_option:
+        import yaml
+
+        from plugins.registry import default_registry
+
+        options = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in args.strategy_option)}
+        strategy = default_registry().create("strategy", args.strategy, **options)
     callbacks: list[Callback] = []
     if args.fail_rank is not None:
         callbacks.append(Fail(args.fail_rank, args.fail_step, args.fail_mode, args.fail_once))
@@ -140,8 +151,9 @@ def main() -> None:
         max_steps=args.max_steps, max_epochs=args.max_epochs, accumulate_grad_batches=args.accumulate,
         default_root_dir=args.out, logger=args.logger, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
+        gradient_clip_val=args.clip,
     )
-    model = Net()
+    model = Net(lr=args.lr)
     loader = DataLoader(data(), batch_size=args.batch_size, shuffle=True)
     val = DataLoader(data(16), batch_size=4)
     trainer.fit(model, loader, val, ckpt_path="last" if args.resume else None)

@@ -1,7 +1,7 @@
 """Trains a small shuffled model with dropout and RNG use in the step; used by test_resume_exact.
 
 Usage: python resume_script.py OUT_DIR MAX_EPOCHS [--kill-at-step N | --kill-at-epoch-start E] [--resume]
-       [--devices 2]  (DDP over 2 processes; every rank kills itself, like a node failure)
+       [--devices 2]  (DDP over 2 processes; every rank kills itself, like a node failure) [--strategy horovod]
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--every-n-train-steps", type=int)
     parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--strategy", default=None, help="default: ddp for several devices, else auto")
     args = parser.parse_args()
     seed_everything(1234)
     g = torch.Generator().manual_seed(0)
@@ -76,7 +77,7 @@ def main() -> None:
     ckpt = ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_top_k=-1, save_last=True,
                            every_n_train_steps=args.every_n_train_steps)
     trainer = Trainer(
-        strategy="ddp" if args.devices > 1 else "auto", devices=args.devices, accelerator="cpu",
+        strategy=args.strategy or ("ddp" if args.devices > 1 else "auto"), devices=args.devices, accelerator="cpu",
         max_epochs=args.max_epochs, default_root_dir=args.out, logger=False, enable_progress_bar=False,
         enable_model_summary=False, callbacks=[ckpt, Kill(args.kill_at_step, args.kill_at_epoch_start)],
     )

@@ -39,3 +39,15 @@ def test_import_time_runs_and_prints_extra_over_torch() -> None:
 def test_fsdp_memory_quick_runs_and_prints_the_ratio() -> None:
     out = _run("fsdp_memory.py", "--quick")
     assert re.search(r"2 ranks: FSDP/DDP model state 0\.\d+x \(target <= 0\.55x: met\)", out), out
+
+
+@pytest.mark.timeout(300)
+def test_horovod_quick_runs_and_prints_ratios() -> None:
+    from tests.optional import need
+
+    need("horovod", "benchmarks/horovod.py compares Relay's Horovod strategy with a raw Horovod script")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "horovod.py"), "--quick"], capture_output=True, text=True,
+                          timeout=280, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("raw-hvd", "relay-hvd", "relay-ddp"):
+        assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+", proc.stdout, re.MULTILINE), proc.stdout

@@ -19,6 +19,7 @@ from plugins.environments import (
     KubernetesEnvironment,
     LocalEnvironment,
     MPIEnvironment,
+    RayEnvironment,
     SLURMEnvironment,
     TorchElasticEnvironment,
     detect_environment,
@@ -370,7 +371,8 @@ def test_pytorchjob_elastic_node_range_counts_pods_from_world_size() -> None:
 def test_detection_order_is_documented_order() -> None:
     import plugins.environments as package
 
-    assert DETECTION_ORDER == (TorchElasticEnvironment, SLURMEnvironment, KubernetesEnvironment, MPIEnvironment)
+    assert DETECTION_ORDER == (TorchElasticEnvironment, RayEnvironment, SLURMEnvironment, KubernetesEnvironment,
+                               MPIEnvironment)
     doc = package.__doc__ or ""
     positions = [doc.index(f"``{cls.__name__}``") for cls in (*DETECTION_ORDER, LocalEnvironment)]
     assert positions == sorted(positions)

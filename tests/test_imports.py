@@ -30,3 +30,17 @@ def test_public_import_names():
     )
     mods = _imported_after(code)
     assert "tensorboard" not in mods and "torch._dynamo" not in mods
+
+
+def test_lightning_paths_and_compat_mode_stay_light():
+    """The mirrored namespaces and the compatibility finder import nothing heavy (rich only when a Rich callback runs)."""
+    baseline = _imported_after("import torch")
+    code = (
+        "import torch, trainer, trainer.utilities, trainer.demos, trainer.callbacks, trainer.strategies;"
+        "from trainer import LightningModule, LightningDataModule, Callback;"
+        "from trainer.callbacks import RichProgressBar, RichModelSummary, GradientAccumulationScheduler;"
+        "from trainer.lightning_compat import install; install(children=False);"
+        "import lightning.pytorch as pl; from lightning.pytorch.callbacks import ModelCheckpoint"
+    )
+    mods = _imported_after(code)
+    assert not [m for m in [*HEAVY, "rich", "plugins.strategies.ddp"] if m in mods and m not in baseline]

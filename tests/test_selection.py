@@ -7,6 +7,7 @@ test Relay's decisions at the selection level only, from the device counts a row
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -21,7 +22,11 @@ ONE_GPU = Hardware(cuda=1)
 FOUR_GPUS = Hardware(cuda=4)
 TORCHRUN_2x4 = LaunchInfo("torchelastic", external=True, world_size=8, processes_per_node=4, num_nodes=2)
 SLURM_2x2 = LaunchInfo("slurm", external=True, world_size=4, processes_per_node=2, num_nodes=2)
-HOROVOD_1x2 = LaunchInfo("mpi", external=True, world_size=2, processes_per_node=2, num_nodes=1, horovod=True)
+HOROVOD_1x2 = LaunchInfo("mpi", external=True, world_size=2, processes_per_node=2, num_nodes=1, horovod=True,
+                         horovod_importable=True)
+HOROVOD_1x2_NOT_INSTALLED = dataclasses.replace(HOROVOD_1x2, horovod_importable=False)
+MPIRUN_1x2 = LaunchInfo("mpi", external=True, world_size=2, processes_per_node=2, num_nodes=1, horovod_importable=True)
+LOCAL_WITH_HOROVOD = LaunchInfo(horovod_importable=True)
 
 # (id, choose kwargs, hardware, launch, expected (accelerator, device_ids, num_nodes, strategy, precision))
 ROWS = [
@@ -55,6 +60,16 @@ ROWS = [
     ("slurm-auto-devices", {"num_nodes": 2}, FOUR_GPUS, SLURM_2x2, ("cuda", (0, 1), 2, "ddp", "32-true")),
     ("horovodrun", {}, FOUR_GPUS, HOROVOD_1x2, ("cuda", (0, 1), 1, "horovod", "32-true")),
     ("horovodrun-explicit-ddp", {"strategy": "ddp"}, FOUR_GPUS, HOROVOD_1x2, ("cuda", (0, 1), 1, "ddp", "32-true")),
+    ("horovodrun-cpu", {"accelerator": "cpu", "devices": 2}, CPU, HOROVOD_1x2, ("cpu", (0, 1), 1, "horovod", "32-true")),
+    # horovodrun without Horovod importable: "auto" falls back to DDP over its processes (and says why: see below)
+    ("horovodrun-horovod-not-installed", {}, FOUR_GPUS, HOROVOD_1x2_NOT_INSTALLED, ("cuda", (0, 1), 1, "ddp", "32-true")),
+    # "auto" picks Horovod only under horovodrun: plain mpirun gets DDP even with Horovod installed
+    ("mpirun-auto-is-ddp", {}, FOUR_GPUS, MPIRUN_1x2, ("cuda", (0, 1), 1, "ddp", "32-true")),
+    ("mpirun-explicit-horovod", {"strategy": "horovod"}, FOUR_GPUS, MPIRUN_1x2, ("cuda", (0, 1), 1, "horovod", "32-true")),
+    # plain python: Relay runs horovodrun itself for the local processes
+    ("horovod-two-local-processes", {"strategy": "horovod", "accelerator": "cpu", "devices": 2}, CPU, LOCAL_WITH_HOROVOD,
+     ("cpu", (0, 1), 1, "horovod", "32-true")),
+    ("horovod-one-process", {"strategy": "horovod"}, ONE_GPU, LOCAL_WITH_HOROVOD, ("cuda", (0,), 1, "horovod", "32-true")),
     ("num-nodes-single-device-each", {"devices": 1, "num_nodes": 3}, ONE_GPU, None, ("cuda", (0,), 3, "ddp", "32-true")),
     # precision names and Lightning's short forms pass through normalized
     ("precision-16", {"precision": 16}, ONE_GPU, None, ("cuda", (0,), 1, "single_device", "16-mixed")),
@@ -103,6 +118,12 @@ ERRORS = [
     ("64-short-form-on-mps", {"precision": 64}, Hardware(mps=1), None, ["precision='64-true'", "Use '32-true'"]),
     ("mps-several-devices", {"accelerator": "mps", "devices": 2}, Hardware(mps=1), None,
      ["has 1 mps device(s)", "Use devices=1"]),
+    ("horovod-not-importable", {"strategy": "horovod"}, CPU, None,
+     ["Trainer(strategy='horovod') needs Horovod", "not importable", "python -m trainer install-horovod"]),
+    ("horovod-not-importable-under-horovodrun", {"strategy": "horovod"}, FOUR_GPUS, HOROVOD_1x2_NOT_INSTALLED,
+     ["strategy='horovod'", "python -m trainer install-horovod"]),
+    ("horovod-several-nodes-without-launcher", {"strategy": "horovod", "devices": 2, "num_nodes": 2}, FOUR_GPUS,
+     LOCAL_WITH_HOROVOD, ["strategy='horovod', num_nodes=2", "horovodrun -np 4 -H host1:2,host2:2"]),
 ]
 
 
@@ -113,6 +134,13 @@ def test_choose_errors(kwargs, hardware, launch, phrases):
     message = str(err.value)
     for phrase in phrases:
         assert phrase in message, (phrase, message)
+
+
+def test_auto_under_horovodrun_without_horovod_says_why():
+    assert choose(launch=HOROVOD_1x2, hardware=FOUR_GPUS).note == ""
+    note = choose(launch=HOROVOD_1x2_NOT_INSTALLED, hardware=FOUR_GPUS).note
+    assert "horovodrun" in note and "not importable" in note and "'ddp'" in note
+    assert "python -m trainer install-horovod" in note
 
 
 def test_bf16_on_cpu_is_fine_even_when_the_gpu_lacks_it():
@@ -180,8 +208,11 @@ def _horovodrun_env(rank: int) -> dict[str, str]:
     ids=["torchrun", "srun", "horovodrun"],
 )
 def test_launch_info_from_real_launcher_variables(environment, num_nodes, expected):
+    from plugins.strategies.horovod import horovod_importable
+
     launch = LaunchInfo.from_environment(environment)
-    assert launch == expected
+    assert launch == dataclasses.replace(expected, horovod_importable=horovod_importable())
+    launch = expected
     choice = choose(num_nodes=num_nodes, launch=launch, hardware=FOUR_GPUS)
     assert choice.world_size == expected.world_size
     assert choice.strategy == ("horovod" if expected.horovod else "ddp")

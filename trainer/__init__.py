@@ -14,16 +14,26 @@ _EXPORTS = {
     "Module": "trainer.module",
     "DataModule": "trainer.datamodule",
     "seed_everything": "trainer.seed",
+    "Callback": "trainer.callbacks.base",
 }
+# Lightning's class names, so ported code keeps its base classes (the same classes, not copies)
+_ALIASES = {"LightningModule": "Module", "LightningDataModule": "DataModule"}
 
 if TYPE_CHECKING:
+    from trainer.callbacks.base import Callback
     from trainer.datamodule import DataModule
+    from trainer.datamodule import DataModule as LightningDataModule
     from trainer.module import Module
+    from trainer.module import Module as LightningModule
     from trainer.seed import seed_everything
     from trainer.trainer import Trainer
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ALIASES:
+        value = __getattr__(_ALIASES[name])
+        globals()[name] = value
+        return value
     if name in _EXPORTS:
         import importlib
 
@@ -33,4 +43,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'trainer' has no attribute {name!r}")
 
 
-__all__ = ["DataModule", "Module", "Trainer", "__version__", "seed_everything"]
+__all__ = ["Callback", "DataModule", "LightningDataModule", "LightningModule", "Module", "Trainer", "__version__",
+           "seed_everything"]

@@ -1,7 +1,8 @@
 """``python -m trainer``: train with the Hydra config (by default the bundled GPT example on the CPU).
 
-``python -m trainer plugins`` lists the plugins and ``python -m trainer init NAME`` creates a starter
-project; both, like ``import trainer``, run without importing Hydra.
+``python -m trainer plugins`` lists the plugins, ``python -m trainer init NAME`` creates a starter
+project and ``python -m trainer install-horovod`` builds Horovod for this torch; like ``import trainer``,
+they run without importing Hydra.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
 
         describe()
         return 0
+    if argv[:1] == ["install-horovod"]:
+        from trainer.cli.install_horovod import main as install_main
+
+        return install_main(argv[1:])
     if argv[:1] == ["init"]:
         from trainer.cli.init_project import main as init_main
 

@@ -33,8 +33,12 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     """
     io = io or CheckpointIO()
     path = Path(path)
+    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
+
     sharded = path.is_dir()
     try:
+        if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
+            return _load_deepspeed(path, io)
         if sharded:
             from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
 
@@ -58,6 +62,17 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     checkpoint = dict(checkpoint)
     if sharded:
         attach_sharded_state(checkpoint, path, LAYOUT_KEYS)
+    return checkpoint
+
+
+def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
+    from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state
+
+    checkpoint = io.load(path / META_FILE)
+    if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:
+        raise MisconfigurationError(f"ckpt_path={str(path)!r} has a DeepSpeed directory but no Relay {META_FILE}.")
+    checkpoint = dict(checkpoint)
+    attach_deepspeed_state(checkpoint, path)
     return checkpoint
 
 

@@ -1,10 +1,12 @@
-"""Convert a sharded checkpoint (a directory written by FSDP / model parallel) into one file.
+"""Convert a sharded checkpoint (a directory written by FSDP / model parallel / DeepSpeed) into one file.
 
     python -m trainer.convert_checkpoint epoch=0-step=10.ckpt full.ckpt
 
 The file holds the same training state (weights, optimizer state keyed by parameter name, counters,
 callbacks, RNG), so any strategy resumes from it, and ``torch.load(..., weights_only=True)`` reads it.
 It runs in one process and needs memory for one full copy of the model and optimizer state.
+From a DeepSpeed checkpoint the file holds the merged fp32 weights and the counters, not ZeRO's optimizer
+partitions: evaluate, predict or fine-tune from it with any strategy; resume a DeepSpeed run from its directory.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ def convert_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> 
     if target.resolve() == source.resolve() or target.is_dir():
         raise MisconfigurationError(f"The output {str(target)!r} must be a new file path, not the input or a directory.")
     checkpoint = load_checkpoint(source)
+    from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
+
+    if isinstance(checkpoint["state_dict"], DeepSpeedState):
+        # ZeRO's optimizer partitions are flat buffers in DeepSpeed's layout: the file holds the merged fp32
+        # weights and the counters (evaluate, predict, fine-tune anywhere); resuming stays on DeepSpeed's files
+        checkpoint["state_dict"] = checkpoint["state_dict"].full_state_dict()
+        checkpoint.pop("optimizer_states", None)
+        atomic_save(checkpoint, target)
+        return
     flat = read_full(source)
     for key, value in list(checkpoint.items()):
         if isinstance(value, ShardedState):

@@ -6,7 +6,11 @@ import difflib
 from collections.abc import Iterable
 
 
-class MisconfigurationError(ValueError):
+class MisconfigurationException(Exception):
+    """Lightning's name for a configuration mistake; kept as a base so ``except MisconfigurationException`` works."""
+
+
+class MisconfigurationError(MisconfigurationException, ValueError):
     """A setting, argument or return value that cannot work; the message says what would."""
 
 

@@ -5,6 +5,8 @@ A Module never knows about ranks or devices; everything distributed lives in the
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +220,16 @@ class Module(HyperparametersMixin, torch.nn.Module):
             scheduler.step()
         else:
             scheduler.step(metric)
+
+    @classmethod
+    def load_from_checkpoint(
+        cls, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
+        strict: bool | None = None, **kwargs: Any,
+    ) -> Any:
+        """A new module built from the checkpoint's saved hyperparameters (``kwargs`` override them) and weights."""
+        from trainer.saving import load_from_checkpoint
+
+        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict, **kwargs)
 
     def freeze(self) -> None:
         for p in self.parameters():

@@ -68,6 +68,13 @@ class Trainer:
         preemption_signals: Any = None,
         auto_requeue: bool = True,
         profiler: Any = None,
+        benchmark: bool | None = None,
+        inference_mode: bool = True,
+        use_distributed_sampler: bool = True,
+        sync_batchnorm: bool = False,
+        barebones: bool = False,
+        enable_autolog_hparams: bool = True,
+        model_registry: str | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -119,7 +126,7 @@ class Trainer:
             raise MisconfigurationError(
                 f"Trainer(accumulate_grad_batches={accumulate_grad_batches!r}) must be an int >= 1."
             )
-        self.accumulate_grad_batches = accumulate_grad_batches
+        self.accumulate_grad_batches = self.strategy.accumulate_grad_batches = accumulate_grad_batches
         if gradient_clip_algorithm not in (None, "norm", "value"):
             raise MisconfigurationError(
                 f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
@@ -157,6 +164,13 @@ class Trainer:
             self.check_val_every_n_epoch = 1
             logger = False
 
+        from trainer.lightning_args import apply_lightning_args
+
+        logger, enable_checkpointing, enable_progress_bar, enable_model_summary = apply_lightning_args(
+            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, barebones,
+            enable_autolog_hparams, model_registry, (logger, enable_checkpointing, enable_progress_bar,
+                                                     enable_model_summary),
+        )
         from trainer.callbacks.setup import default_callbacks
         from trainer.loggers.setup import make_loggers
         from trainer.profilers.base import resolve_profiler
@@ -543,7 +557,14 @@ class Trainer:
         ``<default_root_dir>/checkpoints``; a checkpoint anywhere else (a download, another project) is never
         picked. What is resumed is always printed.
         """
-        if ckpt_path is None or str(ckpt_path) != "last":
+        if ckpt_path is not None and str(ckpt_path) == "best":
+            path = getattr(self.checkpoint_callback, "best_model_path", "")
+            if not path:
+                raise MisconfigurationError(
+                    f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
+                    "or pass ckpt_path=<a .ckpt file> (or 'last')."
+                )
+        elif ckpt_path is None or str(ckpt_path) != "last":
             path = None if ckpt_path is None else str(ckpt_path)
         else:
             roots = self._checkpoint_dirs()

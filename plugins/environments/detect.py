@@ -8,12 +8,15 @@ from plugins.environments.base import ClusterEnvironment, environ
 from plugins.environments.kubernetes import KubernetesEnvironment
 from plugins.environments.local import LocalEnvironment
 from plugins.environments.mpi import MPIEnvironment
+from plugins.environments.ray import RayEnvironment
 from plugins.environments.slurm import SLURMEnvironment
 from plugins.environments.torchelastic import TorchElasticEnvironment
 
-# Innermost launcher first: torchrun can run inside an srun step or a pod, and carries its own ranks.
+# Innermost launcher first: torchrun can run inside an srun step or a pod, and carries its own ranks;
+# Ray Train workers can run inside a SLURM allocation or a pod (KubeRay).
 DETECTION_ORDER: tuple[type[ClusterEnvironment], ...] = (
     TorchElasticEnvironment,
+    RayEnvironment,
     SLURMEnvironment,
     KubernetesEnvironment,
     MPIEnvironment,

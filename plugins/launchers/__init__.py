@@ -1,5 +1,5 @@
-"""Launchers: start local worker processes on top of torch.distributed.elastic."""
+"""Launchers: start worker processes (torch elastic), or hand a function to Ray Train or Spark."""
 
-from plugins.launchers.base import Launcher
+from plugins.launchers.base import FunctionLauncher, Launcher, RankFailedError
 
-__all__ = ["Launcher"]
+__all__ = ["FunctionLauncher", "Launcher", "RankFailedError"]

@@ -1,10 +1,14 @@
-"""Starting local worker processes when no external launcher (torchrun, srun, mpirun) did.
+"""Starting worker processes when no external launcher (torchrun, srun, mpirun) did.
 
-Launchers are built on ``torch.distributed.elastic`` (``plugins/launchers/elastic.py``); they never
-rendezvous or communicate on their own.
+Two kinds: ``Launcher`` runs a command in fresh worker processes (``plugins/launchers/elastic.py``, on
+``torch.distributed.elastic``); ``FunctionLauncher`` hands a function to an engine that starts and owns
+its workers (Ray Train, Spark's ``TorchDistributor``). Neither rendezvous nor communicates on its own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 class Launcher:
@@ -21,3 +25,48 @@ class Launcher:
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         raise NotImplementedError
+
+
+class RankFailedError(RuntimeError):
+    """A worker of a function launcher failed; the message is Relay's one line naming the rank."""
+
+    def __init__(self, rank: int | None, reason: str, processes: int) -> None:
+        self.rank, self.reason = rank, reason
+        others = "the other rank was stopped" if processes == 2 else "the other ranks were stopped"
+        who = f"rank {rank}" if rank is not None else "a worker"
+        super().__init__(f"relay: {who} failed ({reason}); {others} (its traceback is above).")
+
+
+class FunctionLauncher:
+    """An engine that starts ``processes`` workers itself and calls ``entry(*args)`` in each.
+
+    The entry is passed by reference (a module-level function, pickled by name), so the workers must be
+    able to import it: ``env`` carries ``PYTHONPATH``. Rank 0's return value comes back (a mapping with
+    ``metrics`` and ``checkpoint`` for the engines that track them); a failure raises ``RankFailedError``.
+    """
+
+    name = ""
+
+    def run(
+        self, entry: Callable[..., Any], args: tuple[Any, ...], processes: int, use_gpu: bool,
+        env: Mapping[str, str] | None = None,
+    ) -> Any:
+        raise NotImplementedError
+
+
+def first_line(error: BaseException | str) -> str:
+    """``Type: first line of the message``, short enough for a one-line report."""
+    if isinstance(error, str):
+        text = error.strip().splitlines()
+        return text[-1][:300] if text else "no message"
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0][:300]}" if message else type(error).__name__
+
+
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed",
+             "Horovod has been shut down")
+
+
+def is_peer_failure(text: str) -> bool:
+    """Whether an error only says that another rank went away (gloo/NCCL), not what went wrong."""
+    return any(marker in text for marker in PEER_GONE)

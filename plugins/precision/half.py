@@ -102,3 +102,19 @@ def _default_dtype(dtype: torch.dtype):
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+class HalfPrecision(TruePrecision):
+    """Lightning's name for a true half precision: ``"16-true"`` (default) or ``"bf16-true"``."""
+
+    def __init__(self, precision: str = "16-true") -> None:
+        if precision not in ("16-true", "bf16-true"):
+            raise ValueError(f"HalfPrecision(precision={precision!r}): expected '16-true' or 'bf16-true'.")
+        super().__init__(precision)
+
+
+class DoublePrecision(TruePrecision):
+    """Lightning's name for ``"64-true"``."""
+
+    def __init__(self) -> None:
+        super().__init__("64-true")

@@ -45,6 +45,8 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
+        self.accumulate_grad_batches = 1
         self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
 
     def connect(
@@ -90,6 +92,15 @@ class Strategy:
         """Create process groups, select the device. Called once before anything else."""
         if self.accelerator is not None:
             self.accelerator.setup_device(self.root_device)
+
+    def configure_optimization(
+        self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
+    ) -> None:
+        """The Trainer's accumulation and clipping settings, before ``setup_module``.
+
+        Nothing to do for strategies that let the loop apply them; an engine that accumulates and clips
+        itself (DeepSpeed) takes them into its own configuration instead, so they are applied once.
+        """
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""

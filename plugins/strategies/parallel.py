@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.launchers.base import is_peer_failure
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
 from plugins.strategies.mesh import DIMS, MeshLayout
@@ -42,7 +43,6 @@ def as_timeout(value: float | datetime.timedelta | None, name: str = "timeout",
 
 
 _EXIT = {"failed": False}  # set by the excepthook below; read once, at exit
-_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Socket closed")
 
 
 def report_peer_failures_briefly(rank: int) -> None:
@@ -55,7 +55,7 @@ def report_peer_failures_briefly(rank: int) -> None:
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
         _EXIT["failed"] = True  # this rank is going down with an error: no shutdown barrier
         text = str(value)
-        if issubclass(kind, RuntimeError) and any(marker in text for marker in _PEER_GONE):  # gloo/NCCL errors
+        if issubclass(kind, RuntimeError) and is_peer_failure(text):  # gloo/NCCL errors
             print(f"[rank{rank}]: stopped: another rank failed first ({kind.__name__}: {text.splitlines()[0][:200]})",
                   file=sys.stderr, flush=True)
             return

@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from trainer.callbacks.lr_monitor import LearningRateMonitor
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
     from trainer.callbacks.model_summary import ModelSummary
+    from trainer.callbacks.gradient_accumulation import GradientAccumulationScheduler
     from trainer.callbacks.progress import ProgressBar
+    from trainer.callbacks.rich_progress import RichProgressBar
+    from trainer.callbacks.rich_summary import RichModelSummary
     from trainer.callbacks.device_stats import DeviceStatsMonitor
     from trainer.callbacks.throughput import ThroughputMonitor
 
@@ -22,6 +25,12 @@ _EXPORTS = {
     "LearningRateMonitor": "trainer.callbacks.lr_monitor",
     "ProgressBar": "trainer.callbacks.progress",
     "ModelSummary": "trainer.callbacks.model_summary",
+    "GradientAccumulationScheduler": "trainer.callbacks.gradient_accumulation",
+    "RichProgressBar": "trainer.callbacks.rich_progress",
+    "RichModelSummary": "trainer.callbacks.rich_summary",
+    "LambdaCallback": "trainer.callbacks.lambda_function",
+    "TQDMProgressBar": "trainer.callbacks.tqdm_progress",
+    "Checkpoint": "trainer.callbacks.base",
     "ThroughputMonitor": "trainer.callbacks.throughput",
     "DeviceStatsMonitor": "trainer.callbacks.device_stats",
 }

@@ -92,3 +92,7 @@ class Callback:
         return {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+class Checkpoint(Callback):
+    """The base class of checkpointing callbacks (``ModelCheckpoint``), for ``isinstance`` checks."""

@@ -37,6 +37,8 @@ class LearningRateMonitor(Callback):
         self.log_momentum = log_momentum
         self.log_weight_decay = log_weight_decay
         self.lrs: dict[str, list[float]] = defaultdict(list)  # every value logged, per key
+        self.last_momentum_values: dict[str, float | None] = {}  # "<key>-momentum": latest value (Lightning's attribute)
+        self.last_weight_decay_values: dict[str, float | None] = {}  # "<key>-weight_decay": latest value
         self._last_step_logged = -1
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
@@ -82,7 +84,12 @@ class LearningRateMonitor(Callback):
         if not stats:
             return
         for key, value in stats.items():
-            self.lrs[key].append(value)
+            if key.endswith("-momentum"):
+                self.last_momentum_values[key] = value
+            elif key.endswith("-weight_decay"):
+                self.last_weight_decay_values[key] = value
+            else:
+                self.lrs[key].append(value)
         for logger in trainer.loggers:
             logger.log_metrics(stats, step=step)
 

@@ -15,16 +15,18 @@ files to keep. An old top-k file is deleted only after its replacement is on dis
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
+import time
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.callbacks.base import Callback
+from trainer.callbacks.base import Checkpoint
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ def _as_score(name: str, value: Any) -> torch.Tensor:
     return score if score.is_floating_point() else score.double()
 
 
-class ModelCheckpoint(Callback):
+class ModelCheckpoint(Checkpoint):
     """Save checkpoints during ``fit``; see the module docstring for when.
 
     Args:
@@ -105,6 +107,7 @@ class ModelCheckpoint(Callback):
         save_top_k: int = 1,
         save_last: bool | str | None = None,
         every_n_train_steps: int | None = None,
+        train_time_interval: datetime.timedelta | None = None,
         every_n_epochs: int | None = None,
         save_on_train_epoch_end: bool | None = None,
         save_weights_only: bool = False,
@@ -120,10 +123,18 @@ class ModelCheckpoint(Callback):
         for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise MisconfigurationError(f"ModelCheckpoint({name}={value!r}) must be an int >= 0 or None.")
-        if (every_n_train_steps or 0) > 0 and (every_n_epochs or 0) > 0:
+        if train_time_interval is not None and not isinstance(train_time_interval, datetime.timedelta):
             raise MisconfigurationError(
-                f"ModelCheckpoint(every_n_train_steps={every_n_train_steps}, every_n_epochs={every_n_epochs}): "
-                "pick one; use two ModelCheckpoint callbacks to save on both schedules."
+                f"ModelCheckpoint(train_time_interval={train_time_interval!r}) must be a datetime.timedelta, "
+                "e.g. timedelta(minutes=30)."
+            )
+        chosen = [name for name, value in (("every_n_train_steps", (every_n_train_steps or 0) > 0),
+                                           ("every_n_epochs", (every_n_epochs or 0) > 0),
+                                           ("train_time_interval", train_time_interval is not None)) if value]
+        if len(chosen) > 1:
+            raise MisconfigurationError(
+                f"ModelCheckpoint({', '.join(chosen)} all given): pick one; use several ModelCheckpoint callbacks "
+                "to save on several schedules."
             )
         if save_last not in (None, True, False, "link"):
             raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False or None.")
@@ -147,8 +158,10 @@ class ModelCheckpoint(Callback):
         self.auto_insert_metric_name = auto_insert_metric_name
         self.verbose = verbose
         self._save_on_train_epoch_end = save_on_train_epoch_end
+        self._train_time_interval = train_time_interval
+        self._last_time_checked: float | None = None
         if every_n_train_steps is None and every_n_epochs is None:
-            every_n_train_steps, every_n_epochs = 0, 1
+            every_n_train_steps, every_n_epochs = 0, 0 if train_time_interval is not None else 1
         self._every_n_train_steps = every_n_train_steps or 0
         self._every_n_epochs = every_n_epochs or 0
 
@@ -177,6 +190,7 @@ class ModelCheckpoint(Callback):
             mode=self.mode,
             every_n_train_steps=self._every_n_train_steps,
             every_n_epochs=self._every_n_epochs,
+            train_time_interval=self._train_time_interval,
         )
 
     @property
@@ -211,11 +225,15 @@ class ModelCheckpoint(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         # after a resume, the restored step is already on disk
         self._last_global_step_saved = trainer.global_step
+        self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._batches_done = batch_idx + 1
+        if self._train_time_interval is not None:
+            self._save_if_time_elapsed(trainer)
+            return
         every = self._every_n_train_steps
         if every < 1:
             return
@@ -223,6 +241,23 @@ class ModelCheckpoint(Callback):
         if step % every or step == self._last_global_step_saved or self._skip(trainer):
             return
         self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True, on_step=True)
+
+    def _save_if_time_elapsed(self, trainer: Trainer) -> None:
+        """Rank 0's clock decides, so every rank saves (or not) together."""
+        now = time.monotonic()
+        due = self._last_time_checked is not None and now - self._last_time_checked >= (
+            self._train_time_interval.total_seconds()
+        )
+        if trainer.world_size > 1:
+            due = trainer.strategy.broadcast(due)
+        if not due or trainer.global_step == self._last_global_step_saved or self._skip(trainer):
+            return
+        self._last_time_checked = now
+        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True, on_step=True)
+
+    @property
+    def train_time_interval(self) -> datetime.timedelta | None:
+        return self._train_time_interval
 
     def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None:
         if self._not_fitting(trainer):

@@ -9,7 +9,9 @@ from trainer.errors import MisconfigurationError
 
 
 def _as_callbacks(value: Any, where: str) -> list[Callback]:
-    items = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+    from trainer.loggers.setup import is_sequence_of_items
+
+    items = [] if value is None else list(value) if is_sequence_of_items(value) else [value]
     for cb in items:
         if not isinstance(cb, Callback):
             raise MisconfigurationError(f"{where} got {type(cb).__name__}, which is not a trainer.callbacks.Callback.")

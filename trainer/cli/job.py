@@ -91,18 +91,72 @@ def worker_command(config_file: Path) -> list[str]:
 
 
 def run_job(cfg: Any, config_file: Path | None) -> int:
-    """Build and run in this process, or, if the strategy has a launcher, let it start the workers.
+    """Build and run in this process, or let a launcher start the workers: the ``launcher`` config (Ray,
+    Spark) when one is chosen, else the strategy's own when it needs several processes.
 
     ``config_file`` is the resolved config the workers load (they never compose again).
     """
     require_nodes(cfg)
-    trainer = build_trainer(cfg)
-    launcher = getattr(trainer.strategy, "launcher", None)
-    if launcher is not None:
-        if config_file is None:
-            raise ConfigError("This strategy starts worker processes, which need the run's resolved config file.")
-        # the workers import what this process could (a user's project on sys.path, not installed)
-        path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    engine = _build(cfg.get("launcher"), "launcher")
+    trainer = build_trainer(cfg) if engine is None else None  # an engine's driver may have no GPU: not built here
+    launcher = getattr(trainer.strategy, "launcher", None) if trainer is not None else None
+    if engine is None and launcher is None:
+        run_stages(cfg, trainer)
+        return 0
+    if config_file is None:
+        raise ConfigError("This run starts worker processes, which need the run's resolved config file.")
+    # the workers import what this process could (a user's project on sys.path, not installed)
+    path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if engine is None:
         return int(launcher.launch(worker_command(config_file), env={"PYTHONPATH": path}) or 0)
-    run_stages(cfg, trainer)
+    return run_with_engine(engine, cfg, config_file, {"PYTHONPATH": path})
+
+
+def engine_processes(cfg: Any) -> tuple[int, bool]:
+    """How many workers an engine starts (``trainer.devices x trainer.num_nodes``) and whether each gets a GPU,
+    read from the config: the driver (a Ray head, a Spark driver) need not have the workers' hardware."""
+    accelerator = str((cfg.get("accelerator") or {}).get("_target_", ""))
+    args = (cfg.get("accelerator") or {}).get("_args_") or []
+    auto = accelerator == "builtins.str" and list(args) in (["auto"], ["gpu"])
+    use_gpu = any(kind in accelerator.lower() for kind in ("cuda", "rocm")) or (auto and _local_gpus() > 0)
+    devices, nodes = cfg.trainer.get("devices", "auto"), int(cfg.trainer.get("num_nodes", 1) or 1)
+    if devices == "auto" or devices == -1:
+        count = max(1, _local_gpus()) if use_gpu else 1
+    elif isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+        count = devices
+    elif isinstance(devices, str) and devices.replace(",", "").replace(" ", "").isdigit():
+        count = len([d for d in devices.split(",") if d.strip()]) if "," in devices else int(devices)
+    elif not isinstance(devices, str) and hasattr(devices, "__len__") and len(devices) > 0:  # a list of indices
+        count = len(devices)
+    else:
+        raise ConfigError(f"trainer.devices={devices!r} cannot size the engine's workers; pass a number, "
+                          "e.g. launcher=ray trainer.devices=2")
+    return count * nodes, use_gpu
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def run_with_engine(engine: Any, cfg: Any, config_file: Path, env: dict[str, str]) -> int:
+    """Hand the worker entry to an engine (Ray Train, Spark) for ``devices x num_nodes`` processes."""
+    from plugins.launchers.base import FunctionLauncher, RankFailedError
+    from trainer.cli.worker import run_worker
+
+    if not isinstance(engine, FunctionLauncher):
+        raise ConfigError(f"launcher._target_ must name a FunctionLauncher (e.g. launcher=ray or launcher=spark), "
+                          f"got {type(engine).__name__}.")
+    processes, use_gpu = engine_processes(cfg)
+    try:
+        result = engine.run(run_worker, (str(config_file),), processes=processes, use_gpu=use_gpu, env=env)
+    except RankFailedError as err:
+        print(err, file=sys.stderr, flush=True)
+        return 1
+    except ValueError as err:  # the engine's own setup (not installed, a bad launcher.* value): one line
+        raise ConfigError(f"{err} (from the launcher config)") from None
+    checkpoint = result.get("checkpoint") if isinstance(result, dict) else None
+    if checkpoint:
+        print(f"{engine.name}: rank 0 reported its checkpoint: {checkpoint}")
     return 0

@@ -55,8 +55,8 @@ def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
         return None
     if str(ckpt_path) != "last":
         path = Path(ckpt_path).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"ckpt_path={ckpt_path} is not a file. Pass a checkpoint path, or ckpt_path=last "
+        if not path.exists():  # a file, or a directory (sharded / DeepSpeed checkpoint): the loader checks it
+            raise ConfigError(f"ckpt_path={ckpt_path} does not exist. Pass a checkpoint path, or ckpt_path=last "
                               f"for the newest checkpoint under {output_root}.")
         return str(path.resolve())
     from trainer.checkpoint import newest_checkpoint
@@ -75,6 +75,11 @@ def shared_run_id(env: Mapping[str, str]) -> str | None:
         return f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+    if env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR") and env.get("HOROVOD_GLOO_RENDEZVOUS_PORT"):  # horovodrun --gloo
+        return f"horovodrun-{env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}-{env['HOROVOD_GLOO_RENDEZVOUS_PORT']}"
+    for name in ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"):  # mpirun (and horovodrun over MPI)
+        if env.get(name):
+            return "mpi-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in env[name])
     if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         return f"job-{env['MASTER_ADDR']}-{env['MASTER_PORT']}"
     return None

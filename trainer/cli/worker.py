@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +38,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
     return 0
+
+
+def run_worker(config_file: str) -> dict[str, Any]:
+    """One rank of a run that an engine started by calling a function (Ray Train, Spark's TorchDistributor).
+
+    The same objects and stages as ``main``; errors propagate, so the engine sees the rank fail. Returns
+    the final metrics and the newest checkpoint path (rank 0's are reported back to the engine).
+    """
+    from omegaconf import OmegaConf
+
+    from trainer.cli.job import build_trainer, run_stages
+
+    path = Path(config_file).resolve()
+    cfg = OmegaConf.load(path)
+    os.chdir(path.parent.parent)
+    trainer = build_trainer(cfg)
+    metrics = run_stages(cfg, trainer)
+    callback = trainer.checkpoint_callback
+    newest = (callback.last_model_path or callback.best_model_path) if callback is not None else ""
+    return {"rank": trainer.global_rank, "metrics": metrics, "checkpoint": os.path.abspath(newest) if newest else None}
 
 
 if __name__ == "__main__":

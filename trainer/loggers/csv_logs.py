@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from trainer.loggers.utils import VersionedDirLogger, add_prefix, flatten_dict, save_hparams_yaml, to_number, to_plain
+from trainer.loggers.utils import DEFAULT_LOG_NAME, VersionedDirLogger, add_prefix, flatten_dict, save_hparams_yaml, to_number, to_plain
 
 
 class CSVLogger(VersionedDirLogger):
@@ -25,7 +25,7 @@ class CSVLogger(VersionedDirLogger):
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str | None = "relay_logs",
+        name: str | None = DEFAULT_LOG_NAME,
         version: int | str | None = None,
         prefix: str = "",
         flush_logs_every_n_steps: int = 100,

@@ -7,6 +7,17 @@ from typing import Any
 from trainer.errors import MisconfigurationError
 
 
+def is_sequence_of_items(value: Any) -> bool:
+    """A list or tuple, or another sequence such as the OmegaConf ``ListConfig`` ``hydra.utils.instantiate`` returns."""
+    from collections.abc import Mapping, Sequence
+
+    if isinstance(value, (list, tuple)):
+        return True
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        return type(value).__name__ == "ListConfig"  # registered as a Sequence only by newer OmegaConf
+    return True
+
+
 def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
     from trainer.loggers.base import Logger
 
@@ -22,7 +33,7 @@ def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
         from trainer.loggers.csv_logs import CSVLogger
 
         return [CSVLogger(save_dir=default_root_dir)]
-    loggers = list(logger) if isinstance(logger, (list, tuple)) else [logger]
+    loggers = list(logger) if is_sequence_of_items(logger) else [logger]
     for item in loggers:
         if not isinstance(item, Logger):
             raise MisconfigurationError(

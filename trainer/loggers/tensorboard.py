@@ -12,6 +12,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from lightning_utilities.core.rank_zero import rank_zero_only
 
 from trainer.loggers.utils import (
+    DEFAULT_LOG_NAME,
     VersionedDirLogger,
     add_prefix,
     flatten_dict,
@@ -45,7 +46,7 @@ class TensorBoardLogger(VersionedDirLogger):
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str | None = "relay_logs",
+        name: str | None = DEFAULT_LOG_NAME,
         version: int | str | None = None,
         log_graph: bool = False,
         default_hp_metric: bool = True,

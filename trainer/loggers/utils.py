@@ -43,6 +43,15 @@ def next_version(root_dir: str) -> int:
     return max(versions, default=-1) + 1
 
 
+DEFAULT_LOG_NAME = "relay_logs"
+COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"  # set by `python -m trainer.lightning_compat`
+
+
+def default_log_name() -> str:
+    """``relay_logs``, or Lightning's ``lightning_logs`` when running Lightning code in compatibility mode."""
+    return "lightning_logs" if os.environ.get(COMPAT_ENV) == "1" else DEFAULT_LOG_NAME
+
+
 class VersionedDirLogger(Logger):
     """A logger writing into ``<save_dir>/<name>/version_<n>[/<sub_dir>]``.
 
@@ -53,12 +62,12 @@ class VersionedDirLogger(Logger):
     def __init__(
         self,
         save_dir: str | os.PathLike[str],
-        name: str | None = "relay_logs",
+        name: str | None = DEFAULT_LOG_NAME,
         version: int | str | None = None,
         sub_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._save_dir = os.path.expandvars(os.path.expanduser(os.fspath(save_dir)))
-        self._name = name or ""
+        self._name = default_log_name() if name == DEFAULT_LOG_NAME else (name or "")
         self._version = version
         self._sub_dir = None if sub_dir is None else os.path.expandvars(os.path.expanduser(os.fspath(sub_dir)))
         default_rank_from_env()

@@ -59,18 +59,24 @@ class FitLoop:
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
-        self.profiler = profiler = trainer.profiler if trainer.profiler.enabled else None
-        if profiler is not None:  # wrapped once here, so a run without a profiler pays nothing per batch
-            run_batch = profiler.wrap("run_training_batch", self.step.run)
+    def _profile(self) -> None:
+        """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
+        self.profiler = profiler = self.trainer.profiler if self.trainer.profiler.enabled else None
+        cls = type(self)
+        self.run_epoch = cls.run_epoch.__get__(self)  # type: ignore[method-assign]  # fresh each fit: no nesting
+        self._validate = cls._validate.__get__(self)  # type: ignore[method-assign]
+        if profiler is None:
+            return
+        run_batch = profiler.wrap("run_training_batch", self.step.run)
 
-            def run_and_step(*args: Any) -> Any:
-                out = run_batch(*args)
-                profiler.step()
-                return out
+        def run_and_step(*args: Any) -> Any:
+            out = run_batch(*args)
+            profiler.step()
+            return out
 
-            self.step.run = run_and_step  # type: ignore[method-assign]
-            self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
-            self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
+        self.step.run = run_and_step  # type: ignore[method-assign]
+        self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
+        self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
 
     def _ensure_val(self) -> None:
         if self.val is None:
@@ -153,6 +159,7 @@ class FitLoop:
         self.train = load_train()
         self.step = TrainingStep(t)
         self.move = BatchMover(t)
+        self._profile()
         self.val_check_batch = _val_check_batch(t)
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")

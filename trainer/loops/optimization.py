@@ -94,6 +94,7 @@ class TrainingStep:
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
         trainer = self.trainer
+        self.accumulate = trainer.accumulate_grad_batches  # a GradientAccumulationScheduler may change it per epoch
         should_step = is_last or (batch_idx + 1) % self.accumulate == 0
         zero_grad_first = batch_idx % self.accumulate == 0
         holder: list[Any] = [{}]

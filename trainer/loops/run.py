@@ -53,6 +53,8 @@ def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
     from trainer.seed import global_seed
 
     kwargs = trainer.strategy.distributed_sampler_kwargs
+    if not getattr(trainer, "use_distributed_sampler", True):  # the user's loaders are used as given, unsharded
+        kwargs = {"num_replicas": 1, "rank": 0}
     return [
         prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad)
         for loader in loaders
@@ -73,6 +75,10 @@ def run_stage(
             f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
         )
     launcher = getattr(trainer.strategy, "launcher", None)
+    if launcher is not None and hasattr(launcher, "launch_function"):  # ddp_spawn: workers run it, results come back
+        from trainer.loops.spawned import run_stage_in_workers
+
+        return run_stage_in_workers(trainer, launcher, stage, model, datamodule, given, ckpt_path)
     if launcher is not None:  # plain `python script.py` with several processes: start them, then exit
         from trainer.launch import launch_workers_and_exit
 
@@ -119,6 +125,12 @@ def run_stage(
         model.configure_model()
         if stage == "fit":
             check_has_parameters(model)
+        if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
+            import torch
+
+            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
+                                        trainer.gradient_clip_algorithm)
         strategy.setup_module(model)
         if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
             restore_module(trainer, checkpoint)
@@ -196,7 +208,7 @@ def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | floa
 def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
     model = trainer.lightning_module
     if stage == "fit":
-        for logger in trainer.loggers:
+        for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
             params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
             logger.log_hyperparams(params)
             if getattr(model, "example_input_array", None) is not None:

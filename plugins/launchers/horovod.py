@@ -1,0 +1,52 @@
+"""Starting Horovod workers on this machine with Horovod's own launcher, as ``horovodrun`` would.
+
+``Trainer(strategy="horovod", devices=2)`` in a plain ``python train.py`` runs
+``horovodrun -np 2 --gloo -H localhost:2 <this program again>``: the workers see ``HOROVOD_RANK`` & co.,
+detect the MPI environment and never launch again. horovodrun stops the other workers when one fails
+and exits non-zero; each worker's output comes back prefixed with its rank.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from plugins.launchers.base import Launcher
+
+# horovodrun's entry point, run with this interpreter (no reliance on PATH); its own "a process failed"
+# RuntimeError becomes one line, since the failing worker's traceback is already printed above it
+_HOROVODRUN = (
+    "import sys\nfrom horovod.runner.launch import run_commandline\ntry:\n    run_commandline()\n"
+    "except RuntimeError as err:\n    print('horovodrun: ' + ' '.join(str(err).split()), file=sys.stderr)\n"
+    "    sys.exit(1)"
+)
+
+
+def horovodrun_command(nprocs: int, command: list[str], hosts: str | None = None) -> list[str]:
+    """``horovodrun -np N --gloo -H localhost:N`` followed by ``command``, as an argument list."""
+    return [sys.executable, "-c", _HOROVODRUN, "-np", str(nprocs), "--gloo", "-H", hosts or f"localhost:{nprocs}",
+            *command]
+
+
+class HorovodLauncher(Launcher):
+    """``nprocs`` Horovod workers on this node through horovodrun (gloo controller)."""
+
+    def __init__(self, nprocs: int, num_nodes: int = 1) -> None:
+        if nprocs < 1:
+            raise ValueError(f"nprocs={nprocs} must be >= 1.")
+        if num_nodes != 1:
+            raise ValueError(
+                f"Trainer(strategy='horovod', num_nodes={num_nodes}): Relay starts Horovod workers on this machine only; "
+                f"start them on every host yourself, e.g. `horovodrun -np {nprocs * num_nodes} "
+                f"-H host1:{nprocs},host2:{nprocs} python train.py`."
+            )
+        self.nprocs = nprocs
+
+    def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
+        full = horovodrun_command(self.nprocs, command)
+        done = subprocess.run(full, env={**os.environ, **(env or {})})
+        if done.returncode != 0:
+            print(f"relay: horovodrun exited with code {done.returncode}; the failing rank's traceback is above "
+                  "(lines prefixed [rank]).", file=sys.stderr, flush=True)
+        return done.returncode

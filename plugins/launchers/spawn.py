@@ -1,0 +1,98 @@
+"""Running a function in freshly spawned (or forked) worker processes and handing rank 0's result back.
+
+This is how ``ddp_spawn`` / ``ddp_notebook`` work without running the script again: the launching process
+stays alive, ``torch.multiprocessing`` starts the workers with torchrun's variables set (so they find their
+rank exactly as under torchrun), and what the function returns on rank 0 comes back as bytes. A worker
+that fails stops the others, and its traceback is raised in the launching process.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from plugins.launchers.base import Launcher
+
+START_METHODS = ("spawn", "fork", "forkserver")
+
+
+def _worker(local_rank: int, nprocs: int, address: str, port: int, run_id: str, function: Callable[..., Any],
+            args: tuple[Any, ...], queue: Any) -> None:
+    os.environ.update({
+        "RANK": str(local_rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(nprocs),
+        "LOCAL_WORLD_SIZE": str(nprocs), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(local_rank),
+        "ROLE_WORLD_SIZE": str(nprocs), "MASTER_ADDR": address, "MASTER_PORT": str(port),
+        "TORCHELASTIC_RUN_ID": run_id,
+    })
+    try:
+        result = function(*args)
+    except BaseException:  # print it here and leave at once: waiting for peers at exit could hang
+        import sys
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    if local_rank == 0:
+        queue.put(result)
+
+
+class SpawnLauncher(Launcher):
+    """``nprocs`` workers on this machine via ``torch.multiprocessing.start_processes``."""
+
+    def __init__(self, nprocs: int, start_method: str = "spawn", main_address: str = "127.0.0.1",
+                 main_port: int | None = None) -> None:
+        if nprocs < 1:
+            raise ValueError(f"nprocs={nprocs} must be >= 1.")
+        if start_method not in START_METHODS:
+            raise ValueError(f"start_method={start_method!r} is not valid; use one of {', '.join(START_METHODS)}.")
+        self.nprocs = nprocs
+        self.start_method = start_method
+        self.main_address = main_address
+        self.main_port = main_port
+
+    @property
+    def is_interactive_compatible(self) -> bool:
+        return self.start_method == "fork"
+
+    def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
+        raise NotImplementedError("SpawnLauncher runs a function (launch_function), not a command.")
+
+    def launch_function(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run ``function(*args)`` in every worker; rank 0's return value (the others' are dropped)."""
+        import torch
+        import torch.multiprocessing as mp
+        from torch.multiprocessing.spawn import ProcessException
+
+        if self.start_method == "fork":
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                raise RuntimeError(
+                    "strategy='ddp_notebook' (fork) cannot start workers after CUDA was initialised in this process; "
+                    "restart the kernel and create the Trainer before touching CUDA, or use strategy='ddp_spawn'."
+                )
+        from plugins.environments.local import find_free_port
+
+        port = self.main_port or find_free_port(self.main_address)
+        queue = mp.get_context(self.start_method).SimpleQueue()
+        run_id = f"relay-spawn-{uuid.uuid4().hex[:12]}"
+        context = mp.start_processes(
+            _worker, args=(self.nprocs, self.main_address, port, run_id, function, args, queue),
+            nprocs=self.nprocs, start_method=self.start_method, join=False,
+        )
+        results: list[Any] = []
+        while True:  # read while the workers run: a large result would otherwise block rank 0 in put()
+            if not results and not queue.empty():
+                results.append(queue.get())
+            try:
+                if context.join(timeout=0.05):
+                    break
+            except ProcessException as err:  # the others were stopped by join()
+                others = "the other rank was stopped" if self.nprocs == 2 else "the other ranks were stopped"
+                raise RuntimeError(
+                    f"relay: rank {err.error_index} failed; {others} (its traceback is above)."
+                ) from None
+        if not results and not queue.empty():
+            results.append(queue.get())
+        return results[0] if results else None

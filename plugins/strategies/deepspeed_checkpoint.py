@@ -1,0 +1,123 @@
+"""DeepSpeed checkpoints in Relay's run directory: DeepSpeed's own files plus Relay's training state.
+
+Layout of ``<name>.ckpt/``: ``deepspeed/`` is what ``engine.save_checkpoint(tag="deepspeed")`` wrote
+(module states, and every rank's ZeRO optimizer partition), ``meta.pt`` is the rest of Relay's checkpoint
+(counters, callbacks, RNG states of every rank, hyperparameters) written by rank 0. The directory is
+written under a temporary name and renamed into place when every rank has finished.
+
+DeepSpeed reads its files with ``torch.load(weights_only=False)``; Relay makes every read of such a
+checkpoint ``weights_only=True``, with DeepSpeed's few plain-data classes (its loss scaler, ZeRO stage
+enum) allowed by name, so a checkpoint stays data, never code. No import of deepspeed here until a
+DeepSpeed checkpoint is actually read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from plugins.checkpoint_io import atomic_save, remove_path, replace_dir
+
+META_FILE = "meta.pt"
+TAG = "deepspeed"
+ENGINE_KEYS = ("state_dict", "optimizer_states")  # held by DeepSpeed's files, not by meta.pt
+
+
+def is_deepspeed_checkpoint(path: str | os.PathLike) -> bool:
+    path = Path(path)
+    return path.is_dir() and (path / META_FILE).is_file() and (path / TAG).is_dir()
+
+
+class DeepSpeedState:
+    """The module or optimizer part of a DeepSpeed checkpoint: read by the engine (or merged) on demand."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole module's fp32 weights, merged from every rank's ZeRO partitions."""
+        import io
+
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # merging happens on the CPU; no accelerator probe
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+            with weights_only_loads():  # DeepSpeed's progress lines and banners are not Relay's console
+                state = get_fp32_state_dict_from_zero_checkpoint(self.path, tag=TAG)
+        return strip_step_prefix(state)
+
+    def __repr__(self) -> str:
+        return f"DeepSpeedState({self.path!r})"
+
+
+def strip_step_prefix(state: dict[str, Any]) -> dict[str, Any]:
+    """The engine wraps the Module in a step module (``module.`` prefix); Relay's layout has no prefix."""
+    return {k.removeprefix("module."): v for k, v in state.items()}
+
+
+def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
+    checkpoint["state_dict"] = DeepSpeedState(path)
+    if "optimizer_states" in checkpoint:
+        checkpoint["optimizer_states"] = [DeepSpeedState(path) for _ in checkpoint["optimizer_states"]]
+
+
+def save_deepspeed(
+    checkpoint: dict[str, Any], path: str | os.PathLike, engine: Any, is_global_zero: bool,
+    barrier: Callable[[str], None],
+) -> None:
+    """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if is_global_zero:
+        remove_path(tmp)
+        tmp.mkdir(parents=True)
+    barrier("deepspeed_checkpoint_start")
+    weights_only = "optimizer_states" not in checkpoint
+    engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
+    if is_global_zero:
+        meta = {k: v for k, v in checkpoint.items() if k not in ENGINE_KEYS}
+        if not weights_only:
+            meta["optimizer_states"] = [None] * len(checkpoint["optimizer_states"])  # markers: the engine holds them
+        meta["state_dict"] = None
+        atomic_save(meta, tmp / META_FILE)
+        for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
+            script.unlink()
+        replace_dir(tmp, path)
+    barrier("deepspeed_checkpoint_done")
+
+
+def _allowed_globals() -> list[Any]:
+    """DeepSpeed's plain-data classes that its checkpoint files pickle by name."""
+    found: list[Any] = []
+    for module, names in (
+        ("deepspeed.runtime.fp16.loss_scaler", ("LossScaler", "DynamicLossScaler")),
+        ("deepspeed.runtime.zero.config", ("ZeroStageEnum",)),
+        ("deepspeed.utils.tensor_fragment", ("fragment_address",)),
+    ):
+        with contextlib.suppress(ImportError):
+            imported = __import__(module, fromlist=list(names))
+            found += [getattr(imported, n) for n in names if hasattr(imported, n)]
+    return found
+
+
+@contextlib.contextmanager
+def weights_only_loads() -> Iterator[None]:
+    """Within this block every ``torch.load`` reads data only (DeepSpeed asks for ``weights_only=False``)."""
+    original = torch.load
+    allowed = _allowed_globals()
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        kwargs["weights_only"] = True
+        with torch.serialization.safe_globals(allowed):
+            return original(*args, **kwargs)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = original

@@ -1,0 +1,49 @@
+"""Lightning's public names, read from an installed Lightning (for the API table and its test).
+
+A module's names are its ``__all__`` when it has one; otherwise the names it defines at top level (classes,
+functions, assignments) or re-exports from Lightning's own packages, read from its source.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+
+WITH_ALL = [
+    "lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.loggers", "lightning.pytorch.utilities",
+    "lightning.pytorch.demos", "lightning.pytorch.core", "lightning.pytorch.strategies",
+    "lightning.pytorch.accelerators", "lightning.pytorch.plugins", "lightning.pytorch.profilers",
+    "lightning.pytorch.trainer",
+]
+WITHOUT_ALL = [
+    "lightning.pytorch.utilities.types", "lightning.pytorch.utilities.rank_zero",
+    "lightning.pytorch.utilities.model_helpers", "lightning.pytorch.utilities.seed",
+    "lightning.pytorch.utilities.grads", "lightning.pytorch.utilities.exceptions", "lightning.pytorch.trainer.states",
+    "lightning.pytorch.plugins.environments",
+]
+MODULES = WITH_ALL + WITHOUT_ALL
+
+
+def defined_names(module_name: str) -> list[str]:
+    module = importlib.import_module(module_name)
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    tree = ast.parse(inspect.getsource(module))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("lightning", "lightning_fabric")):
+            names += [a.asname or a.name for a in node.names]
+    return [n for n in dict.fromkeys(names) if not n.startswith("_") and n != "log"]
+
+
+def trainer_arguments() -> list[str]:
+    import lightning.pytorch as pl
+
+    return [p for p in inspect.signature(pl.Trainer.__init__).parameters if p != "self"]

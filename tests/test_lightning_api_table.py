@@ -1,0 +1,71 @@
+"""docs/lightning_api.md lists every public Lightning name it covers, and every 'supported' row imports from Relay."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.optional import need_mark
+
+TABLE = Path(__file__).parent.parent / "docs" / "lightning_api.md"
+ROW = re.compile(r"^\| `([^`]+)` \| (supported|difference|refused|planned) \|(?: `([^`]*)` \|)?")
+
+
+def sections() -> dict[str, dict[str, tuple[str, str | None]]]:
+    """``{heading: {name: (status, relay path or None)}}`` as the table states them."""
+    out: dict[str, dict[str, tuple[str, str | None]]] = {}
+    current = None
+    for line in TABLE.read_text().splitlines():
+        if line.startswith("## "):
+            current = out.setdefault(line, {})
+        elif current is not None and (m := ROW.match(line)):
+            current[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+def section_for(module: str) -> dict[str, tuple[str, str | None]]:
+    return next(rows for heading, rows in sections().items() if heading.startswith(f"## `{module}` "))
+
+
+@need_mark("lightning", "the table is checked against Lightning's own __all__s")
+def test_every_covered_lightning_name_and_trainer_argument_is_in_the_table():
+    from tests.lightning_api_names import MODULES, defined_names, trainer_arguments
+
+    for module in MODULES:
+        missing = set(defined_names(module)) - set(section_for(module))
+        assert not missing, f"{module}: add rows for {sorted(missing)} (python docs/make_lightning_api.py)"
+    arguments = set(sections()["## `Trainer` arguments"])
+    assert not set(trainer_arguments()) - arguments
+
+
+def test_every_supported_row_imports_from_relay_at_the_mirrored_path():
+    checked = 0
+    for heading, rows in sections().items():
+        for name, (status, where) in rows.items():
+            if status not in ("supported", "difference") or where is None:
+                continue
+            module, _, attr = where.rpartition(".")
+            assert hasattr(importlib.import_module(module), attr), f"{heading}: {where} does not import"
+            checked += 1
+    assert checked > 80
+
+
+def test_supported_trainer_arguments_are_accepted():
+    import inspect
+
+    from trainer import Trainer
+
+    params = set(inspect.signature(Trainer.__init__).parameters)
+    for name, (status, _) in sections()["## `Trainer` arguments"].items():
+        if status in ("supported", "difference"):
+            assert name in params, name
+
+
+@pytest.mark.parametrize("status", ["refused", "planned"])
+def test_rows_that_are_not_supported_say_why(status):
+    for line in TABLE.read_text().splitlines():
+        if f"| {status} |" in line:
+            assert line.rstrip("| ").split("|")[-1].strip(), line

@@ -1,0 +1,137 @@
+"""The zero-edit mode: unmodified Lightning programs run on Relay with ``python -m trainer.lightning_compat``.
+
+The programs in tests/lightning_programs/ import ``lightning.pytorch``, ``lightning`` or ``pytorch_lightning`` and
+print what they observe; where Lightning is installed the same program also runs on Lightning and the two
+observations are compared. Each run is a subprocess with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.optional import need
+
+PROGRAMS = Path(__file__).parent / "lightning_programs"
+pytestmark = pytest.mark.timeout(600)
+
+
+def run(args: list[str], cwd: Path, compat: bool = True, timeout: float = 400) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "RELAY_LIGHTNING_COMPAT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    prefix = [sys.executable, "-m", "trainer.lightning_compat"] if compat else [sys.executable]
+    return subprocess.run([*prefix, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def observed(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_classifier_runs_unmodified_with_lightning_default_paths(tmp_path):
+    relay = observed(run([str(PROGRAMS / "classifier.py")], tmp_path))
+    assert relay["best"].startswith("lightning_logs/version_0/checkpoints/epoch=")
+    assert relay["best"] in relay["files"] and "lightning_logs/version_0/hparams.yaml" in relay["files"]
+    assert relay["global_step"] == 36 and relay["current_epoch"] == 3  # 384 samples / 32 per batch x 3 epochs
+    assert relay["test_keys"] == ["test_acc", "test_loss"] and relay["test_acc"] > 0.5
+    assert relay["lr_keys"] == ["lr-Adam"] and relay["restored_hidden"] == 64
+
+
+def test_classifier_observations_match_lightning(tmp_path):
+    need("lightning", "compared against a real Lightning run")
+    (tmp_path / "relay").mkdir()
+    (tmp_path / "lightning").mkdir()
+    relay = observed(run([str(PROGRAMS / "classifier.py")], tmp_path / "relay"))
+    real = observed(run([str(PROGRAMS / "classifier.py")], tmp_path / "lightning", compat=False))
+    for key in ("files", "global_step", "current_epoch", "test_keys", "lr_keys", "restored_hidden"):
+        assert relay[key] == real[key], key
+    assert set(real["logged_keys"]) <= set(relay["logged_keys"]) | {"epoch"}, (relay["logged_keys"], real["logged_keys"])
+
+
+def test_gan_with_manual_optimization_runs_unmodified(tmp_path):
+    relay = observed(run([str(PROGRAMS / "gan.py")], tmp_path))
+    assert relay["global_step"] == 32  # 8 batches x 2 epochs x 2 optimizer steps per batch
+    assert "last.ckpt" in relay["files"] and relay["finite"]
+    assert relay["metric_keys"] == ["d_loss", "g_loss"] and relay["optimizers_saved"] == 2
+    need("lightning", "compared against a real Lightning run")
+    (tmp_path / "real").mkdir()
+    real = observed(run([str(PROGRAMS / "gan.py")], tmp_path / "real", compat=False))
+    for key in ("global_step", "current_epoch", "files", "metric_keys", "checkpoint_has", "optimizers_saved"):
+        assert relay[key] == real[key], key
+
+
+def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
+    project = PROGRAMS / "hydra_project"
+    done = run([str(project / "train.py"), "trainer=ddp_spawn", f"hydra.run.dir={tmp_path}"], tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["strategy"] == "DDPSpawnStrategy"
+    assert result["global_step"] == 20  # 144 training samples / 2 ranks = 72 each: 5 batches of 16, x 4 epochs
+    assert result["val_acc"] > 0.5 and Path(result["best_model_path"]).is_file()
+    assert Path(result["best_model_path"]).name.startswith("epoch_")
+    assert {"train/loss", "val/acc", "val/loss"} <= set(result["metrics"])
+    assert list((tmp_path / "csv").glob("version_0/metrics.csv"))
+
+
+def test_names_relay_lacks_fail_with_one_line(tmp_path):
+    script = tmp_path / "uses_tuner.py"
+    script.write_text("import lightning.pytorch as pl\nfrom lightning.pytorch.tuner import Tuner\n")
+    done = run([str(script)], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"{script}:2: lightning.pytorch.tuner is not provided by Relay's Lightning compatibility mode; see "
+        "docs/lightning_api.md in the Relay repository for what is supported and what to use instead."
+    ]
+
+
+def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
+    code = (
+        "import importlib.util, sys\n"
+        "from trainer.lightning_compat import install, uninstall, LightningImportError, LightningAttributeError\n"
+        "install(children=False)\n"
+        "import lightning.pytorch as pl, pytorch_lightning as ptl, trainer\n"
+        "assert pl.LightningModule is trainer.Module and ptl.Trainer is trainer.Trainer\n"
+        "from lightning.pytorch.callbacks import ModelCheckpoint\n"
+        "from lightning.pytorch.utilities.rank_zero import rank_zero_only\n"
+        "try:\n    from lightning.pytorch.callbacks import StochasticWeightAveraging\nexcept ImportError as e:\n"
+        "    assert isinstance(e, LightningImportError) and 'StochasticWeightAveraging' in str(e)\n"
+        "else:\n    raise SystemExit('no error')\n"
+        "try:\n    pl.tuner\nexcept AttributeError as e:\n    assert isinstance(e, LightningAttributeError)\n"
+        "uninstall()\n"
+        "print('ok', 'lightning' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["ok", "False"], done.stderr
+    plain = subprocess.run([sys.executable, "-c", "import sys, trainer, trainer.lightning_compat; "
+                            "print(any('Lightning' in type(f).__name__ for f in sys.meta_path))"],
+                           capture_output=True, text=True, timeout=120)
+    assert plain.stdout.strip() == "False"
+
+
+def test_ddp_workers_started_by_the_relaunch_serve_lightning_too(tmp_path):
+    """strategy='ddp' re-runs the command in each worker: the workers are in compatibility mode as well."""
+    script = tmp_path / "ddp_boring.py"
+    script.write_text(
+        "import json\n"
+        "import lightning.pytorch as pl\n"
+        "from lightning.pytorch.demos.boring_classes import BoringModel\n"
+        "import trainer\n"
+        "if __name__ == '__main__':\n"
+        "    t = pl.Trainer(strategy='ddp', devices=2, accelerator='cpu', max_epochs=1, limit_train_batches=4,\n"
+        "                   limit_val_batches=2, enable_progress_bar=False, enable_model_summary=False)\n"
+        "    t.fit(BoringModel())\n"
+        "    with open(f'rank{t.global_rank}.json', 'w') as f:\n"
+        "        json.dump({'world': t.world_size, 'relay': pl.Trainer is trainer.Trainer,\n"
+        "                   'ckpt': t.checkpoint_callback.best_model_path}, f)\n"
+    )
+    done = run([str(script)], tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    expected = str(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "epoch=0-step=4.ckpt")
+    assert ranks[0] == ranks[1] == {"world": 2, "relay": True, "ckpt": expected}
+    assert Path(expected).is_file()

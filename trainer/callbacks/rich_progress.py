@@ -1,0 +1,62 @@
+"""RichProgressBar: Relay's progress line, drawn through a ``rich`` console with a theme's styles.
+
+It keeps Relay's cheap redraw schedule (time based, at most every 0.2 s on a terminal); what changes is
+the rendering. ``rich`` is imported when the run starts, so configuring the callback costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainer.callbacks.progress import ProgressBar
+from trainer.callbacks.rich_support import RichProgressBarTheme, require_rich
+
+if TYPE_CHECKING:
+    from trainer.module import Module
+    from trainer.trainer import Trainer
+
+
+class RichProgressBar(ProgressBar):
+    """Lightning's constructor: ``refresh_rate`` 0 turns the bar off; ``leave`` keeps each epoch's line."""
+
+    def __init__(
+        self, refresh_rate: int = 1, leave: bool = False, theme: RichProgressBarTheme | None = None,
+        console_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if isinstance(refresh_rate, bool) or not isinstance(refresh_rate, int) or refresh_rate < 0:
+            raise ValueError(f"RichProgressBar(refresh_rate={refresh_rate!r}) must be an int >= 0 (0: off).")
+        super().__init__(refresh_rate=0.2 if refresh_rate else 0)
+        self.leave = leave
+        self.theme = theme or RichProgressBarTheme()
+        self._console_kwargs = dict(console_kwargs or {})
+        self._console: Any = None
+
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        require_rich("RichProgressBar")
+        super().setup(trainer, pl_module, stage)
+        from rich.console import Console
+
+        self._console = Console(file=self.stream, **self._console_kwargs)
+
+    def _draw_line(self, line: str, final: bool) -> None:
+        from rich.text import Text
+
+        head, sep, rest = line.partition(": ")
+        text = Text(head + sep, style=self.theme.description)
+        counters, bracket, metrics = rest.partition("] ")
+        text.append(counters + bracket, style=self.theme.batch_progress)
+        text.append(metrics, style=self.theme.metrics)
+        if self._tty and not final:
+            self._console.print(text, end="\r", no_wrap=True, overflow="ellipsis")
+            self._line_len = len(line)
+        else:
+            if self._tty and not self.leave and self._line_len:
+                self._console.print(" " * self._line_len, end="\r")
+            self._console.print(text, no_wrap=True, overflow="ellipsis")
+            self._line_len = 0
+            self._logged_any = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_console"] = None
+        return state

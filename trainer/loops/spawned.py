@@ -1,0 +1,95 @@
+"""A stage run in spawned workers (``ddp_spawn``): the workers train, the launching process gets the results.
+
+What comes back from rank 0, as Lightning's spawn does it: the trained weights (loaded into the user's
+module), the loop counters, the logged metrics, the callbacks' states (so ``best_model_path`` is known
+here) and the stage's return value (validation/test metrics, predictions).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from trainer.datamodule import DataModule
+    from trainer.module import Module
+    from trainer.trainer import Trainer
+
+# what a user reads on the Trainer after a stage, besides the loops' progress object
+_COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test_batches", "num_predict_batches")
+
+
+def run_stage_in_workers(
+    trainer: Trainer, launcher: Any, stage: str, model: Module, datamodule: DataModule | None,
+    given: dict[str, Any], ckpt_path: Any,
+) -> Any:
+    environment, trainer.strategy.environment = trainer.strategy.environment, None  # holds os.environ: not picklable
+    try:
+        payload = launcher.launch_function(_worker_stage, trainer, stage, model, datamodule, given, ckpt_path)
+    finally:
+        trainer.strategy.environment = environment
+    if payload is None:
+        raise RuntimeError(f"Trainer.{stage} with {type(trainer.strategy).__name__}: rank 0 sent no result back.")
+    results = pickle.loads(payload)  # bytes this run's own rank 0 just made (not a file from elsewhere)
+    _apply(trainer, model, datamodule, results)
+    return results["output"]
+
+
+def _worker_stage(
+    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
+    ckpt_path: Any,
+) -> bytes | None:
+    from plugins.environments.torchelastic import TorchElasticEnvironment
+    from trainer.loops.run import run_stage
+
+    trainer.strategy.environment = TorchElasticEnvironment()  # the launcher set torchrun's variables
+    _own_memory(model)
+    output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
+    state_dict = trainer.strategy.module_state_dict(model)
+    if not trainer.is_global_zero:
+        return None
+    to_cpu = lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    results = {
+        "state_dict": {k: to_cpu(v) for k, v in state_dict.items()},
+        "progress": trainer.progress,
+        "counters": {name: getattr(trainer, name) for name in _COUNTERS if hasattr(trainer, name)},
+        "results": trainer._results,
+        "logged_metrics": trainer._logged_metrics,
+        "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+        "callback_dirs": {cb.state_key: getattr(cb, "dirpath", None) for cb in trainer.callbacks},
+        "output": apply_to_collection(output, torch.Tensor, to_cpu),
+    }
+    return pickle.dumps(apply_to_collection(results, torch.Tensor, to_cpu))
+
+
+def _own_memory(model: torch.nn.Module) -> None:
+    """Give this worker its own copy of the weights.
+
+    ``torch.multiprocessing`` hands tensors to spawned workers in shared memory: without a copy every rank
+    would update the same weights, and each step would be applied once per rank.
+    """
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
+
+
+def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, results: dict[str, Any]) -> None:
+    model.load_state_dict(results["state_dict"])
+    trainer.lightning_module, model.trainer = model, trainer
+    trainer.datamodule = datamodule
+    trainer.progress = results["progress"]
+    for name, value in results["counters"].items():
+        setattr(trainer, name, value)
+    trainer._results = results["results"]
+    trainer._logged_metrics = results["logged_metrics"]
+    for callback in trainer.callbacks:
+        state = results["callbacks"].get(callback.state_key)
+        if state is None:
+            continue
+        if getattr(callback, "dirpath", "") is None:  # ModelCheckpoint: the directory the workers chose
+            callback.dirpath = results["callback_dirs"].get(callback.state_key)
+        callback.load_state_dict(state)

@@ -1,0 +1,18 @@
+"""``trainer.plugins``: precision plugins and checkpoint I/O under Lightning's path (``lightning.pytorch.plugins``).
+
+Relay's plugins themselves live in the top-level ``plugins`` package; this only re-exports them.
+"""
+
+from __future__ import annotations
+
+from trainer.lazy import lazy_exports
+
+_EXPORTS = {
+    "Precision": "plugins.precision.base",
+    "MixedPrecision": "plugins.precision.half",
+    "HalfPrecision": "plugins.precision.half",
+    "DoublePrecision": "plugins.precision.half",
+    "TruePrecision": "plugins.precision.half",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,16 @@
+"""Cluster environments under Lightning's path (``lightning.pytorch.plugins.environments``)."""
+
+from __future__ import annotations
+
+from plugins.environments.base import ClusterEnvironment
+from plugins.environments.kubernetes import KubernetesEnvironment
+from plugins.environments.local import LocalEnvironment
+from plugins.environments.mpi import MPIEnvironment
+from plugins.environments.slurm import SLURMEnvironment
+from plugins.environments.torchelastic import TorchElasticEnvironment
+
+KubeflowEnvironment = KubernetesEnvironment
+LightningEnvironment = LocalEnvironment
+
+__all__ = ["ClusterEnvironment", "KubeflowEnvironment", "KubernetesEnvironment", "LightningEnvironment",
+           "LocalEnvironment", "MPIEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]

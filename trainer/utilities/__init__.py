@@ -1,0 +1,23 @@
+"""Helpers under the names and paths Lightning's ``lightning.pytorch.utilities`` gives them."""
+
+from __future__ import annotations
+
+from trainer.lazy import lazy_exports
+
+_EXPORTS = {
+    "AttributeDict": "trainer.hparams",
+    "GradClipAlgorithmType": "trainer.utilities.enums",
+    "LightningEnum": "trainer.utilities.enums",
+    "disable_possible_user_warnings": "trainer.utilities.warnings",
+    "grad_norm": "trainer.utilities.grads",
+    "is_picklable": "trainer.utilities.parsing",
+    "move_data_to_device": "trainer.utilities.data",
+    "rank_zero_debug": "trainer.utilities.rank_zero",
+    "rank_zero_deprecation": "trainer.utilities.rank_zero",
+    "rank_zero_info": "trainer.utilities.rank_zero",
+    "rank_zero_only": "trainer.utilities.rank_zero",
+    "rank_zero_warn": "trainer.utilities.rank_zero",
+    "suggested_max_num_workers": "trainer.utilities.data",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,12 @@
+"""Lightning's exception names; Relay's own errors subclass them, so ``except`` clauses keep working."""
+
+from __future__ import annotations
+
+from trainer.errors import MisconfigurationError, MisconfigurationException
+
+
+class SIGTERMException(SystemExit):
+    """Raised when a process receives SIGTERM during a run."""
+
+
+__all__ = ["MisconfigurationError", "MisconfigurationException", "SIGTERMException"]

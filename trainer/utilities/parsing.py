@@ -1,0 +1,20 @@
+"""Hyperparameter containers and checks (Lightning's ``utilities.parsing``)."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from trainer.hparams import AttributeDict
+
+
+def is_picklable(obj: Any) -> bool:
+    """Whether ``obj`` survives ``pickle.dumps`` (used to decide what hyperparameters can be saved)."""
+    try:
+        pickle.dumps(obj)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+__all__ = ["AttributeDict", "is_picklable"]
