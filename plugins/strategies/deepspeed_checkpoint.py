@@ -21,11 +21,10 @@ from typing import Any
 
 import torch
 
-from plugins.checkpoint_io import atomic_save, remove_path, replace_dir
+from plugins.checkpoint_io import CheckpointIO
 
 META_FILE = "meta.pt"
 TAG = "deepspeed"
-ENGINE_KEYS = ("state_dict", "optimizer_states")  # held by DeepSpeed's files, not by meta.pt
 
 
 def is_deepspeed_checkpoint(path: str | os.PathLike) -> bool:
@@ -60,34 +59,43 @@ def strip_step_prefix(state: dict[str, Any]) -> dict[str, Any]:
     return {k.removeprefix("module."): v for k, v in state.items()}
 
 
-def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    checkpoint["state_dict"] = DeepSpeedState(path)
-    if "optimizer_states" in checkpoint:
-        checkpoint["optimizer_states"] = [DeepSpeedState(path) for _ in checkpoint["optimizer_states"]]
+def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike, layout_keys: tuple[str, ...]) -> None:
+    """The entries under ``layout_keys`` (the Trainer's names for module and optimizer state) become handles."""
+    for key in layout_keys:
+        if key in checkpoint:
+            value = checkpoint[key]
+            checkpoint[key] = [DeepSpeedState(path) for _ in value] if isinstance(value, list) else DeepSpeedState(path)
 
 
 def save_deepspeed(
     checkpoint: dict[str, Any], path: str | os.PathLike, engine: Any, is_global_zero: bool,
-    barrier: Callable[[str], None],
+    barrier: Callable[[str], None], layout_keys: tuple[str, ...], io: CheckpointIO | None = None,
 ) -> None:
-    """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole."""
+    """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole.
+
+    The entries under ``layout_keys`` are the engine's (module and optimizer state): ``meta.pt`` keeps only a
+    ``None`` marker for each. A failed write leaves no temporary directory."""
+    io = io or CheckpointIO()
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = io.temporary(path, "dcp")
     if is_global_zero:
-        remove_path(tmp)
+        io.remove(tmp)
         tmp.mkdir(parents=True)
     barrier("deepspeed_checkpoint_start")
-    weights_only = "optimizer_states" not in checkpoint
-    engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
-    if is_global_zero:
-        meta = {k: v for k, v in checkpoint.items() if k not in ENGINE_KEYS}
-        if not weights_only:
-            meta["optimizer_states"] = [None] * len(checkpoint["optimizer_states"])  # markers: the engine holds them
-        meta["state_dict"] = None
-        atomic_save(meta, tmp / META_FILE)
-        for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
-            script.unlink()
-        replace_dir(tmp, path)
+    try:
+        engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
+        if is_global_zero:
+            meta = dict(checkpoint)
+            for key in layout_keys:
+                if key in meta:  # markers: the engine holds them
+                    meta[key] = [None] * len(meta[key]) if isinstance(meta[key], list) else None
+            io.save(meta, tmp / META_FILE)
+            for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
+                script.unlink()
+            io.replace_dir(tmp, path)
+    finally:
+        if is_global_zero:
+            io.remove(tmp)
     barrier("deepspeed_checkpoint_done")
 
 
