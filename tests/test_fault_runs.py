@@ -54,3 +54,35 @@ def test_fault_settings_are_in_the_trainer_config():
     assert trainer.preemption_signals == (signal.SIGUSR1,)
     assert (trainer.stop_on_nonfinite_loss, trainer.auto_requeue, trainer.detect_anomaly) == (False, False, True)
     assert trainer.strategy.timeout.total_seconds() == 60 and trainer.strategy.startup_timeout.total_seconds() == 120
+
+
+def test_requeue_reports_in_one_line_and_only_inside_a_slurm_batch_job(tmp_path, capsys):
+    import os
+
+    from trainer.preemption import requeue_slurm_job
+
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'scontrol: error: Requested operation is disabled' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "train"}
+    assert requeue_slurm_job(env) is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["relay: scontrol requeue 7 failed (scontrol: error: Requested operation is disabled); submit the "
+                   "job again to resume (the checkpoint is saved)."]
+    assert requeue_slurm_job({**env, "SLURM_JOB_NAME": "interactive"}) is False  # salloc shell: nothing to requeue
+    assert requeue_slurm_job({"PATH": env["PATH"]}) is False  # not under SLURM
+    assert capsys.readouterr().err == ""
+
+
+def test_preemption_signals_are_checked():
+    import signal
+
+    from trainer import Trainer
+    from trainer.errors import MisconfigurationError
+
+    assert Trainer(preemption_signals="usr1", logger=False).preemption_signals == (signal.SIGUSR1,)
+    assert Trainer(preemption_signals=[], logger=False).preemption_signals == ()
+    with pytest.raises(MisconfigurationError, match="'SIGNOPE' is not a signal"):
+        Trainer(preemption_signals=["SIGNOPE"])
+    with pytest.raises(MisconfigurationError, match="SIGKILL cannot be caught"):
+        Trainer(preemption_signals=["SIGKILL"])
