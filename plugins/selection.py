@@ -292,8 +292,18 @@ def resolve_plugins(
         if getattr(prec, "device_type", "") is None:  # built without one (from a config): the accelerator's
             prec.bind_device_type(device_type)
     else:
-        entry = registry.get("precision", choice.precision)
-        extra = {"device_type": device_type} if choice.precision.endswith("-mixed") else {}
+        name = choice.precision
+        if name == "16-mixed" and device_type == "cpu":  # as Lightning: no fp16 autocast on the CPU
+            import warnings
+
+            warnings.warn(
+                f"Trainer(accelerator='cpu', precision={precision!r}): fp16 mixed precision is not supported on the "
+                "CPU; using precision='bf16-mixed' instead (pass precision='bf16-mixed' to silence this).",
+                stacklevel=3,
+            )
+            name = "bf16-mixed"
+        entry = registry.get("precision", name)
+        extra = {"device_type": device_type} if name.endswith("-mixed") else {}
         prec = entry.create(**extra)
     strat = strategy if isinstance(strategy, Strategy) else registry.create("strategy", choice.strategy)
     strat.connect(accelerator=acc, precision=prec, environment=env, device_ids=list(choice.device_ids),

@@ -36,8 +36,9 @@ def test_missing_dataloader(tmp_path):
 
 def test_ckpt_path_missing_or_not_a_checkpoint(tmp_path):
     trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=1))
-    with pytest.raises(MisconfigurationError, match="does not exist"):
+    with pytest.raises(MisconfigurationError, match="Checkpoint file not found: .*nope.ckpt") as err:
         trainer.fit(Regression(), loader(), ckpt_path=tmp_path / "nope.ckpt")
+    assert isinstance(err.value, FileNotFoundError)  # Lightning's type, for `except FileNotFoundError`
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"not a checkpoint at all")
     with pytest.raises(MisconfigurationError, match="not a checkpoint torch can read"):

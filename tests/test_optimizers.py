@@ -296,9 +296,11 @@ def test_none_trains_without_optimizer(tmp_path):
             seen.append(batch_idx)
 
     trainer = _trainer(tmp_path, max_epochs=1, callbacks=[Count()])
-    trainer.fit(model, _loader())
+    with pytest.warns(UserWarning, match="returned None"):
+        trainer.fit(model, _loader())
     assert seen == list(range(8))  # every training_step ran
-    assert trainer.optimizers == []
+    assert trainer.global_step == 8  # as in Lightning, the no-op optimizer's steps count
+    assert [type(o).__name__ for o in trainer.optimizers] == ["NoOptimizer"]
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k])
 
@@ -307,7 +309,9 @@ def test_parse_optimizers_forms_directly():
     p = torch.nn.Parameter(torch.zeros(1))
     a, b = torch.optim.SGD([p], lr=1.0), torch.optim.Adam([p], lr=1.0)
     s = torch.optim.lr_scheduler.StepLR(a, 1)
-    assert parse_optimizers(None) == ([], [])
+    with pytest.warns(UserWarning, match="returned None"):
+        none_opts, none_cfgs = parse_optimizers(None)
+    assert [type(o).__name__ for o in none_opts] == ["NoOptimizer"] and none_cfgs == []
     assert parse_optimizers(a) == ([a], [])
     assert parse_optimizers([a, b]) == ([a, b], [])
     opts, cfgs = parse_optimizers(([a], [s]))
@@ -410,19 +414,23 @@ def test_dict_without_optimizer(tmp_path):
     assert "optimizer" in msg
 
 
-def test_dict_with_unknown_top_level_key(tmp_path):
-    msg = _fit_error(tmp_path, lambda m: {"optimizer": _sgd(m), "lr_schduler": None})
-    assert "lr_schduler" in msg
+def test_dict_with_unknown_top_level_key_is_warned_and_ignored(tmp_path):
+    trainer = _trainer(tmp_path, max_epochs=1)
+    with pytest.warns(RuntimeWarning, match="'lr_schduler'.*Did you mean 'lr_scheduler'"):
+        trainer.fit(Net(lambda m: {"optimizer": _sgd(m), "lr_schduler": None}), _loader())
+    assert trainer.global_step == 8 and trainer.lr_scheduler_configs == []
 
 
-def test_unknown_lr_scheduler_key_suggests(tmp_path):
+def test_unknown_lr_scheduler_key_is_warned_with_a_suggestion(tmp_path):
     def make(m):
         opt = _sgd(m)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1),
                                                    "intervall": "step"}}
 
-    msg = _fit_error(tmp_path, make)
-    assert "intervall" in msg and "'interval'" in msg
+    trainer = _trainer(tmp_path, max_epochs=1)
+    with pytest.warns(RuntimeWarning, match="'intervall'.*'interval'"):
+        trainer.fit(Net(make), _loader())
+    assert trainer.lr_scheduler_configs[0].interval == "epoch"  # the misspelt key is ignored, as in Lightning
 
 
 def test_lr_scheduler_dict_without_scheduler(tmp_path):

@@ -24,8 +24,8 @@ from trainer import Trainer
         ("32", Precision, "32-true"),
         ("64-true", TruePrecision, "64-true"),
         (64, TruePrecision, "64-true"),
-        ("16-mixed", MixedPrecision, "16-mixed"),
-        (16, MixedPrecision, "16-mixed"),
+        ("16-mixed", MixedPrecision, "bf16-mixed"),  # on the CPU, with a warning (as Lightning)
+        (16, MixedPrecision, "bf16-mixed"),
         ("bf16-mixed", MixedPrecision, "bf16-mixed"),
         ("bf16", MixedPrecision, "bf16-mixed"),
         ("bf16-true", TruePrecision, "bf16-true"),
@@ -34,7 +34,11 @@ from trainer import Trainer
     ],
 )
 def test_names_and_short_forms_resolve_to_the_plugin(given, cls, name):
-    plugin = resolve_plugins(accelerator="cpu", devices=1, precision=given).precision
+    if str(given).startswith("16") and "mixed" in str(given) or given == 16:
+        with pytest.warns(UserWarning, match="using precision='bf16-mixed' instead"):
+            plugin = resolve_plugins(accelerator="cpu", devices=1, precision=given).precision
+    else:
+        plugin = resolve_plugins(accelerator="cpu", devices=1, precision=given).precision
     assert type(plugin) is cls and plugin.name == name
     expected_dtype = {"64-true": torch.float64, "16-mixed": torch.float16, "bf16-mixed": torch.bfloat16,
                       "bf16-true": torch.bfloat16, "16-true": torch.float16}.get(name)
@@ -84,7 +88,6 @@ def _fit(precision, steps: int = 4, **kwargs) -> tuple[Trainer, Recording]:
         ("64-true", torch.float64, torch.float64, False),
         ("bf16-mixed", torch.float32, torch.bfloat16, True),
         ("bf16-true", torch.bfloat16, torch.bfloat16, False),
-        ("16-mixed", torch.float32, torch.float16, True),
     ],
 )
 def test_trainer_trains_on_cpu(precision, param_dtype, matmul_dtype, autocast):
@@ -95,13 +98,16 @@ def test_trainer_trains_on_cpu(precision, param_dtype, matmul_dtype, autocast):
     assert torch.get_default_dtype() == torch.float32  # the true-precision context put it back
 
 
-@pytest.mark.filterwarnings("ignore:torch.cuda.amp.GradScaler is enabled, but CUDA is not available")
-def test_16_mixed_on_cpu_has_no_scaler_and_an_empty_precision_state(tmp_path):
-    """The CPU has no fp16 underflow problem to scale away; a scaler is made only for GPU device types."""
-    trainer, _ = _fit("16-mixed")
+def test_16_mixed_on_cpu_runs_bf16_with_a_warning(tmp_path):
+    """As Lightning: fp16 autocast on the CPU becomes bf16 (no scaler, empty precision state)."""
+    with pytest.warns(UserWarning, match="using precision='bf16-mixed' instead"):
+        trainer, model = _fit("16-mixed")
+    assert trainer.precision == "bf16-mixed" and set(model.seen) == {(torch.float32, torch.bfloat16, True)}
     assert trainer.precision_plugin.scaler is None
-    trainer.save_checkpoint(tmp_path / "fp16.ckpt")
-    assert torch.load(tmp_path / "fp16.ckpt", weights_only=True)["precision"] == {}
+    trainer.save_checkpoint(tmp_path / "cpu.ckpt")
+    assert torch.load(tmp_path / "cpu.ckpt", weights_only=True)["precision"] == {}
+    explicit = MixedPrecision("16-mixed", device_type="cpu")  # a plugin object is taken as given
+    assert explicit.name == "16-mixed" and explicit.scaler is None
     assert MixedPrecision("16-mixed", device_type="cuda").scaler is not None  # (disabled without CUDA, but made)
     assert MixedPrecision("bf16-mixed", device_type="cuda").scaler is None  # bf16 never needs one
 
@@ -191,3 +197,11 @@ def test_bundled_example_reaches_its_accuracy_target_with_bf16_mixed_on_cpu(tmp_
     metrics = train_sorting(tmp_path, max_epochs=1, precision="bf16-mixed", val_check_interval=1.0,
                             enable_progress_bar=False, enable_model_summary=False)
     assert metrics["val_acc"] >= 0.95, metrics
+
+
+def test_16_mixed_plugin_from_a_config_falls_back_to_bf16_on_cpu():
+    """``precision=16-mixed`` from Hydra builds the plugin unbound; bound to the CPU it becomes bf16, warned."""
+    with pytest.warns(UserWarning, match="using 'bf16-mixed' instead"):
+        plugin = resolve_plugins(accelerator="cpu", devices=1,
+                                 precision=MixedPrecision("16-mixed", device_type=None)).precision
+    assert plugin.name == "bf16-mixed" and plugin.dtype == torch.bfloat16 and plugin.device_type == "cpu"

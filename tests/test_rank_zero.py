@@ -16,7 +16,8 @@ PROBE = ("from trainer import {name}\n"
 @pytest.mark.parametrize("env, expected", [({}, 0), ({"RANK": "2"}, 2), ({"SLURM_PROCID": "5"}, 5)])
 @pytest.mark.parametrize("name", ["Module", "Trainer"])
 def test_rank_set_on_import(name, env, expected):
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")}
+    ranks = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+    clean = {k: v for k, v in os.environ.items() if k not in ranks}
     out = subprocess.run([sys.executable, "-c", PROBE.format(name=name)], env={**clean, **env}, capture_output=True,
                          text=True, timeout=120, check=True)
     assert out.stdout.split()[-1] == str(expected)

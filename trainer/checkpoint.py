@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
-from trainer.errors import MisconfigurationError
+from trainer.errors import CheckpointNotFoundError, MisconfigurationError
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
@@ -36,6 +36,11 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
 
     sharded = path.is_dir()
+    if not sharded and not path.is_file():  # Lightning's words and type (a FileNotFoundError)
+        raise CheckpointNotFoundError(
+            f"Checkpoint file not found: {path} (ckpt_path={str(path)!r} names no file; pass an existing .ckpt file, "
+            "a checkpoint directory, or ckpt_path='last')."
+        )
     try:
         if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
             return _load_deepspeed(path, io)

@@ -107,8 +107,13 @@ class LoaderPlan:
         return it
 
 
-def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True) -> LoaderPlan:
-    """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are."""
+def prepare_loader(
+    loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True, no_shuffle: bool = False
+) -> LoaderPlan:
+    """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are.
+
+    ``no_shuffle``: read a shuffled loader in order (``overfit_batches`` wants the same batches every epoch).
+    """
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
         if isinstance(loader, DataLoader) and loader.generator is None:
@@ -119,7 +124,12 @@ def prepare_loader(loader: Any, *, seed: int, num_replicas: int, rank: int, pad:
     if isinstance(sampler, DistributedSampler):
         return LoaderPlan(loader, None, _own_generator(loader), seed)
     if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
-        shuffle = True
+        shuffle = not no_shuffle
+        if no_shuffle:
+            import warnings
+
+            warnings.warn("Trainer(overfit_batches=...) reads the training loader in order: its shuffle=True is "
+                          "turned off, so every epoch sees the same batches.", stacklevel=2)
     elif isinstance(sampler, SequentialSampler):
         shuffle = False
     else:  # a user's own sampler: keep it

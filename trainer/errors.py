@@ -14,6 +14,14 @@ class MisconfigurationError(MisconfigurationException, ValueError):
     """A setting, argument or return value that cannot work; the message says what would."""
 
 
+class MisconfigurationRuntimeError(MisconfigurationError, RuntimeError):
+    """A misconfiguration Lightning reports as a ``RuntimeError``: ``except RuntimeError`` keeps working."""
+
+
+class CheckpointNotFoundError(MisconfigurationError, FileNotFoundError):
+    """``ckpt_path`` names no file: ``except FileNotFoundError`` (Lightning's type) catches it."""
+
+
 def suggest(value: str, valid: Iterable[str]) -> str:
     """`` Did you mean 'x'?`` for the closest valid names, or an empty string."""
     close = difflib.get_close_matches(value, list(valid), n=3, cutoff=0.6)

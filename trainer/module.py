@@ -202,10 +202,11 @@ class Module(HyperparametersMixin, torch.nn.Module):
 
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
-        self.trainer._backward(loss)
+        self.trainer._backward(loss, *args, **kwargs)
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
-        self.trainer.strategy.backward(loss)
+        """``args``/``kwargs`` (e.g. ``retain_graph=True``) go on to ``Tensor.backward``."""
+        self.trainer.strategy.backward(loss, *args, **kwargs)
 
     def optimizer_step(
         self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Any = None

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import warnings
+
 import torch
 
 from trainer.errors import MisconfigurationError, suggest
@@ -39,14 +41,15 @@ def _is_optimizer(obj: Any) -> bool:
 def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
     if isinstance(obj, Mapping):
         unknown = [k for k in obj if k not in _SCHEDULER_KEYS]
-        if unknown:
-            raise MisconfigurationError(
-                f"configure_optimizers: unknown lr_scheduler key {unknown[0]!r}.{suggest(unknown[0], _SCHEDULER_KEYS)} "
-                f"Valid keys: {', '.join(_SCHEDULER_KEYS)}."
+        if unknown:  # Lightning warns and goes on; so do we, naming the likely intended key
+            warnings.warn(
+                f"configure_optimizers: unknown lr_scheduler key {unknown[0]!r} is ignored."
+                f"{suggest(unknown[0], _SCHEDULER_KEYS)} Valid keys: {', '.join(_SCHEDULER_KEYS)}.",
+                RuntimeWarning, stacklevel=2,
             )
         if "scheduler" not in obj:
             raise MisconfigurationError("configure_optimizers: an lr_scheduler dict needs a 'scheduler' key.")
-        config = LRSchedulerConfig(**{**{"monitor": monitor}, **obj})
+        config = LRSchedulerConfig(**{"monitor": monitor, **{k: v for k, v in obj.items() if k in _SCHEDULER_KEYS}})
     else:
         config = LRSchedulerConfig(scheduler=obj, monitor=monitor)
     if not hasattr(config.scheduler, "step"):
@@ -74,8 +77,10 @@ def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
 
 def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
-    if returned is None:
-        return [], []
+    if returned is None:  # Lightning runs the loop anyway, with an optimizer that does nothing
+        warnings.warn("configure_optimizers returned None: this fit runs with no optimizer (the steps change nothing).",
+                      UserWarning, stacklevel=2)
+        return [NoOptimizer()], []
     if _is_optimizer(returned):
         return [returned], []
     if isinstance(returned, Mapping):
@@ -97,14 +102,17 @@ def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[L
 def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     optimizers, configs = [], []
     for d in dicts:
-        unknown = [k for k in d if k not in ("optimizer", "lr_scheduler", "monitor")]
-        if unknown or not _is_optimizer(d.get("optimizer")):
-            valid = ("optimizer", "lr_scheduler", "monitor")
-            problem = (
-                f"unknown key {unknown[0]!r}.{suggest(unknown[0], valid)} Valid keys: {', '.join(valid)};"
-                if unknown else "no torch.optim.Optimizer under 'optimizer'"
+        valid = ("optimizer", "lr_scheduler", "monitor")
+        unknown = [k for k in d if k not in valid]
+        if unknown:  # Lightning warns and goes on
+            warnings.warn(
+                f"configure_optimizers returned a dict with unknown key {unknown[0]!r}, which is ignored."
+                f"{suggest(unknown[0], valid)} Valid keys: {', '.join(valid)}.", RuntimeWarning, stacklevel=3,
             )
-            raise MisconfigurationError(f"configure_optimizers returned a dict with {problem}: {_FORMS}.")
+        if not _is_optimizer(d.get("optimizer")):
+            raise MisconfigurationError(
+                f"configure_optimizers returned a dict with no torch.optim.Optimizer under 'optimizer': {_FORMS}."
+            )
         optimizers.append(d["optimizer"])
         if d.get("lr_scheduler") is not None:
             configs.append(_scheduler_config(d["lr_scheduler"], d.get("monitor")))
@@ -114,6 +122,19 @@ def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], lis
 def _short(obj: Any) -> str:
     text = repr(obj)
     return f"({text[:80]}...)" if len(text) > 80 else f"({text})"
+
+
+class NoOptimizer(torch.optim.Optimizer):
+    """Stands in when ``configure_optimizers`` returns None: steps run the closure and change nothing."""
+
+    def __init__(self) -> None:
+        super().__init__([torch.zeros(1)], {})
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return closure() if closure is not None else None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
 
 
 class OptimizerHandle:

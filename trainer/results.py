@@ -15,13 +15,23 @@ import torch
 _REDUCE_NAMES = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
 
+_REDUCE_CALLABLES = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", torch.min: "min",
+                     sum: "sum", max: "max", min: "min"}
+
+
 def reduce_name(reduce_fx: str | Callable) -> str:
+    """``"mean"``/``"sum"``/``"max"``/``"min"`` from a name, a torch reduction or a built-in (as Lightning takes)."""
     if isinstance(reduce_fx, str):
         name = _REDUCE_NAMES.get(reduce_fx.lower())
     else:
-        name = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", torch.min: "min"}.get(reduce_fx)
+        name = _REDUCE_CALLABLES.get(reduce_fx)
     if name is None:
-        raise ValueError(f"self.log(reduce_fx={reduce_fx!r}) is not supported; use 'mean', 'sum', 'max' or 'min'.")
+        from trainer.errors import MisconfigurationError
+
+        raise MisconfigurationError(
+            f"self.log(reduce_fx={reduce_fx!r}) is not supported; use 'mean', 'sum', 'max' or 'min' (or torch.mean, "
+            "torch.sum, torch.max, torch.min, max, min, sum); for another reduction log a torchmetrics Metric."
+        )
     return name
 
 
@@ -85,10 +95,16 @@ class Results:
         self.epoch: dict[str, EpochAggregate] = {}
         self.epoch_values: dict[str, torch.Tensor] = {}
         self.flags: dict[str, tuple[bool, bool, bool, bool]] = {}  # prog_bar, logger, on_step, on_epoch
+        self.steps_in_callbacks = True
 
     def reset_epoch(self) -> None:
         self.epoch.clear()
         self.epoch_values.clear()
+        self.steps_in_callbacks = True
+
+    def hide_steps(self) -> None:
+        """After an evaluation epoch its per-batch values leave ``callback_metrics`` (as in Lightning)."""
+        self.steps_in_callbacks = False
 
     def reset(self) -> None:
         self.reset_epoch()
@@ -155,7 +171,7 @@ class Results:
 
     def callback_view(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for k, v in self.step.items():
+        for k, v in (self.step.items() if self.steps_in_callbacks else ()):
             out[k] = v
             if self.flags[k][3]:
                 out[f"{k}_step"] = v

@@ -57,6 +57,8 @@ class Trainer:
         enable_checkpointing: bool | None = None,
         enable_progress_bar: bool | None = None,
         enable_model_summary: bool | None = None,
+        overfit_batches: int | float = 0.0,
+        reload_dataloaders_every_n_epochs: int = 0,
         accumulate_grad_batches: int = 1,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
@@ -103,6 +105,16 @@ class Trainer:
             max_epochs = 1000 if max_steps == -1 and max_time is None else -1
         self.max_time = parse_max_time(max_time)
 
+        self.overfit_batches = check_limit("overfit_batches", overfit_batches) or 0
+        if self.overfit_batches:  # the same few training batches every epoch, and as many validation batches
+            limit_train_batches = limit_val_batches = self.overfit_batches
+        reload_every = reload_dataloaders_every_n_epochs
+        if isinstance(reload_every, bool) or not isinstance(reload_every, int) or reload_every < 0:
+            raise MisconfigurationError(
+                f"Trainer(reload_dataloaders_every_n_epochs={reload_dataloaders_every_n_epochs!r}) must be an int >= 0 "
+                "(0: never reload), e.g. reload_dataloaders_every_n_epochs=1."
+            )
+        self.reload_dataloaders_every_n_epochs = reload_dataloaders_every_n_epochs
         self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
         self.limit_val_batches = check_limit("limit_val_batches", limit_val_batches)
         self.limit_test_batches = check_limit("limit_test_batches", limit_test_batches)
@@ -513,20 +525,22 @@ class Trainer:
                     return item.shape[0]
         return 1
 
-    def _send_to_loggers(self, metrics: dict[str, Any], step: int) -> None:
+    def _send_to_loggers(self, metrics: dict[str, Any], step: int, add_epoch: bool = True) -> None:
+        """``add_epoch``: loggers also get the epoch (Lightning adds it to all but evaluation step records)."""
         if not metrics:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
-        floats.setdefault("epoch", float(self.current_epoch))
         self._logged_metrics.update(floats)
+        if add_epoch:
+            floats.setdefault("epoch", float(self.current_epoch))
         for logger in self.loggers:
             logger.log_metrics(floats, step=step)
 
     # --- optimization entry points used by Module and OptimizerHandle --------------------------------
-    def _backward(self, loss: torch.Tensor) -> None:
+    def _backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         hooks = self._hooks
         hooks.call("on_before_backward", loss)
-        self.lightning_module.backward(loss)
+        self.lightning_module.backward(loss, *args, **kwargs)
         hooks.call("on_after_backward")
 
     def _optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:

@@ -29,8 +29,8 @@ class Precision:
         """The batch as the module needs it; only precisions that cast the module cast its inputs too."""
         return batch
 
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        loss.backward(*args, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
         return optimizer.step(closure=closure)

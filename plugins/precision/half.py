@@ -23,17 +23,27 @@ class MixedPrecision(Precision):
         self.device_type: str | None = None
         self.scaler: torch.amp.GradScaler | None = None
         if device_type is not None:
-            self.bind_device_type(device_type)
+            self.bind_device_type(device_type, cpu_fallback=False)
 
     @property
     def device(self) -> str | None:
         """The autocast device type (Lightning's ``MixedPrecision.device``)."""
         return self.device_type
 
-    def bind_device_type(self, device_type: str) -> None:
-        """Autocast (and scale fp16 losses) on ``device_type``; a type given to the constructor is kept."""
+    def bind_device_type(self, device_type: str, cpu_fallback: bool = True) -> None:
+        """Autocast (and scale fp16 losses) on ``device_type``; a type given to the constructor is kept.
+
+        Bound by the Trainer to the CPU (``precision=16-mixed`` from a config), fp16 becomes bf16 with a warning,
+        as the Trainer's ``precision="16-mixed"`` argument does (Lightning's behaviour).
+        """
         if self.device_type is not None:
             return
+        if cpu_fallback and device_type == "cpu" and self.name == "16-mixed":
+            import warnings
+
+            warnings.warn("MixedPrecision('16-mixed') on the CPU: fp16 mixed precision is not supported there; "
+                          "using 'bf16-mixed' instead (configure precision=bf16-mixed to silence this).", stacklevel=2)
+            self.name, self.dtype = "bf16-mixed", torch.bfloat16
         self.device_type = device_type
         needs_scaler = self.name == "16-mixed" and device_type != "cpu"
         self.scaler = torch.amp.GradScaler(device_type) if needs_scaler else None
@@ -43,8 +53,8 @@ class MixedPrecision(Precision):
             raise RuntimeError("MixedPrecision(device_type=None) is used before the Trainer bound it to an accelerator.")
         return torch.autocast(self.device_type, dtype=self.dtype)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward(*args, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
         if self.scaler is None:

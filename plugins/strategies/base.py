@@ -179,8 +179,9 @@ class Strategy:
         """
         return backward(step_fn(batch, batch_idx))
 
-    def backward(self, loss: torch.Tensor) -> None:
-        self.precision.backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """``args``/``kwargs`` (e.g. ``retain_graph=True``) reach ``Tensor.backward``."""
+        self.precision.backward(loss, *args, **kwargs)
 
     def evaluation_context(self) -> contextlib.AbstractContextManager:
         """Around validation, test and prediction loops: no autograd graph."""

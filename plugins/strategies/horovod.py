@@ -254,8 +254,8 @@ class HorovodStrategy(Strategy):
         """Accumulation: Horovod's hooks count backward passes themselves; only remember not to synchronize."""
         return _flag(self, enabled)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        super().backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        super().backward(loss, *args, **kwargs)
         if not self._no_sync:
             self._synchronize()
 

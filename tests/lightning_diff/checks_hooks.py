@@ -84,11 +84,9 @@ def checks(fw: SimpleNamespace) -> dict:
         def predict_dataloader(self):
             return DataLoader(data(4), batch_size=2)
 
-
     def _stage(args, kwargs):
         stage = args[0] if args else kwargs["stage"]
         return getattr(stage, "value", stage)
-
 
     def _module_hook(name):
         def hook(self, *args, **kwargs):
@@ -98,19 +96,16 @@ def checks(fw: SimpleNamespace) -> dict:
 
         return hook
 
-
     Recorded = type("Recorded", (Base,), {name: _module_hook(name) for name in MODULE_HOOKS})
-
 
     def _callback_hook(name):
         def hook(self, trainer, pl_module, *args, **kwargs):
-            self.calls.append(f"Callback.{name}({_stage(args, kwargs)})" if name in ("setup", "teardown") else f"Callback.{name}")
+            stage = f"({_stage(args, kwargs)})" if name in ("setup", "teardown") else ""
+            self.calls.append(f"Callback.{name}{stage}")
 
         return hook
 
-
     RecordingCallback = type("RecordingCallback", (fw.Callback,), {n: _callback_hook(n) for n in CALLBACK_HOOKS})
-
 
     def recorded(calls: list[str]):
         model = Recorded()
@@ -118,7 +113,6 @@ def checks(fw: SimpleNamespace) -> dict:
         cb = RecordingCallback()
         cb.calls = calls
         return model, cb
-
 
     def hook_sequences() -> dict:
         out = {}
@@ -147,7 +141,6 @@ def checks(fw: SimpleNamespace) -> dict:
         out["fit_resuming"] = list(calls)
         return out
 
-
     def instance_hooks() -> dict:
         """Hooks assigned to (or wrapping) an instance are called; ``val_dataloader = None`` means no validation."""
         calls: list[str] = []
@@ -166,6 +159,5 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, **quiet())
         trainer.fit(model)
         return {"calls": calls, "validation_batches": vals, "global_step": trainer.global_step}
-
 
     return {"hooks": hook_sequences, "instance_hooks": instance_hooks}

@@ -23,7 +23,14 @@ def quiet(**kwargs) -> dict:
     return base
 
 
+_BUILTIN = (ValueError, TypeError, RuntimeError, KeyError, AttributeError, FileNotFoundError, OSError,
+            NotImplementedError)
+
+
 def exception(err: BaseException) -> dict:
-    """An exception as a user's ``except`` clauses see it."""
-    return {"exception": type(err).__name__, "is_file_not_found": isinstance(err, FileNotFoundError),
-            "is_value_error": isinstance(err, ValueError), "message": str(err)[:200]}
+    """An exception as a user's ``except`` clauses see it: the built-in classes it is, and whether it is a
+    misconfiguration error (Lightning's ``MisconfigurationException``, Relay's ``MisconfigurationError``)."""
+    return {"exception": type(err).__name__,
+            "builtin_bases": sorted(c.__name__ for c in _BUILTIN if isinstance(err, c)),
+            "misconfiguration": any(c.__name__.startswith("Misconfiguration") for c in type(err).__mro__),
+            "message": str(err)[:200]}

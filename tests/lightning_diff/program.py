@@ -12,12 +12,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.lightning_diff import checks_hooks  # noqa: E402
+from tests.lightning_diff import (  # noqa: E402
+    checks_checkpoint,
+    checks_data,
+    checks_hooks,
+    checks_logging,
+    checks_optim,
+)
 from tests.lightning_diff.common import exception  # noqa: E402
 from tests.lightning_diff.frameworks import load  # noqa: E402
 from tests.lightning_diff.harness import emit  # noqa: E402
 
-MODULES = [checks_hooks]
+MODULES = [checks_checkpoint, checks_data, checks_hooks, checks_logging, checks_optim]
 
 
 def main(framework: str, names: list[str]) -> None:

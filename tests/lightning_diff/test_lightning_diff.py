@@ -42,3 +42,94 @@ def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
 def test_rank_zero_only_rank_is_set_on_import(observed):
     lightning, relay = _pair(observed, "rank_zero_at_import")
     assert lightning == 0 and relay == lightning
+
+
+def same_outcome(lightning, relay) -> None:
+    """Equal observations; for an exception, Relay's may be more specific (a subclass with a clearer message)
+    but must be caught by every ``except`` clause that catches Lightning's."""
+    if isinstance(lightning, dict) and "exception" in lightning:
+        assert isinstance(relay, dict) and "exception" in relay, f"Lightning raised {lightning}, Relay gave {relay}"
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+        return
+    assert relay == lightning
+
+
+FORMS = ["optimizer", "list", "tuple", "lists", "list_and_scheduler", "dict", "dict_config", "unknown_top_key",
+         "unknown_scheduler_key", "dict_list", "none", "plateau_without_monitor", "plateau_with_monitor",
+         "bad_interval", "two_optimizers_automatic", "not_an_optimizer"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_configure_optimizers_forms(observed, form):
+    lightning, relay = _pair(observed, "configure_optimizers")
+    same_outcome(lightning[form], relay[form])
+
+
+def test_manual_backward_passes_retain_graph(observed):
+    lightning, relay = _pair(observed, "manual_backward")
+    assert "exception" not in lightning
+    assert relay == lightning
+
+
+LOGGING_VIEWS = ["records", "logged_metrics", "callback_metrics", "progress_bar_metrics", "validate_records",
+                 "validate_returned", "validate_logged_metrics", "validate_callback_metrics",
+                 "validate_progress_bar_metrics", "validate_again_records"]
+
+
+@pytest.mark.parametrize("view", LOGGING_VIEWS)
+def test_logged_values(observed, view):
+    """Logger records (step, keys, values) and the Trainer's metric dicts, reduce_fx callables included."""
+    lightning, relay = _pair(observed, "logging")
+    assert "exception" not in lightning, lightning
+    assert relay.get(view) == lightning[view]
+
+
+# Keys only Lightning writes (its version string) and only Relay writes (its format version, the precision
+# plugin's state, every rank's RNG streams, hyper-parameters even when empty): deliberate differences.
+ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version", "hparams_name"}
+
+
+@pytest.mark.parametrize("check", ["top_k_all", "top_k_two"])
+def test_checkpoint_files_top_k_and_keys(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    for key in ("files", "best_model_path", "kth_best_model_path", "kth_value", "best_k_models",
+                "checkpoint_callback_keys"):
+        assert relay[key] == lightning[key], key
+    assert set(lightning["checkpoint_top_level_keys"]) - ONLY_LIGHTNING_KEYS <= set(relay["checkpoint_top_level_keys"])
+
+
+def test_callback_state_keys(observed):
+    lightning, relay = _pair(observed, "state_keys")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+def test_missing_ckpt_path_is_a_file_not_found_error(observed):
+    lightning, relay = _pair(observed, "missing_ckpt_path")
+    same_outcome(lightning, relay)
+    assert relay["message_start"] == lightning["message_start"] == "Checkpoint file not found"
+
+
+def test_16_mixed_on_cpu_runs_bf16_with_a_warning(observed):
+    lightning, relay = _pair(observed, "fp16_mixed_on_cpu")
+    assert lightning["warned"] and lightning["precision"] == "bf16-mixed"
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("case", ["no_monitor", "val_monitor", "val_every_2_batches", "val_every_2_epochs"])
+def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
+    """Validation and checkpoints when max_steps ends the fit inside an epoch."""
+    lightning, relay = _pair(observed, "max_steps_mid_epoch")
+    assert "exception" not in lightning, lightning
+    assert relay.get(case) == lightning[case]
+
+
+@pytest.mark.parametrize("case", ["overfit_int", "overfit_turns_shuffle_off", "overfit_fraction", "reload_every_2",
+                                  "reload_every_1", "no_reload"])
+def test_batches_seen_with_overfit_and_reloading(observed, case):
+    """Which loader methods are called when, and which samples each training/validation batch holds."""
+    lightning, relay = _pair(observed, case)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning

@@ -185,6 +185,7 @@ class ModelCheckpoint(Checkpoint):
     # --- identity -------------------------------------------------------------------------------------
     @property
     def state_key(self) -> str:
+        # the fields Lightning keys a ModelCheckpoint's state by, so states in checkpoints match up
         return self._generate_state_key(
             monitor=self.monitor,
             mode=self.mode,
@@ -282,8 +283,14 @@ class ModelCheckpoint(Checkpoint):
             return
         if self._save_on_train_epoch_end is True or val_ran or not _fit_has_validation(trainer):
             self._save_epoch_level(trainer)
-        elif trainer.val_runs_at_epoch_end and self.save_last:
-            # the run stopped before this epoch's validation: no fresh metric to rank by, but keep the latest state
+        elif trainer.val_runs_at_epoch_end and (self.save_last or self.monitor is None):
+            # the run stopped before this epoch's validation: no fresh metric to rank by, but keep the latest
+            # state (ranked by step when nothing is monitored, as Lightning saves it)
+            self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=self.monitor is None)
+
+    def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
+        """``save_last``: a fit that ended before any save (e.g. at max_steps) still leaves ``last.ckpt``."""
+        if self.save_last and not self._last_checkpoint_saved and not self._skip(trainer):
             self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=False)
 
     # --- state ----------------------------------------------------------------------------------------
@@ -471,7 +478,7 @@ class ModelCheckpoint(Checkpoint):
         """Recompute best and k-th best after ``best_k_models`` changed."""
         pick_worst, pick_best = (max, min) if mode == "min" else (min, max)
         models = self.best_k_models
-        if self.save_top_k != -1 and len(models) >= self.save_top_k:
+        if models and (self.save_top_k == -1 or len(models) >= self.save_top_k):  # -1: the worst kept (Lightning)
             self.kth_best_model_path = pick_worst(models, key=lambda p: models[p].item())
             self.kth_value = models[self.kth_best_model_path]
         else:

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 
 class BatchMover:
-    """``on_before_batch_transfer`` -> ``transfer_batch_to_device`` (else the strategy's) -> ``on_after_batch_transfer``."""
+    """``on_before_batch_transfer``, ``transfer_batch_to_device`` (else the strategy's), ``on_after_batch_transfer``."""
 
     def __init__(self, trainer: Trainer) -> None:
         hooks = trainer._hooks

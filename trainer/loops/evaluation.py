@@ -51,6 +51,7 @@ def run_evaluation(
                 _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple)
         hooks.call(f"on_{prefix}_epoch_end")
         results.finish_epoch(trainer.strategy.all_reduce)
+        results.hide_steps()
         epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
         if not sanity:  # during fit: the index of the last step taken, as in Lightning
             step = max(trainer.global_step - 1, 0) if trainer.state.fn == TrainerFn.FITTING else trainer.global_step
@@ -76,7 +77,7 @@ def run_evaluation(
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
                 multiple: bool) -> None:
-    hooks, move = trainer._hooks, BatchMover(trainer)
+    hooks, move, results = trainer._hooks, BatchMover(trainer), trainer._active_results
     trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
@@ -87,6 +88,10 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
             out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
             hooks.call(f"on_{prefix}_batch_end", out, batch, batch_idx, dl_idx)
+            if not trainer.sanity_checking:  # each evaluation batch's values, numbered per Trainer call
+                progress = trainer.progress
+                trainer._send_to_loggers(results.step_for_logger(), progress.eval_batches, add_epoch=False)
+                progress.eval_batches += 1
     finally:
         trainer._log_suffix = ""
 

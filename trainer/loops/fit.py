@@ -47,6 +47,7 @@ class FitLoop:
         self.load_val = load_val
         self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
         self.val_limits: list[int | float] = []
+        self.val_loaded_at = self.train_loaded_at = 0  # epochs the loaders were built in
         from lightning_utilities.core.overrides import is_overridden
 
         from trainer.module import Module
@@ -59,6 +60,7 @@ class FitLoop:
         # with manual optimization the user steps the schedulers (as in Lightning)
         automatic = trainer.lightning_module.automatic_optimization
         self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
+
     def _profile(self) -> None:
         """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
         self.profiler = profiler = self.trainer.profiler if self.trainer.profiler.enabled else None
@@ -79,9 +81,24 @@ class FitLoop:
         self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
 
     def _ensure_val(self) -> None:
+        """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says."""
+        every, epoch = self.trainer.reload_dataloaders_every_n_epochs, self.progress.epoch
+        if self.val is not None and every and epoch - self.val_loaded_at >= every:
+            self.val = None
         if self.val is None:
             self.val, self.val_limits = self.load_val()
+            self.val_loaded_at = epoch
             self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
+
+    def _load_train(self) -> None:
+        self.train = self.load_train()
+        self.train_loaded_at = self.progress.epoch
+        self.val_check_batch = _val_check_batch(self.trainer)
+
+    def _reload_train_if_due(self) -> None:
+        every = self.trainer.reload_dataloaders_every_n_epochs
+        if every and self.progress.epoch - self.train_loaded_at >= every:
+            self._load_train()
 
     # --- stopping -----------------------------------------------------------------------------------
     def _max_reached(self) -> bool:
@@ -145,6 +162,7 @@ class FitLoop:
     ) -> None:
         """``load_train``/``load_val`` build the loaders when Lightning asks for them: validation's at the sanity
         check (or the first validation), training's after the sanity check."""
+        self.progress.resume_cut_short()
         self._setup_run(load_val, val_source)
         t = self.trainer
         hooks = t._hooks
@@ -156,11 +174,13 @@ class FitLoop:
             if self.has_val:
                 run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
-        self.train = load_train()
+        self.load_train = load_train
+        self._load_train()
+        if self.has_val:  # built with the training loader when no sanity check built it (as in Lightning)
+            self._ensure_val()
         self.step = TrainingStep(t)
         self.move = BatchMover(t)
         self._profile()
-        self.val_check_batch = _val_check_batch(t)
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
         while not self._epochs_done() and not self._max_reached():
@@ -194,6 +214,7 @@ class FitLoop:
         hooks, module, results = t._hooks, t.lightning_module, t._results["train"]
         skip = p.batches_seen
         mid_epoch = skip > 0
+        self._reload_train_if_due()
         if rng_to_restore is not None and not mid_epoch:
             restore_rng_states(rng_to_restore)
         results.reset_epoch()

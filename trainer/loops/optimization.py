@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.errors import MisconfigurationError
+from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.nonfinite import checked_loss
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class TrainingStep:
             self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
             self.optimizer_step = profiler.wrap(f"[Strategy]{name}.optimizer_step", optimizer_step)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
-            raise MisconfigurationError(
+            raise MisconfigurationRuntimeError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
                 "Set self.automatic_optimization = False in __init__ and step them yourself in training_step."
             )

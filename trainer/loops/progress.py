@@ -21,9 +21,13 @@ class LoopProgress:
     total_batches: int = 0  # batches trained on over all epochs
     epoch_finished: bool = False  # every batch of ``epoch`` done (a resume starts the next epoch)
     epoch_running: bool = False
+    # the last epoch stopped early (max_steps, should_stop): ``epoch`` counts it, as Lightning's
+    # ``current_epoch`` does, while checkpoints keep its data position so a resume finishes it
+    cut_short: bool = False
     is_last_batch: bool = False
     val_runs_at_epoch_end: bool = False  # this epoch's last batch is a validation point (ModelCheckpoint asks)
     train_batch_size: int | None = None
+    eval_batches: int = 0  # evaluation batches run in this Trainer call (their logger step)
     resume_position: tuple[int, int, int | None] | None = None  # (batches, data replicas, batch size) saved
     state: TrainerState = field(default_factory=TrainerState)
 
@@ -31,12 +35,20 @@ class LoopProgress:
         self.epoch_running = True
 
     def end_epoch(self) -> None:
-        """After ``on_train_epoch_end``: a finished epoch moves the counter on."""
+        """After ``on_train_epoch_end``: the counter moves on; an epoch cut short keeps its data position."""
         self.epoch_running = False
+        self.epoch += 1
         if self.epoch_finished:
-            self.epoch += 1
             self.batches_seen = 0
             self.epoch_finished = False
+        else:
+            self.cut_short = True
+
+    def resume_cut_short(self) -> None:
+        """A new fit on the same Trainer continues the epoch that was cut short."""
+        if self.cut_short:
+            self.epoch -= 1
+            self.cut_short = False
 
     def set_stage(self, stage: RunningStage | None) -> RunningStage | None:
         """Enter ``stage``; returns the previous one so the caller can go back to it."""
@@ -46,7 +58,7 @@ class LoopProgress:
     # --- the checkpoint's ``loops`` entry ------------------------------------------------------------
     def state_dict(self, world_size: int, data_replicas: int) -> dict[str, Any]:
         return {
-            "epoch": self.epoch,
+            "epoch": self.epoch - 1 if self.cut_short else self.epoch,
             "global_step": self.global_step,
             "batches_seen": self.batches_seen,
             "total_batches": self.total_batches,
@@ -65,7 +77,9 @@ class LoopProgress:
         self.resume_position = (loops["batches_seen"], replicas, loops.get("batch_size"))
         self.total_batches = loops.get("total_batches", 0)
         self.epoch_finished = loops["epoch_finished"]
-        self.end_epoch()
+        self.cut_short = False
+        if self.epoch_finished:
+            self.end_epoch()
 
 
 @dataclass

@@ -48,7 +48,7 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
     return list(given) if isinstance(given, (list, tuple)) else [given]
 
 
-def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
+def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: bool = False) -> list[Any]:
     """Sharded, resumable loaders; ``pad=False`` (prediction) gives every sample to exactly one rank."""
     from trainer.seed import global_seed
 
@@ -56,7 +56,8 @@ def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True) -> list[Any]:
     if not getattr(trainer, "use_distributed_sampler", True):  # the user's loaders are used as given, unsharded
         kwargs = {"num_replicas": 1, "rank": 0}
     return [
-        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad)
+        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad,
+                       no_shuffle=no_shuffle)
         for loader in loaders
     ]
 
@@ -93,6 +94,10 @@ def run_stage(
     if datamodule is not None:
         datamodule.trainer = trainer
     trainer.should_stop = False
+    trainer.progress.eval_batches = 0
+    trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
+    for results in trainer._results.values():
+        results.reset()
     strategy = trainer.strategy
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
@@ -188,7 +193,8 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
     """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
     from trainer.loops.state import rescale_position
 
-    train = _plans(trainer, _loaders(trainer, "train", given, required=True))[0]
+    train = _plans(trainer, _loaders(trainer, "train", given, required=True),
+                   no_shuffle=bool(trainer.overfit_batches))[0]
     trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
