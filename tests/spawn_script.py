@@ -65,14 +65,15 @@ def main() -> None:
     )
     loader = DataLoader(data(), batch_size=args.batch_size)
     trainer.fit(model, loader, DataLoader(data(16), batch_size=args.batch_size))
+    fit_metrics = dict(trainer.callback_metrics)  # each Trainer call starts its own metrics (as in Lightning)
     predictions = trainer.predict(model, DataLoader(data(16), batch_size=args.batch_size))
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
     print(json.dumps({
         "pid": os.getpid(),
         "global_step": trainer.global_step,
         "current_epoch": trainer.current_epoch,
-        "metrics": sorted(trainer.callback_metrics),
-        "world": float(trainer.callback_metrics["world"]),
+        "metrics": sorted(fit_metrics),
+        "world": float(fit_metrics["world"]),
         "best_model_path": checkpoint.best_model_path,
         "last_model_path": checkpoint.last_model_path,
         "predicted_rows": sum(len(p) for p in predictions),
