@@ -19,7 +19,7 @@ from trainer.lightning_compat import relay_module_for  # noqa: E402
 
 FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
 XLA = "TPUs/XLA: no XLA backend in Relay"
-DEEPSPEED = "DeepSpeed: use strategy='fsdp' (FSDP2), which shards parameters, gradients and optimizer state"
+DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
 TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
@@ -65,7 +65,9 @@ NOTES: dict[str, tuple[str, str]] = {
     "SequenceSampler": ("refused", "not provided (it belongs to the LSTM demo)"),
     "WikiText2": ("difference", "reads `<data_dir>/wikitext-2/train.txt` and never downloads; a missing file "
                                 "is a FileNotFoundError naming the path"),
-    "DeepSpeedStrategy": ("refused", DEEPSPEED),
+    "DeepSpeedStrategy": ("difference", "Relay's ZeRO strategy (extra `relaytrain[deepspeed]`): `stage`, "
+                                        "`offload_optimizer`, `offload_parameters`, `config` as in Lightning; Lightning's other "
+                                        "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
     "AsyncCheckpointIO": ("refused", "not implemented; checkpoints are written atomically by the strategy"),
@@ -154,7 +156,9 @@ def main() -> None:
           "issue 11 adds it).\n")
     print("Porting by hand: replace `lightning.pytorch` (or `pytorch_lightning`) by `trainer` in imports. Running "
           "unmodified: `python -m trainer.lightning_compat script.py` serves these paths under Lightning's own "
-          "names; anything refused here fails there with one line naming it.\n")
+          "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
+          "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
+          "user code pass; `trainer.__version__` is Relay's.\n")
     print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
           "`LightningCLI` (Relay's CLI is Hydra: `python -m trainer`); `lightning.pytorch.loops` internals.\n")
     for module in MODULES:

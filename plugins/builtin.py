@@ -34,6 +34,8 @@ STRATEGIES = {
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
     "horovod": ("plugins.strategies.horovod:HorovodStrategy",
                 "Horovod under horovodrun/mpirun: hvd.DistributedOptimizer, collectives on hvd.*", {}),
+    "pipeline": ("plugins.strategies.pipeline:PipelineStrategy",
+                 "Pipeline stages (torch.distributed.pipelining schedules), x DDP/FSDP/TP on one mesh", {}),
 }
 PRECISION = {
     "32-true": ("plugins.precision.base:Precision", "Full fp32", {}),

@@ -72,6 +72,8 @@ def main() -> None:
         "pid": os.getpid(),
         "global_step": trainer.global_step,
         "current_epoch": trainer.current_epoch,
+        "fit_loop_epoch": trainer.fit_loop.epoch_progress.current.completed,
+        "finished": trainer.state.finished,
         "metrics": sorted(fit_metrics),
         "world": float(fit_metrics["world"]),
         "best_model_path": checkpoint.best_model_path,

@@ -41,6 +41,11 @@ def test_fsdp_memory_quick_runs_and_prints_the_ratio() -> None:
     assert re.search(r"2 ranks: FSDP/DDP model state 0\.\d+x \(target <= 0\.55x: met\)", out), out
 
 
+@pytest.mark.timeout(150)
+def test_pipeline_quick_runs_and_prints_every_schedule() -> None:
+    out = _run("pipeline.py", "--quick")
+    for schedule in ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zb", "zbv"):
+        assert re.search(rf"^{schedule}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+x\s+r0: \d+/", out, re.MULTILINE), out
 @pytest.mark.timeout(300)
 def test_horovod_quick_runs_and_prints_ratios() -> None:
     from tests.optional import need

@@ -30,7 +30,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # --- a stand-in for the Trainer attributes the callbacks read ----------------------------------------------
 class StandInStrategy:
     def __init__(self) -> None:
+        from plugins.checkpoint_io import CheckpointIO
+
         self.decisions: list[bool] = []
+        self.checkpoint_io = CheckpointIO()
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
@@ -40,6 +43,9 @@ class StandInStrategy:
         return decision
 
     def barrier(self, name: str | None = None) -> None: ...
+
+    def agree_on_rank_zero(self, work: Any, name: str) -> None:  # one process: just run it
+        work()
 
 
 class StandIn:

@@ -40,6 +40,7 @@ def test_every_cookbook_command_is_exercised_here():
 COOKBOOK = {
     "python -m trainer strategy=ddp trainer.devices=2": "ddp",
     "python -m trainer strategy=fsdp trainer.devices=2": "fsdp",
+    "python -m trainer strategy=pipeline trainer.devices=2": "pipeline",
     "python -m trainer strategy=single_device trainer.devices=1": "strategy",
     "python -m trainer accelerator=cpu precision=bf16-mixed": "precision",
     "python -m trainer logger=csv": "csv",
@@ -141,6 +142,20 @@ def test_cookbook_fsdp_run_writes_a_sharded_checkpoint(tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(300)
+def test_cookbook_pipeline_run_trains_two_stages_and_rank_0_logs_the_last_stages_loss(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # experiment=smoke has 1 block; 2 stages need 2
+    assert cli([*_argv("pipeline"), "model.n_layer=2", "logger=csv", "trainer.log_every_n_steps=1"], tmp_path) == 0
+    (run,) = run_dirs(tmp_path)
+    last = run / "checkpoints" / "last.ckpt"
+    assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    (metrics,) = run.glob("**/metrics.csv")
+    header, *rows = metrics.read_text().splitlines()
+    column = header.split(",").index("train_loss")
+    assert [float(r.split(",")[column]) for r in rows if r.split(",")[column]]  # from stage 2, logged by rank 0
+
+
+@pytest.mark.timeout(300)
 def test_cookbook_multirun_with_ddp_gives_one_directory_per_job(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli(_argv("ddp-multirun"), tmp_path) == 0
@@ -158,7 +173,8 @@ def test_cookbook_cfg_job_plugins_and_help(capsys):
     assert main(_argv("cfg")) == 0
     assert "_target_: trainer.examples.gpt_module.GPTModule" in capsys.readouterr().out
     assert main(_argv("plugins")) == 0
-    assert "single_device" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "single_device" in listed and "pipeline" in listed
     run = subprocess.run([sys.executable, "-m", "trainer", "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "usage: python -m trainer" in run.stdout and "  strategy " in run.stdout
 

@@ -42,6 +42,7 @@ def test_spawned_fit_hands_weights_counters_and_checkpoint_paths_back(tmp_path, 
     seen = report(run(tmp_path, "--strategy", strategy))
     assert seen["world"] == 2.0  # logged inside the workers: two processes trained
     assert seen["global_step"] == single[1]["global_step"] == 8 and seen["current_epoch"] == 2
+    assert seen["fit_loop_epoch"] == single[1]["fit_loop_epoch"] and seen["finished"]
     assert {"train_loss", "val_loss", "world"} <= set(seen["metrics"])
     assert Path(seen["best_model_path"]).is_file() and Path(seen["last_model_path"]).is_file()
     assert seen["predicted_rows"] == 8  # rank 0's half of the 16 rows, as Lightning returns it
@@ -59,3 +60,14 @@ def test_a_failing_worker_fails_the_fit_with_its_traceback(tmp_path):
     assert done.returncode != 0
     assert "injected failure on rank 1" in done.stderr
     assert not (tmp_path / "final.pt").exists()
+
+
+def test_cli_strategy_ddp_spawn_trains_on_two_processes(tmp_path):
+    """``python -m trainer strategy=ddp_spawn trainer.devices=2``: the workers are spawned from the Hydra job."""
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    done = subprocess.run([sys.executable, "-m", "trainer", "experiment=smoke", "strategy=ddp_spawn",
+                           "trainer.devices=2"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = [p.parent for p in tmp_path.glob("relay_logs/*/*/.hydra")]
+    assert (run / "checkpoints" / "last.ckpt").is_file() and "val_loss=" in done.stdout
+    assert "DDPSpawnStrategy" in (run / ".hydra" / "resolved.yaml").read_text()

@@ -69,3 +69,24 @@ def test_rows_that_are_not_supported_say_why(status):
     for line in TABLE.read_text().splitlines():
         if f"| {status} |" in line:
             assert line.rstrip("| ").split("|")[-1].strip(), line
+
+
+@need_mark("lightning", "the table is generated from Lightning")
+def test_table_is_what_the_generator_writes_today():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(TABLE.with_name("make_lightning_api.py"))], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == TABLE.read_text(), "regenerate: python docs/make_lightning_api.py > docs/lightning_api.md"
+
+
+def test_readme_counts_match_the_table():
+    readme = (TABLE.parent.parent / "README.md").read_text()
+    counts = {s: sum(1 for rows in sections().values() for status, _ in rows.values() if status == s)
+              for s in ("supported", "difference", "refused", "planned")}
+    said = re.search(r"Today: (\d+) rows supported, (\d+) accepted with a\s+documented difference, (\d+) refused "
+                     r"with a reason(?:, (\d+) planned)?", readme)
+    assert said, "README's 'Coming from Lightning' section lost its counts"
+    assert tuple(int(n or 0) for n in said.groups()) == tuple(counts.values()), "update the counts in README.md"

@@ -76,6 +76,16 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
     assert Path(result["best_model_path"]).name.startswith("epoch_")
     assert {"train/loss", "val/acc", "val/loss"} <= set(result["metrics"])
     assert list((tmp_path / "csv").glob("version_0/metrics.csv"))
+    need("lightning", "compared against a real Lightning run")
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    done = run([str(project / "train.py"), "trainer=ddp_spawn", f"hydra.run.dir={real_dir}"], real_dir, compat=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    real = json.loads((real_dir / "result.json").read_text())
+    assert real["metrics"] == result["metrics"]
+    assert Path(real["best_model_path"]).name == Path(result["best_model_path"]).name
+    names = lambda root: sorted(p.name for p in root.glob("csv/version_0/checkpoints/*.ckpt"))  # noqa: E731
+    assert names(real_dir) == names(tmp_path) and "last.ckpt" in names(tmp_path)
 
 
 def test_names_relay_lacks_fail_with_one_line(tmp_path):
@@ -98,6 +108,10 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
         "assert pl.LightningModule is trainer.Module and ptl.Trainer is trainer.Trainer\n"
         "from lightning.pytorch.callbacks import ModelCheckpoint\n"
         "from lightning.pytorch.utilities.rank_zero import rank_zero_only\n"
+        "from lightning.pytorch.callbacks.progress import TQDMProgressBar\n"  # kept elsewhere in trainer.callbacks
+        "from lightning.pytorch.callbacks.progress.tqdm_progress import TQDMProgressBar as T2\n"
+        "from lightning.pytorch.core.module import LightningModule\n"
+        "assert TQDMProgressBar is T2 and LightningModule is trainer.Module\n"
         "try:\n    from lightning.pytorch.callbacks import StochasticWeightAveraging\nexcept ImportError as e:\n"
         "    assert isinstance(e, LightningImportError) and 'StochasticWeightAveraging' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"

@@ -45,6 +45,9 @@ def test_ranks_are_row_major_and_the_sampler_sees_data_parallel_replicas():
     ("fsdp_hybrid", 4, {"shard_size": 2}, MeshLayout(dp_replicate=2, dp_shard=2)),
     ("model_parallel", 4, {"tensor_parallel_size": 2}, MeshLayout(dp_shard=2, tp=2)),
     ("fsdp", 4, {"tp": 2}, MeshLayout(dp_shard=2, tp=2)),
+    ("pipeline", 2, {}, MeshLayout(dp_shard=1, pp=2)),
+    ("pipeline", 4, {"dp_shard": 2}, MeshLayout(dp_shard=2, pp=2)),
+    ("pipeline", 8, {"pp": 2, "dp_replicate": 2, "dp_shard": -1, "tp": 1}, MeshLayout(dp_replicate=2, dp_shard=2, pp=2)),
 ])
 def test_registry_names_are_presets_of_one_layout(name, devices, extra, want):
     from plugins.registry import default_registry

@@ -77,7 +77,7 @@ def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
     if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:
         raise MisconfigurationError(f"ckpt_path={str(path)!r} has a DeepSpeed directory but no Relay {META_FILE}.")
     checkpoint = dict(checkpoint)
-    attach_deepspeed_state(checkpoint, path)
+    attach_deepspeed_state(checkpoint, path, LAYOUT_KEYS)
     return checkpoint
 
 

@@ -89,10 +89,10 @@ class SpawnLauncher(Launcher):
                 if context.join(timeout=0.05):
                     break
             except ProcessException as err:  # the others were stopped by join()
-                others = "the other rank was stopped" if self.nprocs == 2 else "the other ranks were stopped"
-                raise RuntimeError(
-                    f"relay: rank {err.error_index} failed; {others} (its traceback is above)."
-                ) from None
+                from plugins.launchers.base import RankFailedError
+
+                reason = f"exit code {err.exit_code}" if getattr(err, "exit_code", None) else "an exception"
+                raise RankFailedError(err.error_index, reason, self.nprocs) from None
         if not results and not queue.empty():
             results.append(queue.get())
         return results[0] if results else None

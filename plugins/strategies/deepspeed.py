@@ -256,12 +256,12 @@ class DeepSpeedStrategy(ParallelStrategy):
             "written by another strategy. Start from its weights (fit without ckpt_path after loading them)."
         )
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         if self.engine is None:
-            return super().save_checkpoint(checkpoint, path)
+            return super().save_checkpoint(checkpoint, path, layout_keys)
         from plugins.strategies.deepspeed_checkpoint import save_deepspeed
 
-        save_deepspeed(checkpoint, path, self.engine, self.is_global_zero, self.barrier)
+        save_deepspeed(checkpoint, path, self.engine, self.is_global_zero, self.barrier, layout_keys)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "

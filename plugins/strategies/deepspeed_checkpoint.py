@@ -25,7 +25,6 @@ from plugins.checkpoint_io import atomic_save, remove_path, replace_dir
 
 META_FILE = "meta.pt"
 TAG = "deepspeed"
-ENGINE_KEYS = ("state_dict", "optimizer_states")  # held by DeepSpeed's files, not by meta.pt
 
 
 def is_deepspeed_checkpoint(path: str | os.PathLike) -> bool:
@@ -60,15 +59,17 @@ def strip_step_prefix(state: dict[str, Any]) -> dict[str, Any]:
     return {k.removeprefix("module."): v for k, v in state.items()}
 
 
-def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    checkpoint["state_dict"] = DeepSpeedState(path)
-    if "optimizer_states" in checkpoint:
-        checkpoint["optimizer_states"] = [DeepSpeedState(path) for _ in checkpoint["optimizer_states"]]
+def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike, layout_keys: tuple[str, ...]) -> None:
+    """Replace the markers under ``layout_keys`` (the Trainer names them) by handles on DeepSpeed's files."""
+    for key in layout_keys:
+        if key in checkpoint:
+            value = checkpoint[key]
+            checkpoint[key] = [DeepSpeedState(path) for _ in value] if isinstance(value, list) else DeepSpeedState(path)
 
 
 def save_deepspeed(
     checkpoint: dict[str, Any], path: str | os.PathLike, engine: Any, is_global_zero: bool,
-    barrier: Callable[[str], None],
+    barrier: Callable[[str], None], layout_keys: tuple[str, ...],
 ) -> None:
     """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole."""
     path = Path(path)
@@ -77,13 +78,13 @@ def save_deepspeed(
         remove_path(tmp)
         tmp.mkdir(parents=True)
     barrier("deepspeed_checkpoint_start")
-    weights_only = "optimizer_states" not in checkpoint
     engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
     if is_global_zero:
-        meta = {k: v for k, v in checkpoint.items() if k not in ENGINE_KEYS}
-        if not weights_only:
-            meta["optimizer_states"] = [None] * len(checkpoint["optimizer_states"])  # markers: the engine holds them
-        meta["state_dict"] = None
+        meta = {k: v for k, v in checkpoint.items() if k not in layout_keys}
+        for key in layout_keys:  # markers: the engine's files hold these entries
+            if key in checkpoint:
+                value = checkpoint[key]
+                meta[key] = [None] * len(value) if isinstance(value, list) else None
         atomic_save(meta, tmp / META_FILE)
         for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
             script.unlink()

@@ -82,8 +82,11 @@ def tensor_keys(tree: Any) -> list[str]:
 
 
 def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: Any,
-                 layout_keys: tuple[str, ...]) -> None:
+                 layout_keys: tuple[str, ...], merge_meta: Callable[[dict], dict] | None = None) -> None:
     """Every rank calls this with its own shards; the directory appears complete or not at all.
+
+    ``merge_meta`` (every rank calls it) lets rank 0's index name tensors only other ranks hold
+    (pipeline stages).
 
     The tensors under ``layout_keys`` go through DCP (each rank its shards); the rest goes to ``meta.pt``
     (rank 0). A write that fails on any rank fails on every rank (DCP gathers the shard results; rank 0's
@@ -100,6 +103,8 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
     for key in layout_keys:
         if key in meta:
             meta[key] = split_tensors(meta[key], key, flat)
+    if merge_meta is not None:
+        meta = merge_meta(meta)
     try:
         try:
             with writing(path):

@@ -55,7 +55,7 @@ def optimizer_state_by_index(
             f"The checkpoint's optimizer state names parameters this model does not have: {unknown[:5]}"
             f"{' ...' if len(unknown) > 5 else ''}. Resume with the same model (same hyperparameters)."
         )
-    return {
+    return {  # positions sorted: a group's saved names may come in another order (e.g. gathered per stage)
         "state": {index[n]: s for n, s in state["state"].items()},
-        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]],
+        "param_groups": [{**g, "params": sorted(index[n] for n in g["params"])} for g in state["param_groups"]],
     }

@@ -119,6 +119,12 @@ class ThroughputMonitor(Callback):
     # --- per batch (cheap: counters only, except at log points) ---------------------------------------
     def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
         if self._batches == 0 and self.flops_per_batch is None and self.measure_flops and self._counter is None:
+            from lightning_utilities.core.overrides import is_overridden
+
+            from plugins.strategies.base import Strategy
+
+            if is_overridden("forward_backward", trainer.strategy, Strategy):
+                return  # a pipeline schedule runs one stage here, under its own autograd calls: not countable
             from torch.utils.flop_counter import FlopCounterMode
 
             self._counter = FlopCounterMode(display=False)

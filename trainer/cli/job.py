@@ -100,6 +100,8 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     engine = _build(cfg.get("launcher"), "launcher")
     trainer = build_trainer(cfg) if engine is None else None  # an engine's driver may have no GPU: not built here
     launcher = getattr(trainer.strategy, "launcher", None) if trainer is not None else None
+    if hasattr(launcher, "launch_function"):  # ddp_spawn starts its workers inside fit()
+        launcher = None
     if engine is None and launcher is None:
         run_stages(cfg, trainer)
         return 0

@@ -84,6 +84,15 @@ class GPTModule(Module):
             tensor_parallel_plan(self.model, mesh["tp"])
             self._tp_applied = True
 
+    # strategy=pipeline cuts ``model.blocks`` into stages (``model``'s forward skips parts set to None);
+    # the last stage's loss is ``pipeline_loss`` of each micro-batch (see README, "Pipeline parallelism").
+    pipeline_blocks = "model.blocks"
+
+    def pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        loss = next_token_loss(logits, targets)
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
 
@@ -93,9 +102,7 @@ class GPTModule(Module):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
-        loss = next_token_loss(self(x), y)
-        self.log("train_loss", loss, prog_bar=True)
-        return loss
+        return self.pipeline_loss(self(x), y)  # the same loss and log with or without a pipeline
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         x, y = batch

@@ -109,6 +109,14 @@ def relay_module_for(name: str) -> str | None:
     return PACKAGES[first] if deeper in SUBMODULES.get(first, ()) else None
 
 
+def _package_of(name: str) -> str | None:
+    """The Relay package serving the first part of a Lightning path (``trainer.callbacks`` for ``...callbacks.x.y``)."""
+    root = next((r for r in ROOTS if name.startswith(r + ".")), None)
+    if root is None:
+        return None
+    return PACKAGES.get(name[len(root) + 1:].split(".", 1)[0])
+
+
 def is_served(name: str) -> bool:
     return name == "lightning" or name.startswith("lightning.") or any(
         name == r or name.startswith(r + ".") for r in ROOTS)
@@ -136,9 +144,14 @@ class LightningAlias(types.ModuleType):
             value = getattr(target, attr)
         except AttributeError:
             sub = f"{self.__name__}.{attr}"
-            if relay_module_for(sub) is None or sub == self.__name__:
+            if relay_module_for(sub) is not None and sub != self.__name__:
+                return importlib.import_module(sub)
+            package = _package_of(self.__name__)
+            if package is None or package == self.__relay_target__ or not hasattr(
+                    importlib.import_module(package), attr):
                 raise LightningAttributeError(not_provided(f"{self.__name__}.{attr}")) from None
-            return importlib.import_module(sub)
+            # e.g. lightning.pytorch.callbacks.progress.TQDMProgressBar: Relay keeps it elsewhere in the package
+            value = getattr(importlib.import_module(package), attr)
         if isinstance(value, types.ModuleType) and relay_module_for(f"{self.__name__}.{attr}") is not None:
             return importlib.import_module(f"{self.__name__}.{attr}")  # keep the Lightning name for submodules
         return value

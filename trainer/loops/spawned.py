@@ -81,7 +81,7 @@ def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, resul
     model.load_state_dict(results["state_dict"])
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
-    trainer.progress = results["progress"]
+    vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object
     for name, value in results["counters"].items():
         setattr(trainer, name, value)
     trainer._results = results["results"]

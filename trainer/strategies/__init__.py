@@ -11,6 +11,9 @@ _EXPORTS = {
     "DDPStrategy": "plugins.strategies.ddp",
     "FSDPStrategy": "plugins.strategies.fsdp",
     "ModelParallelStrategy": "plugins.strategies.model_parallel",
+    "DDPSpawnStrategy": "plugins.strategies.ddp_spawn",
+    "DeepSpeedStrategy": "plugins.strategies.deepspeed",
+    "HorovodStrategy": "plugins.strategies.horovod",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
