@@ -26,11 +26,11 @@ def test_a_user_setting_is_left_alone():
     assert worker_thread_env(2, {"OMP_NUM_THREADS": "7"}) == ({}, None)
 
 
-def _run(tmp_path: Path, omp: str | None) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def _run(tmp_path: Path, omp: str | None, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "OMP_NUM_THREADS")}
     if omp is not None:
         env["OMP_NUM_THREADS"] = omp
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), *args], capture_output=True, text=True,
                           timeout=200, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return done, [json.loads((tmp_path / f"threads{r}.json").read_text()) for r in range(2)]
@@ -53,3 +53,22 @@ def test_user_setting_reaches_the_workers_unchanged(tmp_path):
     assert [r["env"] for r in ranks] == [str(mine)] * 2
     assert [r["torch_threads"] for r in ranks] == [mine] * 2
     assert "OMP_NUM_THREADS=" not in done.stderr
+
+
+@pytest.mark.timeout(240)
+def test_monitors_and_profiler_under_ddp(tmp_path):
+    """Two ranks: device stats of both ranks reach rank 0's TensorBoard file; only rank 0 writes a trace."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    done, _ = _run(tmp_path, None, "--monitors")
+    acc = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"device_stats/rss_mb/rank_0", "device_stats/rss_mb/rank_1"} <= tags
+    assert [e.step for e in acc.Scalars("device_stats/rss_mb/rank_1")] == [1, 3, 5]
+    assert {"train/device/samples_per_sec", "train/samples_per_sec", "train/step_time"} <= tags
+    per_device = acc.Scalars("train/device/samples_per_sec")[-1].value
+    assert acc.Scalars("train/samples_per_sec")[-1].value == pytest.approx(2 * per_device, rel=1e-5)
+    traces = sorted(p.name for p in (tmp_path / "trace").iterdir())
+    assert len(traces) == 1 and traces[0].startswith("rank0.") and traces[0].endswith(".pt.trace.json")
+    assert "PyTorch profiler report (fit, rank 0" in done.stdout

@@ -1,5 +1,8 @@
 """A tiny 2-process DDP fit started with plain ``python``; each rank writes OUT/threads<rank>.json with the
-OMP_NUM_THREADS it was given and the intra-op thread count torch uses."""
+OMP_NUM_THREADS it was given and the intra-op thread count torch uses.
+
+``--monitors``: also ThroughputMonitor, DeviceStatsMonitor and a PyTorchProfiler, logging to OUT/tb
+(TensorBoard) and OUT/trace (the profiler's trace)."""
 
 from __future__ import annotations
 
@@ -30,8 +33,17 @@ class Tiny(Module):
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
-    trainer = Trainer(strategy="ddp", devices=2, accelerator="cpu", max_steps=2, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    extra: dict = {"max_steps": 2, "logger": False}
+    if "--monitors" in sys.argv:
+        from trainer.callbacks import DeviceStatsMonitor, ThroughputMonitor
+        from trainer.loggers import TensorBoardLogger
+        from trainer.profilers import PyTorchProfiler
+
+        extra = {"max_steps": 6, "log_every_n_steps": 2, "logger": TensorBoardLogger(out, name="tb", version=0),
+                 "callbacks": [ThroughputMonitor(), DeviceStatsMonitor()],
+                 "profiler": PyTorchProfiler(dirpath=out / "trace", wait=0, warmup=1, active=2)}
+    trainer = Trainer(strategy="ddp", devices=2, accelerator="cpu", enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, **extra)
     trainer.fit(Tiny(), DataLoader(data, batch_size=4))
     info = {"env": os.environ.get("OMP_NUM_THREADS"), "torch_threads": torch.get_num_threads()}
     (out / f"threads{trainer.global_rank}.json").write_text(json.dumps(info))

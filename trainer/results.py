@@ -21,6 +21,8 @@ _REDUCE_CALLABLES = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", tor
 
 def reduce_name(reduce_fx: str | Callable) -> str:
     """``"mean"``/``"sum"``/``"max"``/``"min"`` from a name, a torch reduction or a built-in (as Lightning takes)."""
+    if reduce_fx == "mean":  # the default, on every self.log call: no lookups
+        return "mean"
     if isinstance(reduce_fx, str):
         name = _REDUCE_NAMES.get(reduce_fx.lower())
     else:
@@ -124,7 +126,7 @@ class Results:
     ) -> None:
         self.flags[name] = flags
         metric = None
-        if is_torchmetric(value):
+        if type(value) is not torch.Tensor and is_torchmetric(value):
             metric, value = value, value._forward_cache if flags[2] else None
         elif isinstance(value, torch.Tensor):
             if value.numel() != 1:

@@ -127,8 +127,17 @@ class ThroughputMonitor(Callback):
                 return  # a pipeline schedule runs one stage here, under its own autograd calls: not countable
             from torch.utils.flop_counter import FlopCounterMode
 
-            self._counter = FlopCounterMode(display=False)
-            self._counter.__enter__()
+            counter = FlopCounterMode(display=False)
+            try:
+                counter.__enter__()
+            except Exception as err:  # noqa: BLE001 - FLOPs are optional: train on without them
+                import warnings
+
+                warnings.warn(f"ThroughputMonitor: FLOPs not counted ({type(err).__name__}: {err}); set the "
+                              "Module's flops_per_batch to get FLOP/s and MFU.", stacklevel=2)
+                self.measure_flops = False
+                return
+            self._counter = counter
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int

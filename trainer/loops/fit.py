@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
@@ -233,9 +235,13 @@ class FitLoop:
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
-        step, move = self.step, self.move
+        step_run, move = self.step.run, self.move
+        cpu_only, Tensor = move.cpu_passthrough, torch.Tensor
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         log_every = t.log_every_n_steps
+        # one process: the stopping rules read local values (the same ones _max_reached/_stop_requested read)
+        single = t.world_size == 1
+        monotonic = time.monotonic
         batch_idx = skip
         stopped = False
         while batch_idx < limit:
@@ -243,21 +249,35 @@ class FitLoop:
                 batch = next(batches)
             except StopIteration:
                 break
-            batch = move(batch)
+            if cpu_only and type(batch) in (tuple, list):  # CPU tensors stay as they are: no call needed
+                for item in batch:
+                    if type(item) is not Tensor or not item.is_cpu:
+                        batch = move(batch)
+                        break
+            else:
+                batch = move(batch)
             t._batch_for_size = batch
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 break
-            before = t.global_step
+            before = p.global_step
             p.is_last_batch = last = batch_idx + 1 == limit
-            outputs = step.run(batch, batch_idx, last)
+            outputs = step_run(batch, batch_idx, last)
             p.batches_seen = batch_idx = batch_idx + 1
             p.total_batches += 1
-            if t.global_step != before and t.global_step % log_every == 0:
-                t._send_to_loggers(results.step_for_logger(), t.global_step - 1)  # Lightning's step numbering
+            step_now = p.global_step
+            if step_now != before and step_now % log_every == 0:
+                t._send_to_loggers(results.step_for_logger(), step_now - 1)  # Lightning's step numbering
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
+            if single:
+                max_steps, deadline = t.max_steps, self.deadline
+                if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)
+                        or (t.should_stop and self._stop_requested())):
+                    stopped = True
+                    break
+                continue
             self._agree(wait=False)
             if self._max_reached() or self._stop_requested():
                 stopped = True

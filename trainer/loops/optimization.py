@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -48,6 +49,21 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
     return out
 
 
+# torch.optim classes whose step(closure) only calls the closure once, under enable_grad(), before anything else
+_CLOSURE_FIRST = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "ASGD",
+                  "Rprop", "Adafactor", "SparseAdam")
+
+
+def _closure_runs_first(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``closure(); optimizer.step()`` is exactly ``optimizer.step(closure)`` (grad mode is on in the loop):
+    a stock torch optimizer (not a subclass, not LBFGS) with no step pre-hooks, which would run before the closure."""
+    from torch.optim import optimizer as optim_module
+
+    cls = type(optimizer)
+    return (cls.__module__.startswith("torch.optim.") and cls.__name__ in _CLOSURE_FIRST
+            and not optimizer._optimizer_step_pre_hooks and not optim_module._global_optimizer_pre_hooks)
+
+
 class TrainingStep:
     """Runs one batch; built once per fit so the per-batch path does no lookups."""
 
@@ -71,14 +87,7 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
-        self.backward = self.strategy.backward
-        self.optimizer_step = optimizer_step
-        profiler = trainer.profiler
-        if profiler.enabled:  # wrapped once here: a run without a profiler pays nothing per batch
-            name = type(self.strategy).__name__
-            self.step_fn = profiler.wrap(f"[Strategy]{name}.training_step", self.step_fn)
-            self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
-            self.optimizer_step = profiler.wrap(f"[Strategy]{name}.optimizer_step", optimizer_step)
+        self._bind_fast_paths(trainer)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
             raise MisconfigurationRuntimeError(
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
@@ -90,18 +99,65 @@ class TrainingStep:
                 "call self.clip_gradients(...) and step every n batches in training_step instead."
             )
 
+    def _bind_fast_paths(self, trainer: Trainer) -> None:
+        """Resolve once which layers a step goes through, so the per-batch path skips the ones that do nothing.
+
+        Measured on the tiny benchmark model (benchmarks/overhead.py case a): every layer of calls on the
+        per-step path costs about 1% of a step; these resolve to the same calls the layers would make.
+        """
+        from plugins.precision.base import Precision
+        from plugins.strategies.base import Strategy
+
+        strategy, precision = self.strategy, self.strategy.precision
+        if self.custom_backward:
+            self.backward = self.module.backward
+        elif type(strategy).backward is Strategy.backward and type(precision).backward is Precision.backward:
+            self.backward = torch.Tensor.backward  # what Strategy.backward -> Precision.backward call
+        else:
+            self.backward = strategy.backward
+        self.forward_backward = None if type(strategy).forward_backward is Strategy.forward_backward \
+            else strategy.forward_backward
+        plain = (self.optimizer is not None and not trainer.gradient_clip_val
+                 and trainer._hooks.caller("on_before_optimizer_step") is None
+                 and type(strategy).optimizer_step is Strategy.optimizer_step
+                 and type(precision).optimizer_step is Precision.optimizer_step)
+        # the optimizer step with the closure: directly when no hook, clipping or plugin sits in between
+        self.step_optimizer = self.optimizer.step if plain else (
+            lambda closure: optimizer_step(trainer, self.optimizer, closure))
+        if plain and _closure_runs_first(self.optimizer):
+            step = self.optimizer.step
+
+            def closure_then_step(closure: Callable[[], Any]) -> Any:
+                if not torch.is_grad_enabled():  # fit() called under no_grad: step(closure) enables it
+                    return step(closure)
+                loss = closure()  # what step(closure) would do first, without its enable_grad() context
+                step()
+                return loss
+
+            self.step_optimizer = closure_then_step
+        profiler = trainer.profiler
+        if profiler.enabled:  # wrapped once here: a run without a profiler pays nothing per batch
+            name = type(strategy).__name__
+            self.step_fn = profiler.wrap(f"[Strategy]{name}.training_step", self.step_fn)
+            self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
+            self.step_optimizer = profiler.wrap(f"[Strategy]{name}.optimizer_step", self.step_optimizer)
+
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
         trainer = self.trainer
-        self.accumulate = trainer.accumulate_grad_batches  # a GradientAccumulationScheduler may change it per epoch
-        should_step = is_last or (batch_idx + 1) % self.accumulate == 0
-        zero_grad_first = batch_idx % self.accumulate == 0
+        # a GradientAccumulationScheduler may change it per epoch
+        self.accumulate = accumulate = trainer.accumulate_grad_batches
+        should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0
+        zero_grad_first = accumulate == 1 or batch_idx % accumulate == 0
         holder: list[Any] = [{}]
+        forward_backward, step_fn = self.forward_backward, self.step_fn
 
         def closure() -> torch.Tensor | None:
             backward = BackwardStep(self, batch_idx, zero_grad_first, holder)
-            return self.strategy.forward_backward(self.step_fn, batch, batch_idx, backward)
+            if forward_backward is None:
+                return backward(step_fn(batch, batch_idx))
+            return forward_backward(step_fn, batch, batch_idx, backward)
 
         if self.optimizer is None:
             closure()
@@ -112,8 +168,8 @@ class TrainingStep:
             if self.custom_step:
                 self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
             else:
-                self.optimizer_step(trainer, self.optimizer, closure)
-            trainer.global_step += 1
+                self.step_optimizer(closure)
+            trainer.progress.global_step += 1
             if self.step_schedulers:
                 step_schedulers(trainer, self.step_schedulers, trainer.global_step)
         return holder[0]
@@ -156,18 +212,23 @@ class BackwardStep:
 
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
-        loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx)
-        self.zero_grad()
+        step = self.step
+        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx)
+        if self.zero_grad_due:
+            if step.before_zero_grad is None and not step.custom_zero_grad and step.optimizer is not None:
+                self.zero_grad_due = False
+                step.optimizer.zero_grad()
+            else:
+                self.zero_grad()
         if loss is None:  # skip this batch: no backward; a step finds no new gradients
             return None
-        step = self.step
         scaled = loss / self.accumulate if self.accumulate > 1 else loss
         if step.before_backward is not None:
             step.before_backward(scaled)
-        if step.custom_backward:
-            step.module.backward(scaled)
-        else:
-            step.backward(scaled)
+        step.backward(scaled)
+        if step.after_backward is None and type(output) is torch.Tensor:  # finished(), for a bare loss
+            self.holder[0] = {"loss": scaled.detach()}
+            return scaled
         return self.finished(output, scaled)
 
     def finished(self, output: Any, scaled: torch.Tensor | None = None) -> torch.Tensor | None:
