@@ -87,7 +87,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_step(name: str, args: argparse.Namespace, out: str) -> dict:
-    cmd = [sys.executable, HERE, "--child", name, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    cmd = [sys.executable, HERE, "--child", name, "--out", out, "--steps", str(args.steps),
+           "--warmup", str(args.warmup)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "BENCH_T0": repr(time.time())}
     env.pop("MASTER_PORT", None)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)

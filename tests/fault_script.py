@@ -88,6 +88,7 @@ def main() -> None:
     p.add_argument("--no-stop-on-nonfinite", action="store_true")
     p.add_argument("--preemption-signals")
     p.add_argument("--timeout", type=float)
+    p.add_argument("--slow-start", type=float, default=0.0, help="rank 1 starts this many seconds late")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,7 @@ def main() -> None:
     if args.timeout is not None:
         from plugins.strategies.ddp import DDPStrategy
 
-        strategy = DDPStrategy(timeout=args.timeout)
+        strategy = DDPStrategy(timeout=args.timeout, shutdown_timeout=5)
     ckpt = ModelCheckpoint(dirpath=str(out / "ckpt"), save_last=True, save_top_k=args.top_k, every_n_train_steps=args.every)
     trainer = Trainer(
         strategy=strategy, devices=args.devices, accelerator="cpu", max_steps=args.max_steps, max_epochs=1000,
@@ -128,6 +129,8 @@ def main() -> None:
 
         _kill_inside(os, "replace", between_renames)
     model = Net(args.sleep, args.hang_rank, args.nan_at_step)
+    if args.slow_start and os.environ.get("RANK") == "1":
+        time.sleep(args.slow_start)
     trainer.fit(model, data, ckpt_path="last" if args.resume else None)
     (out / f"done-{trainer.global_rank}").write_text("ok")
     if trainer.is_global_zero:

@@ -65,6 +65,7 @@ def main() -> None:
     )
     loader = DataLoader(data(), batch_size=args.batch_size)
     trainer.fit(model, loader, DataLoader(data(16), batch_size=args.batch_size))
+    fit_metrics = dict(trainer.callback_metrics)  # each Trainer call starts its own metrics (as in Lightning)
     predictions = trainer.predict(model, DataLoader(data(16), batch_size=args.batch_size))
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
     print(json.dumps({
@@ -73,8 +74,8 @@ def main() -> None:
         "current_epoch": trainer.current_epoch,
         "fit_loop_epoch": trainer.fit_loop.epoch_progress.current.completed,
         "finished": trainer.state.finished,
-        "metrics": sorted(trainer.callback_metrics),
-        "world": float(trainer.callback_metrics["world"]),
+        "metrics": sorted(fit_metrics),
+        "world": float(fit_metrics["world"]),
         "best_model_path": checkpoint.best_model_path,
         "last_model_path": checkpoint.last_model_path,
         "predicted_rows": sum(len(p) for p in predictions),

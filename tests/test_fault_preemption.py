@@ -32,9 +32,10 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def start(out: Path, *args: str, command: list[str] | None = None, **extra: str) -> subprocess.Popen:
+def start(out: Path, *args: str, command: list[str] | None = None, output: int = subprocess.PIPE,
+          **extra: str) -> subprocess.Popen:
     cmd = command or [sys.executable, str(SCRIPT), str(out), *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(**extra), cwd=ROOT)
+    return subprocess.Popen(cmd, stdout=output, stderr=output, text=True, env=env(**extra), cwd=ROOT)
 
 
 def wait_for(predicate, what: str, timeout: float = 180) -> None:
@@ -120,13 +121,15 @@ def test_sigusr1_to_the_launcher_of_python_train_py_checkpoints_on_every_rank(tm
     assert not any(alive(pid) for pid in workers)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1], ids=lambda s: s.name)
 def test_no_worker_outlives_its_launcher(tmp_path, sig):
-    proc = start(tmp_path, *LONG, "--strategy", "ddp", "--devices", "2")
+    # no pipes: a worker that inherited one would keep the reader waiting, hiding that it lives on
+    proc = start(tmp_path, "--sleep", "0.25", "--max-steps", "4000", "--strategy", "ddp", "--devices", "2",
+                 output=subprocess.DEVNULL)
     training(tmp_path, ranks=2)
     workers = worker_pids(tmp_path, 2)
     proc.send_signal(sig)
-    finish(proc)
+    proc.wait(timeout=120)
     wait_for(lambda: not any(alive(pid) for pid in workers), "the workers to exit", timeout=60)
 
 

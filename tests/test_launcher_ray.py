@@ -13,7 +13,7 @@ from plugins.environments import RayEnvironment, TorchElasticEnvironment, detect
 from plugins.launchers.ray import failing_rank
 from tests.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
 from tests.engine_runs import single_device_reference
-from tests.optional import need_mark
+from tests.optional import need, need_mark
 
 RAY_WORKER = {"RAY_JOB_ID": "01000000", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
               "NODE_RANK": "0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "34819"}
@@ -78,6 +78,15 @@ def test_resume_through_ray_is_exact(ray_run, tmp_path):
     resumed = checkpoint(tmp_path)
     assert resumed["global_step"] == 3
     assert_same_weights(resumed["state_dict"], checkpoint(ray_run)["state_dict"])
+
+
+def test_deepspeed_zero3_runs_in_ray_workers_on_rays_process_group(ray_cluster, tmp_path):
+    need("deepspeed", "strategy=deepspeed under launcher=ray")
+    from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
+
+    assert cli(tmp_path / "ds", "launcher=ray", "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS) == 0
+    merged = DeepSpeedState(run_dir(tmp_path / "ds") / "checkpoints" / "last.ckpt").full_state_dict()
+    assert_same_weights(merged, single_device_reference(tmp_path / "single"))
 
 
 def test_a_failing_rank_is_named_in_one_line(ray_cluster, tmp_path, capfd):

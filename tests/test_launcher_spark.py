@@ -30,10 +30,12 @@ pytestmark = [need_mark("pyspark", "launcher=spark runs TorchDistributor"), pyte
 @pytest.fixture(scope="module")
 def spark_session():
     import logging
+    import warnings
 
     from pyspark.sql import SparkSession
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at exit hit closed capture streams
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     session = SparkSession.builder.master("local[2]").appName("relay-tests").config("spark.ui.enabled", "false")
     session = session.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
@@ -79,7 +81,8 @@ def test_an_engine_is_sized_from_the_config_not_the_drivers_hardware(devices, no
 
     from trainer.cli.job import engine_processes
 
-    cfg = OmegaConf.create({"trainer": {"devices": devices, "num_nodes": nodes}, "accelerator": {"_target_": accelerator}})
+    cfg = OmegaConf.create({"trainer": {"devices": devices, "num_nodes": nodes},
+                            "accelerator": {"_target_": accelerator}})
     assert engine_processes(cfg) == expected
 
 
@@ -89,6 +92,7 @@ def test_an_engine_needs_a_number_of_devices():
     from trainer.cli.errors import ConfigError
     from trainer.cli.job import engine_processes
 
-    cfg = OmegaConf.create({"trainer": {"devices": "many"}, "accelerator": {"_target_": "builtins.str", "_args_": ["auto"]}})
+    cfg = OmegaConf.create({"trainer": {"devices": "many"},
+                            "accelerator": {"_target_": "builtins.str", "_args_": ["auto"]}})
     with pytest.raises(ConfigError, match="launcher=ray trainer.devices=2"):
         engine_processes(cfg)

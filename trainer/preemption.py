@@ -153,7 +153,7 @@ def requeue_slurm_job(env: dict[str, str] | None = None) -> bool:
     if not job or env.get("SLURM_JOB_NAME") in ("bash", "interactive"):
         return False
     try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.TimeoutExpired) as err:
         print(f"relay: could not requeue SLURM job {job}: {err}", file=sys.stderr, flush=True)
         return False

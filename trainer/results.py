@@ -164,9 +164,14 @@ class Results:
         return f"{name}_{suffix}" if on_step and on_epoch else name
 
     def step_for_logger(self) -> dict[str, Any]:
+        """Step values logged since the last call (what the loggers get now)."""
         out = {self._suffixed(k, "step"): self.step[k] for k in self.fresh_step if self.flags[k][1]}
         self.fresh_step.clear()
         return out
+
+    def latest_steps_for_logger(self) -> dict[str, Any]:
+        """Every logger key's latest step value, sent or not yet (``log_every_n_steps``): ``logged_metrics``."""
+        return {self._suffixed(k, "step"): v for k, v in self.step.items() if self.flags[k][1]}
 
     def epoch_for_logger(self) -> dict[str, Any]:
         return {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][1]}

@@ -478,8 +478,12 @@ class Trainer:
 
     @property
     def logged_metrics(self) -> dict[str, float]:
-        """The latest value of every key sent to the loggers."""
-        return dict(self._logged_metrics)
+        """The latest value of every key for the loggers in this Trainer call (as Lightning: step values too
+        when ``log_every_n_steps`` has not sent them yet); read lazily, so logging costs no sync per step."""
+        out = dict(self._logged_metrics)
+        for results in self._results.values():
+            out.update((k, to_float(v)) for k, v in results.latest_steps_for_logger().items())
+        return out
 
     @property
     def estimated_stepping_batches(self) -> int | float:

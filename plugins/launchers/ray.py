@@ -73,7 +73,8 @@ class RayLauncher(FunctionLauncher):
             scaling_config=ScalingConfig(num_workers=processes, use_gpu=use_gpu,
                                          resources_per_worker=self.resources_per_worker),
             run_config=RunConfig(
-                name=unique_run_name(), storage_path=str(storage), worker_runtime_env={"env_vars": {**_WORKER_ENV, **dict(env or {})}},
+                name=unique_run_name(), storage_path=str(storage),
+                worker_runtime_env={"env_vars": {**_WORKER_ENV, **dict(env or {})}},
                 failure_config=FailureConfig(max_failures=self.max_failures),
             ),
         )

@@ -66,6 +66,8 @@ class SparkLauncher(FunctionLauncher):
             reports = read_status(status)
         finally:
             shutil.rmtree(status, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the shared parent, once no run uses it
+                status.parent.rmdir()
         failed = failure_of(reports, processes, error)
         if failed is not None:
             raise RankFailedError(*failed, processes)

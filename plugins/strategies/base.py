@@ -111,6 +111,9 @@ class Strategy:
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
         return optimizers
 
+    def begin_training(self) -> None:
+        """Called once start-up (set-up, loading a checkpoint) is done and the loop begins."""
+
     def teardown(self) -> None:
         if self.accelerator is not None:
             self.accelerator.teardown()

@@ -17,8 +17,9 @@ The Trainer's loop stays the same; the engine takes the parts DeepSpeed must own
   copy in the optimizer); ``16-mixed`` its fp16 with dynamic loss scaling (GPUs).
 
 DeepSpeed builds a C++ op (``deepspeed_shm_comm``) with the machine's compiler the first time it starts
-its communication layer (about a minute, once): ``TORCH_EXTENSIONS_DIR`` defaults to Relay's cache so the
-build is kept between runs. Machines without a compiler install a prebuilt op instead:
+its communication layer (about a minute, once): ``TORCH_EXTENSIONS_DIR`` defaults to Relay's cache, one
+folder per Python environment, so the build is kept between runs and environments never rebuild each
+other's. Machines without a compiler install a prebuilt op instead:
 ``DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed``.
 """
 
@@ -84,10 +85,11 @@ class DeepSpeedStrategy(ParallelStrategy):
         self.gradient_clip_val: float | None = None
         self.engine: Any = None
         self._accumulating = False
+        self._resume_from: tuple[str, bool] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
-        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE.expanduser()))
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))
         # DeepSpeed picks its accelerator by probing (and warns); Relay has chosen one already
         kind = self.accelerator.name if self.accelerator is not None else "cpu"
         os.environ.setdefault("DS_ACCELERATOR", {"rocm": "cuda"}.get(kind, kind))
@@ -98,8 +100,8 @@ class DeepSpeedStrategy(ParallelStrategy):
             # joins the process group Relay created (or the one Ray/torchrun made); never makes its own
             deepspeed.init_distributed(dist_backend=self.process_group_backend, auto_mpi_discovery=False,
                                        timeout=self.timeout, dist_init_required=False)
-        # DeepSpeed's ZeRO calls a collective that torch renamed: one warning per rank and run, not ours to fix
-        warnings.filterwarnings("ignore", message=r".*all_gather_into_tensor.* is deprecated", category=FutureWarning)
+        # DeepSpeed's ZeRO calls collectives that torch renamed: a warning per rank and run, not the user's to fix
+        warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
 
     def configure_optimization(
         self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
@@ -130,6 +132,10 @@ class DeepSpeedStrategy(ParallelStrategy):
             model=_StepModule(self.module), optimizer=optimizers[0], config=self.deepspeed_config(),
             dist_init_required=False,
         )
+        if self._resume_from is not None:  # the weights were restored before the engine existed (Lightning's order)
+            path, strict = self._resume_from
+            self._resume_from = None
+            self._load_engine_checkpoint(path, strict)
         return [optimizer]
 
     def teardown(self) -> None:
@@ -224,18 +230,15 @@ class DeepSpeedStrategy(ParallelStrategy):
         return {}  # the engine saves every rank's partition
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        from plugins.strategies.deepspeed_checkpoint import DeepSpeedState, weights_only_loads
+        from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
 
         if isinstance(state, DeepSpeedState) and self.engine is not None:
-            with weights_only_loads():
-                loaded, _ = self.engine.load_checkpoint(
-                    os.fspath(state.path), tag="deepspeed", load_module_strict=strict,
-                    load_optimizer_states=True, load_lr_scheduler_states=False,
-                )
-            if loaded is None:
-                raise ValueError(f"DeepSpeed could not load the checkpoint at {state.path}.")
+            self._load_engine_checkpoint(state.path, strict)
             return
-        if isinstance(state, DeepSpeedState):  # evaluation without an engine: the merged full weights
+        if isinstance(state, DeepSpeedState):
+            # before the engine exists: the merged full weights now (all an evaluation needs); a fit then loads
+            # the engine's own files, optimizer partitions included, as soon as setup_optimizers builds it
+            self._resume_from = (state.path, strict)
             state = state.full_state_dict()
         if self.engine is not None and self.stage == 3:
             raise ValueError(
@@ -245,6 +248,15 @@ class DeepSpeedStrategy(ParallelStrategy):
         super().load_module_state_dict(module, state, strict)
         if self.engine is not None and hasattr(self.engine.optimizer, "refresh_fp32_params"):
             self.engine.optimizer.refresh_fp32_params()  # ZeRO's fp32 master copy follows the loaded weights
+
+    def _load_engine_checkpoint(self, path: str, strict: bool) -> None:
+        from plugins.strategies.deepspeed_checkpoint import TAG, weights_only_loads
+
+        with weights_only_loads():
+            loaded, _ = self.engine.load_checkpoint(os.fspath(path), tag=TAG, load_module_strict=strict,
+                                                    load_optimizer_states=True, load_lr_scheduler_states=False)
+        if loaded is None:
+            raise ValueError(f"DeepSpeed could not load the checkpoint at {path}.")
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
         from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
@@ -261,7 +273,7 @@ class DeepSpeedStrategy(ParallelStrategy):
             return super().save_checkpoint(checkpoint, path, layout_keys)
         from plugins.strategies.deepspeed_checkpoint import save_deepspeed
 
-        save_deepspeed(checkpoint, path, self.engine, self.is_global_zero, self.barrier, layout_keys)
+        save_deepspeed(checkpoint, path, self, layout_keys)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "
@@ -280,6 +292,19 @@ def _quiet(level: str) -> Iterator[None]:
         yield
 
 
+def extensions_cache() -> Path:
+    """Where DeepSpeed's C++ ops are built: one folder per Python environment and torch version.
+
+    Torch keys a built op by its name only, so two environments sharing a folder (two virtualenvs of one
+    user, whose compile flags name different paths) would rebuild it on every start, each for the other.
+    """
+    import hashlib
+    import sys
+
+    tag = hashlib.sha1(f"{sys.prefix}|{torch.__version__}".encode()).hexdigest()[:10]
+    return EXTENSIONS_CACHE.expanduser() / f"py{sys.version_info[0]}{sys.version_info[1]}-{tag}"
+
+
 def import_deepspeed() -> Any:
     try:
         import deepspeed
@@ -294,7 +319,8 @@ def import_deepspeed() -> Any:
 def _offload(argument: str, value: str | bool | None) -> str:
     device = "cpu" if value is True else "none" if value in (False, None) else value
     if device not in OFFLOAD_DEVICES:
-        raise ValueError(f"DeepSpeedStrategy({argument}={value!r}) is not valid; use one of {', '.join(OFFLOAD_DEVICES)} "
+        raise ValueError(f"DeepSpeedStrategy({argument}={value!r}) is not valid; use one of "
+                         f"{', '.join(OFFLOAD_DEVICES)} "
                          f"(or true for cpu), e.g. strategy.{argument}=cpu")
     return device
 

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-
-from plugins.checkpoint_io import atomic_save, remove_path, replace_dir
 
 META_FILE = "meta.pt"
 TAG = "deepspeed"
@@ -60,36 +58,46 @@ def strip_step_prefix(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def attach_deepspeed_state(checkpoint: dict[str, Any], path: str | os.PathLike, layout_keys: tuple[str, ...]) -> None:
-    """Replace the markers under ``layout_keys`` (the Trainer names them) by handles on DeepSpeed's files."""
+    """Replace the markers of ``meta.pt`` under ``layout_keys`` by handles on the engine's files."""
     for key in layout_keys:
         if key in checkpoint:
             value = checkpoint[key]
             checkpoint[key] = [DeepSpeedState(path) for _ in value] if isinstance(value, list) else DeepSpeedState(path)
 
 
-def save_deepspeed(
-    checkpoint: dict[str, Any], path: str | os.PathLike, engine: Any, is_global_zero: bool,
-    barrier: Callable[[str], None], layout_keys: tuple[str, ...],
-) -> None:
-    """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole."""
+def save_deepspeed(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: Any,
+                   layout_keys: tuple[str, ...]) -> None:
+    """Every rank calls this; the engine writes its shards, rank 0 the rest; the directory appears whole.
+
+    Bytes go through the strategy's ``checkpoint_io`` (temporary name, atomic swap, cleanup); a write that
+    fails on rank 0 fails on every rank.
+    """
+    io = strategy.checkpoint_io
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if is_global_zero:
-        remove_path(tmp)
+    tmp = io.temporary(path, "dcp")  # the tag of a directory every rank writes: removed by the next start's cleanup
+
+    def start() -> None:
+        io.remove(tmp)
         tmp.mkdir(parents=True)
-    barrier("deepspeed_checkpoint_start")
-    engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
-    if is_global_zero:
-        meta = {k: v for k, v in checkpoint.items() if k not in layout_keys}
-        for key in layout_keys:  # markers: the engine's files hold these entries
-            if key in checkpoint:
-                value = checkpoint[key]
-                meta[key] = [None] * len(value) if isinstance(value, list) else None
-        atomic_save(meta, tmp / META_FILE)
-        for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
-            script.unlink()
-        replace_dir(tmp, path)
-    barrier("deepspeed_checkpoint_done")
+
+    strategy.agree_on_rank_zero(start, "deepspeed_checkpoint_start")
+    meta = dict(checkpoint)
+    for key in layout_keys:  # markers: the engine's files hold the module's and the optimizer's state
+        if key in meta:
+            meta[key] = [None] * len(meta[key]) if isinstance(meta[key], list) else None
+    try:
+        strategy.engine.save_checkpoint(str(tmp), tag=TAG, client_state={}, save_latest=False)
+
+        def finish() -> None:
+            io.save(meta, tmp / META_FILE)
+            for script in tmp.glob("*.py"):  # DeepSpeed's conversion scripts: a checkpoint holds data, not code
+                script.unlink()
+            io.replace_dir(tmp, path)
+
+        strategy.agree_on_rank_zero(finish, "deepspeed_checkpoint_done")
+    finally:
+        if strategy.is_global_zero:
+            io.remove(tmp)  # gone after the swap; after a failure, its shards must not fill the disk
 
 
 def _allowed_globals() -> list[Any]:

@@ -3,8 +3,10 @@
 Ranks come from the cluster environment (torchrun, SLURM, MPI, Kubernetes, or the workers Relay's own
 launcher started, which look exactly like torchrun's). The process group meets at the environment's
 ``main_address:main_port`` through a ``tcp://`` init method, so nothing is written to ``os.environ``.
-Every collective runs with the strategy's ``timeout``: a rank that never arrives becomes an error on
-the ranks that wait, never a silent hang.
+Start-up (rendezvous, ``prepare_data``, model set-up, checkpoint loading) waits at most
+``startup_timeout``; from the first training step on, every collective waits at most ``timeout``: a rank
+that never arrives becomes an error on the ranks that wait (naming it, see ``trainer/heartbeat.py``),
+never a silent hang.
 """
 
 from __future__ import annotations
@@ -24,14 +26,19 @@ from plugins.strategies.mesh import DIMS, MeshLayout
 _REDUCE_OPS = ("mean", "sum", "max", "min")
 
 
-def as_timeout(value: float | datetime.timedelta | None) -> datetime.timedelta:
-    """Seconds (or a timedelta) as the timedelta torch.distributed takes; None: torch's 30-minute default."""
+DEFAULT_TIMEOUT = 300  # s a training collective waits: a stuck rank ends the run within minutes
+DEFAULT_STARTUP_TIMEOUT = 900  # s for start-up: slow node starts, rank 0's prepare_data (downloads)
+
+
+def as_timeout(value: float | datetime.timedelta | None, name: str = "timeout",
+               default: float = DEFAULT_TIMEOUT) -> datetime.timedelta:
+    """Seconds (or a timedelta) as the timedelta torch.distributed takes; None: the default."""
     if value is None:
-        return datetime.timedelta(minutes=30)
+        return datetime.timedelta(seconds=default)
     if isinstance(value, datetime.timedelta):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"timeout={value!r} must be a positive number of seconds (e.g. timeout=600).")
+        raise ValueError(f"{name}={value!r} must be a positive number of seconds (e.g. {name}=600).")
     return datetime.timedelta(seconds=float(value))
 
 
@@ -93,9 +100,10 @@ class ParallelStrategy(Strategy):
         accelerator: Accelerator | None = None,
         precision: Precision | None = None,
         process_group_backend: str | None = None,
-        timeout: float | datetime.timedelta | None = 1800,
+        timeout: float | datetime.timedelta | None = DEFAULT_TIMEOUT,
         max_restarts: int = 0,
         shutdown_timeout: float = 30,
+        startup_timeout: float | datetime.timedelta | None = DEFAULT_STARTUP_TIMEOUT,
         dp_replicate: int | None = None,
         dp_shard: int | None = None,
         tp: int | None = None,
@@ -126,6 +134,8 @@ class ParallelStrategy(Strategy):
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number of seconds.")
         self._backend = process_group_backend
         self.timeout = as_timeout(timeout)
+        self.startup_timeout = as_timeout(startup_timeout, "startup_timeout", DEFAULT_STARTUP_TIMEOUT)
+        self.store: Any = None  # the rendezvous store (a heartbeat shares it); None until the group exists
         self.max_restarts = max_restarts
         self.shutdown_timeout = float(shutdown_timeout)
         self._created_group = False
@@ -233,9 +243,10 @@ class ParallelStrategy(Strategy):
         kwargs: dict[str, Any] = {}
         if self.process_group_backend == "nccl" and self.root_device.type == "cuda":
             kwargs["device_id"] = self.root_device
+        self.store = self._store()
         dist.init_process_group(
-            self.process_group_backend, store=self._store(), world_size=self.world_size, rank=self.global_rank,
-            timeout=self.timeout, **kwargs,
+            self.process_group_backend, store=self.store, world_size=self.world_size, rank=self.global_rank,
+            timeout=self.startup_timeout, **kwargs,
         )
         self._created_group = True
         # kept for the next stage (fit, then test); destroyed at exit so no backend warns about a live group
@@ -257,9 +268,17 @@ class ParallelStrategy(Strategy):
         agent_store = variables.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         store = dist.TCPStore(
             env.main_address, env.main_port, self.world_size, is_master=self.global_rank == 0 and not agent_store,
-            timeout=self.timeout, multi_tenant=True,
+            timeout=self.startup_timeout, multi_tenant=True,
         )
         return dist.PrefixStore(f"relay/attempt{variables.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+
+    def begin_training(self) -> None:
+        """Start-up is over: collectives from here on wait at most ``timeout``."""
+        super().begin_training()
+        if self._group_ready():
+            from torch.distributed.distributed_c10d import _set_pg_timeout
+
+            _set_pg_timeout(self.timeout)
 
     def teardown(self) -> None:
         super().teardown()

@@ -19,22 +19,25 @@ from plugins.strategies.state_layout import is_keyed_by_name, optimizer_state_by
 
 
 def merge_stage_meta(per_rank: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """``meta`` with the module and optimizer skeletons of every rank (replicas name the same tensors)."""
+    """``meta`` with every rank's skeleton under each gathered key (replicas name the same tensors): a module
+    state (names to tensors) becomes the union; a list of optimizer states is merged optimizer by optimizer.
+    The keys are the caller's (the Trainer names a checkpoint's entries)."""
     merged = dict(meta)
-    if "state_dict" in per_rank[0]:
-        merged["state_dict"] = {k: v for part in per_rank for k, v in part["state_dict"].items()}
-    if "optimizer_states" in per_rank[0]:
-        optimizers = []
-        for i, own in enumerate(meta["optimizer_states"]):
-            parts = [part["optimizer_states"][i] for part in per_rank]
-            groups = []
-            for g, group in enumerate(own["param_groups"]):
-                names = list(dict.fromkeys(n for part in parts for n in part["param_groups"][g]["params"]))
-                groups.append({**group, "params": names})
-            state = {k: v for part in parts for k, v in part["state"].items()}
-            optimizers.append({**own, "state": state, "param_groups": groups})
-        merged["optimizer_states"] = optimizers
+    for key, first in per_rank[0].items():
+        if isinstance(first, list):
+            merged[key] = [_merge_optimizer(own, [part[key][i] for part in per_rank]) for i, own in enumerate(meta[key])]
+        else:
+            merged[key] = {k: v for part in per_rank for k, v in part[key].items()}
     return merged
+
+
+def _merge_optimizer(own: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    groups = []
+    for g, group in enumerate(own["param_groups"]):
+        names = list(dict.fromkeys(n for part in parts for n in part["param_groups"][g]["params"]))
+        groups.append({**group, "params": names})
+    state = {k: v for part in parts for k, v in part["state"].items()}
+    return {**own, "state": state, "param_groups": groups}
 
 
 def _missing_error(missing: list[str], where: str) -> ValueError:

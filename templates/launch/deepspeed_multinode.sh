@@ -10,8 +10,8 @@ NNODES="${NNODES:-2}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 RUN_ID="${RUN_ID:-relay}"
 MASTER_PORT="${MASTER_PORT:-29500}"
-# DeepSpeed builds C++ ops on first use; keep the build in one place per node (Relay's default is ~/.cache/relay)
-export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/relay/torch_extensions}"
+# DeepSpeed builds a C++ op on first use, once per node and Python environment, under
+# ~/.cache/relay/torch_extensions/ (set TORCH_EXTENSIONS_DIR to put it elsewhere, e.g. on local disk).
 
 OVERRIDES=(
   accelerator=cuda

@@ -118,4 +118,24 @@ def checks(fw: SimpleNamespace) -> dict:
             "val_every_2_epochs": stop_at_max_steps("d", None, check_val_every_n_epoch=2),
         }
 
-    return {"logging": logging, "max_steps_mid_epoch": max_steps_mid_epoch}
+    class Sparse(fw.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            self.log("t", float(batch_idx))
+            return self.layer(batch[0]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def log_every_n_steps() -> dict:
+        """``logged_metrics`` holds the latest values even when ``log_every_n_steps`` has not sent them."""
+        logger = Recording()
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=3, log_every_n_steps=4, **quiet(logger=logger))
+        trainer.fit(Sparse(), loader())
+        return {"records": [[step, metrics] for step, metrics in logger.records],
+                "logged_metrics": _values(trainer.logged_metrics)}
+
+    return {"logging": logging, "max_steps_mid_epoch": max_steps_mid_epoch, "log_every_n_steps": log_every_n_steps}

@@ -85,6 +85,12 @@ def test_logged_values(observed, view):
     assert relay.get(view) == lightning[view]
 
 
+def test_logged_metrics_between_logger_steps(observed):
+    lightning, relay = _pair(observed, "log_every_n_steps")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
 # Keys only Lightning writes (its version string) and only Relay writes (its format version, the precision
 # plugin's state, every rank's RNG streams, hyper-parameters even when empty): deliberate differences.
 ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version", "hparams_name"}

@@ -62,7 +62,10 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
 
     from trainer.cli.check import compose_checked
     from trainer.cli.overrides import canonical_precision, resume_in_place
-    from trainer.cli.runs import launcher_overrides
+    from trainer.cli.runs import launcher_overrides, new_invocation, register_resolvers
+
+    register_resolvers()
+    new_invocation()
 
     argv = canonical_precision(argv)
     args = get_args_parser().parse_args(list(argv))
@@ -75,6 +78,7 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     extra = launcher_overrides(args.overrides)
     if not any(getattr(args, flag, False) for flag in _INFO_FLAGS) and not args.config_dir and not args.config_path:
         cfg = compose_checked(config_dir, config_name, [*args.overrides, *extra], multirun=args.multirun)
+        _check_output_root(cfg)
         if not args.multirun and not args.cfg:
             extra += resume_in_place(cfg, [*args.overrides, *extra])
 
@@ -96,6 +100,16 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     finally:
         sys.argv = saved
     return max(codes, default=0)
+
+
+def _check_output_root(cfg: Any) -> None:
+    """An output_root that cannot be written: one line now, not Hydra's traceback while it makes the run dir."""
+    from trainer.input_checks import _unwritable
+
+    root = cfg.get("output_root") if cfg is not None else None
+    problem = _unwritable(os.path.abspath(str(root))) if root else None
+    if problem is not None:
+        raise ConfigError(f"output_root={root} cannot be written: {problem}. Set output_root=<a writable directory>.")
 
 
 def main(argv: Sequence[str] | None = None, config_dir: str | os.PathLike | None = None,

@@ -12,6 +12,42 @@ from pathlib import Path
 
 from trainer.cli.errors import ConfigError
 
+_RESERVED: dict[str, str] = {}  # base path -> the directory this invocation reserved for it
+
+
+def new_invocation() -> None:
+    """A new ``python -m trainer`` call (tests make several in one process) reserves new directories."""
+    _RESERVED.clear()
+
+
+def unique_dir(base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``...: the first that did not exist, created now so that no other run
+    (started in the same second, in this process or another) can take it. The same answer for the rest of
+    this invocation. Hydra calls it through ``${relay_unique:...}`` in ``hydra.run.dir``."""
+    if base in _RESERVED:
+        return _RESERVED[base]
+    path = Path(base)
+    n = 1
+    while True:
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            candidate.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as err:
+            raise ConfigError(f"cannot create the run directory {candidate}: {err.strerror or err}; set "
+                              "output_root=<a writable directory>.") from None
+        _RESERVED[base] = str(candidate)
+        return str(candidate)
+
+
+def register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("relay_unique", unique_dir, replace=True)
+
 
 def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
     """``"last"``: the newest checkpoint of any earlier run under ``output_root``; a path must exist."""

@@ -150,12 +150,14 @@ def run_stage(
         rng = None
         if checkpoint is not None and stage == "fit":
             rng = restore_training_state(trainer, checkpoint, path)
-        if stage != "fit":
-            return _run(trainer, stage, hooks, rng, given)
+        from trainer.heartbeat import watch_ranks
         from trainer.preemption import guarded_fit
 
-        with guarded_fit(trainer):
-            return _run(trainer, stage, hooks, rng, given)
+        with watch_ranks(trainer):  # start-up is over: training timeouts, a heartbeat naming a stuck rank
+            if stage != "fit":
+                return _run(trainer, stage, hooks, rng, given)
+            with guarded_fit(trainer):
+                return _run(trainer, stage, hooks, rng, given)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
