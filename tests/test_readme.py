@@ -61,3 +61,8 @@ def test_readme_block_runs(line, code, tmp_path):
     done = subprocess.run([sys.executable, script.name], cwd=tmp_path, capture_output=True, text=True,
                           timeout=540, env=env)
     assert done.returncode == 0, f"README.md line {line} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+
+
+def test_no_merge_conflict_markers():
+    text = (ROOT / "README.md").read_text()
+    assert not re.search(r"^(<{7} |={7}$|>{7} )", text, re.M), "README.md holds merge conflict markers"
