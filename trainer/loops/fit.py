@@ -272,6 +272,9 @@ class FitLoop:
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
             if single:
+                preemption = t._preemption
+                if preemption is not None and preemption.requested:  # the step is done: checkpoint and exit now
+                    self._preempt()
                 max_steps, deadline = t.max_steps, self.deadline
                 if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)
                         or (t.should_stop and self._stop_requested())):

@@ -118,6 +118,7 @@ class TrainingStep:
         self.forward_backward = None if type(strategy).forward_backward is Strategy.forward_backward \
             else strategy.forward_backward
         plain = (self.optimizer is not None and not trainer.gradient_clip_val
+                 and not trainer._hooks.has("configure_gradient_clipping")  # the Module's own clipping runs each step
                  and trainer._hooks.caller("on_before_optimizer_step") is None
                  and type(strategy).optimizer_step is Strategy.optimizer_step
                  and type(precision).optimizer_step is Precision.optimizer_step)
@@ -236,8 +237,8 @@ class BackwardStep:
 
         ``scaled`` defaults to ``output``'s loss divided by ``accumulate``.
         """
-        if scaled is None:
-            loss = _loss_of(output)
+        if scaled is None:  # a strategy that ran backward itself (pipeline, DeepSpeed): check the loss here
+            loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx)
             if loss is None:
                 return None
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
