@@ -65,3 +65,40 @@ def test_nonfinite_loss_is_caught_when_the_strategy_runs_backward_itself(tmp_pat
     with pytest.raises(NonFiniteLossError, match="at global step 2"):
         trainer.fit(model, loader())
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+SPAWN_PREEMPTED = """
+import os, signal, sys
+from tests.fault_script import Net
+from tests.helpers import loader, quiet
+from trainer import Trainer
+from trainer.callbacks import Callback
+
+class SignalTheLauncher(Callback):
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_rank == 0 and trainer.global_step == 3:
+            os.kill(os.getppid(), signal.SIGUSR1)  # as SLURM would signal the launching process
+
+if __name__ == "__main__":
+    trainer = Trainer(**quiet(default_root_dir=sys.argv[1], max_epochs=1000, strategy="ddp_spawn", devices=2,
+                              accelerator="cpu", callbacks=[SignalTheLauncher()], preemption_signals=["SIGUSR1"]))
+    trainer.fit(Net(), loader())
+"""
+
+
+@pytest.mark.timeout(300)
+def test_ddp_spawn_preemption_forwards_the_signal_checkpoints_and_exits_with_its_code(tmp_path: Path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "spawn_preempted.py"
+    script.write_text(SPAWN_PREEMPTED)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 128 + signal.SIGUSR1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = next((tmp_path / "run").rglob("last.ckpt"))
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert 3 <= step < 10  # saved right after the signal, not at the end of training

@@ -14,6 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from plugins.launchers.base import Launcher
+from plugins.launchers.elastic import LAUNCHER_PID
+
+# signals the launching process passes on to its workers (preemption: every worker checkpoints and exits)
+FORWARDED = ("SIGTERM", "SIGUSR1", "SIGUSR2")
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -25,9 +29,15 @@ def _worker(local_rank: int, nprocs: int, address: str, port: int, run_id: str, 
         "LOCAL_WORLD_SIZE": str(nprocs), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(local_rank),
         "ROLE_WORLD_SIZE": str(nprocs), "MASTER_ADDR": address, "MASTER_PORT": str(port),
         "TORCHELASTIC_RUN_ID": run_id,
+        LAUNCHER_PID: str(os.getppid()),  # the worker dies with the launching process (watch_launcher)
     })
     try:
         result = function(*args)
+    except SystemExit as done:  # e.g. a preemption checkpoint was written: leave with its documented code
+        import sys
+
+        sys.stderr.flush()
+        os._exit(done.code if isinstance(done.code, int) else 1)
     except BaseException:  # print it here and leave at once: waiting for peers at exit could hang
         import sys
         import traceback
@@ -64,7 +74,6 @@ class SpawnLauncher(Launcher):
         """Run ``function(*args)`` in every worker; rank 0's return value (the others' are dropped)."""
         import torch
         import torch.multiprocessing as mp
-        from torch.multiprocessing.spawn import ProcessException
 
         if self.start_method == "fork":
             if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -81,18 +90,55 @@ class SpawnLauncher(Launcher):
             _worker, args=(self.nprocs, self.main_address, port, run_id, function, args, queue),
             nprocs=self.nprocs, start_method=self.start_method, join=False,
         )
-        results: list[Any] = []
-        while True:  # read while the workers run: a large result would otherwise block rank 0 in put()
-            if not results and not queue.empty():
-                results.append(queue.get())
-            try:
-                if context.join(timeout=0.05):
-                    break
-            except ProcessException as err:  # the others were stopped by join()
-                from plugins.launchers.base import RankFailedError
+        previous = _forward_signals_to(context.processes)
+        try:
+            return _collect(context, queue, self.nprocs)
+        finally:
+            import signal
 
-                reason = f"exit code {err.exit_code}" if getattr(err, "exit_code", None) else "an exception"
-                raise RankFailedError(err.error_index, reason, self.nprocs) from None
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _forward_signals_to(processes: list[Any]) -> dict[int, Any]:
+    """Pass preemption signals on to the workers (main thread only); the previous handlers, to restore."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def forward(signum: int, frame: Any) -> None:
+        for process in processes:
+            if process.is_alive():
+                os.kill(process.pid, signum)
+
+    previous = {}
+    for name in FORWARDED:
+        sig = getattr(signal, name)
+        previous[sig] = signal.signal(sig, forward)
+    return previous
+
+
+def _collect(context: Any, queue: Any, nprocs: int) -> Any:
+    """Rank 0's result once every worker is done; a worker that exits 128+N (a signal's checkpoint) exits too."""
+    from torch.multiprocessing.spawn import ProcessException
+
+    results: list[Any] = []
+    while True:  # read while the workers run: a large result would otherwise block rank 0 in put()
         if not results and not queue.empty():
             results.append(queue.get())
-        return results[0] if results else None
+        try:
+            if context.join(timeout=0.05):
+                break
+        except ProcessException as err:  # the others were stopped by join()
+            from plugins.launchers.base import RankFailedError
+
+            code = getattr(err, "exit_code", None)
+            if isinstance(code, int) and code > 128:  # preempted: the workers wrote their checkpoint
+                raise SystemExit(code) from None
+            reason = f"exit code {code}" if code else "an exception"
+            raise RankFailedError(err.error_index, reason, nprocs) from None
+    if not results and not queue.empty():
+        results.append(queue.get())
+    return results[0] if results else None
