@@ -102,3 +102,10 @@ def test_ddp_spawn_preemption_forwards_the_signal_checkpoints_and_exits_with_its
     last = next((tmp_path / "run").rglob("last.ckpt"))
     step = torch.load(last, weights_only=True)["global_step"]
     assert 3 <= step < 10  # saved right after the signal, not at the end of training
+
+
+def test_a_failure_before_the_stage_runs_leaves_the_state_interrupted(tmp_path: Path):
+    trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=1))
+    with pytest.raises(FileNotFoundError):
+        trainer.fit(Net(), loader(), ckpt_path=tmp_path / "missing.ckpt")
+    assert trainer.state.status.value == "interrupted" and not trainer.state.finished

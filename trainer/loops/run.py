@@ -98,31 +98,37 @@ def run_stage(
     trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
     for results in trainer._results.values():
         results.reset()
-    strategy = trainer.strategy
-    strategy.setup_environment()
-    set_rank_zero_only(strategy.global_rank)
-    if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: go on from it
-        from trainer.preemption import resume_note
+    try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
+        strategy = trainer.strategy
+        strategy.setup_environment()
+        set_rank_zero_only(strategy.global_rank)
+        if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: continue
+            from trainer.preemption import resume_note
 
-        ckpt_path = resume_note(trainer)
-    profiler = trainer.profiler
-    profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir, global_rank=strategy.global_rank)
-    path = trainer._resolve_ckpt_path(ckpt_path, stage)
-    checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None  # fail before any work
-    trainer.ckpt_path = path
+            ckpt_path = resume_note(trainer)
+        profiler = trainer.profiler
+        profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
+                       global_rank=strategy.global_rank)
+        path = trainer._resolve_ckpt_path(ckpt_path, stage)
+        # fail before any work
+        checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None
+        trainer.ckpt_path = path
 
-    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
-    if strategy.local_rank == 0:
+        trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
+        if strategy.local_rank == 0:
+            if datamodule is not None:
+                datamodule.prepare_data()
+            model.prepare_data()
+        strategy.barrier("prepare_data")
+        hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
+        status = "success"
+        setup_stage = state.fn
         if datamodule is not None:
-            datamodule.prepare_data()
-        model.prepare_data()
-    strategy.barrier("prepare_data")
-    hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
-    status = "success"
-    setup_stage = state.fn
-    if datamodule is not None:
-        datamodule.setup(setup_stage)
-    hooks.call("setup", setup_stage)
+            datamodule.setup(setup_stage)
+        hooks.call("setup", setup_stage)
+    except BaseException:
+        state.stage, state.status = None, TrainerStatus.INTERRUPTED
+        raise
     try:
         from trainer.input_checks import check_has_parameters, check_writable_dirs
 
