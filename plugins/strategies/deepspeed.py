@@ -41,7 +41,7 @@ import torch
 
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
-from plugins.strategies.parallel import ParallelStrategy
+from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
 STAGES = (0, 1, 2, 3)
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -62,12 +62,15 @@ class DeepSpeedStrategy(ParallelStrategy):
         offload_parameters: str | bool = "none",
         config: str | os.PathLike | Mapping[str, Any] | None = None,
         process_group_backend: str | None = None,
-        timeout: float | datetime.timedelta | None = 1800,
+        timeout: float | datetime.timedelta | None = DEFAULT_TIMEOUT,
         logging_level: str = "WARNING",
         max_restarts: int = 0,
         shutdown_timeout: float = 30,
+        startup_timeout: float | datetime.timedelta | None = DEFAULT_STARTUP_TIMEOUT,
     ) -> None:
-        super().__init__(accelerator, precision, process_group_backend, timeout, max_restarts, shutdown_timeout)
+        super().__init__(accelerator=accelerator, precision=precision, process_group_backend=process_group_backend,
+                         timeout=timeout, max_restarts=max_restarts, shutdown_timeout=shutdown_timeout,
+                         startup_timeout=startup_timeout)
         if isinstance(stage, bool) or stage not in STAGES:
             raise ValueError(f"DeepSpeedStrategy(stage={stage!r}) is not a ZeRO stage; use 0, 1, 2 or 3, "
                              "e.g. strategy=deepspeed strategy.stage=3")
