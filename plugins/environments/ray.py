@@ -11,44 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from plugins.environments.base import ClusterEnvironment, environ
+from plugins.environments.base import environ
+from plugins.environments.torchelastic import TorchElasticEnvironment
 
 RANKS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 RAY_MARKERS = ("RAY_JOB_ID", "RAY_RAYLET_PID")
 
 
-class RayEnvironment(ClusterEnvironment):
-    """Ranks and rank 0's address as Ray Train's torch backend reports them."""
+class RayEnvironment(TorchElasticEnvironment):
+    """Ranks and rank 0's address as Ray Train's torch backend reports them: torchrun's variables, less its
+    run id and group rank (Ray sets ``NODE_RANK`` instead)."""
 
     name = "ray"
     launcher = "Ray Train (TorchTrainer)"
-
-    @property
-    def creates_processes_externally(self) -> bool:
-        return True
-
-    @property
-    def main_address(self) -> str:
-        return self._str("MASTER_ADDR")
-
-    @property
-    def main_port(self) -> int:
-        return self._port("MASTER_PORT")
-
-    def world_size(self) -> int:
-        return self._int("WORLD_SIZE")
-
-    def global_rank(self) -> int:
-        return self._int("RANK")
-
-    def local_rank(self) -> int:
-        return self._int("LOCAL_RANK")
-
-    def local_world_size(self) -> int:
-        return self._int("LOCAL_WORLD_SIZE")
-
-    def num_nodes(self) -> int:
-        return -(-self.world_size() // self.local_world_size())
 
     def node_rank(self) -> int:
         return self._optional_int("NODE_RANK") or 0
