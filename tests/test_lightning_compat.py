@@ -65,6 +65,24 @@ def test_gan_with_manual_optimization_runs_unmodified(tmp_path):
         assert relay[key] == real[key], key
 
 
+# Lightning 2.6.6's ddp_spawn workers leave gloo's threads running at exit; on torch 2.13 about one run in four
+# then aborts in a worker after fit has finished ("terminate called without an active exception", measured 2 of 8).
+# That is the reference's failure, not Relay's (Relay's own run is asserted once, above it), so the reference
+# alone is retried, and only on that message.
+LIGHTNING_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def run_lightning_reference(script: Path, root: Path, tries: int = 3) -> tuple[subprocess.CompletedProcess, Path]:
+    """Lightning's run of ``script`` with ddp_spawn and the directory it wrote, retried only on its teardown abort."""
+    for attempt in range(tries):
+        run_dir = root / f"real{attempt}"
+        run_dir.mkdir()
+        done = run([str(script), "trainer=ddp_spawn", f"hydra.run.dir={run_dir}"], run_dir, compat=False)
+        if done.returncode == 0 or LIGHTNING_TEARDOWN_ABORT not in done.stderr:
+            break
+    return done, run_dir
+
+
 def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
     project = PROGRAMS / "hydra_project"
     done = run([str(project / "train.py"), "trainer=ddp_spawn", f"hydra.run.dir={tmp_path}"], tmp_path)
@@ -77,9 +95,7 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
     assert {"train/loss", "val/acc", "val/loss"} <= set(result["metrics"])
     assert list((tmp_path / "csv").glob("version_0/metrics.csv"))
     need("lightning", "compared against a real Lightning run")
-    real_dir = tmp_path / "real"
-    real_dir.mkdir()
-    done = run([str(project / "train.py"), "trainer=ddp_spawn", f"hydra.run.dir={real_dir}"], real_dir, compat=False)
+    done, real_dir = run_lightning_reference(project / "train.py", tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     real = json.loads((real_dir / "result.json").read_text())
     assert real["metrics"] == result["metrics"]
