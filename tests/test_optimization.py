@@ -593,3 +593,34 @@ def test_strategy_forward_backward_that_runs_backward_itself(tmp_path):
     _assert_same(model, _raw(2, make, accumulate=3))
     _trainer(tmp_path, max_epochs=2, accumulate_grad_batches=3, callbacks=[recorder("default")]).fit(Net(make), _loader())
     assert losses["own"] == losses["default"] and len(losses["own"]) == 16
+
+
+class _Outputs(Callback):
+    """Reading the step outputs (or running a backward hook) changes which path a batch takes through the loop."""
+
+    def __init__(self, backward_hook: bool) -> None:
+        self.seen: list[Any] = []
+        if backward_hook:
+            self.on_before_backward = lambda trainer, module, loss: None
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.seen.append({k: v.item() for k, v in outputs.items()} if outputs else outputs)
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_unrolled_step_matches_the_closure_path(tmp_path, as_dict):
+    """With no hook between them, a batch runs training_step, zero_grad, backward and step in a row instead of
+    through the optimizer closure (benchmarks/overhead.py); weights, steps and outputs must not change."""
+    results = []
+    for backward_hook in (False, True):
+        model = Net(lambda p: torch.optim.Adam(p, lr=0.01), skip={2, 5}, as_dict=as_dict)
+        outputs = _Outputs(backward_hook)
+        trainer = _trainer(tmp_path, max_epochs=2, callbacks=[outputs])
+        trainer.fit(model, _loader())
+        assert trainer.fit_loop.step.direct is not backward_hook
+        results.append((model, trainer.global_step, outputs.seen))
+    (direct, steps, seen), (closure, closure_steps, closure_seen) = results
+    _assert_same(direct, closure)
+    assert steps == closure_steps == 16 and seen == closure_seen and seen[2] == {}
+    assert set(seen[0]) == ({"loss", "double"} if as_dict else {"loss"})
+    _assert_same(direct, _raw(2, lambda p: torch.optim.Adam(p, lr=0.01), skip={2, 5}))

@@ -14,6 +14,7 @@ import torch
 
 from trainer.hparams import HyperparametersMixin
 from trainer.ranks import set_rank_zero_only
+from trainer.results import reduce_name
 
 set_rank_zero_only()
 
@@ -101,9 +102,34 @@ class Module(HyperparametersMixin, torch.nn.Module):
         sync_dist: bool = False,
         batch_size: int | None = None,
     ) -> None:
-        """Record a metric: per step, aggregated per epoch (weighted by ``batch_size``), or both."""
-        if self._trainer is not None:
-            self._trainer._log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+        """Record a metric: per step, aggregated per epoch (weighted by ``batch_size``), or both.
+
+        The Trainer's side is inline here, not a call into it: this runs on every step of most modules.
+        """
+        trainer = self._trainer
+        if trainer is None:
+            return
+        results = trainer._active_results
+        if results is None:
+            from trainer.errors import MisconfigurationError
+
+            raise MisconfigurationError(
+                f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
+                "training_step, validation_step, test_step or an on_* hook."
+            )
+        if trainer._log_suffix:
+            name += trainer._log_suffix
+        if on_step is None:
+            on_step = trainer._fx_on_step
+        if on_epoch is None:
+            on_epoch = not trainer._fx_on_step
+        if not (on_step or on_epoch):
+            return
+        results.add(
+            name, value, (prog_bar, logger, on_step, on_epoch),
+            "mean" if reduce_fx == "mean" else reduce_name(reduce_fx), sync_dist,
+            batch_size if batch_size is not None else trainer._infer_batch_size, trainer.strategy.all_reduce,
+        )
 
     def log_dict(
         self,

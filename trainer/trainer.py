@@ -20,7 +20,7 @@ from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError, suggest
 from trainer.limits import check_limit, parse_max_time
 from trainer.module import Module
-from trainer.results import Results, reduce_name, to_float
+from trainer.results import Results, to_float
 from trainer.ranks import set_rank_zero_only
 from trainer.states import RunningStage, TrainerState
 
@@ -491,29 +491,6 @@ class Trainer:
         per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches) if self.num_training_batches else 0
         by_epochs = per_epoch * self.max_epochs if self.max_epochs not in (None, -1) else math.inf
         return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
-
-    def _log(
-        self, name: str, value: Any, prog_bar: bool, logger: bool, on_step: bool | None, on_epoch: bool | None,
-        reduce_fx: Any, sync_dist: bool, batch_size: int | None,
-    ) -> None:
-        results = self._active_results
-        if results is None:
-            raise MisconfigurationError(
-                f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
-                "training_step, validation_step, test_step or an on_* hook."
-            )
-        if self._log_suffix:
-            name += self._log_suffix
-        if on_step is None:
-            on_step = self._fx_on_step
-        if on_epoch is None:
-            on_epoch = not self._fx_on_step
-        if not (on_step or on_epoch):
-            return
-        results.add(
-            name, value, (prog_bar, logger, on_step, on_epoch), reduce_name(reduce_fx), sync_dist,
-            batch_size if batch_size is not None else self._infer_batch_size, self.strategy.all_reduce,
-        )
 
     def _infer_batch_size(self) -> int:
         batch = self._batch_for_size

@@ -273,9 +273,9 @@ class FitLoop:
                 self._validate()
             if single:
                 preemption = t._preemption
-                if preemption is not None and preemption.requested:  # the step is done: checkpoint and exit now
+                if preemption is not None and preemption.received is not None:  # the step is done: checkpoint, exit
                     self._preempt()
-                max_steps, deadline = t.max_steps, self.deadline
+                max_steps, deadline = self.max_steps, self.deadline  # Trainer.max_steps reads self.max_steps
                 if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)
                         or (t.should_stop and self._stop_requested())):
                     stopped = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -74,6 +75,7 @@ class TrainingStep:
         self.before_zero_grad = hooks.caller("on_before_zero_grad")
         self.before_backward = hooks.caller("on_before_backward")
         self.after_backward = hooks.caller("on_after_backward")
+        self.report = hooks.caller("on_train_batch_end") is not None  # someone reads the step's outputs
         self.step_fn = trainer.strategy.step_function(module, "training_step")
         self.strategy = trainer.strategy
         self.accumulate = trainer.accumulate_grad_batches
@@ -125,7 +127,12 @@ class TrainingStep:
         # the optimizer step with the closure: directly when no hook, clipping or plugin sits in between
         self.step_optimizer = self.optimizer.step if plain else (
             lambda closure: optimizer_step(trainer, self.optimizer, closure))
-        if plain and _closure_runs_first(self.optimizer):
+        closure_first = plain and _closure_runs_first(self.optimizer)
+        # nothing between training_step, zero_grad, backward and step: run() calls them in a row (with accumulate 1)
+        self.direct = (closure_first and self.forward_backward is None and not self.custom_step
+                       and not self.custom_zero_grad and self.before_zero_grad is None
+                       and self.before_backward is None and self.after_backward is None and not trainer.profiler.enabled)
+        if closure_first:
             step = self.optimizer.step
 
             def closure_then_step(closure: Callable[[], Any]) -> Any:
@@ -149,6 +156,22 @@ class TrainingStep:
         trainer = self.trainer
         # a GradientAccumulationScheduler may change it per epoch
         self.accumulate = accumulate = trainer.accumulate_grad_batches
+        if self.direct and accumulate == 1 and torch.is_grad_enabled():
+            # what closure_then_step(closure) does, unrolled: ~1 us a call on a ~100 us step (benchmarks/overhead.py)
+            output = self.step_fn(batch, batch_idx)
+            if (type(output) is torch.Tensor and output.numel() == 1
+                    and (not trainer.stop_on_nonfinite_loss or isfinite(output.item()))):
+                loss = output  # checked_loss's verdict for a finite scalar, without the call
+            else:
+                loss = checked_loss(trainer, output if type(output) is torch.Tensor else _loss_of(output), batch_idx)
+            self.optimizer.zero_grad()
+            if loss is not None:
+                self.backward(loss)
+            self.optimizer.step()  # also when the batch was skipped: no gradients, but the step counts (Lightning)
+            trainer.progress.global_step += 1
+            if self.step_schedulers:
+                step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+            return _outputs(output, loss) if self.report and loss is not None else {}
         should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0
         zero_grad_first = accumulate == 1 or batch_idx % accumulate == 0
         holder: list[Any] = [{}]
@@ -227,8 +250,8 @@ class BackwardStep:
         if step.before_backward is not None:
             step.before_backward(scaled)
         step.backward(scaled)
-        if step.after_backward is None and type(output) is torch.Tensor:  # finished(), for a bare loss
-            self.holder[0] = {"loss": scaled.detach()}
+        if step.after_backward is None:  # finished(), without the hook
+            self.holder[0] = _outputs(output, scaled)
             return scaled
         return self.finished(output, scaled)
 
@@ -244,9 +267,17 @@ class BackwardStep:
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
         if self.step.after_backward is not None:
             self.step.after_backward()
-        extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
-        self.holder[0] = {"loss": scaled.detach(), **extra}
+        self.holder[0] = _outputs(output, scaled)
         return scaled
+
+
+def _outputs(output: Any, loss: torch.Tensor) -> dict[str, Any]:
+    """What the loop reports for a step (``on_train_batch_end``'s ``outputs``): the detached loss, plus the other
+    entries of a dict ``training_step`` returned."""
+    if type(output) is torch.Tensor:
+        return {"loss": loss.detach()}
+    extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
+    return {"loss": loss.detach(), **extra}
 
 
 def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
