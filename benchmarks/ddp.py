@@ -175,7 +175,11 @@ def run_one(name: str, args: argparse.Namespace, out: str) -> dict:
     for launcher_decides in ("MASTER_PORT", "OMP_NUM_THREADS"):
         env.pop(launcher_decides, None)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
+    # torch 2.13's gloo can abort a rank at exit when its peer closes first, even after destroy_process_group
+    # (measured: the raw script 1 run in ~8, Lightning's ddp_spawn 2 in 8); the timings were written before that,
+    # so they stand. Relay lines its ranks up before tearing down and must exit cleanly.
+    teardown_abort = "terminate called without an active exception" in done.stderr and os.path.exists(out)
+    if done.returncode != 0 and not (teardown_abort and not name.startswith("relay")):
         raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
     with open(out) as f:
         result = json.load(f)
