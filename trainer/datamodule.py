@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.data_hooks import DataHooks
 from trainer.hparams import HyperparametersMixin
 
 
-class DataModule(HyperparametersMixin):
+class DataModule(DataHooks, HyperparametersMixin):
     """Override ``setup`` and the ``*_dataloader`` methods you need."""
 
     def __init__(self) -> None:

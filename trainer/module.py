@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.data_hooks import DataHooks
 from trainer.hparams import HyperparametersMixin
 from trainer.ranks import set_rank_zero_only
 from trainer.results import reduce_name
@@ -27,7 +28,7 @@ class NotAttachedError(RuntimeError, AttributeError):
     """Also an AttributeError, so ``hasattr(module, "trainer")`` (as ``torch.jit.trace`` probes) is simply False."""
 
 
-class Module(HyperparametersMixin, torch.nn.Module):
+class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     """Subclass and implement ``training_step`` and ``configure_optimizers``; override hooks as needed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -288,17 +289,6 @@ class Module(HyperparametersMixin, torch.nn.Module):
 
     def on_predict_model_eval(self) -> None:
         self.trainer.model.eval()
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        return batch
-
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-        from lightning_utilities.core.apply_func import apply_to_collection
-
-        return apply_to_collection(batch, torch.Tensor, lambda t: t.to(device, non_blocking=True))
-
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        return batch
 
     # --- hooks (no-ops; the Trainer calls only overridden ones) ---------------------------------------
     def prepare_data(self) -> None: ...

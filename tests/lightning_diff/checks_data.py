@@ -57,7 +57,46 @@ def checks(fw: SimpleNamespace) -> dict:
         return model.events + [["num_training_batches", trainer.num_training_batches],
                                ["num_val_batches", list(trainer.num_val_batches)]]
 
+    class Events(fw.DataModule):
+        """Batch-transfer hooks on the DataModule: they run instead of the Module's, in Lightning's order."""
+
+        def __init__(self, events: list) -> None:
+            super().__init__()
+            self.events = events
+
+        def train_dataloader(self):
+            return DataLoader(_numbered(4), batch_size=2)
+
+        def on_before_batch_transfer(self, batch, dataloader_idx):
+            self.events.append(["dm_before", dataloader_idx])
+            return [batch[0] + 1000, batch[1]]
+
+        def transfer_batch_to_device(self, batch, device, dataloader_idx):
+            self.events.append(["dm_transfer", str(device)])
+            return [t.to(device) for t in batch]
+
+        def on_after_batch_transfer(self, batch, dataloader_idx):
+            self.events.append(["dm_after"])
+            return batch
+
+    class Both(Seen):
+        def on_before_batch_transfer(self, batch, dataloader_idx):
+            self.events.append(["module_before"])
+            return batch
+
+        def on_after_batch_transfer(self, batch, dataloader_idx):
+            self.events.append(["module_after"])
+            return batch
+
+    def datamodule_hooks(module_too: bool) -> list:
+        model = Both() if module_too else Seen()
+        trainer = fw.Trainer(**quiet(max_epochs=1, limit_val_batches=0, num_sanity_val_steps=0))
+        trainer.fit(model, datamodule=Events(model.events))
+        return model.events
+
     return {
+        "datamodule_transfer_hooks": lambda: datamodule_hooks(False),
+        "datamodule_transfer_hooks_win": lambda: datamodule_hooks(True),
         "overfit_int": lambda: run(max_epochs=2, overfit_batches=2, shuffle=False),
         "overfit_turns_shuffle_off": lambda: run(max_epochs=1, overfit_batches=3),
         "overfit_fraction": lambda: run(max_epochs=1, overfit_batches=0.5, shuffle=False),

@@ -139,3 +139,10 @@ def test_batches_seen_with_overfit_and_reloading(observed, case):
     lightning, relay = _pair(observed, case)
     assert "exception" not in lightning, lightning
     assert relay == lightning
+
+
+@pytest.mark.parametrize("key", ["datamodule_transfer_hooks", "datamodule_transfer_hooks_win"])
+def test_datamodule_batch_transfer_hooks(observed, key):
+    lightning, relay = _pair(observed, key)
+    assert ["dm_before", 0] in lightning and not any("module_" in e[0] for e in lightning), lightning
+    assert relay == lightning

@@ -1,21 +1,37 @@
-"""Moving a batch to the device through the Module's transfer hooks, paying only for overridden ones."""
+"""Moving a batch to the device through the transfer hooks (the DataModule's or the Module's), paying only for overridden ones."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainer.data_hooks import TRANSFER_HOOKS
+
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
+
+
+def _transfer_hook(trainer: Trainer, name: str) -> Any:
+    """The DataModule's override of ``name`` if it has one (Lightning's rule), else the Module's, else None."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    from trainer.datamodule import DataModule
+
+    datamodule = trainer.datamodule
+    if datamodule is None or not is_overridden(name, datamodule, DataModule):
+        return trainer._hooks.caller(name)
+    if trainer._hooks.caller(name) is not None:
+        import warnings
+
+        warnings.warn(f"`{name}` is overridden in both the Module and the DataModule; the DataModule's runs.",
+                      UserWarning, stacklevel=3)
+    return getattr(datamodule, name)
 
 
 class BatchMover:
     """``on_before_batch_transfer``, ``transfer_batch_to_device`` (else the strategy's), ``on_after_batch_transfer``."""
 
     def __init__(self, trainer: Trainer) -> None:
-        hooks = trainer._hooks
-        self.before = hooks.caller("on_before_batch_transfer")
-        self.transfer = hooks.caller("transfer_batch_to_device")
-        self.after = hooks.caller("on_after_batch_transfer")
+        self.before, self.transfer, self.after = (_transfer_hook(trainer, name) for name in TRANSFER_HOOKS)
         self.strategy = strategy = trainer.strategy
         from plugins.precision.base import Precision
         from plugins.strategies.base import Strategy
