@@ -13,7 +13,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from lightning_api_names import MODULES, defined_names, trainer_arguments  # noqa: E402
+from lightning_api_names import (  # noqa: E402
+    MEMBER_CLASSES,
+    MODULES,
+    defined_names,
+    instance_names,
+    lightning_members,
+    trainer_arguments,
+)
 
 from trainer.lightning_compat import relay_module_for  # noqa: E402
 
@@ -113,6 +120,26 @@ TRAINER_ARGS: dict[str, tuple[str, str]] = {
 }
 
 
+# "Class.member" -> (status, note) for the members of LightningModule, LightningDataModule, Trainer and Callback
+MEMBERS: dict[str, tuple[str, str]] = {
+}
+
+
+def member_rows(cls_name: str) -> list[tuple[str, str, str, str]]:
+    relay_cls = MEMBER_CLASSES[cls_name]
+    present = instance_names("relay", cls_name)
+    out = []
+    for name in lightning_members(cls_name):
+        status, text = MEMBERS.get(f"{cls_name}.{name}") or (("supported", "") if name in present
+                                                               else ("refused", "not implemented"))
+        if status == "refused" and name in present:
+            raise SystemExit(f"{cls_name}.{name} is marked refused but Relay's {relay_cls} has it: update MEMBERS")
+        if status in ("supported", "difference") and name not in present:
+            raise SystemExit(f"{cls_name}.{name} is marked {status} but Relay's {relay_cls} lacks it")
+        out.append((name, status, f"`trainer.{relay_cls}.{name}`" if name in present else "", text))
+    return out
+
+
 def _importable(relay_module: str | None, name: str) -> bool:
     if relay_module is None:
         return False
@@ -165,6 +192,14 @@ def main() -> None:
         print(f"## `{module}` → `{relay_module_for(module)}`\n")
         print("| name | status | in Relay | note |\n|---|---|---|---|")
         for name, status, where, note in rows(module):
+            print(f"| `{name}` | {status} | {where} | {note} |")
+        print()
+    for cls_name, relay_cls in MEMBER_CLASSES.items():
+        what = "minus those every `torch.nn.Module` has" if cls_name == "LightningModule" else ""
+        print(f"## `{cls_name}` members → `trainer.{relay_cls}`\n")
+        print(f"Public methods, properties and attributes of a `{cls_name}` instance{' ' + what if what else ''}.\n")
+        print("| name | status | in Relay | note |\n|---|---|---|---|")
+        for name, status, where, note in member_rows(cls_name):
             print(f"| `{name}` | {status} | {where} | {note} |")
         print()
     print("## `Trainer` arguments\n")

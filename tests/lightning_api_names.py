@@ -47,3 +47,44 @@ def trainer_arguments() -> list[str]:
     import lightning.pytorch as pl
 
     return [p for p in inspect.signature(pl.Trainer.__init__).parameters if p != "self"]
+
+
+# the classes whose members (methods, properties, attributes) the table lists: Lightning's name -> Relay's name
+MEMBER_CLASSES = {"LightningModule": "Module", "LightningDataModule": "DataModule", "Trainer": "Trainer",
+                  "Callback": "Callback"}
+
+
+def _quiet_trainer_kwargs() -> dict:
+    return dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+
+
+def instance_names(framework: str, cls_name: str) -> set[str]:
+    """Public names on an instance of ``cls_name`` (Lightning's name) in ``framework``; for the module classes
+    without those every ``torch.nn.Module`` has. Read with ``dir``: no property is evaluated."""
+    import logging
+
+    import torch
+
+    if framework == "lightning":
+        import lightning.pytorch as ns
+
+        logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+        cls = getattr(ns, cls_name)
+    else:
+        import trainer as ns
+
+        cls = getattr(ns, MEMBER_CLASSES[cls_name])
+    if cls_name == "Trainer":
+        obj = cls(**_quiet_trainer_kwargs())
+    elif cls_name == "LightningModule":
+        obj = type("Subclass", (cls,), {})()
+    else:
+        obj = cls()
+    names = {n for n in dir(obj) if not n.startswith("_")}
+    if cls_name == "LightningModule":
+        names -= set(dir(torch.nn.Module()))
+    return names
+
+
+def lightning_members(cls_name: str) -> list[str]:
+    return sorted(instance_names("lightning", cls_name))
