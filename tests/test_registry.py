@@ -134,3 +134,41 @@ def test_third_party_plugins_from_a_really_installed_distribution(tmp_path):
                              timeout=60)
     assert "fancy" in listing.stdout and "[relay-plugin-example]" in listing.stdout
     assert "Same, pinned to the CPU" in listing.stdout
+
+
+def test_an_unknown_strategy_argument_names_the_valid_ones_and_an_override_for_every_strategy():
+    """Every registered strategy class: an unknown keyword is one clear line (the class, the bad keyword, every
+    valid argument, a config override that works), not Python's "__init__() got an unexpected keyword" from a base."""
+    import inspect
+
+    from plugins.strategies.base import constructor_arguments
+
+    registry = default_registry()
+    classes = {registry.get("strategy", name).load() for name in STRATEGIES}
+    assert len(classes) >= 8
+    for cls in classes:
+        with pytest.raises(TypeError) as err:
+            cls(nonsense=1)
+        message = str(err.value)
+        assert "\n" not in message and "unexpected keyword" not in message
+        assert message.startswith(f"{cls.__name__}(nonsense=1): unknown argument 'nonsense'."), message
+        valid = constructor_arguments(cls)
+        own = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+        assert set(own) <= set(valid) and f"Valid: {', '.join(valid)};" in message
+        key, value = message.rsplit("e.g. strategy.", 1)[1].split("=", 1)
+        assert key in valid and key not in ("accelerator", "precision")
+        import yaml
+
+        cls(**{key: yaml.safe_load(value)})  # the suggested override works
+    with pytest.raises(TypeError, match=r"DDPStrategy\(timout=5\): unknown argument 'timout'. Did you mean 'timeout'\?"
+                                        r".*e\.g\. strategy\.timeout=300"):
+        registry.create("strategy", "ddp", timout=5)
+
+
+def test_an_unknown_strategy_argument_through_the_cli_is_one_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "trainer", "strategy=fsdp", "+strategy.nonsense=1"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert "FSDPStrategy(nonsense=1): unknown argument 'nonsense'" in run.stderr
+    assert "sharding_strategy" in run.stderr and "Traceback" not in run.stderr

@@ -20,6 +20,8 @@ The Trainer never branches on a strategy's name; it only calls these methods.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -30,10 +32,83 @@ from plugins.checkpoint_io import CheckpointIO
 from plugins.precision.base import Precision
 
 
+def constructor_arguments(cls: type) -> list[str]:
+    """Every keyword ``cls(...)`` accepts: its ``__init__``'s and, through ``**kwargs``, its bases' (sorted)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(getattr(init, "__wrapped__", init)).parameters.values()
+        names.update(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self")
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return sorted(names)
+
+
+def unknown_argument_error(cls: type, unknown: list[str], kwargs: dict[str, Any]) -> TypeError:
+    """One line: the bad keyword, what is valid, and a config override that works."""
+    import difflib
+
+    valid = constructor_arguments(cls)
+    name = unknown[0]
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    key, value = _example_override(cls, close[0] if close else None)
+    return TypeError(
+        f"{cls.__name__}({name}={kwargs[name]!r}): unknown argument {name!r}.{hint} Valid: {', '.join(valid)}; "
+        f"from a config, strategy.<argument>=<value>, e.g. strategy.{key}={value}"
+    )
+
+
+def _example_override(cls: type, name: str | None) -> tuple[str, str]:
+    """An override that works: ``name`` (or the class's own first argument) with its default, as YAML writes it."""
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(getattr(init, "__wrapped__", init)).parameters.values():
+            if p.name in ("self", "accelerator", "precision") or p.kind not in (p.POSITIONAL_OR_KEYWORD,
+                                                                                 p.KEYWORD_ONLY):
+                continue
+            if name is None or p.name == name:
+                default = p.default
+                if default is inspect.Parameter.empty or not isinstance(default, (bool, int, float, str, type(None))):
+                    return p.name, "..."
+                text = {True: "true", False: "false", None: "null"}.get(default, default)  # type: ignore[call-overload]
+                return p.name, str(text)
+    return "<argument>", "<value>"
+
+
+def _check_keywords(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a strategy's ``__init__`` so an unknown keyword is a clear error naming the valid ones, instead of
+    ``ParallelStrategy.__init__() got an unexpected keyword argument`` from deep in the chain of ``super()``."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        valid = _valid_arguments(type(self))
+        unknown = [k for k in kwargs if k not in valid]
+        if unknown:
+            raise unknown_argument_error(type(self), unknown, kwargs)
+        init(self, *args, **kwargs)
+
+    return checked
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_arguments(cls: type) -> frozenset[str]:
+    return frozenset(constructor_arguments(cls))
+
+
 class Strategy:
     """Single-process defaults; distributed strategies override what differs."""
 
     name = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _check_keywords(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(
         self, accelerator: Accelerator | None = None, precision: Precision | None = None
@@ -293,3 +368,6 @@ class Strategy:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r})"
+
+
+Strategy.__init__ = _check_keywords(Strategy.__init__)  # type: ignore[method-assign]
