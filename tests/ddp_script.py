@@ -22,11 +22,27 @@ from trainer.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 
 class Net(Module):
-    def __init__(self, lr: float = 0.1) -> None:
+    def __init__(self, lr: float = 0.1, unused: bool = False, rank_buffer: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        if unused:  # a parameter no step uses: DDP needs find_unused_parameters (or static_graph) for it
+            self.unused = torch.nn.Linear(8, 1)
+        self.rank_buffer = rank_buffer
         self.grads_equal: dict[int, bool] = {}
+        self.ddp_options: dict[str, object] = {}
+
+    def configure_model(self):
+        if self.rank_buffer:  # a buffer that differs by rank: broadcast_buffers decides whether rank 0's wins
+            self.register_buffer("rank_value_buffer", torch.tensor(float(self.trainer.global_rank)))
+
+    def on_train_start(self):
+        """What torch's DistributedDataParallel was built with (the strategy's options must reach it)."""
+        ddp = getattr(self.trainer.strategy, "ddp", None)
+        if ddp is not None:
+            self.ddp_options = {name: getattr(ddp, name) for name in (
+                "find_unused_parameters", "static_graph", "gradient_as_bucket_view", "bucket_bytes_cap",
+                "forward_sync_buffers")}
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -42,7 +58,7 @@ class Net(Module):
     def on_after_backward(self):
         """Whether the ranks hold the same gradient now: only after a synchronised backward."""
         strategy = self.trainer.strategy
-        grad = torch.cat([p.grad.flatten() for p in self.parameters()]).detach().clone()
+        grad = torch.cat([p.grad.flatten() for p in self.parameters() if p.grad is not None]).detach().clone()
         gathered = strategy.all_gather(grad)
         self.grads_equal[self.trainer.progress.batches_seen] = bool(torch.allclose(gathered[0], gathered[-1]))
 
@@ -58,8 +74,8 @@ class Net(Module):
 
 
 class Fail(Callback):
-    def __init__(self, rank: int, step: int, mode: str, once: bool) -> None:
-        self.rank, self.step, self.mode, self.once = rank, step, mode, once
+    def __init__(self, rank: int, step: int, mode: str, once: bool, delay: float = 0.0) -> None:
+        self.rank, self.step, self.mode, self.once, self.delay = rank, step, mode, once, delay
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if trainer.global_rank != self.rank or trainer.global_step != self.step:
@@ -67,10 +83,45 @@ class Fail(Callback):
         if self.once and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
             return
         if self.mode == "raise":
+            if self.delay:  # let the other rank get where the test wants it first
+                time.sleep(self.delay)
+            Path(trainer.default_root_dir, "raised-at").write_text(str(time.time()))
             raise ValueError(f"boom on rank {trainer.global_rank} at step {trainer.global_step}")
         if self.mode == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if self.mode == "hang":
+            time.sleep(3600)
+
+
+class LateStart(Callback):
+    """One rank enters the fit loop ``seconds`` later: its clock (and its max_time deadline) starts later."""
+
+    def __init__(self, rank: int, seconds: float) -> None:
+        self.rank, self.seconds = rank, seconds
+
+    def on_fit_start(self, trainer, module):
+        if trainer.global_rank == self.rank:
+            time.sleep(self.seconds)
+
+
+class SlowSteps(Callback):
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        time.sleep(self.seconds)
+
+
+class IgnoreSigtermAndHang(Callback):
+    """At ``step`` this rank ignores SIGTERM and sleeps: only the launcher's SIGKILL can end it."""
+
+    def __init__(self, rank: int, step: int, out: str) -> None:
+        self.rank, self.step, self.out = rank, step, out
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            (Path(self.out) / f"hanging-{os.getpid()}").write_text(str(time.time()))
             time.sleep(3600)
 
 
@@ -118,6 +169,15 @@ def main() -> None:
     p.add_argument("--accelerator", default="cpu")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--clip", type=float)
+    p.add_argument("--fail-delay", type=float, default=0.0, help="seconds the failing rank waits before raising")
+    p.add_argument("--hang-ignoring-sigterm", type=int, metavar="RANK",
+                   help="this rank ignores SIGTERM and hangs at --fail-step")
+    p.add_argument("--max-time", type=float, help="Trainer(max_time=...) in seconds")
+    p.add_argument("--step-sleep", type=float, default=0.0)
+    p.add_argument("--late-rank", type=int)
+    p.add_argument("--late-seconds", type=float, default=0.0)
+    p.add_argument("--unused", action="store_true", help="the model holds a parameter no step uses")
+    p.add_argument("--rank-buffer", action="store_true", help="the model holds a buffer that differs by rank")
     p.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of the strategy's constructor (built through the registry), e.g. op=sum")
     args = p.parse_args()
@@ -138,7 +198,13 @@ def main() -> None:
         strategy = default_registry().create("strategy", args.strategy, **options)
     callbacks: list[Callback] = []
     if args.fail_rank is not None:
-        callbacks.append(Fail(args.fail_rank, args.fail_step, args.fail_mode, args.fail_once))
+        callbacks.append(Fail(args.fail_rank, args.fail_step, args.fail_mode, args.fail_once, args.fail_delay))
+    if args.hang_ignoring_sigterm is not None:
+        callbacks.append(IgnoreSigtermAndHang(args.hang_ignoring_sigterm, args.fail_step, args.out))
+    if args.late_rank is not None:
+        callbacks.append(LateStart(args.late_rank, args.late_seconds))
+    if args.step_sleep:
+        callbacks.append(SlowSteps(args.step_sleep))
     if args.checkpoint_every:
         callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,
                                          every_n_train_steps=args.checkpoint_every))
@@ -151,9 +217,9 @@ def main() -> None:
         max_steps=args.max_steps, max_epochs=args.max_epochs, accumulate_grad_batches=args.accumulate,
         default_root_dir=args.out, logger=args.logger, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
-        gradient_clip_val=args.clip,
+        gradient_clip_val=args.clip, max_time={"seconds": args.max_time} if args.max_time else None,
     )
-    model = Net(lr=args.lr)
+    model = Net(lr=args.lr, unused=args.unused, rank_buffer=args.rank_buffer)
     loader = DataLoader(data(), batch_size=args.batch_size, shuffle=True)
     val = DataLoader(data(16), batch_size=4)
     trainer.fit(model, loader, val, ckpt_path="last" if args.resume else None)
@@ -165,6 +231,11 @@ def main() -> None:
         "pid": os.getpid(),
         "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
         "device": str(trainer.strategy.root_device),
+        "ddp_options": model.ddp_options,
+        "time_up": bool(getattr(trainer.fit_loop, "time_up", False)),
+        "rank_buffer": float(model.rank_value_buffer) if args.rank_buffer else None,
+        "unused_grad": None if not args.unused or model.unused.weight.grad is None else
+        float(model.unused.weight.grad.abs().sum()),
     }
     if args.predict:
         preds = trainer.predict(model, DataLoader(data(10), batch_size=3))

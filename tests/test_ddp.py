@@ -206,6 +206,79 @@ def test_comm_hooks_train(tmp_path, hook, single_b8):
         assert_close(final, single_b8, rtol=5e-2)
 
 
+def test_ddp_options_reach_torch_and_an_unused_parameter_trains_with_find_unused_parameters(tmp_path):
+    """The registry name ``ddp_find_unused_parameters_true`` on a model with a parameter no step uses, with the
+    other options set: every rank's DistributedDataParallel holds them, gradients are synchronised, and with
+    ``broadcast_buffers=False`` a rank-local buffer stays rank-local (DDP's own meaning of the option)."""
+    done = run(tmp_path, "--strategy", "ddp_find_unused_parameters_true", "--unused", "--rank-buffer",
+               "--max-steps", "3", "--strategy-option", "gradient_as_bucket_view=true",
+               "--strategy-option", "bucket_cap_mb=1", "--strategy-option", "broadcast_buffers=false")
+    assert done.returncode == 0, done.stderr[-3000:]
+    infos = ranks(tmp_path)
+    assert [r["global_step"] for r in infos] == [3, 3]
+    for rank, info in enumerate(infos):
+        assert info["ddp_options"] == {"find_unused_parameters": True, "static_graph": False,
+                                       "gradient_as_bucket_view": True, "bucket_bytes_cap": 1024 * 1024,
+                                       "forward_sync_buffers": False}, info["ddp_options"]
+        assert info["grads_equal"] and all(info["grads_equal"].values())
+        assert info["rank_buffer"] == rank  # not overwritten by rank 0's
+    assert "broadcast_buffers` is deprecated" not in done.stderr
+
+
+def test_static_graph_trains_an_unused_parameter_and_buffers_follow_rank_zero_by_default(tmp_path):
+    done = run(tmp_path, "--unused", "--rank-buffer", "--max-steps", "3", "--strategy-option", "static_graph=true")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for info in ranks(tmp_path):
+        options = info["ddp_options"]
+        assert options["static_graph"] is True and options["find_unused_parameters"] is False, options
+        assert options["forward_sync_buffers"] is True and all(info["grads_equal"].values())
+        assert info["rank_buffer"] == 0  # broadcast from rank 0
+
+
+def test_an_unused_parameter_without_find_unused_parameters_fails_and_the_launcher_says_why(tmp_path):
+    """The control for the two tests above: plain ``ddp`` cannot train that model."""
+    done = run(tmp_path, "--unused", "--max-steps", "3", timeout=120)
+    assert done.returncode != 0 and not (tmp_path / "final.pt").exists()
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("relay: rank ") and "find_unused_parameters" in last, last
+
+
+def test_max_time_is_agreed_when_the_ranks_clocks_differ(tmp_path):
+    """Rank 1 enters the loop 2 s after rank 0, so its max_time deadline is 2 s later: rank 0's time is up first,
+    and every rank must stop after the same step (a rank stopping alone would leave the other waiting)."""
+    done = run(tmp_path, "--max-time", "4", "--step-sleep", "0.05", "--late-rank", "1", "--late-seconds", "2",
+               "--max-epochs", "1000", timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    infos = ranks(tmp_path)
+    steps = [r["global_step"] for r in infos]
+    assert steps[0] == steps[1] and 0 < steps[0] < 8000, steps  # stopped by time, long before 1000 epochs
+    assert [r["time_up"] for r in infos] == [True, True]
+
+
+def test_a_rank_that_ignores_sigterm_is_killed_after_shutdown_timeout(tmp_path):
+    """Rank 1 raises; rank 0 ignores SIGTERM and sleeps outside any collective. The launcher sends SIGTERM, waits
+    ``shutdown_timeout`` (3 s here, 30 s by default), then SIGKILLs it, and names the rank that failed."""
+    from plugins.launchers.elastic import ElasticLauncher
+    from plugins.strategies.ddp import DDPStrategy
+
+    assert DDPStrategy().shutdown_timeout == 30 and ElasticLauncher(2).shutdown_timeout == 30  # the README's 30 s
+    start = time.monotonic()
+    done = run(tmp_path, "--fail-rank", "1", "--fail-step", "2", "--fail-delay", "2", "--hang-ignoring-sigterm", "0",
+               "--shutdown-timeout", "3", "--max-epochs", "50", timeout=120)
+    ended = time.time()
+    assert done.returncode != 0
+    assert time.monotonic() - start < 100
+    (hanging,) = tmp_path.glob("hanging-*")
+    raised = float((tmp_path / "raised-at").read_text())
+    assert float(hanging.read_text()) < raised  # rank 0 was already ignoring SIGTERM
+    assert 2.5 <= ended - raised < 25, ended - raised  # waited the 3 s, not the default 30 s
+    pid = int(hanging.name.split("-")[1])
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("relay: rank 1 (pid") and "ValueError: boom on rank 1 at step 2" in last, last
+    assert "the other rank was stopped" in last
+
+
 def test_bad_strategy_settings_are_clear_errors_before_any_work():
     from plugins.strategies.ddp import DDPStrategy
     from trainer import Trainer

@@ -59,7 +59,7 @@ def test_automatic_split_balances_parameters_and_explicit_points_are_checked():
     assert split.stage_starts(pipelined, 2, ["model.blocks.1"]) == [0, 1]
     with pytest.raises(ValueError, match=r"split_points=\['blocks.2'\] gives 2 stages, but the layout has 3"):
         split.stage_starts(pipelined, 3, ["blocks.2"])
-    with pytest.raises(ValueError, match=r"'blocks.9' is not a block; valid: blocks.1, blocks.2"):
+    with pytest.raises(ValueError, match=r"'blocks.9' is not a block that can start a stage; valid: blocks.1, blocks.2"):
         split.stage_starts(pipelined, 2, ["blocks.9"])
     with pytest.raises(ValueError, match="must name increasing blocks"):
         split.stage_starts(pipelined, 3, ["blocks.4", "blocks.2"])

@@ -45,8 +45,15 @@ def launch_workers_and_exit(launcher: Any) -> None:
 
 
 def watch_launcher() -> None:
-    """In a worker Relay's launcher started: die with the launcher (see ``plugins.launchers.elastic``)."""
+    """In a worker Relay's launcher started: die with the launcher (see ``plugins.launchers.elastic``).
+
+    In any worker of an elastic agent (Relay's or torchrun's), an uncaught error is recorded for the agent, so
+    the launcher's last line says what failed."""
     if os.environ.get("RELAY_LAUNCHER_PID"):
         from plugins.launchers.elastic import watch_launcher as watch
 
         watch()
+    if os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        from plugins.launchers.elastic import record_failures
+
+        record_failures()

@@ -10,6 +10,7 @@ adds one line saying which rank failed and how.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -19,9 +20,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
-from plugins.launchers.base import Launcher
+from plugins.launchers.base import Launcher, first_line
 from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
@@ -113,9 +115,10 @@ class ElasticLauncher(Launcher):
         from torch.distributed.elastic.multiprocessing.api import SignalException
 
         try:
-            elastic_launch(config, command[0])(*command[1:])
+            with _stop_within_shutdown_timeout(self.shutdown_timeout):
+                elastic_launch(config, command[0])(*command[1:])
         except ChildFailedError as err:
-            rank, failure = err.get_first_failure()
+            rank, failure = root_failure(err.failures)
             print(describe_failure(rank, failure, self.nprocs), file=sys.stderr, flush=True)
             return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
         except SignalException as err:  # the workers got the signal, saved, and were waited for
@@ -130,6 +133,32 @@ class ElasticLauncher(Launcher):
             os.environ.clear()
             os.environ.update(saved_env)
         return 0
+
+
+@contextlib.contextmanager
+def _stop_within_shutdown_timeout(seconds: float) -> Iterator[None]:
+    """Give the other workers of a failed group ``shutdown_timeout`` seconds after SIGTERM before SIGKILL, not 30.
+
+    torch's elastic agent (2.13) passes its ``shutdown_timeout`` only when the agent itself gets a signal: a worker
+    that fails makes ``SubprocessContext._poll`` call ``close()`` and ``LocalElasticAgent._stop_workers`` call
+    ``_shutdown()``, both with their default of 30 s. For the duration of one launch in this (launching) process,
+    closing the workers waits ``seconds`` whatever the caller passed.
+    """
+    from torch.distributed.elastic.multiprocessing.api import PContext
+
+    original = PContext.__dict__.get("close")
+    if original is None:
+        yield
+        return
+
+    def close(self: Any, death_sig: Any = None, timeout: float = seconds) -> None:
+        original(self, death_sig=death_sig, timeout=max(1, int(round(seconds))))
+
+    PContext.close = close  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PContext.close = original  # type: ignore[method-assign]
 
 
 def _forward_signals() -> dict[int, Any]:
@@ -148,10 +177,61 @@ def _forward_signals() -> dict[int, Any]:
     return previous
 
 
+def record_failures() -> None:
+    """In a worker: an uncaught error is also written to the file the elastic agent names for this worker
+    (``TORCHELASTIC_ERROR_FILE``, torch's format), so the launcher's one line can say what went wrong.
+
+    The error of a rank that only saw another rank go away is not recorded (``report_peer_failures_briefly``
+    handles those before this hook): the launcher then names the rank whose error started it.
+    """
+    if not os.environ.get("TORCHELASTIC_ERROR_FILE") or _RECORDING:
+        return
+    _RECORDING.append(True)  # once per process: a later stage must not wrap the peer-failure hook
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if not issubclass(kind, (KeyboardInterrupt, SystemExit)):
+            record_failure(first_line(value))
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+_RECORDING: list[bool] = []
+
+
+def record_failure(message: str) -> None:
+    """Write ``message`` as this worker's failure for the elastic agent (no-op outside one)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+
+    data = {"message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(time.time()))}}}
+    try:
+        with open(path, "w") as fp:
+            json.dump(data, fp)
+    except OSError:
+        pass
+
+
+def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
+    """The rank whose error started it: the earliest recorded error, else torch's choice (the earliest exit).
+
+    Ties keep torch's order (``ChildFailedError.get_first_failure``), which lists the rank that ended first."""
+    recorded = {r: f for r, f in failures.items() if f.error_file_data.get("message") not in (None, "<NONE>")}
+    pool = recorded or failures
+    rank = min(pool, key=lambda r: pool[r].timestamp)
+    return rank, pool[rank]
+
+
 def describe_failure(rank: int, failure: Any, nprocs: int) -> str:
-    """One line: which rank failed, how, and that the others were stopped."""
+    """One line: which rank failed, how (its error, when it recorded one), and that the others were stopped."""
     code = failure.exitcode
     how = f"was killed by {failure.signal_name()}" if code is not None and code < 0 else f"exited with code {code}"
+    message = failure.error_file_data.get("message")
+    if isinstance(message, dict) and message.get("message"):
+        how += f" ({message['message']})"
     others = "the other rank was stopped" if nprocs == 2 else "the other ranks were stopped"
     where = "its traceback is above" if code is not None and code > 0 else "it printed no traceback"
     return f"relay: rank {rank} (pid {failure.pid}) {how}; {others} ({where})."

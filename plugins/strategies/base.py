@@ -177,6 +177,11 @@ class Strategy:
         itself (DeepSpeed) takes them into its own configuration instead, so they are applied once.
         """
 
+    def check_module(self, module: torch.nn.Module) -> None:
+        """Whether ``module`` fits this strategy's layout, asked in the launching process before any worker starts
+        (the module may still lack what ``configure_model`` builds): raise a ``ValueError`` for what cannot work,
+        so the user reads one error instead of one traceback per rank."""
+
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""
         module = self.precision.convert_module(module).to(self.root_device)

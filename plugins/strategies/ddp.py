@@ -8,6 +8,7 @@ directly: they need no gradient synchronisation. Accumulation steps run inside D
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,19 @@ class _StepModule(torch.nn.Module):
 
     def forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.module, name)(*args, **kwargs)
+
+
+def _buffer_sync(broadcast: bool) -> dict[str, bool]:
+    """DDP's buffer synchronisation as Lightning's (and torch's) ``broadcast_buffers`` means it.
+
+    Newer torch renamed ``broadcast_buffers`` to ``forward_sync_buffers``, but ``forward_sync_buffers=False`` still
+    copies rank 0's buffers at construction; only ``broadcast_buffers=False`` leaves rank-local buffers alone, so
+    False keeps the old name (its deprecation warning is silenced where DDP is built).
+    """
+    import inspect
+
+    takes_new = "forward_sync_buffers" in inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+    return {"forward_sync_buffers" if takes_new and broadcast else "broadcast_buffers": broadcast}
 
 
 class DDPStrategy(ParallelStrategy):
@@ -63,11 +77,8 @@ class DDPStrategy(ParallelStrategy):
             "static_graph": bool(static_graph),
             "gradient_as_bucket_view": bool(gradient_as_bucket_view),
         }
-        if broadcast_buffers is not None:  # newer torch renamed it; pass whichever this torch takes
-            import inspect
-
-            takes_new = "forward_sync_buffers" in inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
-            self.ddp_kwargs["forward_sync_buffers" if takes_new else "broadcast_buffers"] = bool(broadcast_buffers)
+        if broadcast_buffers is not None:
+            self.ddp_kwargs.update(_buffer_sync(bool(broadcast_buffers)))
         if bucket_cap_mb is not None:
             self.ddp_kwargs["bucket_cap_mb"] = bucket_cap_mb
         self.comm_hook = comm_hook
@@ -88,10 +99,12 @@ class DDPStrategy(ParallelStrategy):
         if not any(p.requires_grad for p in module.parameters()):
             return module  # nothing to synchronise: DDP would refuse it
         device = self.root_device
-        self.ddp = torch.nn.parallel.DistributedDataParallel(
-            _StepModule(module), device_ids=[device.index] if device.type in ("cuda", "xpu") else None,
-            **self.ddp_kwargs,
-        )
+        with warnings.catch_warnings():  # broadcast_buffers=False is deprecated, but the only "never sync" (below)
+            warnings.filterwarnings("ignore", message="`broadcast_buffers` is deprecated", category=FutureWarning)
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                _StepModule(module), device_ids=[device.index] if device.type in ("cuda", "xpu") else None,
+                **self.ddp_kwargs,
+            )
         if self.comm_hook is not None:
             self._hook_state = register_comm_hook(self.ddp, self.comm_hook, self.comm_hook_options,
                                                   local_size=len(self.device_ids))

@@ -96,6 +96,17 @@ class PipelineStrategy(ParallelStrategy):
         return self._n_microbatches or 2 * self.n_stages
 
     # --- the module ------------------------------------------------------------------------------
+    def check_module(self, module: torch.nn.Module) -> None:
+        """The stage split of a Module whose blocks exist already (one built in ``configure_model`` is checked by
+        the workers): too few blocks for the stages, or split points that name no block."""
+        from plugins.strategies import pipeline_split as split
+
+        try:
+            pipelined = split.find_pipeline(module)
+        except ValueError:
+            return  # the contract may be met once configure_model has run; setup_module says what is missing
+        split.stage_starts(pipelined, self.n_stages, self.split_points)
+
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Cut, then tensor parallel (already applied by configure_model), checkpointing, data parallel."""
         self._check_precision()

@@ -85,9 +85,7 @@ def find_pipeline(module: nn.Module) -> PipelinedModel:
 def split_by_parameters(sizes: list[int], n_stages: int) -> list[int]:
     """Start index of every stage: contiguous blocks, the largest stage as small as possible (exact, O(n^2 S))."""
     n = len(sizes)
-    if n < n_stages:
-        raise ValueError(f"strategy=pipeline: {n} blocks cannot fill {n_stages} stages; use fewer stages "
-                         f"(strategy.pp, strategy.stages_per_rank) or a model with more blocks.")
+    check_block_count(n, n_stages)
     prefix = [0]
     for s in sizes:
         prefix.append(prefix[-1] + s)
@@ -108,9 +106,19 @@ def split_by_parameters(sizes: list[int], n_stages: int) -> list[int]:
     return starts[::-1]
 
 
+def check_block_count(n_blocks: int, n_stages: int) -> None:
+    """Every stage needs a block of its own."""
+    if n_blocks < n_stages:
+        blocks = "1 block" if n_blocks == 1 else f"{n_blocks} blocks"
+        raise ValueError(f"strategy=pipeline: {blocks} cannot fill {n_stages} stages (every stage holds at least one "
+                         f"block); use fewer stages (trainer.devices, strategy.pp, strategy.stages_per_rank) or a "
+                         f"model with {n_stages} or more blocks (the bundled GPT: model.n_layer={n_stages}).")
+
+
 def stage_starts(pipelined: PipelinedModel, n_stages: int, split_points: list[str] | None) -> list[int]:
     """Where each stage begins, from ``split_points`` (``blocks.2``: stage 1 starts there) or by parameter count."""
     names = pipelined.block_names()
+    check_block_count(len(names), n_stages)
     if not split_points:
         sizes = [sum(p.numel() for p in pipelined.blocks._modules[k].parameters()) for k in names]
         return split_by_parameters(sizes, n_stages)
@@ -122,8 +130,10 @@ def stage_starts(pipelined: PipelinedModel, n_stages: int, split_points: list[st
     for point in split_points:
         key = str(point).rpartition(".")[2]
         if key not in names or not (str(point) == key or str(point).endswith(f"{pipelined.attr}.{key}")):
-            raise ValueError(f"strategy.split_points: {point!r} is not a block; valid: "
-                             f"{', '.join(f'{pipelined.attr}.{k}' for k in names[1:])}.")
+            raise ValueError(f"strategy.split_points: {point!r} is not a block that can start a stage; valid: "
+                             f"{', '.join(f'{pipelined.attr}.{k}' for k in names[1:])} (the first block, "
+                             f"{pipelined.attr}.{names[0]}, always starts stage 1), e.g. "
+                             f"strategy.split_points=[{pipelined.attr}.{names[len(names) // 2]}].")
         starts.append(names.index(key))
     if starts != sorted(set(starts)) or starts[1] == 0:
         raise ValueError(f"strategy.split_points={list(split_points)} must name increasing blocks after the first, "

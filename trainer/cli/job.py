@@ -110,8 +110,31 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     # the workers import what this process could (a user's project on sys.path, not installed)
     path = os.pathsep.join([*(p for p in sys.path if p), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if engine is None:
+        check_model_before_launch(cfg, trainer.strategy)
         return int(launcher.launch(worker_command(config_file), env={"PYTHONPATH": path}) or 0)
     return run_with_engine(engine, cfg, config_file, {"PYTHONPATH": path})
+
+
+def check_model_before_launch(cfg: Any, strategy: Any) -> None:
+    """A strategy that checks the Module's layout (pipeline stages) sees it here, built on the meta device (no
+    memory, no weights), so a layout that cannot work is one line before any worker starts."""
+    from plugins.strategies.base import Strategy
+
+    if type(strategy).check_module is Strategy.check_module:
+        return
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = _build(cfg.model, "model")
+    except Exception:  # noqa: BLE001 (a model that cannot be built on meta: the workers build it for real)
+        return
+    if model is None:
+        return
+    try:
+        strategy.check_module(model)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def engine_processes(cfg: Any) -> tuple[int, bool]:

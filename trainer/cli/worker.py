@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
             run_stages(cfg, build_trainer(cfg))
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
+            from plugins.launchers.elastic import record_failure
+
+            record_failure(f"error: {err}")  # the launcher's line repeats it
             return 2
     return 0
 

@@ -76,6 +76,8 @@ def run_stage(
             f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
         )
     launcher = getattr(trainer.strategy, "launcher", None)
+    if launcher is not None:  # one error here rather than one traceback per worker
+        trainer.strategy.check_module(model)
     if launcher is not None and hasattr(launcher, "launch_function"):  # ddp_spawn: workers run it, results come back
         from trainer.loops.spawned import run_stage_in_workers
 
