@@ -87,6 +87,13 @@ class Strategy:
         """How the Trainer shards data: ``num_replicas`` and ``rank``."""
         return {"num_replicas": self.world_size, "rank": self.global_rank}
 
+    def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Modules built inside (``Trainer.init_module``) are made on the root device in the precision's dtype;
+        ``empty_init=True`` skips their initialisation (weights about to be loaded). None: initialised."""
+        from plugins.strategies.init_context import tensor_init_context
+
+        return tensor_init_context(self.root_device, self.precision.tensor_init_context(), empty_init)
+
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
         """Create process groups, select the device. Called once before anything else."""

@@ -146,3 +146,32 @@ def test_datamodule_batch_transfer_hooks(observed, key):
     lightning, relay = _pair(observed, key)
     assert ["dm_before", 0] in lightning and not any("module_" in e[0] for e in lightning), lightning
     assert relay == lightning
+
+
+MEMBER_POINTS = ["before_fit", "sanity_step", "training_step", "validation_step", "on_train_end", "after_fit",
+                 "after_validate", "test_step", "after_test", "predict_step", "after_predict"]
+
+
+@pytest.mark.parametrize("point", MEMBER_POINTS)
+def test_trainer_members_through_fit_validate_test_predict(observed, point):
+    """``evaluating``, ``interrupted``, ``received_sigterm``, ``enable_validation``, ``num_sanity_val_batches`` and
+    the loaders in use (one, or a list as given; None outside their call), at each point of four runs."""
+    lightning, relay = _pair(observed, "members_through_runs")
+    assert "exception" not in lightning, lightning
+    lightning, relay = lightning[point], relay.get(point)
+    if point in ("predict_step", "after_predict"):
+        # documented difference: Lightning rebuilds a prediction loader around its batch sampler, which leaves
+        # its batch_size None; Relay's rebuilt loader keeps the batch size
+        assert lightning["predict"]["batch_size"] is None and relay["predict"]["batch_size"] == 2
+        lightning = {**lightning, "predict": {**lightning["predict"], "batch_size": 2}}
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("check", ["members_no_validation_step", "members_limit_val_0", "members_no_sanity_check",
+                                   "members_all_sanity_batches", "members_interrupted", "members_sigterm",
+                                   "members_placement", "members_early_stopping", "members_init_module",
+                                   "members_print", "members_scaler"])
+def test_trainer_members(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning

@@ -19,8 +19,9 @@ _LOADER_METHOD = {"train": "train_dataloader", "val": "val_dataloader", "test": 
                   "predict": "predict_dataloader"}
 
 
-def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any]:
-    """The loaders for ``key``: passed in, else from the DataModule, else from the Module."""
+def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> tuple[list[Any], type | None]:
+    """The loaders for ``key``: passed in, else from the DataModule, else from the Module; and the list or tuple
+    type they came in (None: one loader)."""
     from lightning_utilities.core.overrides import is_overridden
 
     from trainer.datamodule import DataModule
@@ -42,10 +43,21 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
                 f"No {key} dataloader: pass {arg}=... to the Trainer call, or implement {method}() in your "
                 "DataModule (or Module)."
             )
-        return []
+        return [], None
     if key == "train":  # one iterable of batches (a list of batches is fine too)
-        return [given]
-    return list(given) if isinstance(given, (list, tuple)) else [given]
+        return [given], None
+    return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
+
+
+def _prepared(trainer: Trainer, key: str, given: Any, required: bool, pad: bool = True,
+              no_shuffle: bool = False) -> list[Any]:
+    """The loaders for ``key``, prepared to iterate; also what this Trainer call shows as its ``key`` loaders
+    (``trainer.train_dataloader``, ``val_dataloaders``...): one loader, or a list as given, None if none."""
+    loaders, shape = _loaders(trainer, key, given, required)
+    plans = _plans(trainer, loaders, pad=pad, no_shuffle=no_shuffle)
+    shown = [plan.loader for plan in plans]
+    trainer._loaders_in_use[key] = shape(shown) if shape is not None else (shown[0] if shown else None)
+    return plans
 
 
 def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: bool = False) -> list[Any]:
@@ -94,6 +106,10 @@ def run_stage(
     if datamodule is not None:
         datamodule.trainer = trainer
     trainer.should_stop = False
+    trainer._loaders_in_use.clear()  # each Trainer call shows only the loaders it uses, as in Lightning
+    from trainer.preemption import reset_signals
+
+    reset_signals(trainer)
     trainer.progress.eval_batches = 0
     trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
     for results in trainer._results.values():
@@ -126,6 +142,7 @@ def run_stage(
         if datamodule is not None:
             datamodule.setup(setup_stage)
         hooks.call("setup", setup_stage)
+        trainer.fit_loop.val_source = _has_source(trainer, "val", given.get("val"))  # `trainer.enable_validation`
     except BaseException:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
@@ -199,8 +216,7 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
     """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
     from trainer.loops.state import rescale_position
 
-    train = _plans(trainer, _loaders(trainer, "train", given, required=True),
-                   no_shuffle=bool(trainer.overfit_batches))[0]
+    train = _prepared(trainer, "train", given, required=True, no_shuffle=bool(trainer.overfit_batches))[0]
     trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
@@ -212,7 +228,7 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
 
 
 def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | float]]:
-    val = _plans(trainer, _loaders(trainer, "val", given, required=False))
+    val = _prepared(trainer, "val", given, required=False)
     trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
     return val, trainer.num_val_batches
 
@@ -226,21 +242,20 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
             if getattr(model, "example_input_array", None) is not None:
                 logger.log_graph(model)
         hooks.call("on_fit_start")
-        val_source = _has_source(trainer, "val", given["val"])
         trainer.fit_loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
-                             val_source, rng)
+                             trainer.fit_loop.val_source, rng)
         hooks.call("on_fit_end")
         return None
     if stage == "predict":
         from trainer.loops.evaluation import run_predict
 
-        plans = _plans(trainer, _loaders(trainer, "predict", given["predict"], required=True), pad=False)
+        plans = _prepared(trainer, "predict", given["predict"], required=True, pad=False)
         trainer.num_predict_batches = [apply_limit(trainer.limit_predict_batches, num_batches(p.loader)) for p in plans]
         return run_predict(trainer, plans, trainer.num_predict_batches)
     from trainer.loops.evaluation import run_evaluation
 
     key = "val" if stage == "validate" else "test"
-    plans = _plans(trainer, _loaders(trainer, key, given[key], required=True))
+    plans = _prepared(trainer, key, given[key], required=True)
     limit = trainer.limit_val_batches if stage == "validate" else trainer.limit_test_batches
     counts = [apply_limit(limit, num_batches(p.loader)) for p in plans]
     if stage == "validate":
