@@ -92,6 +92,21 @@ def checks(fw: SimpleNamespace) -> dict:
         notes["after_fit"] = snapshot(trainer)
         return notes
 
+    def nothing_to_run() -> dict:
+        """``limit_*_batches=0``: Lightning does not load those loaders, so the members stay None."""
+        notes: dict = {}
+        model = Watched(notes)
+        trainer = fw.Trainer(**quiet(max_epochs=1, limit_train_batches=0, limit_val_batches=0, limit_test_batches=0,
+                                     limit_predict_batches=0))
+        trainer.fit(model, DataLoader(data(4), batch_size=2), DataLoader(data(4), batch_size=2))
+        notes.pop("on_train_end", None)  # whether that hook runs with no batches is the hook-order checks' matter
+        notes["after_fit"] = snapshot(trainer)
+        for run in ("validate", "test", "predict"):
+            kwargs = {} if run == "predict" else {"verbose": False}
+            getattr(trainer, run)(model, DataLoader(data(4), batch_size=2), **kwargs)
+            notes[f"after_{run}"] = snapshot(trainer)
+        return notes
+
     def interrupted() -> dict:
         class Fails(Watched):
             def training_step(self, batch, batch_idx):
@@ -182,6 +197,7 @@ def checks(fw: SimpleNamespace) -> dict:
         "members_limit_val_0": lambda: without_validation(limit_val_batches=0),
         "members_no_sanity_check": lambda: without_validation(num_sanity_val_steps=0),
         "members_all_sanity_batches": lambda: without_validation(num_sanity_val_steps=-1),
+        "members_limit_0_everywhere": nothing_to_run,
         "members_interrupted": interrupted,
         "members_sigterm": sigterm,
         "members_placement": placement,

@@ -168,7 +168,7 @@ def test_trainer_members_through_fit_validate_test_predict(observed, point):
 
 
 @pytest.mark.parametrize("check", ["members_no_validation_step", "members_limit_val_0", "members_no_sanity_check",
-                                   "members_all_sanity_batches", "members_interrupted", "members_sigterm",
+                                   "members_all_sanity_batches", "members_limit_0_everywhere", "members_interrupted", "members_sigterm",
                                    "members_placement", "members_early_stopping", "members_init_module",
                                    "members_print", "members_scaler"])
 def test_trainer_members(observed, check):

@@ -52,11 +52,15 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> tuple[li
 def _prepared(trainer: Trainer, key: str, given: Any, required: bool, pad: bool = True,
               no_shuffle: bool = False) -> list[Any]:
     """The loaders for ``key``, prepared to iterate; also what this Trainer call shows as its ``key`` loaders
-    (``trainer.train_dataloader``, ``val_dataloaders``...): one loader, or a list as given, None if none."""
+    (``trainer.train_dataloader``, ``val_dataloaders``...): one loader, or a list as given; None if there is
+    none or ``limit_<key>_batches=0`` leaves nothing to run (Lightning does not load them then)."""
     loaders, shape = _loaders(trainer, key, given, required)
     plans = _plans(trainer, loaders, pad=pad, no_shuffle=no_shuffle)
     shown = [plan.loader for plan in plans]
-    trainer._loaders_in_use[key] = shape(shown) if shape is not None else (shown[0] if shown else None)
+    if getattr(trainer, f"limit_{key}_batches") == 0:
+        trainer._loaders_in_use[key] = None
+    else:
+        trainer._loaders_in_use[key] = shape(shown) if shape is not None else (shown[0] if shown else None)
     return plans
 
 
