@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import signal
+import tempfile
 from types import SimpleNamespace
 
 import torch
@@ -136,16 +137,19 @@ def checks(fw: SimpleNamespace) -> dict:
                     out["in_the_step_after_signal"] = self.trainer.received_sigterm
                 return super().training_step(batch, batch_idx)
 
-        trainer = fw.Trainer(max_epochs=1, **quiet(default_root_dir=os.getcwd()))
-        out["before_fit"] = trainer.received_sigterm
-        try:
-            trainer.fit(Terminated({}), DataLoader(data(8), batch_size=2))
-            out["fit_returned"] = True
-        except SystemExit as err:
-            out["fit_raised_system_exit"] = isinstance(err, SystemExit)
-        out["after_fit"] = {"received_sigterm": trainer.received_sigterm, "interrupted": trainer.interrupted}
-        trainer.validate(Watched({}), DataLoader(data(2), batch_size=2), verbose=False)
-        out["after_next_call"] = trainer.received_sigterm
+        # its own directory: Relay leaves a preemption checkpoint there, which a later fit in the same directory
+        # would resume from
+        with tempfile.TemporaryDirectory() as root:
+            trainer = fw.Trainer(max_epochs=1, **quiet(default_root_dir=root))
+            out["before_fit"] = trainer.received_sigterm
+            try:
+                trainer.fit(Terminated({}), DataLoader(data(8), batch_size=2))
+                out["fit_returned"] = True
+            except SystemExit as err:
+                out["fit_raised_system_exit"] = isinstance(err, SystemExit)
+            out["after_fit"] = {"received_sigterm": trainer.received_sigterm, "interrupted": trainer.interrupted}
+            trainer.validate(Watched({}), DataLoader(data(2), batch_size=2), verbose=False)
+            out["after_next_call"] = trainer.received_sigterm
         return out
 
     def placement() -> dict:
