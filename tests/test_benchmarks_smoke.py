@@ -92,3 +92,12 @@ def test_engines_quick_startup_part_runs_every_engine() -> None:
     out = _run("engines.py", "--quick", "--part", "startup", timeout=560)
     for name in ("ddp \\(torchrun agent\\)", "launcher=ray", "launcher=spark", "strategy=deepspeed"):
         assert re.search(rf"^{name}\s+\d+\.\d+\s+[+-]\d+\.\d+ s$", out, re.MULTILINE), out
+
+
+@pytest.mark.timeout(150)
+def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
+    """benchmarks/gpu.py is for a GPU; here only its tiny shape on the CPU, compile off (the figures mean nothing)."""
+    out = _run("gpu.py", "--size", "tiny", "--device", "cpu", "--steps", "4", "--warmup", "2", "--block", "2",
+               "--compile", "off", "--contenders", "raw,relay")
+    assert re.search(r"^raw\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+1\.000$", out, re.MULTILINE), out
+    assert re.search(r"^relay\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+\d+\.\d+$", out, re.MULTILINE), out
