@@ -21,8 +21,6 @@ from trainer.callbacks import ModelCheckpoint
 from trainer.data import prepare_loader
 from trainer.errors import MisconfigurationError
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 # README, "Coming from Lightning": "`python -m trainer.lightning_compat script.py [args]` (or `-m package.module
 # [args]`) runs a Lightning 2.x program on Relay without editing it"
