@@ -155,14 +155,16 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         """
         from lightning_utilities.core.apply_func import apply_to_collection
 
-        strategy = self.trainer.strategy
+        trainer = self._trainer
+        if trainer is None:  # raised here, not by the property: nn.Module would turn that into a bare AttributeError
+            raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; all_gather runs inside a fit.")
         device = self.device
         for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):
             data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
         data = apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
-        if self.trainer.world_size == 1:
+        if trainer.world_size == 1:
             return data
-        return apply_to_collection(data, torch.Tensor, strategy.all_gather, group=group, sync_grads=sync_grads)
+        return apply_to_collection(data, torch.Tensor, trainer.strategy.all_gather, group=group, sync_grads=sync_grads)
 
     # --- logging ----------------------------------------------------------------------------------
     def log(

@@ -326,10 +326,10 @@ class ParallelStrategy(Strategy):
         import torch.distributed as dist
 
         tensor = tensor.contiguous()
-        if sync_grads:  # the autograd-aware collective: each rank's gradient reaches the rank that made it
-            from torch.distributed.nn.functional import all_gather as differentiable_all_gather
+        if sync_grads:  # each rank's gradient reaches the rank that made the slice
+            from plugins.strategies.gather import all_gather_with_grad
 
-            return torch.stack(differentiable_all_gather(tensor, group=dist.group.WORLD if group is None else group))
+            return all_gather_with_grad(tensor, group)
         out = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
         dist.all_gather(out, tensor, group=group)
         return torch.stack(out)
