@@ -400,7 +400,9 @@ def test_from_datasets_serves_each_dataset_and_forwards_batch_size():
     assert train.batch_size == 4 and type(train.sampler).__name__ == "RandomSampler"
     assert [len(v) for v in dm.val_dataloader()] == [2, 1]
     assert [float(b[0][0, 0]) for b in dm.predict_dataloader()] == [0.0]  # an iterable dataset: in order
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(MisconfigurationException, match="test_dataloader is not implemented"):  # Lightning's type
+        dm.test_dataloader()
+    with pytest.raises(NotImplementedError):  # and Python's
         dm.test_dataloader()
     class TwoVal(Regression):
         def validation_step(self, batch, batch_idx, dataloader_idx=0):

@@ -66,18 +66,16 @@ class DataModule(DataHooks, HyperparametersMixin):
     def teardown(self, stage: str) -> None: ...
 
     def train_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.train_dataloader is not implemented; Trainer.fit needs it.")
+        raise _missing(self, "train_dataloader", "Trainer.fit needs it.")
 
     def val_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.val_dataloader is not implemented.")
+        raise _missing(self, "val_dataloader", "")
 
     def test_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.test_dataloader is not implemented; Trainer.test needs it.")
+        raise _missing(self, "test_dataloader", "Trainer.test needs it.")
 
     def predict_dataloader(self) -> Any:
-        raise NotImplementedError(
-            f"{type(self).__name__}.predict_dataloader is not implemented; Trainer.predict needs it."
-        )
+        raise _missing(self, "predict_dataloader", "Trainer.predict needs it.")
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data saved in checkpoints (e.g. a curriculum position)."""
@@ -100,3 +98,10 @@ def _loaders_for(datasets: Any, batch_size: int, num_workers: int, shuffle: bool
                           num_workers=num_workers, pin_memory=torch.cuda.is_available())
 
     return apply_to_collection(datasets, Dataset, make)
+
+
+def _missing(datamodule: DataModule, method: str, why: str) -> Exception:
+    from trainer.errors import LoaderNotImplementedError
+
+    ending = f"; {why}" if why else "."
+    return LoaderNotImplementedError(f"{type(datamodule).__name__}.{method} is not implemented{ending}")

@@ -444,9 +444,9 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
 
 def _no_loader(module: Module, method: str) -> Exception:
-    from trainer.errors import MisconfigurationError
+    from trainer.errors import LoaderNotImplementedError
 
-    return MisconfigurationError(
+    return LoaderNotImplementedError(
         f"{type(module).__name__}.{method} is not implemented: define {method}() in the Module or its DataModule, "
         "or pass the loaders to the Trainer call."
     )
