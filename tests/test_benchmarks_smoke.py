@@ -56,3 +56,12 @@ def test_horovod_quick_runs_and_prints_ratios() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("raw-hvd", "relay-hvd", "relay-ddp"):
         assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+", proc.stdout, re.MULTILINE), proc.stdout
+
+
+@pytest.mark.timeout(150)
+def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
+    """benchmarks/gpu.py is for a GPU; here only its tiny shape on the CPU, compile off (the figures mean nothing)."""
+    out = _run("gpu.py", "--size", "tiny", "--device", "cpu", "--steps", "4", "--warmup", "2", "--block", "2",
+               "--compile", "off", "--contenders", "raw,relay")
+    assert re.search(r"^raw\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+1\.000$", out, re.MULTILINE), out
+    assert re.search(r"^relay\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+\d+\.\d+$", out, re.MULTILINE), out
