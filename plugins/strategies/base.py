@@ -219,7 +219,9 @@ class Strategy:
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         return tensor
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
+        """Every rank's ``tensor`` stacked along a new first dimension (of size 1 here). ``group``: a process
+        group (None: all ranks); ``sync_grads``: gradients flow back through the gather."""
         return tensor.unsqueeze(0)
 
     def all_gather_object(self, obj: Any) -> list[Any]:

@@ -175,3 +175,29 @@ def test_trainer_members(observed, check):
     lightning, relay = _pair(observed, check)
     assert "exception" not in lightning, lightning
     assert relay == lightning
+def _same_or_narrower(lightning, relay) -> None:
+    """Equal, except that where Lightning raised, Relay's exception may be a subclass catching more ``except``s."""
+    if isinstance(lightning, dict) and "builtin_bases" in lightning:
+        assert isinstance(relay, dict) and "builtin_bases" in relay, (lightning, relay)
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+    elif isinstance(lightning, dict) and isinstance(relay, dict):
+        assert lightning.keys() == relay.keys(), (lightning, relay)
+        for key in lightning:
+            _same_or_narrower(lightning[key], relay[key])
+    else:
+        assert relay == lightning
+
+
+@pytest.mark.parametrize("check", [
+    "module_members_dtype", "module_members_strict_loading", "module_members_toggled_optimizer",
+    "module_members_all_gather", "module_members_checkpoint_keys", "module_members_to_torchscript",
+    "module_members_loader_defaults", "module_members_remove_ignored_hparams", "module_members_configure_sharded_model",
+    "datamodule_members_from_datasets", "datamodule_members_on_exception",
+])
+def test_module_and_datamodule_members(observed, check):
+    """LightningModule / LightningDataModule members: dtype, strict_loading, toggled_optimizer, all_gather on one
+    process, checkpoint hyperparameter keys, to_torchscript, the *_dataloader defaults, from_datasets, ..."""
+    lightning, relay = _pair(observed, check)
+    assert not (isinstance(lightning, dict) and "exception" in lightning), lightning
+    _same_or_narrower(lightning, relay)

@@ -31,7 +31,7 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> tuple[li
         dm = trainer.datamodule
         if dm is not None and is_overridden(method, dm, DataModule):
             given = getattr(dm, method)()
-        elif getattr(trainer.lightning_module, method, None) is not None:  # `model.val_dataloader = None`: none
+        elif is_overridden(method, trainer.lightning_module, Module):  # `model.val_dataloader = None`: none
             given = getattr(trainer.lightning_module, method)()
     from trainer.input_checks import check_loader
 
@@ -84,7 +84,7 @@ def run_stage(
 ) -> Any:
     from trainer.callbacks.setup import merge_module_callbacks
     from trainer.checkpoint import load_checkpoint
-    from trainer.hooks import Hooks
+    from trainer.hooks import Hooks, call_datamodule
     from trainer.loops.state import restore_callbacks, restore_module, restore_training_state
 
     if not isinstance(model, Module):
@@ -154,7 +154,7 @@ def run_stage(
         from trainer.input_checks import check_has_parameters, check_writable_dirs
 
         check_writable_dirs(trainer)
-        model.configure_model()
+        _configure_model(model)
         if stage == "fit":
             check_has_parameters(model)
         if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
@@ -189,6 +189,7 @@ def run_stage(
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
         hooks.call("on_exception", exc)
+        call_datamodule(datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
         raise
     finally:
         for logger in trainer.loggers:
@@ -204,6 +205,26 @@ def run_stage(
             state.status = TrainerStatus.FINISHED
 
 
+def _configure_model(model: Module) -> None:
+    """``configure_model``, after Lightning's older ``configure_sharded_model`` where a module still overrides it."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    if is_overridden("configure_sharded_model", model, Module):
+        name = type(model).__name__
+        if is_overridden("configure_model", model, Module):
+            from trainer.errors import MisconfigurationRuntimeError
+
+            raise MisconfigurationRuntimeError(
+                f"{name} overrides both configure_model and configure_sharded_model (its deprecated name); keep only "
+                "configure_model."
+            )
+        from trainer.utilities.rank_zero import rank_zero_deprecation
+
+        rank_zero_deprecation(f"{name}.configure_sharded_model is deprecated; rename it to configure_model.")
+        model.configure_sharded_model()
+    model.configure_model()
+
+
 def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
     """Whether loaders for ``key`` could exist, without building them (Lightning asks for them when needed)."""
     from lightning_utilities.core.overrides import is_overridden
@@ -213,7 +234,7 @@ def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
     method = _LOADER_METHOD[key]
     dm = trainer.datamodule
     return (given is not None or (dm is not None and is_overridden(method, dm, DataModule))
-            or getattr(trainer.lightning_module, method, None) is not None)
+            or is_overridden(method, trainer.lightning_module, Module))
 
 
 def _train_plan(trainer: Trainer, given: Any) -> Any:
