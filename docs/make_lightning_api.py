@@ -158,6 +158,10 @@ MEMBERS: dict[str, tuple[str, str]] = {
                                            "(example_input,), \"model.onnx\")`"),
     "LightningModule.to_tensorrt": ("refused", "needs `torch_tensorrt` and a CUDA GPU; call "
                                                "`torch_tensorrt.compile(model, inputs=[...])`"),
+    "Trainer.validate_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
+                                         "`trainer.num_val_batches` and use the `on_validation_*` hooks"),
+    "Trainer.test_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
+                                     "`trainer.num_test_batches` and use the `on_test_*` hooks"),
     "Trainer.train_dataloader": ("difference", _LOADERS),
     "Trainer.val_dataloaders": ("difference", _LOADERS),
     "Trainer.test_dataloaders": ("difference", _LOADERS),

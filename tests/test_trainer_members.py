@@ -276,3 +276,13 @@ def test_early_stopping_callbacks_lists_every_early_stopping_callback():
                               callbacks=[first, ModelCheckpoint(), second]))
     assert trainer.early_stopping_callbacks == [first, second] and trainer.early_stopping_callback is first
     assert Trainer(**cpu()).early_stopping_callbacks == [] and Trainer(**cpu()).early_stopping_callback is None
+
+
+def test_val_check_batch_is_the_fit_loops_interval():
+    trainer = Trainer(**cpu(max_steps=2, val_check_interval=3))
+    assert trainer.val_check_batch is None  # before fit, as in Lightning
+    trainer.fit(Regression(), loader(64, 8), loader(16, 8))
+    assert trainer.val_check_batch == 3
+    trainer = Trainer(**cpu(max_steps=2, val_check_interval=0.5))
+    trainer.fit(Regression(), loader(64, 8), loader(16, 8))
+    assert trainer.val_check_batch == 4  # half of 8 batches

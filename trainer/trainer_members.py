@@ -104,6 +104,15 @@ class TrainerMembers:
         steps = math.inf if self.num_sanity_val_steps == -1 else self.num_sanity_val_steps
         return [min(steps, n) for n in self.fit_loop.val_limits]
 
+    @property
+    def val_check_batch(self) -> int | float | None:
+        """Validate after every this many training batches (inf: when an unsized loader ends); None before fit."""
+        return getattr(self.fit_loop, "val_check_batch", None)
+
+    @val_check_batch.setter
+    def val_check_batch(self, value: int | float) -> None:
+        self.fit_loop.val_check_batch = value
+
     # --- callbacks -------------------------------------------------------------------------------------
     @property
     def early_stopping_callbacks(self) -> list[Any]:

@@ -56,6 +56,9 @@ def _prepared(trainer: Trainer, key: str, given: Any, required: bool, pad: bool 
     none or ``limit_<key>_batches=0`` leaves nothing to run (Lightning does not load them then)."""
     loaders, shape = _loaders(trainer, key, given, required)
     plans = _plans(trainer, loaders, pad=pad, no_shuffle=no_shuffle)
+    from trainer.input_checks import check_no_rank_without_batches
+
+    check_no_rank_without_batches(trainer, key, [plan.loader for plan in plans])
     shown = [plan.loader for plan in plans]
     if getattr(trainer, f"limit_{key}_batches") == 0:
         trainer._loaders_in_use[key] = None
@@ -135,10 +138,9 @@ def run_stage(
         trainer.ckpt_path = path
 
         trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
-        if strategy.local_rank == 0:
-            if datamodule is not None:
-                datamodule.prepare_data()
-            model.prepare_data()
+        for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
+            if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
+                owner.prepare_data()
         strategy.barrier("prepare_data")
         hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
         status = "success"
