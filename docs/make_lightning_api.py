@@ -121,7 +121,52 @@ TRAINER_ARGS: dict[str, tuple[str, str]] = {
 
 
 # "Class.member" -> (status, note) for the members of LightningModule, LightningDataModule, Trainer and Callback
+_LOADERS = ("the loader the loops iterate: a plain `DataLoader` comes back rebuilt with Relay's resumable sampler "
+            "(same dataset, batch size and per-process length), so it is not the object passed in (Lightning: the "
+            "same object, except for prediction)")
 MEMBERS: dict[str, tuple[str, str]] = {
+    "Trainer.init_module": ("difference", "with FSDP the model is built on the CPU in the precision's dtype (on the "
+                                          "meta device with `empty_init=True`) and sharded when fit sets it up; with "
+                                          "DeepSpeed it is built on the device in the precision's dtype (no ZeRO-3 "
+                                          "partitioned construction)"),
+    "Trainer.received_sigterm": ("difference", "True once SIGTERM arrived during `fit` (SIGTERM is in "
+                                               "`preemption_signals`, the default); Relay then finishes the step, "
+                                               "writes `last.ckpt` and exits with 143 (`Preempted`, a SystemExit) "
+                                               "where Lightning raises `SIGTERMException`; not caught during "
+                                               "validate/test/predict"),
+    "LightningModule.dtype": ("difference", "read from the module's first floating-point parameter (else buffer), so "
+                                            "`.bfloat16()` and precision casts show; without floating-point tensors "
+                                            "`torch.get_default_dtype()` (Lightning tracks the last `.to()` and "
+                                            "ignores `.bfloat16()`)"),
+    "LightningModule.all_gather": ("difference", "on one process the data come back unchanged whatever the strategy "
+                                                 "(Lightning's DDP with one process adds a dimension of size 1); "
+                                                 "`group=` is not supported under horovod"),
+    "LightningModule.fabric": ("difference", "always None: Relay has no Fabric; setting it to anything else raises "
+                                             "`TypeError`"),
+    "LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", "defined, never written: Relay saves "
+                                                                   "hyperparameters as plain data (an OmegaConf "
+                                                                   "config as a dict)"),
+    "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", "defined, never written: Relay saves "
+                                                                       "hyperparameters as plain data"),
+    "LightningDataModule.load_from_checkpoint": ("difference", "the DataModule's state is read from the checkpoint's "
+                                                               "`datamodule` key (Lightning: its qualified class "
+                                                               "name); `hparams_file` is refused"),
+    "LightningDataModule.from_datasets": ("difference", "`pin_memory` only when CUDA is available (Lightning: "
+                                                        "always True)"),
+    "LightningModule.to_onnx": ("refused", "needs `onnx`/`onnxscript`, which Relay's CI does not install, so a "
+                                           "wrapper would go untested; call `torch.onnx.export(model.eval(), "
+                                           "(example_input,), \"model.onnx\")`"),
+    "LightningModule.to_tensorrt": ("refused", "needs `torch_tensorrt` and a CUDA GPU; call "
+                                               "`torch_tensorrt.compile(model, inputs=[...])`"),
+    "Trainer.validate_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
+                                         "`trainer.num_val_batches` and use the `on_validation_*` hooks"),
+    "Trainer.test_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
+                                     "`trainer.num_test_batches` and use the `on_test_*` hooks"),
+    "Trainer.train_dataloader": ("difference", _LOADERS),
+    "Trainer.val_dataloaders": ("difference", _LOADERS),
+    "Trainer.test_dataloaders": ("difference", _LOADERS),
+    "Trainer.predict_dataloaders": ("difference", _LOADERS + "; a prediction loader keeps its `batch_size` "
+                                                             "(Lightning's shows None)"),
 }
 
 

@@ -134,13 +134,14 @@ def default_registry() -> Registry:
 def selection_names() -> dict[str, dict[str, str]]:
     """Names every argument also accepts besides the registered plugins: ``auto``, ``gpu``, Lightning's aliases."""
     from plugins.builtin import PRECISION_ALIASES
+    from plugins.environments.detect import DETECTION_ORDER
 
     return {
         "accelerator": {"auto": "The first GPU kind present (cuda, rocm, xpu, mps), else cpu",
                         "gpu": "The GPU kind present (cuda, rocm, xpu or mps); an error without one"},
-        "strategy": {"auto": "single_device for one process, ddp for several"},
+        "strategy": {"auto": "single_device for one process, ddp for several, horovod under horovodrun"},
         "precision": {alias: f"Lightning's name for {name}" for alias, name in PRECISION_ALIASES.items()},
-        "environment": {"auto": "Detected: torchelastic, slurm, kubernetes, mpi, else local"},
+        "environment": {"auto": f"Detected: {', '.join(cls.name for cls in DETECTION_ORDER)}, else local"},
     }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainer import Module, Trainer, seed_everything
+from trainer import DataModule, Module, Trainer, seed_everything
 from trainer.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 
@@ -71,6 +71,28 @@ class Net(Module):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+    def prepare_data(self):
+        self.prepared = True  # on each node's local rank 0 (prepare_data_per_node, the default)
+
+
+class Loaders(DataModule):
+    """The same loaders through a DataModule that prepares its data once for all nodes."""
+
+    prepare_data_per_node = False
+
+    def __init__(self, train: DataLoader, val: DataLoader) -> None:
+        super().__init__()
+        self.train, self.val, self.prepared = train, val, False
+
+    def prepare_data(self):
+        self.prepared = True  # on global rank 0 only
+
+    def train_dataloader(self):
+        return self.train
+
+    def val_dataloader(self):
+        return self.val
 
 
 class Fail(Callback):
@@ -165,6 +187,7 @@ def main() -> None:
     p.add_argument("--early-stop", action="store_true")
     p.add_argument("--stop-on-rank", type=int)
     p.add_argument("--predict", action="store_true")
+    p.add_argument("--predict-samples", type=int, default=10)
     p.add_argument("--logger", action="store_true")
     p.add_argument("--accelerator", default="cpu")
     p.add_argument("--lr", type=float, default=0.1)
@@ -178,6 +201,7 @@ def main() -> None:
     p.add_argument("--late-seconds", type=float, default=0.0)
     p.add_argument("--unused", action="store_true", help="the model holds a parameter no step uses")
     p.add_argument("--rank-buffer", action="store_true", help="the model holds a buffer that differs by rank")
+    p.add_argument("--datamodule", action="store_true", help="the loaders through a DataModule (prepare_data once)")
     p.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of the strategy's constructor (built through the registry), e.g. op=sum")
     args = p.parse_args()
@@ -222,7 +246,11 @@ def main() -> None:
     model = Net(lr=args.lr, unused=args.unused, rank_buffer=args.rank_buffer)
     loader = DataLoader(data(), batch_size=args.batch_size, shuffle=True)
     val = DataLoader(data(16), batch_size=4)
-    trainer.fit(model, loader, val, ckpt_path="last" if args.resume else None)
+    datamodule = Loaders(loader, val) if args.datamodule else None
+    if datamodule is None:
+        trainer.fit(model, loader, val, ckpt_path="last" if args.resume else None)
+    else:
+        trainer.fit(model, datamodule=datamodule, ckpt_path="last" if args.resume else None)
     info = {
         "world_size": trainer.world_size, "global_step": trainer.global_step, "epoch": trainer.current_epoch,
         "rank_value": float(trainer.callback_metrics["rank_value"]),
@@ -236,9 +264,10 @@ def main() -> None:
         "rank_buffer": float(model.rank_value_buffer) if args.rank_buffer else None,
         "unused_grad": None if not args.unused or model.unused.weight.grad is None else
         float(model.unused.weight.grad.abs().sum()),
+        "prepared": {"module": getattr(model, "prepared", False), "datamodule": getattr(datamodule, "prepared", None)},
     }
     if args.predict:
-        preds = trainer.predict(model, DataLoader(data(10), batch_size=3))
+        preds = trainer.predict(model, DataLoader(data(args.predict_samples), batch_size=3))
         info["predicted"] = sorted(round(float(v), 5) for batch in preds for v in batch)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{trainer.global_rank}.json").write_text(json.dumps(info))

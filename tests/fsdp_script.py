@@ -82,9 +82,11 @@ def main() -> None:
         limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
     )
     hp = dict(n_layer=2, n_head=4, n_embd=args.n_embd, lr=1e-2, warmup_steps=2, max_steps=20)
-    if args.meta:
-        with torch.device("meta"):
+    if args.meta:  # Lightning's way to build a large model for FSDP: on the meta device, sharded before allocation
+        with trainer.init_module(empty_init=True):
             model = Recorded(**hp)
+        if not all(t.is_meta for t in model.parameters()):
+            raise SystemExit("trainer.init_module(empty_init=True) under FSDP did not build on the meta device")
     else:
         model = Recorded(**hp)
     data = SortingDataModule(train_size=160, val_size=16, batch_size=args.batch_size)

@@ -1,6 +1,6 @@
 """A small run for the ddp_spawn tests; it prints one JSON line with what the *launching* process sees.
 
-``--strategy ddp_spawn|ddp_notebook|single_device``; ``--fail-rank R`` raises in that rank's training_step.
+``--strategy ddp_spawn|ddp_notebook|ddp_fork|single_device``; ``--fail-rank R`` raises in that rank's training_step.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def main() -> None:
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
     print(json.dumps({
         "pid": os.getpid(),
+        "start_method": getattr(trainer.strategy, "start_method", None),
         "global_step": trainer.global_step,
         "current_epoch": trainer.current_epoch,
         "fit_loop_epoch": trainer.fit_loop.epoch_progress.current.completed,

@@ -12,10 +12,10 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def _run(*args: str) -> str:
+def _run(*args: str, timeout: float = 120) -> str:
     proc = subprocess.run(
         [sys.executable, str(BENCHMARKS / args[0]), *args[1:]],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, f"{args[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
@@ -56,3 +56,40 @@ def test_horovod_quick_runs_and_prints_ratios() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("raw-hvd", "relay-hvd", "relay-ddp"):
         assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+", proc.stdout, re.MULTILINE), proc.stdout
+
+
+@pytest.mark.timeout(400)
+def test_ddp_quick_runs_and_prints_ratios() -> None:
+    """README: `python benchmarks/ddp.py --repeats 5 --steps 200`; --quick runs every contender once (~35 s here)."""
+    import importlib.util
+
+    out = _run("ddp.py", "--quick", timeout=360)
+    names = ["raw", "relay", "relay-torchrun"] + (["lightning"] if importlib.util.find_spec("lightning") else [])
+    for name in names:
+        assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+[+-]\d+\.\d+$", out, re.MULTILINE), out
+    for name in ("relay", "relay-torchrun"):
+        verdict = rf"^{name}: step <= 1\.05x raw: (met|NOT met) .*first step <= raw \+ 1 s: "
+        assert re.search(verdict, out, re.MULTILINE), out
+
+
+# README, "Start-up and step cost" (`python benchmarks/engines.py`): the step part only (~2 min on a 2-core machine,
+# plus about a minute for DeepSpeed's one-time op build where it was never built: hence the generous limits). The
+# start-up part times Ray's and Spark's start, which tests/test_launcher_ray.py and test_launcher_spark.py already
+# pay for; running it here too would add about 2 more minutes to CI for no other check.
+@pytest.mark.timeout(900)
+def test_engines_quick_step_part_runs_ddp_and_every_deepspeed_stage() -> None:
+    from tests.optional import need
+
+    need("deepspeed", "benchmarks/engines.py --part step compares DeepSpeed ZeRO 1/2/3 with DDP")
+    out = _run("engines.py", "--quick", "--part", "step", timeout=840)
+    for name in ("ddp", "deepspeed-1", "deepspeed-2", "deepspeed-3"):
+        assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+x\s+\d+\.\d+$", out, re.MULTILINE), out
+
+
+@pytest.mark.timeout(150)
+def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
+    """benchmarks/gpu.py is for a GPU; here only its tiny shape on the CPU, compile off (the figures mean nothing)."""
+    out = _run("gpu.py", "--size", "tiny", "--device", "cpu", "--steps", "4", "--warmup", "2", "--block", "2",
+               "--compile", "off", "--contenders", "raw,relay")
+    assert re.search(r"^raw\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+1\.000$", out, re.MULTILINE), out
+    assert re.search(r"^relay\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+\d+\.\d+$", out, re.MULTILINE), out

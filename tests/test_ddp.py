@@ -175,14 +175,16 @@ def _free_port() -> int:
 
 
 def test_two_simulated_nodes_under_torchrun_match_two_local_processes(tmp_path, ddp_run):
-    """Two torchrun agents with --nnodes=2 on localhost, one process each, c10d rendezvous."""
+    """Two torchrun agents with --nnodes=2 on localhost, one process each, c10d rendezvous; the loaders come
+    through a DataModule with ``prepare_data_per_node = False``: its ``prepare_data`` runs on global rank 0 only,
+    the Module's (``True``, the default) on each node's local rank 0, i.e. on both."""
     port = _free_port()
     out = tmp_path / "nodes"
     agents = []
     for node in range(2):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=relay-test-{port}",
-               str(SCRIPT), str(out), "--devices", "1", "--num-nodes", "2"]
+               str(SCRIPT), str(out), "--devices", "1", "--num-nodes", "2", "--datamodule"]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         agents.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     try:
@@ -193,6 +195,8 @@ def test_two_simulated_nodes_under_torchrun_match_two_local_processes(tmp_path, 
     for agent, (_, err) in zip(agents, results):
         assert agent.returncode == 0, err
     assert [r["world_size"] for r in ranks(out)] == [2, 2]
+    assert [r["prepared"] for r in ranks(out)] == [{"module": True, "datamodule": True},
+                                                   {"module": True, "datamodule": False}]
     assert_close(weights(out), weights(ddp_run[0]), rtol=0)
 
 
@@ -381,3 +385,12 @@ def test_processes_started_by_srun_or_mpirun_are_not_launched_again(tmp_path, dd
     assert [r["world_size"] for r in infos] == [2, 2]
     assert {r["pid"] for r in infos} == {p.pid for p in procs}  # the processes we started, no others
     assert_close(weights(tmp_path), weights(ddp_run[0]), rtol=0)
+
+
+def test_a_rank_without_prediction_batches_is_one_clear_error_on_every_rank(tmp_path):
+    """1 sample on 2 ranks: prediction gives every sample to one rank only, so rank 1 has no batch (Lightning's
+    rule: an error unless allow_zero_length_dataloader_with_multiple_devices is set)."""
+    done = run(tmp_path, "--predict", "--predict-samples", "1", "--max-steps", "2")
+    assert done.returncode != 0
+    assert "The predict dataloader has no batches on this rank (1) while other ranks have some" in done.stderr
+    assert "allow_zero_length_dataloader_with_multiple_devices = True" in done.stderr

@@ -1,4 +1,4 @@
-"""ddp_spawn / ddp_notebook for real: 2 gloo processes on the CPU, started from the running process.
+"""ddp_spawn / ddp_notebook / ddp_fork for real: 2 gloo processes on the CPU, started from the running process.
 
 Each run is a subprocess with a hard timeout, so a hang fails the test instead of blocking CI.
 """
@@ -6,6 +6,7 @@ Each run is a subprocess with a hard timeout, so a hang fails the test instead o
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -37,9 +38,16 @@ def single(tmp_path_factory) -> tuple[Path, dict]:
     return out, report(run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8"))
 
 
-@pytest.mark.parametrize("strategy", ["ddp_spawn", "ddp_notebook"])
+FORK = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform")
+
+
+# README: `strategy="ddp_spawn"` (and `"ddp_notebook"`/`"ddp_fork"`, which fork) start the workers from the running
+# process instead of running the script again
+@pytest.mark.parametrize("strategy", ["ddp_spawn", pytest.param("ddp_notebook", marks=FORK),
+                                      pytest.param("ddp_fork", marks=FORK)])
 def test_spawned_fit_hands_weights_counters_and_checkpoint_paths_back(tmp_path, single, strategy):
     seen = report(run(tmp_path, "--strategy", strategy))
+    assert seen["start_method"] == ("spawn" if strategy == "ddp_spawn" else "fork")
     assert seen["world"] == 2.0  # logged inside the workers: two processes trained
     assert seen["global_step"] == single[1]["global_step"] == 8 and seen["current_epoch"] == 2
     assert seen["fit_loop_epoch"] == single[1]["fit_loop_epoch"] and seen["finished"]

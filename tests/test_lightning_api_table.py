@@ -27,6 +27,7 @@ def sections() -> dict[str, dict[str, tuple[str, str | None]]]:
 
 
 def section_for(module: str) -> dict[str, tuple[str, str | None]]:
+    """The rows under "## `<module>` → ..." (a module's names) or "## `<class>` members → ..." (its members)."""
     return next(rows for heading, rows in sections().items() if heading.startswith(f"## `{module}` "))
 
 
@@ -41,16 +42,12 @@ def test_every_covered_lightning_name_and_trainer_argument_is_in_the_table():
     assert not set(trainer_arguments()) - arguments
 
 
-def member_section(cls_name: str) -> dict[str, tuple[str, str | None]]:
-    return next(rows for heading, rows in sections().items() if heading.startswith(f"## `{cls_name}` members "))
-
-
 @need_mark("lightning", "the table is checked against Lightning's own classes")
 def test_every_member_of_lightnings_classes_is_in_the_table():
     from tests.lightning_api_names import MEMBER_CLASSES, lightning_members
 
     for cls_name in MEMBER_CLASSES:
-        missing = set(lightning_members(cls_name)) - set(member_section(cls_name))
+        missing = set(lightning_members(cls_name)) - set(section_for(cls_name))
         assert not missing, f"{cls_name}: add rows for {sorted(missing)} (python docs/make_lightning_api.py)"
 
 
@@ -60,7 +57,7 @@ def test_every_supported_member_exists_in_relay():
     checked = 0
     for cls_name, relay_cls in MEMBER_CLASSES.items():
         present = instance_names("relay", cls_name)
-        for name, (status, where) in member_section(cls_name).items():
+        for name, (status, where) in section_for(cls_name).items():
             if status in ("supported", "difference"):
                 assert name in present and where == f"trainer.{relay_cls}.{name}", (cls_name, name, where)
                 checked += 1

@@ -66,3 +66,16 @@ def test_readme_block_runs(line, code, tmp_path):
 def test_no_merge_conflict_markers():
     text = (ROOT / "README.md").read_text()
     assert not re.search(r"^(<{7} |={7}$|>{7} )", text, re.M), "README.md holds merge conflict markers"
+
+
+def test_plugins_table_lists_every_name_the_registry_accepts():
+    """The README's "| kind | names |" table against ``python -m trainer plugins``'s source."""
+    from plugins.registry import default_registry, selection_names
+
+    rows = dict(re.findall(r"^\| (accelerator|strategy|precision|environment) \| (.+) \|$",
+                           (ROOT / "README.md").read_text(), re.M))
+    extra = selection_names()
+    for kind in ("accelerator", "strategy", "precision", "environment"):
+        listed = set(re.findall(r"`([^`]+)`", rows[kind]))
+        want = set(default_registry().names(kind)) | set(extra.get(kind, {}))
+        assert listed == want, f"README plugins table, {kind}: missing {sorted(want - listed)}, extra {sorted(listed - want)}"

@@ -76,10 +76,18 @@ THIRD_PARTY = {
 
         [project.entry-points."relaytrain.strategies"]
         register_many = "relay_plugin_example:register"
+
+        [project.entry-points."relaytrain.precision"]
+        fancy-precision = "relay_plugin_example:FancyPrecision"
+
+        [project.entry-points."relaytrain.environments"]
+        fancy_env = "relay_plugin_example:FancyEnvironment"
     """,
     "relay_plugin_example/__init__.py": '''
         """A third-party package adding Relay plugins through entry points only."""
         from plugins.accelerators.cpu import CPUAccelerator
+        from plugins.environments.local import LocalEnvironment
+        from plugins.precision.base import Precision
         from plugins.strategies.single_device import SingleDeviceStrategy
 
 
@@ -91,6 +99,25 @@ THIRD_PARTY = {
 
         class FancyStrategy(SingleDeviceStrategy):
             """One process, registered by a function."""
+
+
+        class FancyPrecision(Precision):
+            """Full precision that counts its backward passes."""
+
+            name = "fancy-precision"
+
+            def __init__(self):
+                self.backward_calls = 0
+
+            def backward(self, loss, *args, **kwargs):
+                self.backward_calls += 1
+                super().backward(loss, *args, **kwargs)
+
+
+        class FancyEnvironment(LocalEnvironment):
+            """A cluster environment from a third-party package (here: this machine, under another name)."""
+
+            name = "fancy_env"
 
 
         def register(registry):
@@ -125,6 +152,21 @@ def test_third_party_plugins_from_a_really_installed_distribution(tmp_path):
         assert type(trainer.strategy).__name__ == "FancyStrategy"
         trainer.fit(Regression(), loader())
         assert trainer.global_step == 2
+
+        # README, "Plugins": "A third-party package adds plugins without touching Relay, through entry points in
+        # the groups `relaytrain.accelerators`, `relaytrain.strategies`, `relaytrain.precision` and
+        # `relaytrain.environments`." The precision and the environment, selected by their entry point names:
+        from plugins.registry import default_registry
+        from plugins.selection import resolve_plugins
+
+        strategy = resolve_plugins("cpu", 1, 1, "single_device", "fancy-precision", environment="fancy_env")
+        assert type(strategy.precision).__name__ == "FancyPrecision", strategy.precision
+        assert type(strategy.environment).__name__ == "FancyEnvironment", strategy.environment
+        environment = default_registry().create("environment", "fancy_env")
+        trainer = Trainer(accelerator="cpu", precision="fancy-precision", plugins=environment, **quiet(max_steps=3))
+        assert trainer.precision == "fancy-precision" and trainer.strategy.environment is environment
+        trainer.fit(Regression(), loader())
+        assert trainer.global_step == 3 and trainer.precision_plugin.backward_calls == 3  # it ran every step
         print("ok")
     """)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -134,6 +176,13 @@ def test_third_party_plugins_from_a_really_installed_distribution(tmp_path):
                              timeout=60)
     assert "fancy" in listing.stdout and "[relay-plugin-example]" in listing.stdout
     assert "Same, pinned to the CPU" in listing.stdout
+    listed: dict[str, list[str]] = {}
+    for line in listing.stdout.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            kind = listed.setdefault(line[:-1], [])
+        elif line.strip():
+            kind.append(line.split()[0])
+    assert "fancy-precision" in listed["precision"] and "fancy_env" in listed["environment"]
 
 
 def test_an_unknown_strategy_argument_names_the_valid_ones_and_an_override_for_every_strategy():

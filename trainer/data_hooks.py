@@ -15,6 +15,11 @@ class DataHooks:
     warning. The Trainer calls only overridden hooks.
     """
 
+    #: ``prepare_data`` runs on local rank 0 of every node; False: only on global rank 0 (a shared file system)
+    prepare_data_per_node: bool = True
+    #: with several processes, a rank whose loader has no batches while others have some is an error unless True
+    allow_zero_length_dataloader_with_multiple_devices: bool = False
+
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         return batch
 

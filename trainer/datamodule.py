@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from functools import partial
 from typing import Any
 
 from trainer.data_hooks import DataHooks
@@ -11,8 +13,49 @@ from trainer.hparams import HyperparametersMixin
 class DataModule(DataHooks, HyperparametersMixin):
     """Override ``setup`` and the ``*_dataloader`` methods you need."""
 
-    def __init__(self) -> None:
+    name: str | None = None
+    # the checkpoint keys this class's hyperparameters are saved under (Lightning's names and values)
+    CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
+    CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
+    CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.trainer: Any = None
+
+    @classmethod
+    def from_datasets(
+        cls, train_dataset: Any = None, val_dataset: Any = None, test_dataset: Any = None,
+        predict_dataset: Any = None, batch_size: int = 1, num_workers: int = 0, **datamodule_kwargs: Any,
+    ) -> DataModule:
+        """A DataModule serving these datasets (each may be a collection of datasets: one loader per dataset).
+
+        The training loaders shuffle (map-style datasets only). ``batch_size`` and ``num_workers`` also go to
+        ``__init__`` where it accepts them, as does every other keyword.
+        """
+        import inspect
+
+        params = inspect.signature(cls.__init__).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        extra = {k: v for k, v in {"batch_size": batch_size, "num_workers": num_workers}.items()
+                 if takes_any or k in params}
+        datamodule = cls(**datamodule_kwargs, **extra)
+        datasets = {"train": train_dataset, "val": val_dataset, "test": test_dataset, "predict": predict_dataset}
+        for stage, dataset in datasets.items():
+            if dataset is not None:  # assigned on the instance: the Trainer sees it as overridden
+                setattr(datamodule, f"{stage}_dataloader",
+                        partial(_loaders_for, dataset, batch_size, num_workers, stage == "train"))
+        return datamodule
+
+    @classmethod
+    def load_from_checkpoint(
+        cls, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
+        weights_only: bool | None = None, **kwargs: Any,
+    ) -> Any:
+        """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its
+        ``state_dict`` restored. The file is read as data whatever ``weights_only`` says."""
+        from trainer.saving import load_from_checkpoint
+
+        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, None, **kwargs)
 
     def prepare_data(self) -> None:
         """Download or write data; runs once per node (local rank 0), before ``setup``."""
@@ -23,21 +66,42 @@ class DataModule(DataHooks, HyperparametersMixin):
     def teardown(self, stage: str) -> None: ...
 
     def train_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.train_dataloader is not implemented; Trainer.fit needs it.")
+        raise _missing(self, "train_dataloader", "Trainer.fit needs it.")
 
     def val_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.val_dataloader is not implemented.")
+        raise _missing(self, "val_dataloader", "")
 
     def test_dataloader(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.test_dataloader is not implemented; Trainer.test needs it.")
+        raise _missing(self, "test_dataloader", "Trainer.test needs it.")
 
     def predict_dataloader(self) -> Any:
-        raise NotImplementedError(
-            f"{type(self).__name__}.predict_dataloader is not implemented; Trainer.predict needs it."
-        )
+        raise _missing(self, "predict_dataloader", "Trainer.predict needs it.")
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data saved in checkpoints (e.g. a curriculum position)."""
         return {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Called when a Trainer run with this DataModule fails, after the callbacks' ``on_exception``."""
+
+
+def _loaders_for(datasets: Any, batch_size: int, num_workers: int, shuffle: bool) -> Any:
+    """One DataLoader per dataset in ``datasets`` (same collection shape); iterable datasets never shuffle."""
+    import torch
+    from lightning_utilities.core.apply_func import apply_to_collection
+    from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+    def make(dataset: Dataset) -> DataLoader:
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle and not isinstance(dataset, IterableDataset),
+                          num_workers=num_workers, pin_memory=torch.cuda.is_available())
+
+    return apply_to_collection(datasets, Dataset, make)
+
+
+def _missing(datamodule: DataModule, method: str, why: str) -> Exception:
+    from trainer.errors import LoaderNotImplementedError
+
+    ending = f"; {why}" if why else "."
+    return LoaderNotImplementedError(f"{type(datamodule).__name__}.{method} is not implemented{ending}")

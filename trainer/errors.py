@@ -18,6 +18,10 @@ class MisconfigurationRuntimeError(MisconfigurationError, RuntimeError):
     """A misconfiguration Lightning reports as a ``RuntimeError``: ``except RuntimeError`` keeps working."""
 
 
+class LoaderNotImplementedError(MisconfigurationError, NotImplementedError):
+    """A ``*_dataloader`` that is not overridden was called: Lightning's type, and Python's for a missing method."""
+
+
 class CheckpointNotFoundError(MisconfigurationError, FileNotFoundError):
     """``ckpt_path`` names no file: ``except FileNotFoundError`` (Lightning's type) catches it."""
 

@@ -39,7 +39,9 @@ class Hooks:
         if entry is None:
             owners = [cb for cb in self._callbacks if hasattr(Callback, name) and is_overridden(name, cb, Callback)]
             cbs = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
-            mod = getattr(self._module, name) if is_overridden(name, self._module, Module) else None
+            # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
+            mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
+            mod = getattr(self._module, name) if mine else None
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{type(cb).__qualname__}.{name}", fn) for cb, fn in zip(owners, cbs)]

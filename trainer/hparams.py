@@ -39,11 +39,14 @@ class HyperparametersMixin:
     ) -> None:
         frame = inspect.currentframe().f_back  # type: ignore[union-attr]
         ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        init_args = _init_args_of(frame)
         if len(args) == 1 and isinstance(args[0], Mapping):
             params = dict(args[0])
+            # the __init__ argument it came in as: load_from_checkpoint passes it back under that name
+            self._hparams_name = next((k for k, v in init_args.items() if v is args[0]), None)
         else:
-            init_args = _init_args_of(frame)
             params = {k: init_args[k] for k in args} if args else init_args
+            self._hparams_name = "kwargs" if params else None
         params = {k: v for k, v in params.items() if k not in ignored}
         self._log_hyperparams = logger
         self._hparams = AttributeDict(params)
@@ -51,6 +54,11 @@ class HyperparametersMixin:
             self._hparams_initial = copy.deepcopy(AttributeDict(params))
         except Exception:  # e.g. an un-copyable object passed to __init__
             self._hparams_initial = AttributeDict(params)
+
+    def remove_ignored_hparams(self, ignore_list: Sequence[str]) -> None:
+        """Drop saved hyperparameters by name (e.g. ones a base class saved that a subclass does not want)."""
+        for key in ignore_list:
+            self.hparams.pop(key, None)
 
     @property
     def hparams(self) -> AttributeDict:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.errors import MisconfigurationError
+from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -48,6 +49,39 @@ def warn_if_no_batches(count: int | float, key: str = "train") -> None:
         warnings.warn(
             f"The {key} dataloader is empty (0 batches, or limit_{key}_batches=0): fit trains nothing. If this was "
             "on purpose, ignore this warning.", UserWarning, stacklevel=3
+        )
+
+
+def check_no_rank_without_batches(trainer: Trainer, key: str, loaders: list[Any]) -> None:
+    """With several processes, every rank must get batches from each sized loader (Lightning's rule): a rank
+    without any would skip the collectives the others wait in. Every rank agrees, then every rank raises."""
+    if trainer.world_size <= 1:
+        return
+    from trainer.data import num_batches
+
+    module, datamodule = trainer.lightning_module, trainer.datamodule
+    allowed = module.allow_zero_length_dataloader_with_multiple_devices or (
+        datamodule is not None and datamodule.allow_zero_length_dataloader_with_multiple_devices)
+    strategy = trainer.strategy
+    for index, loader in enumerate(loaders):
+        count = num_batches(loader)
+        if count == math.inf:  # no length anywhere (the same loader type on every rank): nothing to compare
+            continue
+        some_empty = strategy.reduce_boolean_decision(count == 0, all=False)
+        some_full = strategy.reduce_boolean_decision(count > 0, all=False)
+        if not (some_empty and some_full):
+            continue  # every rank has batches, or none has (warn_if_no_batches says so)
+        which = f"{key} dataloader {index}" if len(loaders) > 1 else f"{key} dataloader"
+        if allowed:
+            if count == 0:
+                warnings.warn(f"The {which} has no batches on rank {trainer.global_rank} while other ranks have "
+                              "some: be careful with collectives in your hooks.", UserWarning, stacklevel=3)
+            continue
+        where = f"on this rank ({trainer.global_rank})" if count == 0 else "on another rank"
+        raise MisconfigurationRuntimeError(
+            f"The {which} has no batches {where} while other ranks have some ({trainer.world_size} processes): "
+            "give every process at least one batch (more samples, or fewer processes), or set "
+            "allow_zero_length_dataloader_with_multiple_devices = True on the Module or DataModule."
         )
 
 

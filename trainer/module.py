@@ -6,8 +6,8 @@ A Module never knows about ranks or devices; everything distributed lives in the
 from __future__ import annotations
 
 import os
-
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,11 +31,22 @@ class NotAttachedError(RuntimeError, AttributeError):
 class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     """Subclass and implement ``training_step`` and ``configure_optimizers``; override hooks as needed."""
 
+    # the checkpoint keys this class's hyperparameters are saved under (Lightning's names and values)
+    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
+    CHECKPOINT_HYPER_PARAMS_NAME = "hparams_name"
+    CHECKPOINT_HYPER_PARAMS_TYPE = "hparams_type"
+    # properties TorchScript must not compile (they reach the Trainer or iterate parameters)
+    __jit_unused_properties__: list[str] = [
+        "trainer", "device", "device_mesh", "dtype", "on_gpu", "fabric", "strict_loading", "current_epoch",
+        "global_step", "global_rank", "local_rank", "logger", "loggers", "hparams", "hparams_initial",
+    ]
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._trainer: Trainer | None = None
         self.automatic_optimization: bool = True
         self.example_input_array: Any = None
+        self._strict_loading: bool | None = None
 
     # --- what the Trainer provides ----------------------------------------------------------------
     @property
@@ -55,6 +66,51 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         for p in self.parameters():
             return p.device
         return torch.device("cpu")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the module's floating-point parameters (buffers if it has none), else torch's default.
+
+        Read from the tensors, so ``.to(dtype)``, ``.half()``, ``.double()`` and a precision plugin's cast all show.
+        """
+        for tensors in (self.parameters(), self.buffers()):
+            for t in tensors:
+                if t.is_floating_point():
+                    return t.dtype
+        return torch.get_default_dtype()
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        raise RuntimeError(f"{type(self).__name__}.dtype cannot be set; convert the module with .to({value}).")
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a CUDA device (ROCm included: torch names it "cuda" too)."""
+        return self.device.type == "cuda"
+
+    @property
+    def strict_loading(self) -> bool:
+        """``load_state_dict(strict=...)`` when the Trainer or ``load_from_checkpoint`` restores this module.
+
+        Set it to False for a module whose ``state_dict`` leaves weights out on purpose (e.g. a frozen backbone).
+        """
+        return self._strict_loading in (None, True)
+
+    @strict_loading.setter
+    def strict_loading(self, value: bool) -> None:
+        self._strict_loading = value
+
+    @property
+    def fabric(self) -> None:
+        """Always None: Relay has no Fabric; the Trainer runs every Module."""
+        return None
+
+    @fabric.setter
+    def fabric(self, value: Any) -> None:
+        if value is not None:
+            raise TypeError(
+                f"{type(self).__name__}.fabric cannot be set: Relay has no Fabric; run the module with trainer.Trainer."
+            )
 
     @property
     def device_mesh(self) -> Any:
@@ -89,6 +145,26 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         """``print`` on global rank 0 only."""
         if self.global_rank == 0:
             print(*args, **kwargs)
+
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        """Every process's ``data`` (a tensor, number or collection of them), stacked along a new first dimension.
+
+        Each tensor comes back with shape (world_size, ...); on one process it comes back as it is. Numbers
+        become tensors. Every process must call it with the same shapes. ``sync_grads=True`` lets gradients
+        flow back through the gather.
+        """
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        trainer = self._trainer
+        if trainer is None:  # raised here, not by the property: nn.Module would turn that into a bare AttributeError
+            raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; all_gather runs inside a fit.")
+        device = self.device
+        for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):
+            data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
+        data = apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
+        if trainer.world_size == 1:
+            return data
+        return apply_to_collection(data, torch.Tensor, trainer.strategy.all_gather, group=group, sync_grads=sync_grads)
 
     # --- logging ----------------------------------------------------------------------------------
     def log(
@@ -175,6 +251,9 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def configure_model(self) -> None:
         """Build layers here to create them directly on the strategy's device (or sharded)."""
 
+    def configure_sharded_model(self) -> None:
+        """Deprecated (Lightning's older name): override ``configure_model`` instead. Called when overridden."""
+
     def configure_callbacks(self) -> Any:
         return []
 
@@ -227,6 +306,15 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
                 p.requires_grad = saved[id(p)]
         self._toggled_requires_grad = {}
 
+    @contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """``toggle_optimizer`` for the ``with`` block, ``untoggle_optimizer`` after it (also on an error)."""
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
         self.trainer._backward(loss, *args, **kwargs)
@@ -252,12 +340,26 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     @classmethod
     def load_from_checkpoint(
         cls, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
-        strict: bool | None = None, **kwargs: Any,
+        strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any,
     ) -> Any:
-        """A new module built from the checkpoint's saved hyperparameters (``kwargs`` override them) and weights."""
+        """A new module built from the checkpoint's saved hyperparameters (``kwargs`` override them) and weights.
+
+        ``strict`` defaults to ``strict_loading``. The file is always read as data (``weights_only`` is accepted
+        for Lightning's signature; Relay never unpickles code from a checkpoint).
+        """
         from trainer.saving import load_from_checkpoint
 
         return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict, **kwargs)
+
+    def to_torchscript(
+        self, file_path: str | os.PathLike | None = None, method: str | None = "script", example_inputs: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """This module as a TorchScript module (``torch.jit.script``, or ``torch.jit.trace`` with ``method="trace"``),
+        saved to ``file_path`` when given. TorchScript is deprecated in PyTorch: prefer ``torch.export.export``."""
+        from trainer.export import to_torchscript
+
+        return to_torchscript(self, file_path, method, example_inputs, **kwargs)
 
     def freeze(self) -> None:
         for p in self.parameters():
@@ -289,6 +391,19 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def on_predict_model_eval(self) -> None:
         self.trainer.model.eval()
+
+    # --- loaders: the Trainer asks a Module for them only where overridden (or assigned on the instance) ----
+    def train_dataloader(self) -> Any:
+        raise _no_loader(self, "train_dataloader")
+
+    def val_dataloader(self) -> Any:
+        raise _no_loader(self, "val_dataloader")
+
+    def test_dataloader(self) -> Any:
+        raise _no_loader(self, "test_dataloader")
+
+    def predict_dataloader(self) -> Any:
+        raise _no_loader(self, "predict_dataloader")
 
     # --- hooks (no-ops; the Trainer calls only overridden ones) ---------------------------------------
     def prepare_data(self) -> None: ...
@@ -326,3 +441,12 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None: ...
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+
+def _no_loader(module: Module, method: str) -> Exception:
+    from trainer.errors import LoaderNotImplementedError
+
+    return LoaderNotImplementedError(
+        f"{type(module).__name__}.{method} is not implemented: define {method}() in the Module or its DataModule, "
+        "or pass the loaders to the Trainer call."
+    )

@@ -67,7 +67,8 @@ class PreemptionHandler:
 
     def __init__(self, signals: tuple[signal.Signals, ...]) -> None:
         self.signals = signals
-        self.received: signal.Signals | None = None
+        self.received: signal.Signals | None = None  # the first one: what the run acts on
+        self.seen: set[signal.Signals] = set()  # every one that arrived (``Trainer.received_sigterm`` asks)
         self._previous: dict[signal.Signals, Any] = {}
 
     @property
@@ -75,6 +76,7 @@ class PreemptionHandler:
         return self.received is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
+        self.seen.add(signal.Signals(signum))
         if self.received is None:
             self.received = signal.Signals(signum)
 
@@ -99,7 +101,8 @@ def guarded_fit(trainer: Trainer) -> Iterator[None]:
     """Around the fit loop: the preemption handler, anomaly detection; the resume note cleared on success.
 
     A signal that arrives too late to act on (after the last step) is not swallowed: it is raised again
-    once the previous handlers are back."""
+    once the previous handlers are back. The handler stays on the Trainer, uninstalled, until its next call
+    starts (``reset_signals``), so ``trainer.received_sigterm`` still answers after the fit."""
     import torch
 
     handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
@@ -111,11 +114,21 @@ def guarded_fit(trainer: Trainer) -> Iterator[None]:
         finished = True
     finally:
         handler.uninstall()
-        trainer._preemption = None
     if finished:
         clear_resume_note(trainer)
         if handler.received is not None:
             signal.raise_signal(handler.received)
+
+
+def reset_signals(trainer: Trainer) -> None:
+    """A new Trainer call starts with no signal received (as Lightning's ``received_sigterm``)."""
+    trainer._preemption = None
+
+
+def received(trainer: Trainer, sig: signal.Signals) -> bool:
+    """Whether ``sig`` arrived while the current (or last) fit of ``trainer`` had its handler installed."""
+    handler = trainer._preemption
+    return handler is not None and sig in handler.seen
 
 
 def checkpoint_dir(trainer: Trainer) -> Path:

@@ -1,8 +1,10 @@
-"""``Module.load_from_checkpoint``: rebuild a module from the hyperparameters and weights a checkpoint holds."""
+"""``load_from_checkpoint`` for Module and DataModule: rebuild one from what a checkpoint holds."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -10,24 +12,57 @@ import torch
 from trainer.checkpoint import load_checkpoint
 
 
+def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
+    names ``__init__`` accepts unless it takes ``**kwargs``."""
+    saved = dict(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    params = inspect.signature(cls.__init__).parameters
+    name = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_NAME)
+    if name and name != "kwargs" and name in params:  # save_hyperparameters(config): __init__(config=...)
+        saved = {name: saved}
+    kwargs = {**saved, **overrides}
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
+    return kwargs
+
+
 def load_from_checkpoint(
     cls: type, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
     strict: bool | None = None, **kwargs: Any,
 ) -> Any:
-    """``cls(**saved hyperparameters, **kwargs)`` with the saved weights loaded (read without unpickling code)."""
+    """``cls(**saved hyperparameters, **kwargs)``; a Module gets its weights, a DataModule its ``state_dict``.
+
+    The checkpoint is read without unpickling code.
+    """
     if hparams_file is not None:
         raise TypeError(
             f"{cls.__name__}.load_from_checkpoint(hparams_file=...) is not supported: Relay reads the hyperparameters "
             "stored in the checkpoint; pass overrides as keyword arguments instead."
         )
     checkpoint = load_checkpoint(checkpoint_path)
-    hparams = {**dict(checkpoint.get("hyper_parameters") or {}), **kwargs}
-    model = cls(**hparams)
-    if hasattr(model, "on_load_checkpoint"):
-        model.on_load_checkpoint(checkpoint)
-    model.load_state_dict(checkpoint["state_dict"], strict=True if strict is None else strict)
-    if map_location is not None:
-        device = map_location if isinstance(map_location, (str, torch.device)) else None
-        if device is not None:
-            model.to(device)
-    return model
+    obj = cls(**_init_kwargs(cls, checkpoint, kwargs))
+    from trainer.module import Module
+
+    if not isinstance(obj, Module):  # a DataModule: its own state, as the fit saved it
+        if "datamodule" in checkpoint:
+            obj.load_state_dict(checkpoint["datamodule"])
+        return obj
+    if obj._strict_loading is not None and strict is not None and strict != obj.strict_loading:
+        raise ValueError(
+            f"{cls.__name__}.load_from_checkpoint(strict={strict!r}) contradicts {cls.__name__}.strict_loading="
+            f"{obj.strict_loading!r}; pass the same value or leave strict out."
+        )
+    strict = obj.strict_loading if strict is None else strict
+    from lightning_utilities.core.overrides import is_overridden
+
+    if is_overridden("configure_model", obj, Module):  # layers built there must exist before the weights load
+        obj.configure_model()
+    obj.on_load_checkpoint(checkpoint)
+    keys = obj.load_state_dict(checkpoint["state_dict"], strict=strict)
+    if not strict and keys.missing_keys:
+        warnings.warn(f"Keys in the model's state dict but not in the checkpoint: {keys.missing_keys}", stacklevel=3)
+    if not strict and keys.unexpected_keys:
+        warnings.warn(f"Keys in the checkpoint but not in the model's state dict: {keys.unexpected_keys}", stacklevel=3)
+    if isinstance(map_location, (str, torch.device)):
+        obj.to(map_location)
+    return obj

@@ -23,12 +23,16 @@ from trainer.module import Module
 from trainer.results import Results, to_float
 from trainer.ranks import set_rank_zero_only
 from trainer.states import RunningStage, TrainerState
+from trainer.trainer_members import TrainerMembers
 
 set_rank_zero_only()
 
 
-class Trainer:
-    """Runs a ``Module``'s loops on the hardware and strategy the plugin arguments pick."""
+class Trainer(TrainerMembers):
+    """Runs a ``Module``'s loops on the hardware and strategy the plugin arguments pick.
+
+    More of Lightning's members (placement, ``init_module``, the loaders in use...) are in ``trainer_members.py``.
+    """
 
     def __init__(
         self,
@@ -165,7 +169,7 @@ class Trainer:
         from trainer.preemption import parse_signals
 
         self.preemption_signals = parse_signals(preemption_signals)
-        self._preemption: Any = None  # the handler while fit runs
+        self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
 
         if self.fast_dev_run:
             n = self.fast_dev_run
@@ -210,6 +214,7 @@ class Trainer:
         self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
+        self._loaders_in_use: dict[str, Any] = {}  # the current call's loaders by stage key (loops/run.py)
         self._results = {"train": Results(), "validate": Results(), "test": Results()}
         self._active_results: Results | None = None
         self._fx_on_step = False
@@ -447,12 +452,6 @@ class Trainer:
     def checkpoint_callback(self) -> Any:
         cbs = self.checkpoint_callbacks
         return cbs[0] if cbs else None
-
-    @property
-    def early_stopping_callback(self) -> Any:
-        from trainer.callbacks.early_stopping import EarlyStopping
-
-        return next((c for c in self.callbacks if isinstance(c, EarlyStopping)), None)
 
     @property
     def progress_bar_callback(self) -> Any:

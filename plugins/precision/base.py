@@ -25,6 +25,10 @@ class Precision:
     def forward_context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def tensor_init_context(self) -> contextlib.AbstractContextManager:
+        """The dtype new parameters take while a model is built (only precisions that cast the module change it)."""
+        return contextlib.nullcontext()
+
     def convert_input(self, batch: Any) -> Any:
         """The batch as the module needs it; only precisions that cast the module cast its inputs too."""
         return batch

@@ -102,6 +102,9 @@ class TruePrecision(Precision):
     def forward_context(self) -> contextlib.AbstractContextManager:
         return _default_dtype(self.dtype)
 
+    def tensor_init_context(self) -> contextlib.AbstractContextManager:
+        return _default_dtype(self.dtype)
+
 
 @contextlib.contextmanager
 def _default_dtype(dtype: torch.dtype):

@@ -162,6 +162,13 @@ class Strategy:
         """How the Trainer shards data: ``num_replicas`` and ``rank``."""
         return {"num_replicas": self.world_size, "rank": self.global_rank}
 
+    def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Modules built inside (``Trainer.init_module``) are made on the root device in the precision's dtype;
+        ``empty_init=True`` skips their initialisation (weights about to be loaded). None: initialised."""
+        from plugins.strategies.init_context import tensor_init_context
+
+        return tensor_init_context(self.root_device, self.precision.tensor_init_context(), empty_init)
+
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
         """Create process groups, select the device. Called once before anything else."""
@@ -292,7 +299,9 @@ class Strategy:
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         return tensor
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
+        """Every rank's ``tensor`` stacked along a new first dimension (of size 1 here). ``group``: a process
+        group (None: all ranks); ``sync_grads``: gradients flow back through the gather."""
         return tensor.unsqueeze(0)
 
     def all_gather_object(self, obj: Any) -> list[Any]:

@@ -230,6 +230,14 @@ class FSDPStrategy(ParallelStrategy):
         roots = [child for child in module.children() if any(True for _ in child.parameters())]
         apply_fsdp(module, roots, self.auto_wrap_policy, **self._fsdp_kwargs())
 
+    def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Not on the device: the whole model would have to fit there before it is sharded. ``empty_init=True``:
+        on the meta device, materialised shard by shard in ``setup_module``."""
+        from plugins.strategies.init_context import tensor_init_context
+
+        device = torch.device("meta") if empty_init else None
+        return tensor_init_context(device, self.precision.tensor_init_context(), empty_init=False)
+
     def evaluation_context(self) -> contextlib.AbstractContextManager:
         """``no_grad``, not ``inference_mode``: FSDP's gather buffers outlive evaluation and training reuses them,
         which inference tensors forbid."""

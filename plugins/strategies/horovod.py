@@ -330,10 +330,14 @@ class HorovodStrategy(Strategy):
         reduce_op = {"mean": hvd.Average, "sum": hvd.Sum, "max": hvd.Max, "min": hvd.Min}[op]
         return hvd.allreduce(out, op=reduce_op)
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
+        if group is not None:
+            raise ValueError("strategy=horovod gathers over all ranks: all_gather(group=...) is not supported; pass "
+                             "group=None, or use strategy='ddp' for torch.distributed process groups.")
         if not self._ready():
             return tensor.unsqueeze(0)
-        return _hvd().allgather(tensor.detach().contiguous().unsqueeze(0))
+        # Horovod's allgather is differentiable: detach unless gradients should flow back
+        return _hvd().allgather((tensor if sync_grads else tensor.detach()).contiguous().unsqueeze(0))
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         if not self._ready():

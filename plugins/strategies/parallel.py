@@ -320,14 +320,18 @@ class ParallelStrategy(Strategy):
             out = out / self.world_size
         return out
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+    def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
         if not self._group_ready():
             return tensor.unsqueeze(0)
         import torch.distributed as dist
 
         tensor = tensor.contiguous()
-        out = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        dist.all_gather(out, tensor)
+        if sync_grads:  # each rank's gradient reaches the rank that made the slice
+            from plugins.strategies.gather import all_gather_with_grad
+
+            return all_gather_with_grad(tensor, group)
+        out = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(out, tensor, group=group)
         return torch.stack(out)
 
     def all_gather_object(self, obj: Any) -> list[Any]:

@@ -17,13 +17,16 @@ from tests.lightning_diff import (  # noqa: E402
     checks_data,
     checks_hooks,
     checks_logging,
+    checks_members,
+    checks_module_members,
     checks_optim,
 )
 from tests.lightning_diff.common import exception  # noqa: E402
 from tests.lightning_diff.frameworks import load  # noqa: E402
 from tests.lightning_diff.harness import emit  # noqa: E402
 
-MODULES = [checks_checkpoint, checks_data, checks_hooks, checks_logging, checks_optim]
+MODULES = [checks_checkpoint, checks_data, checks_hooks, checks_logging, checks_members, checks_module_members,
+           checks_optim]
 
 
 def main(framework: str, names: list[str]) -> None:

@@ -93,7 +93,7 @@ def test_logged_metrics_between_logger_steps(observed):
 
 # Keys only Lightning writes (its version string) and only Relay writes (its format version, the precision
 # plugin's state, every rank's RNG streams, hyper-parameters even when empty): deliberate differences.
-ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version", "hparams_name"}
+ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version"}
 
 
 @pytest.mark.parametrize("check", ["top_k_all", "top_k_two"])
@@ -146,3 +146,58 @@ def test_datamodule_batch_transfer_hooks(observed, key):
     lightning, relay = _pair(observed, key)
     assert ["dm_before", 0] in lightning and not any("module_" in e[0] for e in lightning), lightning
     assert relay == lightning
+
+
+MEMBER_POINTS = ["before_fit", "sanity_step", "training_step", "validation_step", "on_train_end", "after_fit",
+                 "after_validate", "test_step", "after_test", "predict_step", "after_predict"]
+
+
+@pytest.mark.parametrize("point", MEMBER_POINTS)
+def test_trainer_members_through_fit_validate_test_predict(observed, point):
+    """``evaluating``, ``interrupted``, ``received_sigterm``, ``enable_validation``, ``num_sanity_val_batches`` and
+    the loaders in use (one, or a list as given; None outside their call), at each point of four runs."""
+    lightning, relay = _pair(observed, "members_through_runs")
+    assert "exception" not in lightning, lightning
+    lightning, relay = lightning[point], relay.get(point)
+    if point in ("predict_step", "after_predict"):
+        # documented difference: Lightning rebuilds a prediction loader around its batch sampler, which leaves
+        # its batch_size None; Relay's rebuilt loader keeps the batch size
+        assert lightning["predict"]["batch_size"] is None and relay["predict"]["batch_size"] == 2
+        lightning = {**lightning, "predict": {**lightning["predict"], "batch_size": 2}}
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("check", ["members_no_validation_step", "members_limit_val_0", "members_no_sanity_check",
+                                   "members_all_sanity_batches", "members_limit_0_everywhere", "members_interrupted", "members_sigterm",
+                                   "members_placement", "members_early_stopping", "members_init_module",
+                                   "members_print", "members_scaler"])
+def test_trainer_members(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+def _same_or_narrower(lightning, relay) -> None:
+    """Equal, except that where Lightning raised, Relay's exception may be a subclass catching more ``except``s."""
+    if isinstance(lightning, dict) and "builtin_bases" in lightning:
+        assert isinstance(relay, dict) and "builtin_bases" in relay, (lightning, relay)
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+    elif isinstance(lightning, dict) and isinstance(relay, dict):
+        assert lightning.keys() == relay.keys(), (lightning, relay)
+        for key in lightning:
+            _same_or_narrower(lightning[key], relay[key])
+    else:
+        assert relay == lightning
+
+
+@pytest.mark.parametrize("check", [
+    "module_members_dtype", "module_members_strict_loading", "module_members_toggled_optimizer",
+    "module_members_all_gather", "module_members_checkpoint_keys", "module_members_to_torchscript",
+    "module_members_loader_defaults", "module_members_remove_ignored_hparams", "module_members_configure_sharded_model",
+    "datamodule_members_from_datasets", "datamodule_members_on_exception",
+])
+def test_module_and_datamodule_members(observed, check):
+    """LightningModule / LightningDataModule members: dtype, strict_loading, toggled_optimizer, all_gather on one
+    process, checkpoint hyperparameter keys, to_torchscript, the *_dataloader defaults, from_datasets, ..."""
+    lightning, relay = _pair(observed, check)
+    assert not (isinstance(lightning, dict) and "exception" in lightning), lightning
+    _same_or_narrower(lightning, relay)

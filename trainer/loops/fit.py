@@ -33,6 +33,8 @@ class FitLoop:
         self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
         self.max_batches: int | float = 0  # training batches per epoch (``trainer.num_training_batches``)
         self.progress: LoopProgress = trainer.progress
+        self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
+        self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
 
     @property
     def epoch_progress(self) -> Any:

@@ -19,8 +19,9 @@ _LOADER_METHOD = {"train": "train_dataloader", "val": "val_dataloader", "test": 
                   "predict": "predict_dataloader"}
 
 
-def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any]:
-    """The loaders for ``key``: passed in, else from the DataModule, else from the Module."""
+def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> tuple[list[Any], type | None]:
+    """The loaders for ``key``: passed in, else from the DataModule, else from the Module; and the list or tuple
+    type they came in (None: one loader)."""
     from lightning_utilities.core.overrides import is_overridden
 
     from trainer.datamodule import DataModule
@@ -30,7 +31,7 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
         dm = trainer.datamodule
         if dm is not None and is_overridden(method, dm, DataModule):
             given = getattr(dm, method)()
-        elif getattr(trainer.lightning_module, method, None) is not None:  # `model.val_dataloader = None`: none
+        elif is_overridden(method, trainer.lightning_module, Module):  # `model.val_dataloader = None`: none
             given = getattr(trainer.lightning_module, method)()
     from trainer.input_checks import check_loader
 
@@ -42,10 +43,28 @@ def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> list[Any
                 f"No {key} dataloader: pass {arg}=... to the Trainer call, or implement {method}() in your "
                 "DataModule (or Module)."
             )
-        return []
+        return [], None
     if key == "train":  # one iterable of batches (a list of batches is fine too)
-        return [given]
-    return list(given) if isinstance(given, (list, tuple)) else [given]
+        return [given], None
+    return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
+
+
+def _prepared(trainer: Trainer, key: str, given: Any, required: bool, pad: bool = True,
+              no_shuffle: bool = False) -> list[Any]:
+    """The loaders for ``key``, prepared to iterate; also what this Trainer call shows as its ``key`` loaders
+    (``trainer.train_dataloader``, ``val_dataloaders``...): one loader, or a list as given; None if there is
+    none or ``limit_<key>_batches=0`` leaves nothing to run (Lightning does not load them then)."""
+    loaders, shape = _loaders(trainer, key, given, required)
+    plans = _plans(trainer, loaders, pad=pad, no_shuffle=no_shuffle)
+    from trainer.input_checks import check_no_rank_without_batches
+
+    check_no_rank_without_batches(trainer, key, [plan.loader for plan in plans])
+    shown = [plan.loader for plan in plans]
+    if getattr(trainer, f"limit_{key}_batches") == 0:
+        trainer._loaders_in_use[key] = None
+    else:
+        trainer._loaders_in_use[key] = shape(shown) if shape is not None else (shown[0] if shown else None)
+    return plans
 
 
 def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: bool = False) -> list[Any]:
@@ -68,7 +87,7 @@ def run_stage(
 ) -> Any:
     from trainer.callbacks.setup import merge_module_callbacks
     from trainer.checkpoint import load_checkpoint
-    from trainer.hooks import Hooks
+    from trainer.hooks import Hooks, call_datamodule
     from trainer.loops.state import restore_callbacks, restore_module, restore_training_state
 
     if not isinstance(model, Module):
@@ -96,6 +115,10 @@ def run_stage(
     if datamodule is not None:
         datamodule.trainer = trainer
     trainer.should_stop = False
+    trainer._loaders_in_use.clear()  # each Trainer call shows only the loaders it uses, as in Lightning
+    from trainer.preemption import reset_signals
+
+    reset_signals(trainer)
     trainer.progress.eval_batches = 0
     trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
     for results in trainer._results.values():
@@ -117,10 +140,9 @@ def run_stage(
         trainer.ckpt_path = path
 
         trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
-        if strategy.local_rank == 0:
-            if datamodule is not None:
-                datamodule.prepare_data()
-            model.prepare_data()
+        for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
+            if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
+                owner.prepare_data()
         strategy.barrier("prepare_data")
         hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
         status = "success"
@@ -128,6 +150,7 @@ def run_stage(
         if datamodule is not None:
             datamodule.setup(setup_stage)
         hooks.call("setup", setup_stage)
+        trainer.fit_loop.val_source = _has_source(trainer, "val", given.get("val"))  # `trainer.enable_validation`
     except BaseException:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
@@ -135,7 +158,7 @@ def run_stage(
         from trainer.input_checks import check_has_parameters, check_writable_dirs
 
         check_writable_dirs(trainer)
-        model.configure_model()
+        _configure_model(model)
         if stage == "fit":
             check_has_parameters(model)
         if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
@@ -170,6 +193,7 @@ def run_stage(
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
         hooks.call("on_exception", exc)
+        call_datamodule(datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
         raise
     finally:
         for logger in trainer.loggers:
@@ -185,6 +209,26 @@ def run_stage(
             state.status = TrainerStatus.FINISHED
 
 
+def _configure_model(model: Module) -> None:
+    """``configure_model``, after Lightning's older ``configure_sharded_model`` where a module still overrides it."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    if is_overridden("configure_sharded_model", model, Module):
+        name = type(model).__name__
+        if is_overridden("configure_model", model, Module):
+            from trainer.errors import MisconfigurationRuntimeError
+
+            raise MisconfigurationRuntimeError(
+                f"{name} overrides both configure_model and configure_sharded_model (its deprecated name); keep only "
+                "configure_model."
+            )
+        from trainer.utilities.rank_zero import rank_zero_deprecation
+
+        rank_zero_deprecation(f"{name}.configure_sharded_model is deprecated; rename it to configure_model.")
+        model.configure_sharded_model()
+    model.configure_model()
+
+
 def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
     """Whether loaders for ``key`` could exist, without building them (Lightning asks for them when needed)."""
     from lightning_utilities.core.overrides import is_overridden
@@ -194,15 +238,14 @@ def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
     method = _LOADER_METHOD[key]
     dm = trainer.datamodule
     return (given is not None or (dm is not None and is_overridden(method, dm, DataModule))
-            or getattr(trainer.lightning_module, method, None) is not None)
+            or is_overridden(method, trainer.lightning_module, Module))
 
 
 def _train_plan(trainer: Trainer, given: Any) -> Any:
     """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
     from trainer.loops.state import rescale_position
 
-    train = _plans(trainer, _loaders(trainer, "train", given, required=True),
-                   no_shuffle=bool(trainer.overfit_batches))[0]
+    train = _prepared(trainer, "train", given, required=True, no_shuffle=bool(trainer.overfit_batches))[0]
     trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
     rescale_position(trainer, trainer.progress.train_batch_size)
     trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
@@ -214,7 +257,7 @@ def _train_plan(trainer: Trainer, given: Any) -> Any:
 
 
 def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | float]]:
-    val = _plans(trainer, _loaders(trainer, "val", given, required=False))
+    val = _prepared(trainer, "val", given, required=False)
     trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
     return val, trainer.num_val_batches
 
@@ -228,21 +271,20 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
             if getattr(model, "example_input_array", None) is not None:
                 logger.log_graph(model)
         hooks.call("on_fit_start")
-        val_source = _has_source(trainer, "val", given["val"])
         trainer.fit_loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
-                             val_source, rng)
+                             trainer.fit_loop.val_source, rng)
         hooks.call("on_fit_end")
         return None
     if stage == "predict":
         from trainer.loops.evaluation import run_predict
 
-        plans = _plans(trainer, _loaders(trainer, "predict", given["predict"], required=True), pad=False)
+        plans = _prepared(trainer, "predict", given["predict"], required=True, pad=False)
         trainer.num_predict_batches = [apply_limit(trainer.limit_predict_batches, num_batches(p.loader)) for p in plans]
         return run_predict(trainer, plans, trainer.num_predict_batches)
     from trainer.loops.evaluation import run_evaluation
 
     key = "val" if stage == "validate" else "test"
-    plans = _plans(trainer, _loaders(trainer, key, given[key], required=True))
+    plans = _prepared(trainer, key, given[key], required=True)
     limit = trainer.limit_val_batches if stage == "validate" else trainer.limit_test_batches
     counts = [apply_limit(limit, num_batches(p.loader)) for p in plans]
     if stage == "validate":

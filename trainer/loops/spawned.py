@@ -78,7 +78,7 @@ def _own_memory(model: torch.nn.Module) -> None:
 
 
 def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, results: dict[str, Any]) -> None:
-    model.load_state_dict(results["state_dict"])
+    model.load_state_dict(results["state_dict"], strict=model.strict_loading)  # a partial state_dict may be on purpose
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
     vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object

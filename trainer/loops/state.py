@@ -21,10 +21,12 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         "global_step": trainer.global_step,
         "loops": trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
         "state_dict": strategy.module_state_dict(module),
-        "hyper_parameters": plain_data(dict(module.hparams)),
     }
-    if trainer.datamodule is not None:
-        checkpoint["datamodule_hyper_parameters"] = plain_data(dict(trainer.datamodule.hparams))
+    for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
+        if owner is not None:
+            checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams))
+            if owner.hparams and getattr(owner, "_hparams_name", None) is not None:
+                checkpoint[owner.CHECKPOINT_HYPER_PARAMS_NAME] = owner._hparams_name
     if not weights_only:
         checkpoint["optimizer_states"] = [strategy.optimizer_state_dict(o) for o in trainer.optimizers]
         checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
@@ -45,7 +47,7 @@ def restore_module(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
     module = trainer.lightning_module
     if hasattr(module, "on_load_checkpoint"):
         module.on_load_checkpoint(checkpoint)
-    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"])
+    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"], strict=module.strict_loading)
 
 
 def restore_callbacks(trainer: Trainer, checkpoint: dict[str, Any]) -> None:

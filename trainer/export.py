@@ -1,0 +1,47 @@
+"""``Module.to_torchscript``: a module as TorchScript, for deployment code that still loads ``torch.jit`` files."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from trainer.module import Module
+
+
+def _on_device(module: Module, inputs: Any) -> Any:
+    """Example inputs through the module's batch-transfer hooks, so they reach its device as a batch would."""
+    inputs = module.on_before_batch_transfer(inputs, 0)
+    inputs = module.transfer_batch_to_device(inputs, module.device, 0)
+    return module.on_after_batch_transfer(inputs, 0)
+
+
+@torch.no_grad()
+def to_torchscript(
+    module: Module, file_path: str | os.PathLike | None, method: str | None, example_inputs: Any, **kwargs: Any
+) -> Any:
+    """Script or trace ``module`` in eval mode (its train/eval mode is restored after), optionally saving it."""
+    if method not in ("script", "trace"):
+        raise ValueError(f"to_torchscript(method={method!r}) is not valid; use method='script' or method='trace'.")
+    was_training = module.training
+    try:
+        if method == "script":
+            scripted = torch.jit.script(module.eval(), **kwargs)
+        else:
+            if example_inputs is None:
+                example_inputs = module.example_input_array
+            if example_inputs is None:
+                raise ValueError(
+                    "to_torchscript(method='trace') needs inputs to trace with: pass example_inputs=... or set "
+                    "module.example_input_array."
+                )
+            if kwargs.get("check_inputs") is not None:
+                kwargs["check_inputs"] = _on_device(module, kwargs["check_inputs"])
+            scripted = torch.jit.trace(module.eval(), _on_device(module, example_inputs), **kwargs)
+    finally:
+        module.train(was_training)
+    if file_path is not None:
+        torch.jit.save(scripted, os.fspath(file_path))
+    return scripted
