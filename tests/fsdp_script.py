@@ -23,11 +23,40 @@ class Recorded(GPTModule):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.losses: dict[int, float] = {}
+        self.observed: dict[str, object] = {"grads_after_backward": {}}
+
+    def on_train_start(self):
+        from torch.distributed.fsdp import FSDPModule
+
+        self.observed["fsdp_units"] = sorted(n for n, m in self.named_modules() if isinstance(m, FSDPModule))
 
     def training_step(self, batch, batch_idx):
         loss = super().training_step(batch, batch_idx)
         self.losses[self.global_step] = float(self.trainer.strategy.all_reduce(loss.detach(), "mean"))
+        if "sharded_after_forward" not in self.observed:  # did the block's unit free its gathered parameters?
+            from torch.distributed.tensor import DTensor
+
+            weight = self.model.blocks[0].attention.wq.weight
+            self.observed["sharded_after_forward"] = isinstance(weight, DTensor)
         return loss
+
+    def on_after_backward(self):
+        """Whether the sharded gradients exist yet: only FSDP's reduce-scatter produces them."""
+        grads = [p.grad for p in self.parameters()]
+        self.observed["grads_after_backward"][self.trainer.progress.batches_seen] = (
+            "none" if all(g is None for g in grads) else "all" if all(g is not None for g in grads) else "some")
+
+
+class SelfSharded(Recorded):
+    """A configure_model that applies fully_shard itself (every block, then the model): the strategy leaves it."""
+
+    def configure_model(self):
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = self.device_mesh["dp_shard"]
+        for block in self.model.blocks:
+            fully_shard(block, mesh=mesh, reshard_after_forward=True)
+        fully_shard(self.model, mesh=mesh)
 
 
 def main() -> None:
@@ -52,18 +81,35 @@ def main() -> None:
     p.add_argument("--accelerator", default="cpu")
     p.add_argument("--evaluate", action="store_true", help="then validate, test from ckpt 'last', and predict")
     p.add_argument("--cpu-offload", action="store_true")
+    p.add_argument("--sharding-strategy", help="FSDPStrategy(sharding_strategy=...)")
+    p.add_argument("--reshard-after-forward", choices=["true", "false"])
+    p.add_argument("--auto-wrap", help="FSDPStrategy(auto_wrap_policy=...): comma-separated class names of "
+                   "trainer.examples.gpt; 'class:Name' passes the class itself, 'Name' the string")
+    p.add_argument("--self-shard", action="store_true", help="the Module's configure_model calls fully_shard itself")
     args = p.parse_args()
 
     seed_everything(7)
     strategy: object = args.strategy
-    plain = args.strategy == "fsdp" and args.state_dict_type == "sharded" and not (args.ac or args.cpu_offload)
+    options = {}
+    if args.sharding_strategy:
+        options["sharding_strategy"] = args.sharding_strategy
+    if args.reshard_after_forward:
+        options["reshard_after_forward"] = args.reshard_after_forward == "true"
+    if args.auto_wrap:
+        import trainer.examples.gpt as gpt
+
+        options["auto_wrap_policy"] = {getattr(gpt, n[len("class:"):]) if n.startswith("class:") else n
+                                       for n in args.auto_wrap.split(",")}
+    plain = (args.strategy == "fsdp" and args.state_dict_type == "sharded" and not (args.ac or args.cpu_offload)
+             and not options)
     if plain:  # the short name, as a user writes it
         strategy = "fsdp"
     elif args.strategy.startswith("fsdp"):
         from plugins.strategies.fsdp import FSDPStrategy
 
+        options.setdefault("sharding_strategy", "HYBRID_SHARD" if args.strategy == "fsdp_hybrid" else "FULL_SHARD")
         strategy = FSDPStrategy(
-            sharding_strategy="HYBRID_SHARD" if args.strategy == "fsdp_hybrid" else "FULL_SHARD",
+            **options,
             shard_size=args.shard_size, state_dict_type=args.state_dict_type,
             activation_checkpointing_policy=True if args.ac else None, cpu_offload=args.cpu_offload, timeout=120)
     elif args.strategy == "model_parallel":
@@ -81,14 +127,15 @@ def main() -> None:
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
         limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
     )
+    cls = SelfSharded if args.self_shard else Recorded
     hp = dict(n_layer=2, n_head=4, n_embd=args.n_embd, lr=1e-2, warmup_steps=2, max_steps=20)
     if args.meta:  # Lightning's way to build a large model for FSDP: on the meta device, sharded before allocation
         with trainer.init_module(empty_init=True):
-            model = Recorded(**hp)
+            model = cls(**hp)
         if not all(t.is_meta for t in model.parameters()):
             raise SystemExit("trainer.init_module(empty_init=True) under FSDP did not build on the meta device")
     else:
-        model = Recorded(**hp)
+        model = cls(**hp)
     data = SortingDataModule(train_size=160, val_size=16, batch_size=args.batch_size)
     trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
     evaluated = {}
@@ -107,7 +154,8 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"losses-{args.tag}.json").write_text(json.dumps({str(k): v for k, v in model.losses.items()}))
         torch.save(full, out / f"final-{args.tag}.pt")
-        info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated}
+        info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated,
+                "observed": model.observed}
         (out / f"info-{args.tag}.json").write_text(json.dumps(info))
 
 

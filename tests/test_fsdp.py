@@ -126,6 +126,66 @@ def test_one_process_checkpoint_resumes_on_two_with_meta_init_and_activation_che
     assert_weights(tmp_path, "r12", ref_weights)
 
 
+def observed(out: Path, tag: str) -> dict:
+    return json.loads((out / f"info-{tag}.json").read_text())["observed"]
+
+
+def test_default_wrapping_reshards_after_forward_and_reduces_every_backward(fsdp2):
+    """The default the tests below change: every ModuleList entry (block) is a unit, parameters are freed after
+    forward (FULL_SHARD), and without accumulation every backward produces the sharded gradients."""
+    seen = observed(fsdp2, "fsdp")
+    assert seen["fsdp_units"] == ["model", "model.blocks.0", "model.blocks.1"]
+    assert seen["sharded_after_forward"] is True
+    assert set(seen["grads_after_backward"].values()) == {"all"}
+
+
+def test_shard_grad_op_with_a_wrap_policy_of_class_names_and_accumulation_without_reduce_scatter(single, tmp_path):
+    """``sharding_strategy="SHARD_GRAD_OP"`` keeps the gathered parameters after forward; ``auto_wrap_policy`` given
+    as class names (the YAML form) makes those classes the units; with accumulation 2 the first backward of each
+    window leaves no sharded gradient (no reduce-scatter ran) and the second produces them; the losses are those
+    of one process accumulating the same batches."""
+    run(tmp_path, "--strategy", "single_device", "--devices", "1", "--batch-size", "8", "--accumulate", "2",
+        "--max-steps", "4", "--tag", "single-acc")
+    run(tmp_path, "--sharding-strategy", "SHARD_GRAD_OP", "--auto-wrap", "Attention,FeedForward", "--accumulate", "2",
+        "--max-steps", "4", "--batch-size", "4", "--tag", "sgo")
+    seen = observed(tmp_path, "sgo")
+    assert seen["fsdp_units"] == ["model", "model.blocks.0.attention", "model.blocks.0.feed_forward",
+                                  "model.blocks.1.attention", "model.blocks.1.feed_forward"]
+    assert seen["sharded_after_forward"] is False
+    grads = {int(k): v for k, v in seen["grads_after_backward"].items()}
+    assert sorted(grads) == list(range(8)) and all(grads[b] == ("none" if b % 2 == 0 else "all") for b in grads), grads
+    assert_losses(losses(tmp_path, "sgo"), losses(tmp_path, "single-acc"), range(4))
+    assert_weights(tmp_path, "sgo", tmp_path / "final-single-acc.pt")
+
+
+def test_the_readme_example_wrap_policy_classes_no_reshard_and_a_full_checkpoint(single, tmp_path):
+    """``FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy=..., reshard_after_forward=False,
+    state_dict_type="full")`` from the README, on 2 processes: it trains like one process."""
+    from plugins.strategies.fsdp import FSDPStrategy
+
+    assert FSDPStrategy(sharding_strategy="SHARD_GRAD_OP").reshard_after_forward is False  # what SHARD_GRAD_OP means
+    with pytest.raises(ValueError, match=r"reshard_after_forward=1\) must be True, False, or an int >= 2"):
+        FSDPStrategy(reshard_after_forward=1)
+    run(tmp_path, "--auto-wrap", "class:Block", "--ac", "--reshard-after-forward", "false", "--state-dict-type", "full",
+        "--max-steps", "4", "--batch-size", "4", "--checkpoint-every", "4", "--tag", "readme")
+    seen = observed(tmp_path, "readme")
+    assert seen["fsdp_units"] == ["model", "model.blocks.0", "model.blocks.1"]
+    assert seen["sharded_after_forward"] is False
+    assert_losses(losses(tmp_path, "readme"), single[0], range(4))
+    assert (tmp_path / "ckpt" / "last.ckpt").is_file()  # one file, from rank 0
+
+
+def test_a_configure_model_that_calls_fully_shard_itself_is_left_alone(single, tmp_path):
+    """The Module shards every block (resharding after forward) and its model itself; the strategy's own wrap
+    policy and ``reshard_after_forward=False`` are not applied on top, and training matches one process."""
+    run(tmp_path, "--self-shard", "--auto-wrap", "FeedForward", "--reshard-after-forward", "false", "--max-steps", "4",
+        "--batch-size", "4", "--tag", "self")
+    seen = observed(tmp_path, "self")
+    assert seen["fsdp_units"] == ["model", "model.blocks.0", "model.blocks.1"]  # no FeedForward units
+    assert seen["sharded_after_forward"] is True  # the Module's choice, not the strategy's
+    assert_losses(losses(tmp_path, "self"), single[0], range(4))
+
+
 @pytest.fixture(scope="module")
 def tp2(tmp_path_factory) -> Path:
     """Tensor parallel over 2 processes (the GPT example's plan); a full single-file checkpoint at step 10."""

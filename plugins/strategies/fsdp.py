@@ -136,8 +136,8 @@ class FSDPStrategy(ParallelStrategy):
         if shard_size is not None and sharding_strategy != "HYBRID_SHARD":
             raise ValueError(f"{type(self).__name__}(shard_size={shard_size}) only applies to "
                              "sharding_strategy='HYBRID_SHARD'; remove it or set that strategy.")
-        if reshard_after_forward is not None and (not isinstance(reshard_after_forward, (bool, int))
-                                                  or reshard_after_forward is not True and reshard_after_forward < 1):
+        if reshard_after_forward is not None and not (isinstance(reshard_after_forward, bool) or (
+                isinstance(reshard_after_forward, int) and reshard_after_forward >= 2)):
             raise ValueError(f"{type(self).__name__}(reshard_after_forward={reshard_after_forward!r}) must be True, "
                              "False, or an int >= 2 (reshard to a smaller group of that size).")
         if not isinstance(cpu_offload, bool):
