@@ -41,6 +41,33 @@ class Record(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class DictBatches(GPTModule):
+    """Batches become dicts (``on_before_batch_transfer``), so the default ``(batch[0], batch[1])`` cannot work:
+    ``pipeline_inputs`` says where inputs and target are. Counts the calls of the hooks the README names."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = dict.fromkeys(("pipeline_inputs", "training_step", "on_before_backward", "on_after_backward"), 0)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx):
+        tokens, targets = batch
+        return {"tokens": tokens, "targets": targets}
+
+    def pipeline_inputs(self, batch):
+        self.calls["pipeline_inputs"] += 1
+        return batch["tokens"], batch["targets"]
+
+    def training_step(self, batch, batch_idx):
+        self.calls["training_step"] += 1
+        return self.pipeline_loss(self(batch["tokens"]), batch["targets"])
+
+    def on_before_backward(self, loss):
+        self.calls["on_before_backward"] += 1
+
+    def on_after_backward(self):
+        self.calls["on_after_backward"] += 1
+
+
 def full_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every rank's tensors, whole, merged (stages hold different names; shards are gathered)."""
     import torch.distributed as dist
@@ -69,6 +96,7 @@ def main() -> None:
     p.add_argument("--clip", type=float, default=0.05)
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--evaluate", action="store_true", help="then validate, test and predict")
+    p.add_argument("--dict-batches", action="store_true", help="DictBatches: dict batches read by pipeline_inputs")
     args = p.parse_args()
 
     seed_everything(7)
@@ -92,7 +120,7 @@ def main() -> None:
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
         limit_val_batches=0, gradient_clip_val=args.clip or None, accumulate_grad_batches=args.accumulate,
     )
-    model = GPTModule(n_layer=args.n_layer, n_head=2, n_embd=16, lr=1e-2, warmup_steps=2, max_steps=args.max_steps)
+    model = (DictBatches if args.dict_batches else GPTModule)(n_layer=args.n_layer, n_head=2, n_embd=16, lr=1e-2, warmup_steps=2, max_steps=args.max_steps)
     data = SortingDataModule(train_size=64, val_size=16, batch_size=args.batch_size)  # 8 global batches of 8
     trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
     info: dict = {"losses": record.losses, "logged": record.logged, "lrs": record.lrs,
@@ -104,6 +132,9 @@ def main() -> None:
         predictions = trainer.predict(model, datamodule=data)
         info["predicted"] = [p.tolist() for p in predictions][:1]
     weights = full_weights(model)
+    if args.dict_batches:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, f"calls-{args.tag}-rank{trainer.global_rank}.json").write_text(json.dumps(model.calls))
     if trainer.is_global_zero:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

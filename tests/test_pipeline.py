@@ -281,6 +281,57 @@ def test_pipeline_times_tensor_parallel_matches_one_process(runs, tmp_path):
     assert_same_weights(final(tmp_path, "pptp"), final(runs / "single", "single"))
 
 
+def test_pipeline_inputs_reads_the_batch_and_training_step_and_on_before_backward_do_not_run(tmp_path):
+    """Batches are dicts (the default ``(batch[0], batch[1])`` cannot read them): ``pipeline_inputs`` does, on every
+    rank, once per batch; ``training_step`` and ``on_before_backward`` never run under pipeline (one process runs
+    both), ``on_after_backward`` does; and the steps' losses and the weights are those of one process."""
+    script(tmp_path, "--dict-batches", "--max-steps", "3", "--tag", "pp")
+    script(tmp_path, "--strategy", "single_device", "--devices", "1", "--dict-batches", "--max-steps", "3", "--tag",
+           "single")
+    for rank in (0, 1):
+        calls = json.loads((tmp_path / f"calls-pp-rank{rank}.json").read_text())
+        assert calls == {"pipeline_inputs": 3, "training_step": 0, "on_before_backward": 0, "on_after_backward": 3}
+    calls = json.loads((tmp_path / "calls-single-rank0.json").read_text())
+    assert calls == {"pipeline_inputs": 0, "training_step": 3, "on_before_backward": 3, "on_after_backward": 3}
+    pp, single = info(tmp_path, "pp"), info(tmp_path, "single")
+    assert sorted(pp["losses"]) == sorted(single["losses"]) == ["1", "2", "3"]
+    for step, value in single["losses"].items():
+        assert pp["losses"][step] == pytest.approx(value, rel=1e-5), step
+    assert_same_weights(final(tmp_path, "pp"), final(tmp_path, "single"))
+
+
+def test_n_microbatches_that_do_not_divide_the_batch_end_the_run_with_one_line_naming_it(tmp_path):
+    """Found at the first batch, inside the workers (the batch size is the loader's); the launcher's last line says
+    what is wrong and how to fix it."""
+    done = script(tmp_path, "--batch-size", "6", "--option", "n_microbatches=4", "--max-steps", "3", "--tag", "bad",
+                  ok=False)
+    assert done.returncode != 0 and not (tmp_path / "info-bad.json").exists()
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("relay: rank ") and "a batch of 6 does not split into n_microbatches=4" in last, last
+    assert "strategy.n_microbatches=2" in last
+
+
+def test_a_layout_the_model_cannot_fill_is_one_error_before_any_worker_starts(tmp_path):
+    """Too few blocks for the stages, from the CLI (one ``error:`` line, exit 2) and from a script (the launching
+    process raises; no worker starts, so no rank prints anything)."""
+    run = subprocess.run([sys.executable, "-m", "trainer", "strategy=pipeline", "trainer.devices=2", "experiment=smoke",
+                          "strategy.split_points=[blocks.1]", f"output_root={tmp_path / 'cli'}"],
+                         capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: strategy=pipeline: 1 block cannot fill 2 "
+                                                                 "stages"), run.stderr
+    assert "model.n_layer=2" in run.stderr and "[rank" not in run.stderr
+    done = script(tmp_path / "script", "--n-layer", "1", "--tag", "one", ok=False, timeout=120)
+    assert done.returncode != 0 and "[rank" not in done.stderr and "relay: rank" not in done.stderr
+    assert done.stderr.count("Traceback") == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("ValueError: strategy=pipeline: 1 block cannot fill 2 stages")
+    pipelined = split.find_pipeline(GPTModule(n_layer=3, n_head=2, n_embd=16))
+    with pytest.raises(ValueError, match=r"'blocks.5' is not a block that can start a stage; valid: blocks.1, blocks.2 "
+                                         r"\(the first block, blocks.0, always starts stage 1\), e.g. "
+                                         r"strategy.split_points=\[blocks.1\]"):
+        split.stage_starts(pipelined, 2, ["blocks.5"])
+
+
 def test_one_stage_is_a_clear_error():
     from trainer import Trainer
 
