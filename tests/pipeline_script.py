@@ -120,7 +120,8 @@ def main() -> None:
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
         limit_val_batches=0, gradient_clip_val=args.clip or None, accumulate_grad_batches=args.accumulate,
     )
-    model = (DictBatches if args.dict_batches else GPTModule)(n_layer=args.n_layer, n_head=2, n_embd=16, lr=1e-2, warmup_steps=2, max_steps=args.max_steps)
+    model = (DictBatches if args.dict_batches else GPTModule)(n_layer=args.n_layer, n_head=2, n_embd=16, lr=1e-2,
+                                                              warmup_steps=2, max_steps=args.max_steps)
     data = SortingDataModule(train_size=64, val_size=16, batch_size=args.batch_size)  # 8 global batches of 8
     trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
     info: dict = {"losses": record.losses, "logged": record.logged, "lrs": record.lrs,

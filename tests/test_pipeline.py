@@ -59,7 +59,8 @@ def test_automatic_split_balances_parameters_and_explicit_points_are_checked():
     assert split.stage_starts(pipelined, 2, ["model.blocks.1"]) == [0, 1]
     with pytest.raises(ValueError, match=r"split_points=\['blocks.2'\] gives 2 stages, but the layout has 3"):
         split.stage_starts(pipelined, 3, ["blocks.2"])
-    with pytest.raises(ValueError, match=r"'blocks.9' is not a block that can start a stage; valid: blocks.1, blocks.2"):
+    with pytest.raises(ValueError, match=r"'blocks.9' is not a block that can start a stage; valid: blocks.1, "
+                                         r"blocks.2"):
         split.stage_starts(pipelined, 2, ["blocks.9"])
     with pytest.raises(ValueError, match="must name increasing blocks"):
         split.stage_starts(pipelined, 3, ["blocks.4", "blocks.2"])
@@ -324,7 +325,8 @@ def test_a_layout_the_model_cannot_fill_is_one_error_before_any_worker_starts(tm
     done = script(tmp_path / "script", "--n-layer", "1", "--tag", "one", ok=False, timeout=120)
     assert done.returncode != 0 and "[rank" not in done.stderr and "relay: rank" not in done.stderr
     assert done.stderr.count("Traceback") == 1
-    assert done.stderr.strip().splitlines()[-1].startswith("ValueError: strategy=pipeline: 1 block cannot fill 2 stages")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: strategy=pipeline: 1 block cannot fill 2 stages"), last
     pipelined = split.find_pipeline(GPTModule(n_layer=3, n_head=2, n_embd=16))
     with pytest.raises(ValueError, match=r"'blocks.5' is not a block that can start a stage; valid: blocks.1, blocks.2 "
                                          r"\(the first block, blocks.0, always starts stage 1\), e.g. "
