@@ -82,14 +82,17 @@ def _example_override(cls: type, name: str | None) -> tuple[str, str]:
 
 def _check_keywords(init: Callable[..., None]) -> Callable[..., None]:
     """Wrap a strategy's ``__init__`` so an unknown keyword is a clear error naming the valid ones, instead of
-    ``ParallelStrategy.__init__() got an unexpected keyword argument`` from deep in the chain of ``super()``."""
+    ``ParallelStrategy.__init__() got an unexpected keyword argument`` from deep in the chain of ``super()``.
+    Only for Relay's own classes: a third-party strategy may take ``**kwargs`` for itself, which the names
+    collected up the chain cannot know."""
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        valid = _valid_arguments(type(self))
-        unknown = [k for k in kwargs if k not in valid]
-        if unknown:
-            raise unknown_argument_error(type(self), unknown, kwargs)
+        cls = type(self)
+        if cls.__module__.startswith("plugins."):
+            unknown = [k for k in kwargs if k not in _valid_arguments(cls)]
+            if unknown:
+                raise unknown_argument_error(cls, unknown, kwargs)
         init(self, *args, **kwargs)
 
     return checked
