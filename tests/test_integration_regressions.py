@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,26 @@ def test_a_failure_before_the_stage_runs_leaves_the_state_interrupted(tmp_path: 
     with pytest.raises(FileNotFoundError):
         trainer.fit(Net(), loader(), ckpt_path=tmp_path / "missing.ckpt")
     assert trainer.state.status.value == "interrupted" and not trainer.state.finished
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("with_record", [False, True])
+def test_torchruns_failure_summary_keeps_the_traceback(tmp_path, with_record):
+    """Relay records a worker's uncaught error for the elastic agent; under torchrun that must not blank the
+    traceback torchrun prints (nor replace the fuller one torch's ``@record`` wrote)."""
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "from torch.distributed.elastic.multiprocessing.errors import record\n"
+        "import trainer.launch\n"
+        f"{'@record' if with_record else ''}\n"
+        "def main():\n"
+        "    trainer.launch.watch_launcher()  # what every Trainer call does first\n"
+        "    raise ValueError('boom: the real error')\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", "--standalone",
+                           str(script)], capture_output=True, text=True, timeout=100, cwd=tmp_path, env=env)
+    assert done.returncode != 0
+    summary = done.stderr[done.stderr.index("Root Cause"):]
+    assert "ValueError: boom: the real error" in summary and 'fails.py", line' in summary, summary

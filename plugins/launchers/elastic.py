@@ -190,8 +190,12 @@ def record_failures() -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        if not issubclass(kind, (KeyboardInterrupt, SystemExit)):
-            record_failure(first_line(value))
+        # torch's ``@record`` may have written a fuller file already: keep it
+        if not issubclass(kind, (KeyboardInterrupt, SystemExit)) and not os.path.exists(
+                os.environ.get("TORCHELASTIC_ERROR_FILE", "")):
+            import traceback
+
+            record_failure(first_line(value), "".join(traceback.format_exception(kind, value, tb)))
         previous(kind, value, tb)
 
     sys.excepthook = hook
@@ -200,14 +204,16 @@ def record_failures() -> None:
 _RECORDING: list[bool] = []
 
 
-def record_failure(message: str) -> None:
-    """Write ``message`` as this worker's failure for the elastic agent (no-op outside one)."""
+def record_failure(message: str, callstack: str = "") -> None:
+    """Write ``message`` (and the traceback, which torchrun's failure summary prints) as this worker's failure
+    for the elastic agent (no-op outside one)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
     import json
 
-    data = {"message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(time.time()))}}}
+    data = {"message": {"message": message,
+                        "extraInfo": {"py_callstack": callstack, "timestamp": str(int(time.time()))}}}
     try:
         with open(path, "w") as fp:
             json.dump(data, fp)
