@@ -19,7 +19,7 @@ class DataModule(DataHooks, HyperparametersMixin):
     CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
     CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self) -> None:
         self.trainer: Any = None
 
     @classmethod
