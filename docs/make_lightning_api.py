@@ -124,6 +124,9 @@ TRAINER_ARGS: dict[str, tuple[str, str]] = {
 _LOADERS = ("the loader the loops iterate: a plain `DataLoader` comes back rebuilt with Relay's resumable sampler "
             "(same dataset, batch size and per-process length), so it is not the object passed in (Lightning: the "
             "same object, except for prediction)")
+_HPARAMS_TYPE = ("written, as in Lightning, only for one OmegaConf config saved with `save_hyperparameters(cfg)`, "
+                 "but as the name `\"DictConfig\"`, not the class (checkpoints hold plain data); "
+                 "`load_from_checkpoint` rebuilds the `DictConfig`")
 MEMBERS: dict[str, tuple[str, str]] = {
     "Trainer.init_module": ("difference", "with FSDP the model is built on the CPU in the precision's dtype (on the "
                                           "meta device with `empty_init=True`) and sharded when fit sets it up; with "
@@ -143,11 +146,8 @@ MEMBERS: dict[str, tuple[str, str]] = {
                                                  "`group=` is not supported under horovod"),
     "LightningModule.fabric": ("difference", "always None: Relay has no Fabric; setting it to anything else raises "
                                              "`TypeError`"),
-    "LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", "defined, never written: Relay saves "
-                                                                   "hyperparameters as plain data (an OmegaConf "
-                                                                   "config as a dict)"),
-    "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", "defined, never written: Relay saves "
-                                                                       "hyperparameters as plain data"),
+    "LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
+    "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
     "LightningDataModule.load_from_checkpoint": ("difference", "the DataModule's state is read from the checkpoint's "
                                                                "`datamodule` key (Lightning: its qualified class "
                                                                "name); `hparams_file` is refused"),

@@ -502,3 +502,37 @@ def test_configure_sharded_model_is_called_with_a_deprecation_warning():
 
     with pytest.raises(RuntimeError, match="both configure_model and configure_sharded_model"):
         fit(Both(), loader())
+
+
+class _Configured(Module):
+    """The Hydra pattern: one config object in, saved as it came."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.save_hyperparameters(cfg)
+        self.cfg = cfg
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("kind", ["dictconfig", "dict"])
+def test_one_saved_config_object_comes_back_as_the_type_it_was(tmp_path, kind):
+    """An OmegaConf config (the Hydra pattern) comes back as one, nested attribute access included; a plain dict
+    stays a dict, as Lightning passes it."""
+    from omegaconf import DictConfig, OmegaConf
+
+    cfg = OmegaConf.create({"optim": {"lr": 0.1}, "width": 3}) if kind == "dictconfig" else {"lr": 0.1, "width": 3}
+    trainer = Trainer(default_root_dir=tmp_path, max_steps=1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+    trainer.fit(_Configured(cfg), DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
+    path = trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path
+    loaded = _Configured.load_from_checkpoint(path)
+    if kind == "dictconfig":
+        assert isinstance(loaded.cfg, DictConfig) and loaded.cfg.optim.lr == 0.1
+    else:
+        assert type(loaded.cfg) is dict and loaded.cfg == {"lr": 0.1, "width": 3}

@@ -44,9 +44,12 @@ class HyperparametersMixin:
             params = dict(args[0])
             # the __init__ argument it came in as: load_from_checkpoint passes it back under that name
             self._hparams_name = next((k for k, v in init_args.items() if v is args[0]), None)
+            # an OmegaConf config is rebuilt as one by load_from_checkpoint (a plain dict stays a dict, as in Lightning)
+            self._hparams_type = "DictConfig" if type(args[0]).__name__ == "DictConfig" else None
         else:
             params = {k: init_args[k] for k in args} if args else init_args
             self._hparams_name = "kwargs" if params else None
+            self._hparams_type = None
         params = {k: v for k, v in params.items() if k not in ignored}
         self._log_hyperparams = logger
         self._hparams = AttributeDict(params)

@@ -19,11 +19,23 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any
     params = inspect.signature(cls.__init__).parameters
     name = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_NAME)
     if name and name != "kwargs" and name in params:  # save_hyperparameters(config): __init__(config=...)
-        saved = {name: saved}
+        saved = {name: _as_saved_type(saved, checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_TYPE))}
     kwargs = {**saved, **overrides}
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
     return kwargs
+
+
+def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
+    """One saved config object as ``__init__`` got it: an OmegaConf ``DictConfig`` again when it was one (the
+    checkpoint names the type; Lightning stores the class itself), otherwise the dict, as Lightning passes it."""
+    if type_name == "DictConfig":
+        try:
+            from omegaconf import OmegaConf
+        except ImportError:
+            return values
+        return OmegaConf.create(values)
+    return values
 
 
 def load_from_checkpoint(

@@ -27,6 +27,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
             checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams))
             if owner.hparams and getattr(owner, "_hparams_name", None) is not None:
                 checkpoint[owner.CHECKPOINT_HYPER_PARAMS_NAME] = owner._hparams_name
+                if getattr(owner, "_hparams_type", None) is not None:  # a name, not the class: plain data
+                    checkpoint[owner.CHECKPOINT_HYPER_PARAMS_TYPE] = owner._hparams_type
     if not weights_only:
         checkpoint["optimizer_states"] = [strategy.optimizer_state_dict(o) for o in trainer.optimizers]
         checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
