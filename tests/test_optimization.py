@@ -624,3 +624,20 @@ def test_unrolled_step_matches_the_closure_path(tmp_path, as_dict):
     assert steps == closure_steps == 16 and seen == closure_seen and seen[2] == {}
     assert set(seen[0]) == ({"loss", "double"} if as_dict else {"loss"})
     _assert_same(direct, _raw(2, lambda p: torch.optim.Adam(p, lr=0.01), skip={2, 5}))
+
+
+def test_a_step_pre_hook_added_in_on_train_start_runs_before_the_forward(tmp_path):
+    """optimizer.step(closure) runs step pre-hooks before the closure; the unrolled step must too, also for a hook
+    registered after the loop was built (here in on_train_start)."""
+    order: list[str] = []
+
+    class Hooked(Net):
+        def on_train_start(self):
+            self.trainer.optimizers[0].register_step_pre_hook(lambda opt, args, kwargs: order.append("pre_hook"))
+
+        def training_step(self, batch, batch_idx):
+            order.append("training_step")
+            return super().training_step(batch, batch_idx)
+
+    _trainer(tmp_path, max_steps=2).fit(Hooked(), _loader())
+    assert order == ["pre_hook", "training_step"] * 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import math
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -64,9 +63,7 @@ def check_no_rank_without_batches(trainer: Trainer, key: str, loaders: list[Any]
         datamodule is not None and datamodule.allow_zero_length_dataloader_with_multiple_devices)
     strategy = trainer.strategy
     for index, loader in enumerate(loaders):
-        count = num_batches(loader)
-        if count == math.inf:  # no length anywhere (the same loader type on every rank): nothing to compare
-            continue
+        count = num_batches(loader)  # inf (no length) counts as having batches; every rank joins both votes
         some_empty = strategy.reduce_boolean_decision(count == 0, all=False)
         some_full = strategy.reduce_boolean_decision(count > 0, all=False)
         if not (some_empty and some_full):

@@ -135,8 +135,12 @@ class TrainingStep:
         if closure_first:
             step = self.optimizer.step
 
+            optimizer = self.optimizer
+
             def closure_then_step(closure: Callable[[], Any]) -> Any:
-                if not torch.is_grad_enabled():  # fit() called under no_grad: step(closure) enables it
+                # under no_grad step(closure) enables grad; a step pre-hook added since (e.g. in on_train_start)
+                # must run before the closure, as step(closure) runs it
+                if not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks:
                     return step(closure)
                 loss = closure()  # what step(closure) would do first, without its enable_grad() context
                 step()
@@ -156,7 +160,8 @@ class TrainingStep:
         trainer = self.trainer
         # a GradientAccumulationScheduler may change it per epoch
         self.accumulate = accumulate = trainer.accumulate_grad_batches
-        if self.direct and accumulate == 1 and torch.is_grad_enabled():
+        if (self.direct and accumulate == 1 and torch.is_grad_enabled()
+                and not self.optimizer._optimizer_step_pre_hooks):  # a pre-hook added since: see closure_then_step
             # what closure_then_step(closure) does, unrolled: ~1 us a call on a ~100 us step (benchmarks/overhead.py)
             output = self.step_fn(batch, batch_idx)
             if (type(output) is torch.Tensor and output.numel() == 1
