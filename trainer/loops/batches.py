@@ -1,4 +1,5 @@
-"""Moving a batch to the device through the transfer hooks (the DataModule's or the Module's), paying only for overridden ones."""
+"""Moving a batch to the device through the transfer hooks (the DataModule's, else the Module's), paying
+only for overridden ones."""
 
 from __future__ import annotations
 
