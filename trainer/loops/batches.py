@@ -17,10 +17,10 @@ def _transfer_hook(trainer: Trainer, name: str) -> Any:
 
     from trainer.datamodule import DataModule
 
-    datamodule = trainer.datamodule
+    datamodule, modules = trainer.datamodule, trainer._hooks.caller(name)
     if datamodule is None or not is_overridden(name, datamodule, DataModule):
-        return trainer._hooks.caller(name)
-    if trainer._hooks.caller(name) is not None:
+        return modules
+    if modules is not None:
         import warnings
 
         warnings.warn(f"`{name}` is overridden in both the Module and the DataModule; the DataModule's runs.",
