@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -93,9 +93,9 @@ def duration(name: str, value: Any) -> timedelta:
     """``"DD:HH:MM:SS"``, a ``timedelta``, or a dict of ``timedelta`` keywords, as a ``timedelta``."""
     if isinstance(value, timedelta):
         return value
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or an OmegaConf DictConfig from the CLI
         try:
-            return timedelta(**value)
+            return timedelta(**dict(value))
         except TypeError as err:
             raise MisconfigurationError(
                 f"Trainer({name}={value!r}): {err}; use timedelta keywords, e.g. {name}={{'minutes': 10}}."
@@ -117,7 +117,7 @@ def max_time(name: str, value: Any) -> float | None:
 
 def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
     """A batch count or epoch fraction, or a duration (validation on wall-clock time, as in Lightning)."""
-    if isinstance(value, (str, dict, timedelta)):
+    if isinstance(value, (str, Mapping, timedelta)):
         interval = duration(name, value)
         if interval.total_seconds() <= 0:
             raise InvalidArgument
