@@ -11,15 +11,16 @@ import importlib
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+# the repository root, not tests/ (whose tests/trainer/ package would shadow Relay's `trainer`)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from lightning_api_names import (  # noqa: E402
+from tests.lightning_api_names import (  # noqa: E402
     MEMBER_CLASSES,
     MODULES,
     defined_names,
     instance_names,
     lightning_members,
-    trainer_arguments,
+    trainer_arguments_with_defaults,
 )
 
 from trainer.lightning_compat import relay_module_for  # noqa: E402
@@ -101,25 +102,6 @@ NOTES: dict[str, tuple[str, str]] = {
                                        "the launcher's"),
     "GradClipAlgorithmType": ("supported", ""),
 }
-TRAINER_ARGS: dict[str, tuple[str, str]] = {
-    "precision": ("difference", "default `\"32-true\"` (Lightning: None, meaning 32-true); `transformer-engine*` "
-                                "values are refused"),
-    "logger": ("supported", "also an OmegaConf ListConfig, as `hydra.utils.instantiate` passes it; default "
-                            "directory `relay_logs/` (`lightning_logs/` in compatibility mode)"),
-    "val_check_interval": ("difference", "an int or float; time-based values (str, timedelta, dict) are refused"),
-    "benchmark": ("supported", "sets `torch.backends.cudnn.benchmark` when not None"),
-    "inference_mode": ("difference", "accepted and stored; evaluation runs in the strategy's evaluation context"),
-    "use_distributed_sampler": ("supported", "False: every rank reads the loaders as given"),
-    "overfit_batches": ("planned", "issue 11, 'compat-behaviour' branch"),
-    "reload_dataloaders_every_n_epochs": ("planned", "issue 11, 'compat-behaviour' branch"),
-    "barebones": ("difference", "True turns off logger, checkpointing, progress bar and model summary"),
-    "plugins": ("difference", "one ClusterEnvironment; precision, checkpoint I/O and layer-sync plugins are refused"),
-    "sync_batchnorm": ("supported", "BatchNorm layers become SyncBatchNorm when more than one process trains"),
-    "enable_autolog_hparams": ("supported", ""),
-    "model_registry": ("refused", CLOUD + "; only None is accepted"),
-}
-
-
 # "Class.member" -> (status, note) for the members of LightningModule, LightningDataModule, Trainer and Callback
 _LOADERS = ("the loader the loops iterate: a plain `DataLoader` comes back rebuilt with Relay's resumable sampler "
             "(same dataset, batch size and per-process length), so it is not the object passed in (Lightning: the "
@@ -168,6 +150,43 @@ MEMBERS: dict[str, tuple[str, str]] = {
     "Trainer.predict_dataloaders": ("difference", _LOADERS + "; a prediction loader keeps its `batch_size` "
                                                              "(Lightning's shows None)"),
 }
+
+
+def trainer_argument_rows(lightning_args: dict[str, object], arguments: type | None = None) -> list[tuple[str, str, str]]:
+    """``(argument, status, note)`` for each of Lightning's Trainer arguments (``{name: Lightning's default}``), from
+    the fields of ``TrainerArguments``; a Lightning default that is not the one the field records stops the script."""
+    import dataclasses
+
+    from trainer.arguments import SAME, TrainerArguments, spec_of
+
+    by_lightning_name = {spec_of(f).lightning or f.name: f for f in dataclasses.fields(arguments or TrainerArguments)
+                         if spec_of(f).lightning is not None}
+    out = []
+    for arg, lightning_default in lightning_args.items():
+        f = by_lightning_name.get(arg)
+        if f is None:
+            out.append((arg, "refused", "not implemented"))
+            continue
+        spec = spec_of(f)
+        recorded = f.default if spec.lightning_default is SAME else spec.lightning_default
+        if repr(recorded) != repr(lightning_default):
+            raise SystemExit(f"Trainer({arg}=...): Lightning's default is {lightning_default!r}, TrainerArguments.{f.name} "
+                             f"records {recorded!r}: set its lightning_default")
+        notes = [f"Relay's name `{f.name}`"] if f.name != arg else []
+        if spec.lightning_default is not SAME:
+            notes.append(f"default `{f.default!r}` (Lightning: `{spec.lightning_default!r}`)")
+        out.append((arg, spec.status, "; ".join([*notes, spec.note] if spec.note else notes)))
+    return out
+
+
+def relay_only_argument_rows(arguments: type | None = None) -> list[tuple[str, str, str]]:
+    """``(argument, default, help)`` for the arguments Lightning's Trainer does not have."""
+    import dataclasses
+
+    from trainer.arguments import TrainerArguments, spec_of
+
+    return [(f.name, repr(f.default), spec_of(f).help) for f in dataclasses.fields(arguments or TrainerArguments)
+            if spec_of(f).lightning is None]
 
 
 def member_rows(cls_name: str) -> list[tuple[str, str, str, str]]:
@@ -248,20 +267,15 @@ def main() -> None:
             print(f"| `{name}` | {status} | {where} | {note} |")
         print()
     print("## `Trainer` arguments\n")
-    import inspect
-
-    from trainer import Trainer
-
-    relay_args = set(inspect.signature(Trainer.__init__).parameters)
+    print("From `trainer.arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema and "
+          "`python -m trainer --help`.\n")
     print("| argument | status | note |\n|---|---|---|")
-    for arg in trainer_arguments():
-        status, note = TRAINER_ARGS.get(arg, ("supported" if arg in relay_args else "refused", ""))
-        if status == "planned" and arg in relay_args:
-            status, note = "supported", ""
-        if status in ("supported", "difference") and arg not in relay_args:
-            raise SystemExit(f"Trainer({arg}=...) is marked {status} but Relay's Trainer does not take it")
+    for arg, status, note in trainer_argument_rows(trainer_arguments_with_defaults()):
         print(f"| `{arg}` | {status} | {note} |")
-
+    print("\n## Relay's own `Trainer` arguments\n")
+    print("| argument | default | what it does |\n|---|---|---|")
+    for arg, default, text in relay_only_argument_rows():
+        print(f"| `{arg}` | `{default}` | {text} |")
 
 if __name__ == "__main__":
     main()

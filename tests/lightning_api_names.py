@@ -49,6 +49,13 @@ def trainer_arguments() -> list[str]:
     return [p for p in inspect.signature(pl.Trainer.__init__).parameters if p != "self"]
 
 
+def trainer_arguments_with_defaults() -> dict[str, object]:
+    """Lightning's Trainer arguments in its order, each with its default."""
+    import lightning.pytorch as pl
+
+    return {n: p.default for n, p in inspect.signature(pl.Trainer.__init__).parameters.items() if n != "self"}
+
+
 # the classes whose members (methods, properties, attributes) the table lists: Lightning's name -> Relay's name
 MEMBER_CLASSES = {"LightningModule": "Module", "LightningDataModule": "DataModule", "Trainer": "Trainer",
                   "Callback": "Callback"}

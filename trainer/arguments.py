@@ -68,7 +68,7 @@ class TrainerArguments:
         "32-true", "Numeric precision: 32-true, 16-mixed, bf16-mixed, 64-true, ... or a Precision plugin",
         "a precision name ('32-true', 'bf16-mixed', ...) or a Precision", "'bf16-mixed'", group="precision",
         stored=False, lightning_default=None, status="difference",
-        note="None means 32-true in Lightning; `transformer-engine*` values are refused")
+        note="Lightning's None also means 32-true; `transformer-engine*` values are refused")
     logger: Any = argument(
         None, "Logger(s): None (TensorBoard, or CSV without tensorboard), False (none), a Logger or a list",
         "None, a bool, a Logger or a list of Loggers", "False", group="logger", stored=False,
@@ -109,7 +109,7 @@ class TrainerArguments:
         "None, an int number of batches, a float in [0.0, 1.0], or a positive duration ('DD:HH:MM:SS', a "
         "timedelta, a dict of timedelta keywords)", "0.25", checks.val_check_interval, status="difference",
         note="time-based values (str, timedelta, dict) are accepted and kept in seconds in "
-             "`trainer._val_check_time_interval`, as in Lightning")
+             "`trainer._val_check_time_interval`, as in Lightning (`val_check_interval` is then None)")
     check_val_every_n_epoch: int | None = argument(
         1, "Validate every n epochs (None: count val_check_interval batches across epochs)", "an int >= 1 or None",
         "2", checks.integer(1, optional=True))
