@@ -24,6 +24,10 @@ class InvalidArgument(Exception):
     """The value is not one the field's ``valid`` text allows (worded by ``TrainerArguments``)."""
 
 
+class DurationKeywordError(MisconfigurationError, TypeError):
+    """A duration dict with a key ``timedelta`` does not take: a TypeError, as Lightning raises."""
+
+
 def boolean(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgument
@@ -97,7 +101,7 @@ def duration(name: str, value: Any) -> timedelta:
         try:
             return timedelta(**dict(value))
         except TypeError as err:
-            raise MisconfigurationError(
+            raise DurationKeywordError(
                 f"Trainer({name}={value!r}): {err}; use timedelta keywords, e.g. {name}={{'minutes': 10}}."
             ) from None
     if isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
