@@ -91,6 +91,8 @@ def test_values_are_kept_normalized_on_the_trainer(tmp_path):
     trainer = Trainer(default_root_dir=tmp_path, logger=False, fast_dev_run=True, max_time={"minutes": 2})
     assert trainer.fast_dev_run == 1 and trainer.max_time == 120.0 and trainer.default_root_dir == str(tmp_path)
     assert trainer._arguments.fast_dev_run == 1  # the checked arguments, as given
+    stored = [f.name for f in FIELDS if spec_of(f).stored]
+    assert not [n for n in stored if hasattr(Trainer, n)], "a stored argument would hide behind a class property"
 
 
 # --- val_check_interval on time (Lightning's DD:HH:MM:SS, timedelta, dict) ----------------------------------------------
