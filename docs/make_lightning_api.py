@@ -14,7 +14,7 @@ import sys
 # the repository root, not tests/ (whose tests/trainer/ package would shadow Relay's `trainer`)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tests.lightning_api_names import (  # noqa: E402
+from tests.lightning_api_names import (
     MEMBER_CLASSES,
     MODULES,
     defined_names,
@@ -22,8 +22,7 @@ from tests.lightning_api_names import (  # noqa: E402
     lightning_members,
     trainer_arguments_with_defaults,
 )
-
-from trainer.lightning_compat import relay_module_for  # noqa: E402
+from trainer.lightning_compat import relay_module_for
 
 FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
 XLA = "TPUs/XLA: no XLA backend in Relay"

@@ -6,6 +6,7 @@ generated from its fields, so a new argument is one field here plus one paramete
 written out for IDEs and ``inspect.signature``; ``tests/trainer/test_arguments.py`` keeps the two equal).
 """
 
+# ruff: noqa: RUF009 (`argument(...)` returns a dataclasses.Field, as `field(...)` does)
 from __future__ import annotations
 
 import dataclasses

@@ -23,8 +23,8 @@ from trainer.lightning_args import apply_torch_switches
 from trainer.loggers.setup import make_loggers
 from trainer.module import Module
 from trainer.profilers.base import resolve_profiler
-from trainer.results import Results, to_float
 from trainer.ranks import set_rank_zero_only
+from trainer.results import Results, to_float
 from trainer.states import RunningStage, TrainerState
 from trainer.trainer_members import TrainerMembers
 

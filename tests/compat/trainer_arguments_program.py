@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.lightning_diff.common import exception, quiet  # noqa: E402
-from tests.lightning_diff.frameworks import load  # noqa: E402
-from tests.lightning_diff.harness import emit  # noqa: E402
+from tests.lightning_diff.common import exception, quiet
+from tests.lightning_diff.frameworks import load
+from tests.lightning_diff.harness import emit
 
 READ = ["max_epochs", "min_epochs", "max_steps", "min_steps", "check_val_every_n_epoch", "num_sanity_val_steps",
         "log_every_n_steps", "accumulate_grad_batches", "gradient_clip_val", "gradient_clip_algorithm",

@@ -69,7 +69,7 @@ def test_every_example_in_the_error_messages_is_valid():
     from plugins.environments.slurm import SLURMEnvironment
 
     for f in FIELDS:
-        value = eval(spec_of(f).example, {**EXAMPLE_NAMES, "SLURMEnvironment": SLURMEnvironment})  # noqa: S307
+        value = eval(spec_of(f).example, {**EXAMPLE_NAMES, "SLURMEnvironment": SLURMEnvironment})
         TrainerArguments(**{f.name: value})
 
 
@@ -172,7 +172,7 @@ def test_the_api_table_lists_every_argument():
     for f in FIELDS:
         spec = spec_of(f)
         part = relay_part if spec.lightning is None else lightning_part
-        assert re.search(rf"^\| `{spec.lightning or f.name}` \|", part, re.M), f.name
+        assert re.search(rf"^\| `{spec.lightning or f.name}` \|", part, re.MULTILINE), f.name
 
 
 # --- one new field, everywhere ----------------------------------------------------------------------------------------
