@@ -23,6 +23,14 @@ SAME: Any = object()  # "as in Relay" for ArgumentSpec.lightning_default
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 
+class ArgumentValueError(MisconfigurationError):
+    """A value an argument does not take; ``argument`` and ``example`` let a front end word its own fix."""
+
+    def __init__(self, message: str, argument: str, example: str) -> None:
+        super().__init__(message)
+        self.argument, self.example = argument, example
+
+
 @dataclass(frozen=True)
 class ArgumentSpec:
     """What a field says besides its name, type and default."""
@@ -200,9 +208,9 @@ class TrainerArguments:
             try:
                 object.__setattr__(self, f.name, spec.check(f.name, value))
             except checks.InvalidArgument:
-                raise MisconfigurationError(
+                raise ArgumentValueError(
                     f"Trainer({f.name}={value!r}) is not valid: {f.name} must be {spec.valid}. "
-                    f"For example: Trainer({f.name}={spec.example})."
+                    f"For example: Trainer({f.name}={spec.example}).", f.name, spec.example,
                 ) from None
         if isinstance(self.val_check_interval, float) and self.check_val_every_n_epoch is None:
             raise MisconfigurationError(

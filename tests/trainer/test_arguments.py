@@ -154,6 +154,36 @@ def test_a_composed_trainer_node_is_valid_arguments():
     assert args.val_check_interval == timedelta(minutes=10) and args.max_time == 3600.0 and args.overfit_batches == 2
 
 
+def test_every_example_is_an_override_that_works_on_the_command_line():
+    """A refused ``trainer.*`` value ends with ``Override: trainer.<name>=<example>``: that override composes and
+    the Trainer takes it."""
+    from hydra import compose, initialize_config_dir
+
+    from trainer.arguments import ArgumentValueError
+    from trainer.cli.schema import override_for, register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        for f in FIELDS:
+            if spec_of(f).group != "trainer":
+                continue
+            override = override_for(ArgumentValueError("", f.name, spec_of(f).example)).removeprefix(" Override: ")
+            assert override.startswith(f"trainer.{f.name}="), (f.name, override)
+            TrainerArguments(**compose("config", overrides=[override]).trainer)
+
+
+def test_a_refused_value_on_the_command_line_is_one_line_with_an_override(tmp_path):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "trainer", "trainer.accumulate_grad_batches=0"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=100, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "accumulate_grad_batches must be an int >= 1" in done.stderr
+    assert done.stderr.rstrip().endswith("Override: trainer.accumulate_grad_batches=4"), done.stderr
+
+
 # --- --help and the API table ------------------------------------------------------------------------------------------
 def test_help_lists_every_argument_with_its_value_here():
     out = _help(["trainer.max_epochs=7", "environment=slurm"])

@@ -46,6 +46,19 @@ def trainer_config(arguments: type = TrainerArguments) -> type:
 TrainerConfig = trainer_config()
 
 
+def override_for(error: BaseException) -> str:
+    """`` Override: trainer.<name>=<example>`` for a refused ``trainer.*`` value (``ArgumentValueError``), else ``""``."""
+    import ast
+
+    name, example = getattr(error, "argument", None), getattr(error, "example", None)
+    if name not in {f.name for f in dataclasses.fields(TrainerConfig)} or example is None:
+        return ""
+    value = ast.literal_eval(example)
+    text = ("null" if value is None else str(value).lower() if isinstance(value, bool)
+            else "[" + ",".join(map(str, value)) + "]" if isinstance(value, list) else str(value))
+    return f" Override: trainer.{name}={text}"
+
+
 def register_configs() -> None:
     """Put the schema in Hydra's ConfigStore (idempotent; needed before composing our configs)."""
     from hydra.core.config_store import ConfigStore
