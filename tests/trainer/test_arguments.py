@@ -61,6 +61,24 @@ def test_the_signature_resolves_for_tools_that_evaluate_annotations():
     assert set(hints) >= {f.name for f in FIELDS}
 
 
+def test_jsonargparse_builds_a_trainer_from_the_signature():
+    """What LightningCLI does: command-line values typed by the signature's annotations (an int limit stays an int,
+    a time-based interval passes as a string)."""
+    from tests.optional import need
+
+    need("jsonargparse", "LightningCLI-style parsing of the Trainer's signature")
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser()
+    parser.add_class_arguments(Trainer, "trainer")
+    cfg = parser.parse_args(["--trainer.limit_train_batches=2", "--trainer.limit_val_batches=0.5",
+                             "--trainer.val_check_interval=00:00:10:00", "--trainer.logger=false"])
+    assert cfg.trainer.limit_train_batches == 2 and isinstance(cfg.trainer.limit_train_batches, int)
+    trainer = (getattr(parser, "instantiate", None) or parser.instantiate_classes)(cfg).trainer
+    assert trainer.limit_train_batches == 2 and trainer.limit_val_batches == 0.5
+    assert trainer._val_check_time_interval == 600.0 and trainer.loggers == []
+
+
 # --- checks -------------------------------------------------------------------------------------------------------------
 EXAMPLE_NAMES = {"EarlyStopping": EarlyStopping}
 
