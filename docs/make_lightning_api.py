@@ -250,7 +250,8 @@ def main() -> None:
           "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
           "user code pass; `trainer.__version__` is Relay's.\n")
     print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
-          "`LightningCLI` (Relay's CLI is Hydra: `python -m trainer`); `lightning.pytorch.loops` internals.\n")
+          "`lightning.pytorch.loops` internals. `LightningCLI` is served for projects that use it (jsonargparse, the "
+          "`relaytrain[cli]` extra); Relay's own command line is Hydra's (`python -m trainer`).\n")
     for module in MODULES:
         print(f"## `{module}` → `{relay_module_for(module)}`\n")
         print("| name | status | in Relay | note |\n|---|---|---|---|")

@@ -20,7 +20,7 @@ WITHOUT_ALL = [
     "lightning.pytorch.utilities.types", "lightning.pytorch.utilities.rank_zero",
     "lightning.pytorch.utilities.model_helpers", "lightning.pytorch.utilities.seed",
     "lightning.pytorch.utilities.grads", "lightning.pytorch.utilities.exceptions", "lightning.pytorch.trainer.states",
-    "lightning.pytorch.plugins.environments",
+    "lightning.pytorch.plugins.environments", "lightning.pytorch.cli",
 ]
 MODULES = WITH_ALL + WITHOUT_ALL
 

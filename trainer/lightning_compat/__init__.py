@@ -53,6 +53,7 @@ MODULES = {
     "loggers.logger": "trainer.loggers",
     "loggers.csv_logs": "trainer.loggers.csv_logs",
     "loggers.tensorboard": "trainer.loggers.tensorboard",
+    "cli": "trainer.cli.lightning_cli",
 }
 # Lightning modules deeper down whose names Relay's package namespace serves (it has no module of that name)
 SUBMODULES = {
