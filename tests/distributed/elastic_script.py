@@ -1,7 +1,7 @@
 """A fit that torch elastic restarts at another world size (tests/distributed/test_elastic_membership.py).
 
-Run by ``torchrun --nnodes=1:2 ...`` on two simulated nodes. Every rank writes, per attempt, the sample indices
-of every step it trained (``samples-attempt{A}-rank{R}.jsonl``) and the step it started from, so the test can
+Run by ``torchrun --nnodes=1:2 ...`` on two simulated nodes. Every rank writes, per start of the workers, the sample
+indices of every step it trained (``samples-<start>-rank{R}.jsonl``) and the step it started from, so the test can
 check that within an epoch no sample is trained twice or skipped across the membership change. No ``ckpt_path``:
 a restarted worker continues from the run's newest checkpoint by itself.
 """
@@ -41,13 +41,15 @@ class Net(Module):
         self.records = None
 
     def on_train_start(self) -> None:
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        name = f"samples-attempt{attempt}-rank{self.global_rank}.jsonl"
-        self.records = open(OUT / name, "a")  # noqa: SIM115 (closed at train end)
-        start = {"attempt": int(attempt), "rank": self.global_rank, "world": self.trainer.world_size,
+        # one start of the workers: a restart after a failure counts up TORCHELASTIC_RESTART_COUNT, a restart for a
+        # node that joins does not, so the start is named by where it starts and at which world size
+        restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        key = f"s{self.trainer.global_step:04d}-w{self.trainer.world_size}-r{restart}"
+        self.records = open(OUT / f"samples-{key}-rank{self.global_rank}.jsonl", "a")  # noqa: SIM115 (closed later)
+        start = {"key": key, "restart": restart, "rank": self.global_rank, "world": self.trainer.world_size,
                  "start_step": self.trainer.global_step, "start_epoch": self.current_epoch,
                  "accumulate": self.trainer.accumulate_grad_batches}
-        with open(OUT / f"start-attempt{attempt}-rank{self.global_rank}.json", "w") as f:
+        with open(OUT / f"start-{key}-rank{self.global_rank}.json", "w") as f:
             json.dump(start, f)
 
     def training_step(self, batch, batch_idx):

@@ -74,15 +74,15 @@ def checkpoint_at(out: Path, step: int) -> bool:
 def trained_per_epoch(out: Path) -> dict[int, Counter]:
     """Samples each epoch trained, counting only steps that survived: a later attempt redoes the steps after the
     checkpoint it resumed from."""
-    starts = {}
-    for path in out.glob("start-attempt*-rank*.json"):
+    first_step = {}
+    for path in out.glob("start-*-rank*.json"):
         info = json.loads(path.read_text())
-        starts.setdefault(info["attempt"], info["start_step"])
-    attempts = sorted(starts)
+        first_step[info["key"]] = info["start_step"]
+    keys = sorted(first_step, key=lambda k: first_step[k])
     per_epoch: dict[int, Counter] = {}
-    for i, attempt in enumerate(attempts):
-        until = starts[attempts[i + 1]] if i + 1 < len(attempts) else float("inf")
-        for path in out.glob(f"samples-attempt{attempt}-rank*.jsonl"):
+    for i, key in enumerate(keys):
+        until = first_step[keys[i + 1]] if i + 1 < len(keys) else float("inf")
+        for path in out.glob(f"samples-{key}-rank*.jsonl"):
             for line in path.read_text().splitlines():
                 record = json.loads(line)
                 if record["step"] < until:
@@ -91,7 +91,7 @@ def trained_per_epoch(out: Path) -> dict[int, Counter]:
 
 
 def starts(out: Path) -> list[dict]:
-    return sorted((json.loads(p.read_text()) for p in out.glob("start-attempt*-rank*.json")),
+    return sorted((json.loads(p.read_text()) for p in out.glob("start-*-rank*.json")),
                   key=lambda s: (s["start_step"], s["rank"]))
 
 
@@ -117,7 +117,7 @@ def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_che
                 kill_node(node)
     seen = starts(tmp_path)
     assert seen[0]["world"] == 2 and seen[-1]["world"] == 1 and seen[-1]["start_step"] >= 4, seen
-    assert seen[-1]["attempt"] >= 1  # the restart count said it was a restart
+    assert seen[-1]["restart"] >= 1  # the restart count said it was a restart
     assert_every_sample_once(tmp_path)
     assert (tmp_path / "final.pt").is_file()
 
