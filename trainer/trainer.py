@@ -24,7 +24,7 @@ from trainer.loggers.setup import make_loggers
 from trainer.module import Module
 from trainer.profilers.base import resolve_profiler
 from trainer.ranks import set_rank_zero_only
-from trainer.results import Results, to_float
+from trainer.results import Results, as_tensor, to_float
 from trainer.states import RunningStage, TrainerState
 from trainer.trainer_members import TrainerMembers
 
@@ -102,7 +102,7 @@ class Trainer(TrainerMembers):
         self._fx_on_step = False
         self._batch_for_size: Any = None
         self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
-        self._logged_metrics: dict[str, float] = {}
+        self._logged_metrics: dict[str, torch.Tensor] = {}
         self._hooks: Any = None
 
     # --- public entry points -------------------------------------------------------------------------
@@ -153,6 +153,7 @@ class Trainer(TrainerMembers):
 
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
+        self.predict_loop.return_predictions = return_predictions is not False
         out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders}, ckpt_path)
         return out if return_predictions is not False else None
 
@@ -358,12 +359,13 @@ class Trainer(TrainerMembers):
         return out
 
     @property
-    def logged_metrics(self) -> dict[str, float]:
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
         """The latest value of every key for the loggers in this Trainer call (as Lightning: step values too
-        when ``log_every_n_steps`` has not sent them yet); read lazily, so logging costs no sync per step."""
+        when ``log_every_n_steps`` has not sent them yet; tensors, as Lightning's); read lazily, so logging costs
+        no sync per step."""
         out = dict(self._logged_metrics)
         for results in self._results.values():
-            out.update((k, to_float(v)) for k, v in results.latest_steps_for_logger().items())
+            out.update(results.latest_steps_for_logger())
         return out
 
     @property
@@ -392,7 +394,7 @@ class Trainer(TrainerMembers):
         if not metrics:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
-        self._logged_metrics.update(floats)
+        self._logged_metrics.update((k, as_tensor(v)) for k, v in metrics.items())
         if add_epoch:
             floats.setdefault("epoch", float(self.current_epoch))
         for logger in self.loggers:

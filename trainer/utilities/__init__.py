@@ -6,6 +6,7 @@ from trainer.lazy import lazy_exports
 
 _EXPORTS = {
     "AttributeDict": "trainer.hparams",
+    "CombinedLoader": "trainer.utilities.combined_loader",
     "GradClipAlgorithmType": "trainer.utilities.enums",
     "LightningEnum": "trainer.utilities.enums",
     "disable_possible_user_warnings": "trainer.utilities.warnings",
