@@ -1,0 +1,34 @@
+"""Data helpers under Lightning Fabric's path (``lightning.fabric.utilities.data``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.hparams import AttributeDict
+from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
+
+
+def has_iterable_dataset(dataloader: Any) -> bool:
+    from torch.utils.data import IterableDataset
+
+    return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
+
+
+def sized_len(dataloader: Any) -> int | None:
+    """``len(dataloader)``, or None when it has no length."""
+    try:
+        return len(dataloader)
+    except (TypeError, NotImplementedError):
+        return None
+
+
+def has_len(dataloader: Any) -> bool:
+    """Whether ``dataloader`` has a length; a length of 0 is an error naming the loader."""
+    length = sized_len(dataloader)
+    if length == 0:
+        raise ValueError(f"`{type(dataloader).__name__}` returned 0 length. Please make sure this was your intention.")
+    return length is not None and not has_iterable_dataset(dataloader)
+
+
+__all__ = ["AttributeDict", "has_iterable_dataset", "has_len", "move_data_to_device", "sized_len",
+           "suggested_max_num_workers"]
