@@ -93,11 +93,28 @@ def join_processes(strategy: Strategy) -> None:
     strategy.begin_training()
 
 
+class ForwardRoot(torch.nn.Module):
+    """Holds a plain module whose ``forward`` a loop calls: strategies set up a Trainer's Module, whose children
+    are what the step calls (FSDP shards each child as a root), so a plain module becomes that child."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+
 def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.Module, Callable[..., Any]]:
     """The module placed/wrapped by the strategy, and the callable that runs its ``forward`` the strategy's way
-    (through DDP's wrapper, under the precision's autocast)."""
-    module = strategy.setup_module(module)
-    return module, strategy.step_function(module, "forward")
+    (through DDP's wrapper, FSDP's root, under the precision's autocast). A module that is not a Trainer
+    Module is set up inside a ``ForwardRoot``; the module itself comes back, its parameters now the strategy's."""
+    from trainer.module import Module
+
+    holder = module if isinstance(module, Module) else ForwardRoot(module)
+    holder = strategy.setup_module(holder)
+    forward = strategy.step_function(holder, "forward")
+    return (holder if isinstance(module, Module) else holder.module), forward
 
 
 def move_to_device(strategy: Strategy, batch: Any) -> Any:

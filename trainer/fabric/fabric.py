@@ -8,6 +8,7 @@ class only keeps Lightning Fabric's API in front of them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -118,9 +119,8 @@ class Fabric:
         if launcher is not None and hasattr(launcher, "launch_function") and function is None:
             raise TypeError(f"To spawn processes with the `{type(self._strategy).__name__}` strategy, `.launch()` "
                             "needs to be called with a function that contains the code to launch in processes.")
-        bound = (lambda fabric: function(fabric, *args, **kwargs)) if kwargs and function is not None else function
-        started, result = calls.start_processes(self._strategy, bound or _return_none, args if not kwargs else (),
-                                                self)
+        entry = functools.partial(_in_worker, function, kwargs)  # picklable for a spawning launcher
+        started, result = calls.start_processes(self._strategy, entry, args, self)
         if started:
             return result
         calls.join_processes(self._strategy)
@@ -340,6 +340,8 @@ class Fabric:
         return seed
 
 
-def _return_none(fabric: Fabric, *args: Any) -> None:
-    return None
+def _in_worker(function: Callable[..., Any] | None, kwargs: dict[str, Any], fabric: Fabric, *args: Any) -> Any:
+    """What a spawned worker runs once it joined the group: the user's function, with this Fabric launched."""
+    fabric._launched = True
+    return function(fabric, *args, **kwargs) if function is not None else None
 
