@@ -95,7 +95,8 @@ def join_processes(strategy: Strategy) -> None:
 
 class ForwardRoot(torch.nn.Module):
     """Holds a plain module whose ``forward`` a loop calls: strategies set up a Trainer's Module, whose children
-    are what the step calls (FSDP shards each child as a root), so a plain module becomes that child."""
+    are what the step calls (FSDP shards each child as a root), so a plain module becomes that child. Other
+    methods are the held module's, so a strategy can run them too (DDP's ``ddp("training_step", ...)``)."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         super().__init__()
@@ -104,17 +105,28 @@ class ForwardRoot(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.module(*args, **kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["module"], name)
 
-def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.Module, Callable[..., Any]]:
-    """The module placed/wrapped by the strategy, and the callable that runs its ``forward`` the strategy's way
-    (through DDP's wrapper, FSDP's root, under the precision's autocast). A module that is not a Trainer
-    Module is set up inside a ``ForwardRoot``; the module itself comes back, its parameters now the strategy's."""
+
+def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """``(module, holder)``: the module placed/wrapped by the strategy (its parameters now the strategy's), and what
+    the strategy set up, for ``step_function``. A module that is not a Trainer Module is set up inside a
+    ``ForwardRoot``."""
     from trainer.module import Module
 
     holder = module if isinstance(module, Module) else ForwardRoot(module)
     holder = strategy.setup_module(holder)
-    forward = strategy.step_function(holder, "forward")
-    return (holder if isinstance(module, Module) else holder.module), forward
+    return (holder if isinstance(module, Module) else holder.module), holder
+
+
+def step_function(strategy: Strategy, holder: torch.nn.Module, name: str) -> Callable[..., Any]:
+    """The callable that runs ``holder.<name>`` the strategy's way: through DDP's wrapper for the methods that
+    produce gradients (``training_step``, ``forward``), under the precision's autocast."""
+    return strategy.step_function(holder, name)
 
 
 def move_to_device(strategy: Strategy, batch: Any) -> Any:

@@ -163,11 +163,10 @@ class Fabric:
         if is_wrapped(module):
             raise ValueError("A model should be passed only once to the `setup_module` method.")
         self._check_launched()
-        original = module
-        module, forward = calls.setup_module(self._strategy, module)
+        module, holder = calls.setup_module(self._strategy, module)
         self._modules.append(module)
         self._models_setup += 1
-        return FabricModule(module, forward, original, self._strategy)
+        return FabricModule(holder, module, self._strategy)
 
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
         if not optimizers:

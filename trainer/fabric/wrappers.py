@@ -14,17 +14,25 @@ import torch
 from plugins.strategies.base import Strategy
 
 
-class FabricModule(torch.nn.Module):
-    """``forward`` goes through the strategy (DDP's wrapper, FSDP's sharded module, autocast); ``state_dict``
-    and every other attribute are the original module's."""
+# a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
+STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
+_OWN = ("_forward_module", "_original_module", "_fabric_")
 
-    def __init__(self, module: torch.nn.Module, forward: Callable[..., Any], original: torch.nn.Module,
-                 strategy: Strategy) -> None:
+
+class FabricModule(torch.nn.Module):
+    """``forward`` (and methods marked with ``mark_forward_method``, and a Trainer Module's ``*_step``) go through
+    the strategy (DDP's wrapper, FSDP's sharded root, autocast); ``state_dict`` and every other attribute are the
+    original module's."""
+
+    def __init__(self, holder: torch.nn.Module, original: torch.nn.Module, strategy: Strategy) -> None:
         super().__init__()
-        self._forward_module = module
+        self._forward_module = holder
         self._original_module = original
-        self._fabric_forward = forward
         self._fabric_strategy = strategy
+        self._fabric_forward = strategy.step_function(holder, "forward")
+        from trainer.module import Module
+
+        self._fabric_marked = set(STEP_METHODS) if isinstance(original, Module) else set()
 
     @property
     def module(self) -> torch.nn.Module:
@@ -33,6 +41,16 @@ class FabricModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._fabric_forward(*args, **kwargs)
 
+    def mark_forward_method(self, method: str | Callable[..., Any]) -> None:
+        """Run ``method`` the way ``forward`` runs (gradient synchronisation, autocast) when called on this module."""
+        name = method if isinstance(method, str) else method.__name__
+        if name == "forward":
+            raise ValueError("You cannot mark the forward method itself as a forward method.")
+        if not callable(getattr(self._original_module, name, None)):
+            raise AttributeError(f"You marked '{name}' as a forward method, but `{type(self._original_module).__name__}."
+                                 f"{name}` does not exist or is not a method.")
+        self._fabric_marked.add(name)
+
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self._original_module.state_dict(*args, **kwargs)
 
@@ -40,13 +58,15 @@ class FabricModule(torch.nn.Module):
         return self._original_module.load_state_dict(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_forward_module", "_original_module", "_fabric_forward", "_fabric_strategy"):
+        if name.startswith(_OWN):
             return super().__getattr__(name)
+        if name in self.__dict__.get("_fabric_marked", ()):
+            return self._fabric_strategy.step_function(super().__getattr__("_forward_module"), name)
         original = super().__getattr__("_original_module")
         return getattr(original, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        ours = name in self.__dict__ or name.startswith(("_forward_module", "_original_module", "_fabric_"))
+        ours = name in self.__dict__ or name.startswith(_OWN)
         if ours or "_original_module" not in self.__dict__.get("_modules", {}):
             return super().__setattr__(name, value)
         setattr(self._original_module, name, value)
