@@ -153,7 +153,7 @@ def as_tensors(data: Any, device: torch.device) -> Any:
     """Numbers (bool, int, float) in ``data`` as tensors, every tensor on ``device``: what collectives take."""
     from lightning_utilities.core.apply_func import apply_to_collection
 
-    for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):
+    for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):  # CONVERSION_DTYPES
         data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
     return apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
 

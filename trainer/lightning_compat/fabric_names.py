@@ -17,7 +17,7 @@ PACKAGES = {
     "accelerators": "trainer.fabric.accelerators",
     "loggers": "trainer.fabric.loggers",
     "strategies": "trainer.strategies",
-    "plugins": "trainer.plugins",
+    "plugins": "trainer.fabric.plugins",
 }
 _ENVIRONMENTS = ("cluster_environment", "kubeflow", "lightning", "mpi", "slurm", "torchelastic")
 MODULES = {

@@ -11,6 +11,9 @@ from lightning_utilities.core.apply_func import apply_to_collection, apply_to_co
 from trainer.strategy_calls import as_tensors
 from trainer.utilities.data import move_data_to_device
 
+# Python numbers -> the tensor dtype a collective sends them as
+CONVERSION_DTYPES: list[tuple[type, torch.dtype]] = [(bool, torch.uint8), (int, torch.int), (float, torch.float)]
+
 
 def convert_to_tensors(data: Any, device: torch.device | str | int) -> Any:
     """Numbers as tensors and every tensor on ``device`` (what a collective takes)."""
@@ -29,5 +32,5 @@ def convert_tensors_to_scalars(data: Any) -> Any:
     return apply_to_collection(data, torch.Tensor, to_item)
 
 
-__all__ = ["apply_to_collection", "apply_to_collections", "convert_tensors_to_scalars", "convert_to_tensors",
+__all__ = ["CONVERSION_DTYPES", "apply_to_collection", "apply_to_collections", "convert_tensors_to_scalars", "convert_to_tensors",
            "move_data_to_device"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from lightning_utilities.core.imports import module_available
+
 
 def get_filesystem(path: str | os.PathLike, **kwargs: Any) -> Any:
     """The fsspec filesystem that serves ``path`` (``kwargs`` go to its constructor, e.g. credentials)."""
@@ -16,4 +18,4 @@ def get_filesystem(path: str | os.PathLike, **kwargs: Any) -> Any:
     return fs if isinstance(fs, fsspec.AbstractFileSystem) else fsspec.filesystem("file")
 
 
-__all__ = ["get_filesystem"]
+__all__ = ["get_filesystem", "module_available"]

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.errors import MisconfigurationException
 from trainer.hparams import AttributeDict
+from trainer.utilities.enums import LightningEnum
+from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
+
+
+def get_all_subclasses(cls: type) -> set[type]:
+    """Every subclass of ``cls``, at any depth."""
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= get_all_subclasses(sub)
+    return found
 
 
 def has_iterable_dataset(dataloader: Any) -> bool:
@@ -30,5 +41,5 @@ def has_len(dataloader: Any) -> bool:
     return length is not None and not has_iterable_dataset(dataloader)
 
 
-__all__ = ["AttributeDict", "has_iterable_dataset", "has_len", "move_data_to_device", "sized_len",
+__all__ = ["AttributeDict", "LightningEnum", "MisconfigurationException", "get_all_subclasses", "rank_zero_warn", "has_iterable_dataset", "has_len", "move_data_to_device", "sized_len",
            "suggested_max_num_workers"]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from trainer.seed import global_seed, seed_everything
+from trainer.utilities.rank_zero import rank_prefixed_message, rank_zero_only, rank_zero_warn
 from trainer.utilities.seed import isolate_rng
+
+max_seed_value = 2**32 - 1  # what numpy's seed accepts
+min_seed_value = 0
 
 
 def reset_seed() -> None:
@@ -11,4 +15,5 @@ def reset_seed() -> None:
     seed_everything(global_seed())
 
 
-__all__ = ["isolate_rng", "reset_seed", "seed_everything"]
+__all__ = ["isolate_rng", "max_seed_value", "min_seed_value", "rank_prefixed_message", "rank_zero_only",
+           "rank_zero_warn", "reset_seed", "seed_everything"]

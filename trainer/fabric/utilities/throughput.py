@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+
+from trainer.utilities.rank_zero import rank_zero_only, rank_zero_warn
+
+T = TypeVar("T", bound=float)
 
 
 def measure_flops(model: torch.nn.Module, forward_fn: Callable[[], torch.Tensor],
@@ -121,4 +125,4 @@ class ThroughputMonitor(Throughput):
         return metrics
 
 
-__all__ = ["Throughput", "ThroughputMonitor", "get_available_flops", "measure_flops"]
+__all__ = ["T", "Throughput", "rank_zero_only", "rank_zero_warn", "ThroughputMonitor", "get_available_flops", "measure_flops"]
