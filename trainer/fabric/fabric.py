@@ -163,6 +163,7 @@ class Fabric:
         if is_wrapped(module):
             raise ValueError("A model should be passed only once to the `setup_module` method.")
         self._check_launched()
+        _check_tensor_parallel_plan(self._strategy, module)
         module, holder = calls.setup_module(self._strategy, module)
         self._modules.append(module)
         self._models_setup += 1
@@ -337,6 +338,21 @@ class Fabric:
         seed = seed_everything(seed, workers=True if workers is None else workers)
         os.environ["PL_GLOBAL_SEED"] = str(seed)  # what a distributed sampler's seed reads, as in Lightning
         return seed
+
+
+def _check_tensor_parallel_plan(strategy: Any, module: torch.nn.Module) -> None:
+    """Tensor parallelism needs a plan; the Trainer's comes from ``Module.configure_model``, a loop applies its own."""
+    tp = getattr(strategy, "tensor_parallel_size", 1)
+    if tp <= 1:
+        return
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(p, DTensor) for p in module.parameters()):
+        raise ValueError(
+            f"Fabric(strategy='model_parallel') with tensor_parallel_size={tp}: {type(module).__name__} has no "
+            "tensor-parallel plan applied. Apply it before setup_module (torch.distributed.tensor.parallel."
+            "parallelize_module(model, fabric.strategy.device_mesh['tp'], plan)), or use strategy='fsdp'."
+        )
 
 
 def _in_worker(function: Callable[..., Any] | None, kwargs: dict[str, Any], fabric: Fabric, *args: Any) -> Any:
