@@ -82,15 +82,18 @@ def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...]) 
     return function(carrier, *args)
 
 
-def join_processes(strategy: Strategy) -> None:
-    """In a worker (or the only process): die with Relay's launcher, join the group, select the device."""
+def join_processes(strategy: Strategy, begin: bool = True) -> None:
+    """In a worker (or the only process): die with Relay's launcher, join the group, select the device; with
+    ``begin``, start-up is over at once (collectives wait at most the strategy's ``timeout`` from here on), else
+    the caller calls ``strategy.begin_training()`` once its own start-up (loading a checkpoint) is done."""
     from trainer.launch import watch_launcher
     from trainer.ranks import set_rank_zero_only
 
     watch_launcher()
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
-    strategy.begin_training()
+    if begin:
+        strategy.begin_training()
 
 
 class ForwardRoot(torch.nn.Module):
