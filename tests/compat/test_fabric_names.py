@@ -128,3 +128,12 @@ def test_one_process_fabric_basics(tmp_path):
     norm = fabric.clip_gradients(wrapped, opt, max_norm=1e-3)
     assert norm is not None and norm > 1e-3
     assert torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in model.parameters()])) <= 1e-3 + 1e-6
+
+
+def test_model_parallel_without_a_tensor_parallel_plan_is_one_clear_line():
+    from plugins.strategies.model_parallel import ModelParallelStrategy
+    from trainer.fabric.fabric import _check_tensor_parallel_plan
+
+    with pytest.raises(ValueError, match=r"tensor_parallel_size=2: Linear has no tensor-parallel plan applied"):
+        _check_tensor_parallel_plan(ModelParallelStrategy(tensor_parallel_size=2), torch.nn.Linear(2, 2))
+    _check_tensor_parallel_plan(ModelParallelStrategy(tensor_parallel_size=1), torch.nn.Linear(2, 2))  # FSDP only
