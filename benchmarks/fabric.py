@@ -44,7 +44,7 @@ def run_one(contender: str, warmup: int, steps: int, clock: str = "wall") -> dic
                                 torch.nn.ReLU(), torch.nn.Linear(256, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
-    backward = lambda loss: loss.backward()  # noqa: E731
+    backward = lambda loss: loss.backward()
     if contender != "raw":
         if contender == "relay":
             from trainer.fabric import Fabric

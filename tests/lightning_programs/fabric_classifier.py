@@ -6,10 +6,8 @@ import json
 import os
 import time
 
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-
 import lightning as L
+import torch
 from lightning.fabric.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
 from lightning.fabric.loggers import CSVLogger, TensorBoardLogger
 from lightning.fabric.plugins.environments import LightningEnvironment
@@ -18,6 +16,7 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.rank_zero import rank_zero_info
 from lightning.fabric.utilities.seed import seed_everything
+from torch.utils.data import DataLoader, TensorDataset
 
 
 def make_data():

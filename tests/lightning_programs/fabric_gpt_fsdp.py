@@ -11,12 +11,11 @@ import argparse
 import json
 import math
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
 import lightning as L
+import torch
+import torch.nn.functional as F
 from lightning.fabric.strategies import FSDPStrategy
+from torch import nn
 
 VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 64, 16, 32, 4, 2, 4
 

@@ -23,7 +23,7 @@ def with_distributed_sampler(loader: DataLoader, strategy: Strategy) -> DataLoad
         )
     from trainer.data import _loader_kwargs
 
-    seed = int(os.environ.get("PL_GLOBAL_SEED", os.environ.get("RELAY_GLOBAL_SEED", 0)))
+    seed = int(os.environ.get("PL_GLOBAL_SEED", os.environ.get("RELAY_GLOBAL_SEED", "0")))
     distributed = DistributedSampler(loader.dataset, shuffle=isinstance(sampler, RandomSampler), seed=seed,
                                      **strategy.distributed_sampler_kwargs)
     kwargs: dict[str, Any] = _loader_kwargs(loader)

@@ -13,7 +13,6 @@ import torch
 
 from plugins.strategies.base import Strategy
 
-
 # a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
 STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
 _OWN = ("_forward_module", "_original_module", "_fabric_")

@@ -6,9 +6,9 @@ from typing import Any
 
 from trainer.errors import MisconfigurationException
 from trainer.hparams import AttributeDict
+from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
 from trainer.utilities.enums import LightningEnum
 from trainer.utilities.rank_zero import rank_zero_warn
-from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
 
 
 def get_all_subclasses(cls: type) -> set[type]:
@@ -41,5 +41,15 @@ def has_len(dataloader: Any) -> bool:
     return length is not None and not has_iterable_dataset(dataloader)
 
 
-__all__ = ["AttributeDict", "LightningEnum", "MisconfigurationException", "get_all_subclasses", "rank_zero_warn", "has_iterable_dataset", "has_len", "move_data_to_device", "sized_len",
-           "suggested_max_num_workers"]
+__all__ = [
+    "AttributeDict",
+    "LightningEnum",
+    "MisconfigurationException",
+    "get_all_subclasses",
+    "has_iterable_dataset",
+    "has_len",
+    "move_data_to_device",
+    "rank_zero_warn",
+    "sized_len",
+    "suggested_max_num_workers",
+]

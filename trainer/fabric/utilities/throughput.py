@@ -125,4 +125,4 @@ class ThroughputMonitor(Throughput):
         return metrics
 
 
-__all__ = ["T", "Throughput", "rank_zero_only", "rank_zero_warn", "ThroughputMonitor", "get_available_flops", "measure_flops"]
+__all__ = ["T", "Throughput", "ThroughputMonitor", "get_available_flops", "measure_flops", "rank_zero_only", "rank_zero_warn"]
