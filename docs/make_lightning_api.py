@@ -24,7 +24,8 @@ from tests.lightning_api_names import (
 )
 from trainer.lightning_compat import relay_module_for
 
-FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
+FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's methods and properties, tested "
+          "differentially in tests/compat/test_fabric_diff.py")
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
 TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
@@ -62,11 +63,32 @@ NOTES: dict[str, tuple[str, str]] = {
     "CometLogger": ("refused", CLOUD),
     "MLFlowLogger": ("refused", CLOUD),
     "WandbLogger": ("refused", CLOUD),
-    "CombinedLoader": ("refused", "not implemented; pass a list of loaders to validate/test/predict"),
     "find_shared_parameters": ("refused", XLA),
     "set_shared_parameters": ("refused", XLA),
     "is_shared_filesystem": ("refused", "not implemented; Relay writes files from rank 0 only"),
-    "measure_flops": ("refused", "not implemented; use torch.utils.flop_counter.FlopCounterMode"),
+    "lightning.fabric:Fabric": ("difference", "Lightning Fabric's API on Relay's plugins; `launch()` in a plain "
+                                              "`python` run starts every rank as a new process and the launching "
+                                              "process exits with their exit code (Lightning: it becomes rank 0); "
+                                              "strategy='pipeline' and 'deepspeed' are refused in one line (their "
+                                              "engines need the Trainer's loop); FSDP is FSDP2 (`fully_shard`)"),
+    "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object (atomic files and sharded "
+                                                            "directories: `save`/`load`/`remove`), not Lightning's "
+                                                            "`save_checkpoint`/`load_checkpoint` interface"),
+    "lightning.fabric.accelerators:find_usable_cuda_devices": ("difference", "the first N CUDA devices, without "
+                                                                             "probing whether another process uses "
+                                                                             "them"),
+    "lightning.fabric.accelerators:XLAAccelerator": ("difference", "never available: `is_available()` is False and "
+                                                                   "`auto_device_count()` 0, so imports and checks "
+                                                                   "work; constructing one raises (no XLA backend)"),
+    "ACCELERATOR_REGISTRY": ("refused", "accelerators register through Relay's plugin registry (`plugins.registry`, "
+                                        "entry points)"),
+    "STRATEGY_REGISTRY": ("refused", "strategies register through Relay's plugin registry (`plugins.registry`, "
+                                     "entry points)"),
+    "DataParallelStrategy": ("refused", "not implemented (torch's DataParallel); use DDPStrategy"),
+    "XLAStrategy": ("refused", XLA),
+    "XLAFSDPStrategy": ("refused", XLA),
+    "SingleDeviceXLAStrategy": ("refused", XLA),
+    "pl_worker_init_function": ("refused", "not implemented; pass your own `worker_init_fn` to the DataLoader"),
     "LightningLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
     "SimpleLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
     "SequenceSampler": ("refused", "not provided (it belongs to the LSTM demo)"),
@@ -125,7 +147,8 @@ MEMBERS: dict[str, tuple[str, str]] = {
     "LightningModule.all_gather": ("difference", "on one process the data come back unchanged whatever the strategy "
                                                  "(Lightning's DDP with one process adds a dimension of size 1); "
                                                  "`group=` is not supported under horovod"),
-    "LightningModule.fabric": ("difference", "always None: Relay has no Fabric; setting it to anything else raises "
+    "LightningModule.fabric": ("difference", "always None: a Relay Module is not attached to a Fabric (a Fabric loop "
+                                             "calls its methods itself); setting it to anything else raises "
                                              "`TypeError`"),
     "LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
     "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
@@ -245,7 +268,8 @@ def main() -> None:
           "**refused** (not provided; the note says why and what to use), **planned** (another open branch of "
           "issue 11 adds it).\n")
     print("Porting by hand: replace `lightning.pytorch` (or `pytorch_lightning`) by `trainer` in imports. Running "
-          "unmodified: `python -m trainer.lightning_compat script.py` serves these paths under Lightning's own "
+          "unmodified: `python -m trainer.lightning_compat script.py` serves these paths (`lightning.fabric` and "
+          "`lightning_fabric` too) under Lightning's own "
           "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
           "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
           "user code pass; `trainer.__version__` is Relay's.\n")

@@ -15,12 +15,17 @@ WITH_ALL = [
     "lightning.pytorch.demos", "lightning.pytorch.core", "lightning.pytorch.strategies",
     "lightning.pytorch.accelerators", "lightning.pytorch.plugins", "lightning.pytorch.profilers",
     "lightning.pytorch.trainer",
+    "lightning.fabric", "lightning.fabric.utilities", "lightning.fabric.plugins",
 ]
 WITHOUT_ALL = [
     "lightning.pytorch.utilities.types", "lightning.pytorch.utilities.rank_zero",
     "lightning.pytorch.utilities.model_helpers", "lightning.pytorch.utilities.seed",
     "lightning.pytorch.utilities.grads", "lightning.pytorch.utilities.exceptions", "lightning.pytorch.trainer.states",
     "lightning.pytorch.plugins.environments", "lightning.pytorch.cli",
+    "lightning.fabric.accelerators", "lightning.fabric.strategies", "lightning.fabric.loggers",
+    "lightning.fabric.plugins.environments", "lightning.fabric.utilities.seed", "lightning.fabric.utilities.rank_zero",
+    "lightning.fabric.utilities.apply_func", "lightning.fabric.utilities.cloud_io", "lightning.fabric.utilities.data",
+    "lightning.fabric.utilities.throughput",
 ]
 MODULES = WITH_ALL + WITHOUT_ALL
 

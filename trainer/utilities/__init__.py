@@ -12,6 +12,7 @@ _EXPORTS = {
     "disable_possible_user_warnings": "trainer.utilities.warnings",
     "grad_norm": "trainer.utilities.grads",
     "is_picklable": "trainer.utilities.parsing",
+    "measure_flops": "trainer.fabric.utilities.throughput",
     "move_data_to_device": "trainer.utilities.data",
     "rank_zero_debug": "trainer.utilities.rank_zero",
     "rank_zero_deprecation": "trainer.utilities.rank_zero",
