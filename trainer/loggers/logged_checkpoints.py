@@ -38,14 +38,16 @@ def logs_every_save(log_model: bool | str, checkpoint_callback: Any) -> bool:
 def pending_checkpoints(checkpoint_callback: Any, logged: dict[str, float]) -> list[PendingCheckpoint]:
     """The callback's last, best and top-k files that exist and are new or changed since ``logged`` (path -> mtime),
     oldest first."""
+    ranked = getattr(checkpoint_callback, "monitor", None) is not None  # without a metric there are no scores
     scores: dict[str, Any] = {}
     last = getattr(checkpoint_callback, "last_model_path", "")
     if last:
-        scores[last] = getattr(checkpoint_callback, "current_score", None)
+        scores[last] = getattr(checkpoint_callback, "current_score", None) if ranked else None
     best = getattr(checkpoint_callback, "best_model_path", "")
     if best:
-        scores[best] = getattr(checkpoint_callback, "best_model_score", None)
-    scores.update(getattr(checkpoint_callback, "best_k_models", {}) or {})
+        scores[best] = getattr(checkpoint_callback, "best_model_score", None) if ranked else None
+    if ranked:
+        scores.update(getattr(checkpoint_callback, "best_k_models", {}) or {})
     found = []
     for path, score in scores.items():
         if not os.path.isfile(path):
