@@ -90,9 +90,7 @@ class MLFlowLogger(Logger):
         self._checkpoint_path_prefix = checkpoint_path_prefix
         self._log_batch_kwargs = {} if synchronous is None else {"synchronous": synchronous}
         self._initialized = False
-        from mlflow.tracking import MlflowClient
-
-        self._mlflow_client = MlflowClient(tracking_uri)
+        self._mlflow_client: MlflowClient | None = None  # made on first use: building the logger touches no store
 
     # --- the run ------------------------------------------------------------------------------------------
     @property
@@ -100,12 +98,14 @@ class MLFlowLogger(Logger):
         """The client, after the experiment and run exist (created on first use; a stand-in off rank 0)."""
         if rank_zero_only.rank != 0:
             return NoOpExperiment()  # type: ignore[return-value]
-        if self._initialized:
+        if self._initialized and self._mlflow_client is not None:
             return self._mlflow_client
         import mlflow
 
+        from mlflow.tracking import MlflowClient
+
         mlflow.set_tracking_uri(self._tracking_uri)  # so `mlflow.*` calls in user code go to the same store
-        client = self._mlflow_client
+        client = self._mlflow_client = MlflowClient(self._tracking_uri)
         if self._run_id is not None:
             self._experiment_id = client.get_run(self._run_id).info.experiment_id
         else:
