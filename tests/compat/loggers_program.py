@@ -2,7 +2,8 @@
 
 Checks: ``layout`` (TensorBoard/CSV directories for every name/version/sub_dir/default_root_dir combination),
 ``csv_experiment``, ``mlflow URI`` (what the store holds, read back with ``MlflowClient``; ``file`` for a file store
-under the working directory), ``wandb`` (an offline run, read back with wandb's own reader of the ``.wandb`` log).
+under the working directory), ``wandb`` (an offline run, read back with wandb's own reader of the ``.wandb`` log),
+``comet`` (an offline experiment's archived messages).
 Paths are reported relative to the working directory and run/experiment ids as placeholders.
 """
 
@@ -302,10 +303,47 @@ def wandb_run(fw, framework: str) -> dict:
     return seen
 
 
+# --- Comet (offline: COMET_START_ONLINE=0) -----------------------------------------------------------------------
+COMET_SYSTEM = ("sys.", "process duration")  # machine statistics Comet samples on its own
+
+
+def comet_run(fw, framework: str) -> dict:
+    """What an offline Comet experiment archived (``messages.json`` in the zip ``comet upload`` would send)."""
+    import zipfile
+
+    loggers = loggers_of(framework)
+    model_cls = module_class(fw)
+    fw.seed_everything(0)
+    logger = loggers.CometLogger(project="proj", name="run-a", prefix="train")
+    trainer = quiet_trainer(fw, max_epochs=2, logger=logger)
+    trainer.fit(model_cls(lr=0.05, opt={"name": "sgd"}), loader(), loader())
+    seen = {"name": logger.name, "version_is_key": logger.version == logger.experiment.get_key(),
+            "save_dir": rel(logger.save_dir, "."), "trainer.log_dir": rel(trainer.log_dir, "."),
+            "checkpoint_dir": rel(trainer.checkpoint_callback.dirpath, ".", {logger.version: "KEY"}),
+            "experiment": type(logger.experiment).__name__}
+    logger.experiment.end()
+    (archive,) = glob.glob(os.path.join(logger.save_dir, "*.zip"))
+    params, metrics, others = {}, [], {}
+    with zipfile.ZipFile(archive) as zf:
+        for line in zf.read("messages.json").decode().splitlines():
+            message = json.loads(line)
+            payload = message.get("payload", {})
+            if message.get("type") == "parameter_msg" and payload["param"]["source"] == "manual":
+                params[payload["param"]["paramName"]] = payload["param"]["paramValue"]
+            elif message.get("type") == "metric_msg" and not payload["metric"]["metricName"].startswith(COMET_SYSTEM):
+                m = payload["metric"]
+                metrics.append((m["metricName"], m["step"], m["epoch"], round(float(m["metricValue"]), 4)))
+            elif message.get("type") == "log_other_msg":
+                others[payload["key"]] = payload["val"]
+    seen.update(params=params, metrics=metrics, others=others)
+    return seen
+
+
 def main(framework: str, check: str, *args: str) -> None:
     warnings.filterwarnings("ignore")
     fw = load(framework)
-    checks = {"layout": layout, "csv_experiment": csv_experiment, "mlflow": mlflow, "wandb": wandb_run}
+    checks = {"layout": layout, "csv_experiment": csv_experiment, "mlflow": mlflow, "wandb": wandb_run,
+              "comet": comet_run}
     try:
         result = checks[check](fw, framework, *args)
     except Exception as err:  # an exception is an observation too

@@ -1,6 +1,6 @@
 """Loggers against Lightning 2.6.6: the same program (``loggers_program.py``) on each framework, in its own process
 and directory, and what a user reads back compared: directory layouts, MLflow's store (file store and a real tracking
-server with a SQLite backend), and an offline W&B run read with wandb's own reader."""
+server with a SQLite backend), an offline W&B run read with wandb's own reader, and an offline Comet archive."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ PROGRAM = Path(__file__).with_name("loggers_program.py")
 
 @pytest.fixture
 def logger_env(tmp_path) -> dict[str, str]:
-    """Offline W&B with its caches under ``tmp_path``; MLflow's file store allowed (mlflow 3 refuses it otherwise);
+    """Offline W&B with its caches under ``tmp_path``, offline Comet; MLflow's file store allowed (mlflow 3 refuses it otherwise);
     ``RELAY_LIGHTNING_COMPAT=1`` so Relay's default log name is Lightning's ``lightning_logs``."""
     return {"RELAY_LIGHTNING_COMPAT": "1", "MLFLOW_ALLOW_FILE_STORE": "true", "WANDB_MODE": "offline",
             "WANDB_SILENT": "true", "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"),
-            "WANDB_DATA_DIR": str(tmp_path / "wandb-data"), "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config")}
+            "WANDB_DATA_DIR": str(tmp_path / "wandb-data"), "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config"),
+            "COMET_START_ONLINE": "0", "COMET_OFFLINE_DIRECTORY": "comet-offline"}
 
 
 def both(check: str, *args: str, env: dict[str, str]) -> tuple[dict, dict]:
@@ -91,3 +92,12 @@ def test_wandb_offline_run(logger_env):
         same_outcome(lightning["errors"].pop(name), relay["errors"].pop(name))
     for key in lightning:
         assert relay[key] == lightning[key], key
+
+
+def test_comet_offline_experiment(logger_env):
+    need("comet_ml", "CometLogger")
+    lightning, relay = both("comet", env=logger_env)
+    assert lightning["experiment"] == "OfflineExperiment" and lightning["version_is_key"]
+    assert lightning["params"] == {"lr": 0.05, "opt|name": "sgd", "width": 4}
+    assert {name for name, *_ in lightning["metrics"]} == {"train_train_loss", "train_val_loss"}  # prefix, no epoch
+    assert relay == lightning

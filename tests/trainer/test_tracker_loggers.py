@@ -1,4 +1,4 @@
-"""WandbLogger and MLFlowLogger on their own: lazy imports, argument errors, ranks other than 0, ``log_model`` timing,
+"""WandbLogger, MLFlowLogger, CometLogger and NeptuneLogger on their own: lazy imports, argument errors, ranks other than 0, ``log_model`` timing,
 run resume, artifact paths, run status. W&B runs offline under ``tmp_path``; MLflow uses a SQLite store under it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 from tests.optional import need
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACKERS = ("wandb", "mlflow")
+TRACKERS = ("wandb", "mlflow", "comet_ml")
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +51,8 @@ def sqlite_uri(tmp_path: Path) -> str:
 
 def test_importing_relay_and_its_loggers_imports_no_tracker():
     code = ("import sys, trainer, trainer.loggers\n"
-            "from trainer.loggers import Logger, CSVLogger, TensorBoardLogger, WandbLogger, MLFlowLogger\n"
-            "import trainer.loggers.wandb, trainer.loggers.mlflow\n"
+            "from trainer.loggers import Logger, CSVLogger, TensorBoardLogger, WandbLogger, MLFlowLogger, CometLogger\n"
+            "import trainer.loggers.wandb, trainer.loggers.mlflow, trainer.loggers.comet, trainer.loggers.neptune\n"
             f"print([m for m in {TRACKERS!r} if m in sys.modules])\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
@@ -196,3 +196,26 @@ def test_mlflow_checkpoint_artifacts_under_the_prefix(tmp_path):
     local = client.download_artifacts(logger.run_id, "models/epoch=2-step=6/aliases.txt", str(tmp_path / "dl"))
     assert Path(local).read_text() == "['latest', 'best']"
     assert (tmp_path / "artifacts").is_dir()
+
+
+def test_neptune_logger_raises_as_lightning_does():
+    from trainer.loggers.neptune import NeptuneLogger
+
+    with pytest.raises(RuntimeError, match="Neptune has been sunset"):
+        NeptuneLogger(project="x", api_key="y")
+
+
+def test_comet_other_ranks_start_nothing(tmp_path, monkeypatch):
+    need("comet_ml", "CometLogger")
+    from trainer.loggers import CometLogger
+
+    monkeypatch.setenv("COMET_START_ONLINE", "0")
+    rank_zero_only.rank = 1
+    logger = CometLogger(project="p", offline_directory=str(tmp_path / "offline"))
+    logger.log_metrics({"a": 1.0}, step=0)
+    logger.log_hyperparams({"lr": 1})
+    logger.finalize("success")
+    assert logger.version is None and logger.save_dir == str(tmp_path / "offline")
+    assert not (tmp_path / "offline").exists()
+    with pytest.raises(ValueError, match="mode='sometimes'"):
+        CometLogger(mode="sometimes")
