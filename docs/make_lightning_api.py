@@ -11,7 +11,8 @@ import importlib
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+# appended, not prepended: tests/trainer/ (a test package) must not shadow the `trainer` package
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from lightning_api_names import (  # noqa: E402
     MEMBER_CLASSES,
@@ -58,10 +59,15 @@ NOTES: dict[str, tuple[str, str]] = {
     "TQDMProgressBar": ("difference", "Relay's own bar (no tqdm); `refresh_rate` 0 turns it off, otherwise "
                                       "redraws are time based"),
     "ProgressBar": ("difference", "Relay's bar; `refresh_rate` is seconds between redraws, not batches"),
-    "LitLogger": ("refused", CLOUD),
-    "CometLogger": ("refused", CLOUD),
-    "MLFlowLogger": ("refused", CLOUD),
-    "WandbLogger": ("refused", CLOUD),
+    "LitLogger": ("refused", "uploads to Lightning AI's own cloud (the `litlogger` package), which has no offline "
+                             "mode CI could test; use WandbLogger, MLFlowLogger, CometLogger or TensorBoardLogger"),
+    "CometLogger": ("supported", "needs `pip install 'relaytrain[comet]'`; offline runs (`COMET_START_ONLINE=0`) "
+                                 "are archived for `comet upload`"),
+    "MLFlowLogger": ("difference", "needs `pip install 'relaytrain[mlflow]'`; also takes `checkpoint_path_prefix` "
+                                   "(in Lightning's docs, not in its 2.6.6 class); `trainer.log_dir` with a non-local "
+                                   "store (a server, SQLite) is `default_root_dir` where Lightning gives None"),
+    "WandbLogger": ("difference", "needs `pip install 'relaytrain[wandb]'`; `offline=True` starts this run offline "
+                                  "(`wandb.init(mode='offline')`) instead of setting WANDB_MODE for the whole process"),
     "CombinedLoader": ("refused", "not implemented; pass a list of loaders to validate/test/predict"),
     "find_shared_parameters": ("refused", XLA),
     "set_shared_parameters": ("refused", XLA),

@@ -219,3 +219,20 @@ def test_comet_other_ranks_start_nothing(tmp_path, monkeypatch):
     assert not (tmp_path / "offline").exists()
     with pytest.raises(ValueError, match="mode='sometimes'"):
         CometLogger(mode="sometimes")
+
+
+def test_lightning_module_paths_serve_the_trackers_in_zero_edit_mode():
+    code = ("from trainer.lightning_compat import install; install(children=False)\n"
+            "import sys, trainer.loggers as relay\n"
+            "from lightning.pytorch.loggers.wandb import WandbLogger\n"
+            "from lightning.pytorch.loggers.mlflow import MLFlowLogger\n"
+            "from lightning.pytorch.loggers.comet import CometLogger\n"
+            "from pytorch_lightning.loggers.neptune import NeptuneLogger\n"
+            "from lightning.pytorch.loggers import WandbLogger as W, MLFlowLogger as M\n"
+            "assert WandbLogger is W is relay.WandbLogger and MLFlowLogger is M is relay.MLFlowLogger\n"
+            "assert CometLogger is relay.CometLogger and NeptuneLogger.__module__ == 'trainer.loggers.neptune'\n"
+            f"print([m for m in {TRACKERS!r} if m in sys.modules])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[]"  # served without importing the trackers themselves

@@ -53,6 +53,10 @@ MODULES = {
     "loggers.logger": "trainer.loggers",
     "loggers.csv_logs": "trainer.loggers.csv_logs",
     "loggers.tensorboard": "trainer.loggers.tensorboard",
+    "loggers.wandb": "trainer.loggers.wandb",
+    "loggers.mlflow": "trainer.loggers.mlflow",
+    "loggers.comet": "trainer.loggers.comet",
+    "loggers.neptune": "trainer.loggers.neptune",
 }
 # Lightning modules deeper down whose names Relay's package namespace serves (it has no module of that name)
 SUBMODULES = {
