@@ -254,6 +254,8 @@ def wandb_run(fw, framework: str) -> dict:
     checkpoint = fw.ModelCheckpoint(monitor="val_loss", save_top_k=1)
     trainer = quiet_trainer(fw, max_epochs=2, logger=logger, callbacks=[checkpoint])
     trainer.fit(model, loader(), loader())
+    logger.log_hyperparams({"act": torch.nn.ReLU, "fn": torch.relu, "factory": lambda: 3, "t": torch.tensor(2.5),
+                            "nested": {"path": Path("a/b")}, "ok": [1, {"x": None}]})
     logger.log_table("table", columns=["a", "b"], data=[[1, "x"], [2, "y"]], step=100)
     logger.log_text("text", columns=["t"], data=[["hello"]])
     logger.log_image("images", [torch.zeros(3, 4, 4), torch.ones(3, 4, 4)], caption=["zero", "one"], step=101)

@@ -86,6 +86,7 @@ def test_wandb_offline_run(logger_env):
     lightning, relay = both("wandb", env=logger_env)
     assert [a["name"] for a in lightning["artifacts"] if a["type"] == "model"] == ["model-RUN", "model-RUN"]
     assert lightning["config"]["opt"] == {"betas": [0.9, 0.99], "name": "sgd"}
+    assert (lightning["config"]["act"], lightning["config"]["factory"]) == ("ReLU", 3)  # classes, callables
     assert any("watched" in row for row in lightning["history"]) and lightning["checkpoint_dir"] == "proj/run1/checkpoints"
     same_outcome(lightning.pop("offline_log_model"), relay.pop("offline_log_model"))
     for name in ("not_a_list", "short_kwargs"):

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 from argparse import Namespace
 from collections.abc import Mapping
@@ -37,18 +39,22 @@ def require_wandb() -> None:
 
 
 def wandb_config_value(value: Any) -> Any:
-    """What W&B's config can hold: JSON data. Classes and functions by name, other objects as ``str``."""
-    if isinstance(value, Mapping):
-        return {str(k): wandb_config_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [wandb_config_value(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
-        return value.item()
-    if callable(value) and hasattr(value, "__name__"):
+    """One top-level hyperparameter as W&B's config takes it, as Lightning converts it: a class by its name, a
+    callable by what it returns when called without arguments (its name if that fails or returns a callable),
+    and anything JSON cannot hold as ``str``."""
+    if inspect.isclass(value):
         return value.__name__
-    return str(value)
+    if callable(value):
+        try:
+            result = value()
+        except Exception:
+            return getattr(value, "__name__", None)
+        value = value.__name__ if callable(result) else result
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
+    return value
 
 
 def media_per_item(kind: str, items: Any, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -181,7 +187,8 @@ class WandbLogger(Logger):
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
         if isinstance(params, Namespace):
             params = vars(params)
-        self.experiment.config.update(wandb_config_value(dict(params)), allow_val_change=True)
+        config = {str(k): wandb_config_value(v) for k, v in params.items()}
+        self.experiment.config.update(config, allow_val_change=True)
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
