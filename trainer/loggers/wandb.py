@@ -50,6 +50,8 @@ def wandb_config_value(value: Any) -> Any:
         except Exception:
             return getattr(value, "__name__", None)
         value = value.__name__ if callable(result) else result
+    if value is None or isinstance(value, (bool, int, float, str, list, dict)):
+        return value  # containers as they are: wandb converts what they hold (a Path to its text)
     try:
         json.dumps(value)
     except (TypeError, ValueError, OverflowError):
