@@ -24,7 +24,8 @@ def run_program(cwd: Path, compat: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("RELAY_LIGHTNING_COMPAT", "MLFLOW_TRACKING_URI")}
     env.update(PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), PYTHONUNBUFFERED="1",
                MLFLOW_ALLOW_FILE_STORE="true", WANDB_SILENT="true", WANDB_CACHE_DIR=str(cwd / ".wandb-cache"),
-               WANDB_DATA_DIR=str(cwd / ".wandb-data"), WANDB_CONFIG_DIR=str(cwd / ".wandb-config"))
+               WANDB_DATA_DIR=str(cwd / ".wandb-data"), WANDB_CONFIG_DIR=str(cwd / ".wandb-config"),
+               WANDB_SERVICE="")  # its own wandb-core, not one a W&B test in this pytest process started
     prefix = [sys.executable, "-m", "trainer.lightning_compat"] if compat else [sys.executable]
     done = subprocess.run([*prefix, str(PROGRAM)], cwd=cwd, env=env, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

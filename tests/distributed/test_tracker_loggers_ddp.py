@@ -23,7 +23,7 @@ def test_only_rank_zero_starts_and_writes_tracker_runs(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "MLFLOW_TRACKING_URI")}
     env.update(PYTHONUNBUFFERED="1", WANDB_MODE="offline", WANDB_SILENT="true",
                WANDB_CACHE_DIR=str(tmp_path / "cache"), WANDB_DATA_DIR=str(tmp_path / "data"),
-               WANDB_CONFIG_DIR=str(tmp_path / "config"))
+               WANDB_CONFIG_DIR=str(tmp_path / "config"), WANDB_SERVICE="")  # not a wandb-core this pytest process started
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=360,
                           env=env, cwd=tmp_path)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

@@ -21,6 +21,7 @@ def run_cli(tmp_path: Path, *overrides: str, env: dict[str, str]) -> Path:
     """Run the CLI under ``tmp_path``; the run directory it made."""
     full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the config's default store
     full_env.update(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env)
+    full_env["WANDB_SERVICE"] = ""  # its own wandb-core, not one a W&B test in this pytest process started
     done = subprocess.run([sys.executable, "-m", "trainer", *TINY, *overrides, f"output_root={tmp_path / 'runs'}"],
                           cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=360)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

@@ -38,6 +38,7 @@ def offline_wandb(tmp_path, monkeypatch):
         monkeypatch.setenv(name, str(tmp_path / sub))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_SERVICE", "")  # wandb puts its service's address here; undone after the test
     import wandb
 
     yield wandb
