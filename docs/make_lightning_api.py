@@ -59,10 +59,15 @@ NOTES: dict[str, tuple[str, str]] = {
     "TQDMProgressBar": ("difference", "Relay's own bar (no tqdm); `refresh_rate` 0 turns it off, otherwise "
                                       "redraws are time based"),
     "ProgressBar": ("difference", "Relay's bar; `refresh_rate` is seconds between redraws, not batches"),
-    "LitLogger": ("refused", CLOUD),
-    "CometLogger": ("refused", CLOUD),
-    "MLFlowLogger": ("refused", CLOUD),
-    "WandbLogger": ("refused", CLOUD),
+    "LitLogger": ("refused", "uploads to Lightning AI's own cloud (the `litlogger` package), which has no offline "
+                             "mode CI could test; use WandbLogger, MLFlowLogger, CometLogger or TensorBoardLogger"),
+    "CometLogger": ("supported", "needs `pip install 'relaytrain[comet]'`; offline runs (`COMET_START_ONLINE=0`) "
+                                 "are archived for `comet upload`"),
+    "MLFlowLogger": ("difference", "needs `pip install 'relaytrain[mlflow]'`; also takes `checkpoint_path_prefix` "
+                                   "(in Lightning's docs, not in its 2.6.6 class); `trainer.log_dir` with a non-local "
+                                   "store (a server, SQLite) is `default_root_dir` where Lightning gives None"),
+    "WandbLogger": ("difference", "needs `pip install 'relaytrain[wandb]'`; `offline=True` starts this run offline "
+                                  "(`wandb.init(mode='offline')`) instead of setting WANDB_MODE for the whole process"),
     "find_shared_parameters": ("refused", XLA),
     "set_shared_parameters": ("refused", XLA),
     "is_shared_filesystem": ("refused", "not implemented; Relay writes files from rank 0 only"),

@@ -332,9 +332,16 @@ def test_state_dict_is_plain_data_and_round_trips(tmp_path):
 
 
 def test_default_dirpath(tmp_path):
-    cb = ModelCheckpoint()
-    cb.setup(StandIn(tmp_path, loggers=[object()], log_dir=str(tmp_path / "logs" / "version_3")), None, "fit")
+    from types import SimpleNamespace
+
+    cb = ModelCheckpoint()  # Lightning's <save_dir>/<name>/<version>/checkpoints, whatever the logger's log_dir
+    logger = SimpleNamespace(save_dir=str(tmp_path), name="logs", version=3)
+    cb.setup(StandIn(tmp_path, loggers=[logger], log_dir=str(tmp_path / "logs" / "version_3" / "sub")), None, "fit")
     assert cb.dirpath == os.path.realpath(tmp_path / "logs" / "version_3" / "checkpoints")
+    cb = ModelCheckpoint()  # no local directory (an MLflow server): under default_root_dir
+    logger = SimpleNamespace(save_dir=None, name="7", version="run-id")
+    cb.setup(StandIn(tmp_path, loggers=[logger], default_root_dir=str(tmp_path / "root")), None, "fit")
+    assert cb.dirpath == os.path.realpath(tmp_path / "root" / "7" / "run-id" / "checkpoints")
     cb = ModelCheckpoint()
     cb.setup(StandIn(tmp_path, default_root_dir=str(tmp_path / "root")), None, "fit")
     assert cb.dirpath == os.path.realpath(tmp_path / "root" / "checkpoints")

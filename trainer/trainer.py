@@ -322,6 +322,8 @@ class Trainer(TrainerMembers):
     def log_dir(self) -> str:
         logger = self.logger
         path = getattr(logger, "log_dir", None) if logger is not None else None
+        if path is None and logger is not None:
+            path = logger.save_dir  # Lightning: a logger without its own log_dir (W&B, MLflow) gives its save_dir
         return str(path) if path is not None else self.default_root_dir
 
     # --- callbacks -----------------------------------------------------------------------------------

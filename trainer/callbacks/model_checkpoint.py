@@ -349,8 +349,15 @@ class ModelCheckpoint(Checkpoint):
         return path
 
     def _default_dirpath(self, trainer: Trainer) -> str:
-        root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
-        return os.path.realpath(os.path.join(os.fspath(root), "checkpoints"))
+        """``<save_dir>/<name>/<version>/checkpoints`` of the first logger (Lightning's layout: a TensorBoard
+        ``sub_dir`` is not part of it; a logger without a local ``save_dir`` uses ``default_root_dir``)."""
+        if not trainer.loggers:
+            return os.path.realpath(os.path.join(os.fspath(trainer.default_root_dir), "checkpoints"))
+        logger = trainer.loggers[0]
+        save_dir = logger.save_dir if logger.save_dir is not None else trainer.default_root_dir
+        version = logger.version
+        version = version if isinstance(version, str) else f"version_{version}"
+        return os.path.realpath(os.path.join(os.fspath(save_dir), str(logger.name), version, "checkpoints"))
 
     def _warn_if_dir_not_empty(self, trainer: Trainer) -> None:
         if self.save_top_k == 0 or getattr(trainer, "ckpt_path", None) or not self.dirpath:
@@ -492,6 +499,14 @@ class ModelCheckpoint(Checkpoint):
         trainer.save_checkpoint(path, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = path
+        self._tell_loggers(trainer)
+
+    def _tell_loggers(self, trainer: Trainer) -> None:
+        """Loggers that upload checkpoints (W&B, MLflow ``log_model``) see each file as Lightning shows it to them."""
+        for logger in trainer.loggers:
+            hook = getattr(logger, "after_save_checkpoint", None)
+            if hook is not None:
+                hook(self)
 
     def _link(self, trainer: Trainer, source: str, target: str) -> None:
         """``target`` becomes the same checkpoint as ``source`` (a file or a sharded directory): hard links
@@ -500,6 +515,7 @@ class ModelCheckpoint(Checkpoint):
             return
         io = trainer.strategy.checkpoint_io
         trainer.strategy.agree_on_rank_zero(lambda: io.link(source, target), "ModelCheckpoint(save_last=True)")
+        self._tell_loggers(trainer)
 
     @staticmethod
     def _unshare(trainer: Trainer, path: str) -> None:

@@ -57,6 +57,10 @@ MODULES = {
     "loggers.csv_logs": "trainer.loggers.csv_logs",
     "loggers.tensorboard": "trainer.loggers.tensorboard",
     "cli": "trainer.cli.lightning_cli",
+    "loggers.wandb": "trainer.loggers.wandb",
+    "loggers.mlflow": "trainer.loggers.mlflow",
+    "loggers.comet": "trainer.loggers.comet",
+    "loggers.neptune": "trainer.loggers.neptune",
 }
 # Lightning modules deeper down whose names Relay's package namespace serves (it has no module of that name)
 SUBMODULES = {

@@ -101,6 +101,16 @@ class VersionedDirLogger(Logger):
         return os.path.join(path, self._sub_dir) if self._sub_dir else path
 
 
+class NoOpExperiment:
+    """Stands in for a logger's experiment on ranks other than 0, so ``logger.experiment.add_image(...)`` is safe."""
+
+    def __getattr__(self, _name: str) -> Any:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoOpExperiment:
+        return self
+
+
 def add_prefix(metrics: Mapping[str, Any], prefix: str, sep: str = "-") -> Mapping[str, Any]:
     return {f"{prefix}{sep}{k}": v for k, v in metrics.items()} if prefix else metrics
 

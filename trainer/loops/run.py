@@ -147,6 +147,8 @@ def run_stage(
         hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
         status = "success"
         setup_stage = state.fn
+        for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
+            getattr(logger, "experiment", None)
         if datamodule is not None:
             datamodule.setup(stage=setup_stage)  # a keyword, as Lightning passes it
         hooks.call("setup", stage=setup_stage)
