@@ -1,16 +1,18 @@
 """The zero-edit mode: unmodified Lightning programs run on Relay with ``python -m trainer.lightning_compat``.
 
-The programs in tests/lightning_programs/ import ``lightning.pytorch``, ``lightning`` or ``pytorch_lightning`` and
-print what they observe; where Lightning is installed the same program also runs on Lightning and the two
-observations are compared. Each run is a subprocess with a timeout.
+The programs in tests/compat/lightning_programs/ import ``lightning.pytorch``, ``lightning`` or
+``pytorch_lightning`` and print what they observe; where Lightning is installed the same program also runs on
+Lightning and the two observations are compared. Each run is a subprocess with a timeout.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,28 @@ def observed(done: subprocess.CompletedProcess) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_classifier_runs_unmodified_with_lightning_default_paths(tmp_path):
-    relay = observed(run([str(PROGRAMS / "classifier.py")], tmp_path))
+def run_together(*calls: tuple) -> list[subprocess.CompletedProcess]:
+    """Several :func:`run` calls (argument tuples) at the same time: a Relay run and its Lightning reference are
+    independent processes that mostly import and start up, which the cores can overlap."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(lambda call: run(*call), calls))
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> tuple[dict, subprocess.CompletedProcess | None]:
+    """classifier.py under the compatibility mode, and (where Lightning is installed) on Lightning, run at once."""
+    root = tmp_path_factory.mktemp("classifier")
+    calls = [([str(PROGRAMS / "classifier.py")], root / "relay")]
+    if importlib.util.find_spec("lightning") is not None:
+        calls.append(([str(PROGRAMS / "classifier.py")], root / "lightning", False))
+    for _, cwd, *_ in calls:
+        cwd.mkdir()
+    done = run_together(*calls)
+    return observed(done[0]), done[1] if len(done) > 1 else None
+
+
+def test_classifier_runs_unmodified_with_lightning_default_paths(classifier):
+    relay, _ = classifier
     assert relay["best"].startswith("lightning_logs/version_0/checkpoints/epoch=")
     assert relay["best"] in relay["files"] and "lightning_logs/version_0/hparams.yaml" in relay["files"]
     assert relay["global_step"] == 36 and relay["current_epoch"] == 3  # 384 samples / 32 per batch x 3 epochs
@@ -42,25 +64,28 @@ def test_classifier_runs_unmodified_with_lightning_default_paths(tmp_path):
     assert relay["lr_keys"] == ["lr-Adam"] and relay["restored_hidden"] == 64
 
 
-def test_classifier_observations_match_lightning(tmp_path):
+def test_classifier_observations_match_lightning(classifier):
     need("lightning", "compared against a real Lightning run")
-    (tmp_path / "relay").mkdir()
-    (tmp_path / "lightning").mkdir()
-    relay = observed(run([str(PROGRAMS / "classifier.py")], tmp_path / "relay"))
-    real = observed(run([str(PROGRAMS / "classifier.py")], tmp_path / "lightning", compat=False))
+    relay, lightning_run = classifier
+    real = observed(lightning_run)
     for key in ("files", "global_step", "current_epoch", "test_keys", "lr_keys", "restored_hidden"):
         assert relay[key] == real[key], key
     assert set(real["logged_keys"]) <= set(relay["logged_keys"]) | {"epoch"}, (relay["logged_keys"], real["logged_keys"])
 
 
 def test_gan_with_manual_optimization_runs_unmodified(tmp_path):
-    relay = observed(run([str(PROGRAMS / "gan.py")], tmp_path))
+    (tmp_path / "relay").mkdir()
+    (tmp_path / "real").mkdir()
+    calls = [([str(PROGRAMS / "gan.py")], tmp_path / "relay")]
+    if importlib.util.find_spec("lightning") is not None:  # the reference runs at the same time
+        calls.append(([str(PROGRAMS / "gan.py")], tmp_path / "real", False))
+    done = run_together(*calls)
+    relay = observed(done[0])
     assert relay["global_step"] == 32  # 8 batches x 2 epochs x 2 optimizer steps per batch
     assert "last.ckpt" in relay["files"] and relay["finite"]
     assert relay["metric_keys"] == ["d_loss", "g_loss"] and relay["optimizers_saved"] == 2
     need("lightning", "compared against a real Lightning run")
-    (tmp_path / "real").mkdir()
-    real = observed(run([str(PROGRAMS / "gan.py")], tmp_path / "real", compat=False))
+    real = observed(done[1])
     for key in ("global_step", "current_epoch", "files", "metric_keys", "checkpoint_has", "optimizers_saved"):
         assert relay[key] == real[key], key
 

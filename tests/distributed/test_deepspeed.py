@@ -59,8 +59,8 @@ pytestmark = [need_mark("deepspeed", "strategy=deepspeed runs DeepSpeed's engine
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict:
-    return single_device_reference(tmp_path_factory.mktemp("single"))
+def reference(engine_reference) -> dict:
+    return engine_reference
 
 
 @pytest.fixture(scope="module")

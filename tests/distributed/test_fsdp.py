@@ -330,15 +330,15 @@ def test_fsdp_on_gpus(single, tmp_path, extra):
 
 
 @pytest.mark.timeout(400)
-def test_the_bundled_gpt_trains_under_model_parallel_unchanged_from_the_cli(tmp_path):
+def test_the_bundled_gpt_trains_under_model_parallel_unchanged_from_the_cli(tmp_path, cli_single):
     """``python -m trainer strategy=model_parallel trainer.devices=2``: the bundled GPTModule (tiny: 4 blocks, 2 heads,
-    3 steps) under tensor parallel 2 x data parallel 1 ends with the weights of ``strategy=single_device``."""
+    3 steps) under tensor parallel 2 x data parallel 1 ends with the weights of ``strategy=single_device``
+    (``cli_single``, shared with tests/distributed/test_pipeline.py)."""
     from tests.distributed.test_pipeline import assert_same_weights, cli_run
 
-    single = cli_run(tmp_path / "single", "strategy=single_device", "trainer.devices=1")
     root = tmp_path / "tp"
     got = cli_run(root, "strategy=model_parallel", "trainer.devices=2", timeout=360)
-    assert_same_weights(got, single)
+    assert_same_weights(got, cli_single)
     (last,) = root.glob("*/*/checkpoints/last.ckpt")
     assert sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     assert torch.load(last / "meta.pt", weights_only=True)["loops"]["world_size"] == 2

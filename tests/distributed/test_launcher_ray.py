@@ -12,7 +12,6 @@ import pytest
 from plugins.environments import RayEnvironment, TorchElasticEnvironment, detect_environment
 from plugins.launchers.ray import failing_rank
 from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
-from tests.distributed.engine_runs import single_device_reference
 from tests.optional import need, need_mark
 
 RAY_WORKER = {"RAY_JOB_ID": "01000000", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
@@ -59,8 +58,8 @@ def ray_run(ray_cluster, tmp_path_factory):
     return root
 
 
-def test_two_ray_workers_match_one_process_with_the_global_batch(ray_run, tmp_path):
-    reference = single_device_reference(tmp_path / "single")
+def test_two_ray_workers_match_one_process_with_the_global_batch(ray_run, engine_reference):
+    reference = engine_reference
     trained = checkpoint(ray_run)
     assert trained["loops"]["world_size"] == 2 and trained["global_step"] == 3
     assert_same_weights(trained["state_dict"], reference)
@@ -80,13 +79,13 @@ def test_resume_through_ray_is_exact(ray_run, tmp_path):
     assert_same_weights(resumed["state_dict"], checkpoint(ray_run)["state_dict"])
 
 
-def test_deepspeed_zero3_runs_in_ray_workers_on_rays_process_group(ray_cluster, tmp_path):
+def test_deepspeed_zero3_runs_in_ray_workers_on_rays_process_group(ray_cluster, tmp_path, engine_reference):
     need("deepspeed", "strategy=deepspeed under launcher=ray")
     from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
 
     assert cli(tmp_path / "ds", "launcher=ray", "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS) == 0
     merged = DeepSpeedState(run_dir(tmp_path / "ds") / "checkpoints" / "last.ckpt").full_state_dict()
-    assert_same_weights(merged, single_device_reference(tmp_path / "single"))
+    assert_same_weights(merged, engine_reference)
 
 
 def test_a_failing_rank_is_named_in_one_line(ray_cluster, tmp_path, capfd):

@@ -10,7 +10,6 @@ import pytest
 
 from plugins.launchers.spark import failure_of
 from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint
-from tests.distributed.engine_runs import single_device_reference
 from tests.optional import need_mark
 
 
@@ -50,10 +49,10 @@ def spark_run(spark_session, tmp_path_factory):
     return root
 
 
-def test_two_spark_processes_match_one_process_with_the_global_batch(spark_run, tmp_path):
+def test_two_spark_processes_match_one_process_with_the_global_batch(spark_run, engine_reference):
     trained = checkpoint(spark_run)
     assert trained["loops"]["world_size"] == 2 and trained["global_step"] == 3
-    assert_same_weights(trained["state_dict"], single_device_reference(tmp_path / "single"))
+    assert_same_weights(trained["state_dict"], engine_reference)
 
 
 def test_resume_through_spark_is_exact(spark_run, tmp_path):

@@ -178,11 +178,6 @@ def cli_run(root: Path, *overrides: str, timeout: float = 240) -> dict[str, torc
     return {k.split("/", 1)[1]: v for k, v in read_full(last).items() if k.startswith("state_dict/")}
 
 
-@pytest.fixture(scope="module")
-def cli_single(tmp_path_factory) -> dict[str, torch.Tensor]:
-    return cli_run(tmp_path_factory.mktemp("cli-single"), "strategy=single_device", "trainer.devices=1")
-
-
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
 def test_every_schedule_ends_with_the_single_process_weights(tmp_path, cli_single, schedule):
     """The issue's command, per schedule: 2 stages (interleaved/zbv: 4 stages, 2 per rank) of a 4-block GPT."""

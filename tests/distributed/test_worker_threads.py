@@ -36,9 +36,18 @@ def _run(tmp_path: Path, omp: str | None, *args: str) -> tuple[subprocess.Comple
     return done, [json.loads((tmp_path / f"threads{r}.json").read_text()) for r in range(2)]
 
 
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, list[dict]]:
+    """One self-launched 2-rank fit with the monitors and the profiler, OMP_NUM_THREADS unset: the thread share
+    and the monitors are asserted on the same job."""
+    out = tmp_path_factory.mktemp("monitored")
+    done, ranks = _run(out, None, "--monitors")
+    return out, done, ranks
+
+
 @pytest.mark.timeout(240)
-def test_self_launched_workers_get_their_share(tmp_path):
-    done, ranks = _run(tmp_path, None)
+def test_self_launched_workers_get_their_share(monitored):
+    _, done, ranks = monitored
     share = max(1, available_cores() // 2)
     assert [r["env"] for r in ranks] == [str(share)] * 2
     assert [r["torch_threads"] for r in ranks] == [share] * 2
@@ -56,11 +65,11 @@ def test_user_setting_reaches_the_workers_unchanged(tmp_path):
 
 
 @pytest.mark.timeout(240)
-def test_monitors_and_profiler_under_ddp(tmp_path):
+def test_monitors_and_profiler_under_ddp(monitored):
     """Two ranks: device stats of both ranks reach rank 0's TensorBoard file; only rank 0 writes a trace."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    done, _ = _run(tmp_path, None, "--monitors")
+    tmp_path, done, _ = monitored
     acc = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])

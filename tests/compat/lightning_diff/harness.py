@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,9 @@ def emit(result: dict[str, Any]) -> None:
     print(MARK + json.dumps(result, sort_keys=True, default=repr), flush=True)
 
 
-def run_one(framework: str, script: str | os.PathLike, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 600) -> dict[str, Any]:
-    """Run ``script framework *args`` in a fresh directory; its emitted dict, or an error naming its output."""
+def _start(framework: str, script: str | os.PathLike, args: tuple[str, ...], env: dict[str, str] | None,
+           cwd: str) -> subprocess.Popen:
+    """Start ``script framework *args`` in ``cwd`` with the repository importable and no cluster variables."""
     script = Path(script)
     if not script.is_absolute():
         script = Path(__file__).parent / script
@@ -36,18 +37,45 @@ def run_one(framework: str, script: str | os.PathLike, *args: str, env: dict[str
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "JSM_NAMESPACE_RANK"):
         if env is None or name not in env:
             full_env.pop(name, None)  # a test runner inside a cluster job must not make these programs distributed
-    with tempfile.TemporaryDirectory(prefix=f"ldiff-{framework}-") as cwd:
-        proc = subprocess.run([sys.executable, str(script), framework, *args], cwd=cwd, env=full_env,
-                              capture_output=True, text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
+    return subprocess.Popen([sys.executable, str(script), framework, *args], cwd=cwd, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> dict[str, Any]:
+    """The dict ``proc`` emitted, or an error naming its output (killed when it runs past ``timeout``)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        raise RuntimeError(f"{' '.join(proc.args[1:])} ran past {timeout} s:\n{(stdout + stderr)[-4000:]}") from None
+    lines = [line for line in stdout.splitlines() if line.startswith(MARK)]
     if proc.returncode != 0 or not lines:
-        tail = (proc.stdout + proc.stderr)[-4000:]
-        raise RuntimeError(f"{script.name} {framework} {' '.join(args)} exited {proc.returncode}:\n{tail}")
+        tail = (stdout + stderr)[-4000:]
+        raise RuntimeError(f"{Path(proc.args[1]).name} {' '.join(proc.args[2:])} exited {proc.returncode}:\n{tail}")
     return json.loads(lines[-1][len(MARK):])
+
+
+def run_one(framework: str, script: str | os.PathLike, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 600) -> dict[str, Any]:
+    """Run ``script framework *args`` in a fresh directory; its emitted dict, or an error naming its output."""
+    with tempfile.TemporaryDirectory(prefix=f"ldiff-{framework}-") as cwd:
+        return _finish(_start(framework, script, args, env, cwd), timeout)
 
 
 def run_both(script: str | os.PathLike, *args: str, env: dict[str, str] | None = None,
              timeout: float = 600) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(lightning_json, relay_json)`` for the same program and arguments."""
-    return (run_one("lightning", script, *args, env=env, timeout=timeout),
-            run_one("relay", script, *args, env=env, timeout=timeout))
+    """``(lightning_json, relay_json)`` for the same program and arguments. The two processes run at the same
+    time (each in its own directory): most of either is importing and starting up, which the cores can overlap."""
+    with tempfile.TemporaryDirectory(prefix="ldiff-lightning-") as lcwd, \
+            tempfile.TemporaryDirectory(prefix="ldiff-relay-") as rcwd:
+        procs = [_start("lightning", script, args, env, lcwd), _start("relay", script, args, env, rcwd)]
+        pool = ThreadPoolExecutor(2)  # both pipes are read at once, so neither process blocks on its output
+        results = [pool.submit(_finish, proc, timeout) for proc in procs]
+        try:
+            return results[0].result(), results[1].result()
+        finally:
+            for proc in procs:  # one failed: never leave the other running
+                if proc.poll() is None:
+                    proc.kill()
+            pool.shutdown()
