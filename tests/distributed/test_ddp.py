@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,15 +42,6 @@ def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: f
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=rtol, atol=1e-7, msg=name)
-
-
-@pytest.fixture(scope="module")
-def single_b8(tmp_path_factory) -> dict[str, torch.Tensor]:
-    """One process, batch 8: what 2 ranks with batch 4 each must reproduce."""
-    out = tmp_path_factory.mktemp("single")
-    done = run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8")
-    assert done.returncode == 0, done.stderr
-    return weights(out)
 
 
 @pytest.fixture(scope="module")
@@ -152,19 +144,20 @@ def test_restart_resumes_from_the_last_checkpoint(tmp_path, ddp_run):
     assert_close(weights(tmp_path), weights(ddp_run[0]), rtol=0)
 
 
-def test_checkpoint_moves_between_two_ranks_and_one_process(tmp_path, single_b8):
-    """Same global batch (2 x 4 or 1 x 8): training continues on the next samples in either direction."""
-    for first, second, name in (
-        (["--devices", "2", "--batch-size", "4"], ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"],
-         "2to1"),
-        (["--strategy", "single_device", "--devices", "1", "--batch-size", "8"], ["--devices", "2", "--batch-size", "4"],
-         "1to2"),
+def test_checkpoint_moves_between_two_ranks_and_one_process(tmp_path, ddp_run, single_b8_run, single_b8):
+    """Same global batch (2 x 4 or 1 x 8): training continues on the next samples in either direction. The first
+    leg of each is a run already made: the mid-epoch (8 steps per epoch) step-4 checkpoint of ``ddp_run`` (2 ranks)
+    and of ``single_b8`` (one process), resumed as this run's ``last``."""
+    for source, second, name in (
+        (ddp_run[0], ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"], "2to1"),
+        (single_b8_run, ["--devices", "2", "--batch-size", "4"], "1to2"),
     ):
         out = tmp_path / name
-        done = run(out, *first, "--max-steps", "5", "--checkpoint-every", "5")  # stops mid-epoch (8 per epoch)
-        assert done.returncode == 0, done.stderr
+        (out / "ckpt").mkdir(parents=True)
+        shutil.copyfile(source / "ckpt" / "epoch=0-step=4.ckpt", out / "ckpt" / "last.ckpt")
         done = run(out, *second, "--resume", "--checkpoint-every", "5")
         assert done.returncode == 0, done.stderr
+        assert f"Restoring states from the checkpoint path at {out / 'ckpt' / 'last.ckpt'}" in done.stdout
         assert_close(weights(out), single_b8, rtol=1e-5)
 
 

@@ -33,14 +33,6 @@ def hvd(out: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def single_b8(tmp_path_factory) -> dict[str, torch.Tensor]:
-    out = tmp_path_factory.mktemp("single")
-    done = run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8")
-    assert done.returncode == 0, done.stderr
-    return weights(out)
-
-
-@pytest.fixture(scope="module")
 def hvd_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("horovod")
     done = hvd(out, "--predict", "--logger", "--checkpoint-every", "4")
