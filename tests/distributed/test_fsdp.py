@@ -1,7 +1,7 @@
 """Sharded training for real: FSDP2, hybrid sharding, tensor parallel and 2-D, over gloo on the CPU.
 
-Every run is a subprocess of tests/fsdp_script.py (a 2-block GPT on the sorting task, 20 steps, global batch 8)
-with a hard timeout. The reference is one plain process with batch 8; every layout must reproduce its losses
+Every run is a subprocess of tests/distributed/fsdp_script.py (a 2-block GPT on the sorting task, 20 steps, global
+batch 8) with a hard timeout. The reference is one plain process with batch 8; every layout must reproduce its losses
 to 1e-5 (relative, fp32), including runs resumed from a checkpoint written by another number of processes.
 Gradients are clipped to norm 0.05 in every run (it acts on most steps), so each layout also checks the
 global gradient norm over its shards.

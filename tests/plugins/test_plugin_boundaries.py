@@ -1,7 +1,7 @@
 """Dependencies point one way: ``trainer`` imports ``plugins``, ``plugins`` never imports ``trainer``.
 
 The first test reads the source (every import statement, including lazy ones inside functions), so it
-holds for code paths no test runs. ``tests/test_imports.py`` checks that ``import trainer`` stays light
+holds for code paths no test runs. ``tests/trainer/test_imports.py`` checks that ``import trainer`` stays light
 for hydra, tensorboard, dynamo and the ``plugins.strategies`` package itself; the second test here adds
 what that one does not name: horovod and every module below ``plugins.strategies`` by prefix.
 """

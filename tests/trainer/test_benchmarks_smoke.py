@@ -74,8 +74,8 @@ def test_ddp_quick_runs_and_prints_ratios() -> None:
 
 # README, "Start-up and step cost" (`python benchmarks/engines.py`): the step part only (~2 min on a 2-core machine,
 # plus about a minute for DeepSpeed's one-time op build where it was never built: hence the generous limits). The
-# start-up part times Ray's and Spark's start, which tests/test_launcher_ray.py and test_launcher_spark.py already
-# pay for; running it here too would add about 2 more minutes to CI for no other check.
+# start-up part times Ray's and Spark's start, which tests/distributed/test_launcher_ray.py and test_launcher_spark.py
+# already pay for; running it here too would add about 2 more minutes to CI for no other check.
 @pytest.mark.timeout(900)
 def test_engines_quick_step_part_runs_ddp_and_every_deepspeed_stage() -> None:
     from tests.optional import need

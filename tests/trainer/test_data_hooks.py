@@ -51,7 +51,8 @@ def test_datamodule_hook_wins_over_the_modules_with_a_warning(tmp_path):
 
 
 def test_lightnings_data_flags_are_there_with_lightnings_defaults():
-    """prepare_data_per_node and allow_zero_length_dataloader_with_multiple_devices (used in tests/test_ddp.py)."""
+    """prepare_data_per_node and allow_zero_length_dataloader_with_multiple_devices (used in
+    tests/distributed/test_ddp.py)."""
     for obj in (Net(own_hook=False), Data()):
         assert obj.prepare_data_per_node is True
         assert obj.allow_zero_length_dataloader_with_multiple_devices is False

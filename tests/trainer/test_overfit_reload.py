@@ -1,4 +1,4 @@
-"""``overfit_batches`` and ``reload_dataloaders_every_n_epochs`` (tests/lightning_diff compares them with Lightning)."""
+"""``overfit_batches`` and ``reload_dataloaders_every_n_epochs`` (tests/compat/lightning_diff compares them)."""
 
 from __future__ import annotations
 
