@@ -14,7 +14,7 @@ import sys
 # the repository root, not tests/ (whose tests/trainer/ package would shadow Relay's `trainer`)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tests.lightning_api_names import (
+from tests.compat.lightning_api_names import (
     MEMBER_CLASSES,
     MODULES,
     defined_names,
@@ -267,8 +267,8 @@ def main() -> None:
     print("# Lightning's public API in Relay\n")
     print(f"Made from Lightning {lightning.__version__} by `python docs/make_lightning_api.py` "
           "(every name in the `__all__` of the modules below, or for a module without one the names it defines; "
-          "every `Trainer` argument). `tests/test_lightning_api_table.py` checks that the table lists every such "
-          "name and that every *supported* row imports from Relay at the path given.\n")
+          "every `Trainer` argument). `tests/compat/test_lightning_api_table.py` checks that the table lists "
+          "every such name and that every *supported* row imports from Relay at the path given.\n")
     print("Statuses: **supported** (same name, same use), **difference** (accepted; the note says what differs), "
           "**refused** (not provided; the note says why and what to use), **planned** (another open branch of "
           "issue 11 adds it).\n")

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from tests.lightning_diff.harness import emit
+from tests.compat.lightning_diff.harness import emit
 
 
 def framework(name: str):

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from tests.lightning_diff.common import exception, loader  # noqa: E402
-from tests.lightning_diff.frameworks import load  # noqa: E402
-from tests.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.common import exception, loader  # noqa: E402
+from tests.compat.lightning_diff.frameworks import load  # noqa: E402
+from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
 
 def loggers_of(framework: str):

@@ -1,7 +1,7 @@
 """Behaviour that real Lightning code notices (issue 19, section 1), observed the same way on both frameworks.
 
 ``python real_code_program.py lightning|relay`` runs every check and emits one JSON dict (see
-tests/lightning_diff/harness.py); tests/compat/test_real_code_differences.py compares the two.
+tests/compat/lightning_diff/harness.py); tests/compat/test_real_code_differences.py compares the two.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from tests.lightning_diff.frameworks import load  # noqa: E402
-from tests.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.frameworks import load  # noqa: E402
+from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
 fw = load(sys.argv[1])
 QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

@@ -22,7 +22,7 @@ PROGRAM = str(Path(__file__).with_name("fabric_program.py"))
 
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, str], dict]:
-    from tests.lightning_diff.harness import run_one
+    from tests.compat.lightning_diff.harness import run_one
 
     out = {(fw, d): run_one(fw, PROGRAM, d, timeout=300) for fw in ("relay", "lightning") for d in ("1", "2")}
     out[("relay", "2x2")] = run_one("relay", PROGRAM, "2", "2", timeout=300)  # 2 processes x 2 accumulated batches

@@ -19,7 +19,7 @@ import pytest
 
 from tests.optional import need
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "lightning_programs"
+PROGRAMS = Path(__file__).resolve().parent / "lightning_programs"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(900)
 

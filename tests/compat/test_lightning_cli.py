@@ -1,4 +1,4 @@
-"""LightningCLI, differentially: tests/lightning_programs/cli_project (unmodified Lightning code driven by a YAML
+"""LightningCLI, differentially: tests/compat/lightning_programs/cli_project (unmodified Lightning code driven by a YAML
 config and command-line overrides) runs on Lightning 2.6.6 and on Relay's zero-edit mode, and what a user observes
 must agree: hyperparameters, steps, the optimizer and scheduler from ``--optimizer``/``--lr_scheduler``, callbacks
 from the config and ``--trainer.callbacks+=``, the saved ``config.yaml``, subclass mode, ``run=False``,
@@ -18,7 +18,7 @@ import pytest
 
 from tests.optional import need
 
-PROJECT = Path(__file__).resolve().parents[1] / "lightning_programs" / "cli_project"
+PROJECT = Path(__file__).resolve().parent / "lightning_programs" / "cli_project"
 FRAMEWORKS = ("relay", "lightning")
 pytestmark = pytest.mark.timeout(300)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lightning_diff.test_lightning_diff import same_outcome
+from tests.compat.lightning_diff.test_lightning_diff import same_outcome
 from tests.optional import need, need_mark
 
 pytestmark = [need_mark("lightning", "differential tests against Lightning"), pytest.mark.timeout(600)]
@@ -27,7 +27,7 @@ def logger_env(tmp_path) -> dict[str, str]:
 
 
 def both(check: str, *args: str, env: dict[str, str]) -> tuple[dict, dict]:
-    from tests.lightning_diff.harness import run_both
+    from tests.compat.lightning_diff.harness import run_both
 
     lightning, relay = run_both(PROGRAM, check, *args, env=env, timeout=500)
     lightning, relay = lightning[check], relay[check]

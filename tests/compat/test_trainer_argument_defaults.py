@@ -21,7 +21,7 @@ RELAY_READS = {"max_epochs": 1000, "min_epochs": 0, "min_steps": 0, "fast_dev_ru
 
 @pytest.fixture(scope="module")
 def observed():
-    from tests.lightning_diff.harness import run_both
+    from tests.compat.lightning_diff.harness import run_both
 
     return run_both(PROGRAM, timeout=280)
 

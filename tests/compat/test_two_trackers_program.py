@@ -1,4 +1,4 @@
-"""The unmodified Lightning program ``tests/lightning_programs/two_trackers.py`` (MLflow and W&B at once) in the
+"""The unmodified Lightning program ``tests/compat/lightning_programs/two_trackers.py`` (MLflow and W&B at once) in the
 zero-edit mode (``python -m trainer.lightning_compat``), and the same program on Lightning 2.6.6: the MLflow run and
 the offline W&B run each holds must match. Each run is a subprocess with a timeout."""
 
@@ -15,7 +15,7 @@ import pytest
 from tests.optional import need
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = ROOT / "tests" / "lightning_programs" / "two_trackers.py"
+PROGRAM = ROOT / "tests" / "compat" / "lightning_programs" / "two_trackers.py"
 pytestmark = pytest.mark.timeout(600)
 
 

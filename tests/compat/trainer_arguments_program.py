@@ -1,7 +1,7 @@
 """What a user reads back from a Trainer built with default and time-based arguments (Lightning's docs:
 ``Trainer`` API reference, "val_check_interval ... pass a string 'DD:HH:MM:SS', a timedelta or a dict").
 
-``python trainer_arguments_program.py lightning|relay``; prints one JSON object (tests/lightning_diff/harness.py).
+``python trainer_arguments_program.py lightning|relay``; prints one JSON object (tests/compat/lightning_diff/harness.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.lightning_diff.common import exception, quiet
-from tests.lightning_diff.frameworks import load
-from tests.lightning_diff.harness import emit
+from tests.compat.lightning_diff.common import exception, quiet
+from tests.compat.lightning_diff.frameworks import load
+from tests.compat.lightning_diff.harness import emit
 
 READ = ["max_epochs", "min_epochs", "max_steps", "min_steps", "check_val_every_n_epoch", "num_sanity_val_steps",
         "log_every_n_steps", "accumulate_grad_batches", "gradient_clip_val", "gradient_clip_algorithm",

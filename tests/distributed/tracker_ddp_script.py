@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 import trainer  # noqa: E402
-from tests.lightning_diff.common import loader  # noqa: E402
+from tests.compat.lightning_diff.common import loader  # noqa: E402
 from trainer.callbacks import ModelCheckpoint  # noqa: E402
 from trainer.loggers import MLFlowLogger, WandbLogger  # noqa: E402
 
