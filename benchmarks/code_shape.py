@@ -77,8 +77,8 @@ def load_modules(package: str = "trainer") -> dict[str, ModuleInfo]:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         info.funcs[f"{node.name}.{item.name}"] = Func(name, f"{node.name}.{item.name}", item, node.name)
                 for n in ast.walk(node):  # self.fit_loop = FitLoop(...): what the attribute holds
-                    if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
-                            and n.value.func.id[:1].isupper()):
+                    call = n.value if isinstance(n, ast.Assign) else None
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id[:1].isupper():
                         for t in n.targets:
                             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                                 info.attrs[(node.name, t.attr)] = n.value.func.id
@@ -123,8 +123,8 @@ class Walker:
         holder = func.cls is not None and (func.cls in TRAINER_CLASSES or func.cls in self.modules[func.module].holders)
         if holder:
             names.add("self")
-        for node in ast.walk(func.node):
-            if isinstance(node, ast.Assign) and _mentions(node.value, names | {"self"}, attr="trainer"):
+        for node in ast.walk(func.node):  # t = trainer, trainer = self.trainer: other names for it
+            if isinstance(node, ast.Assign) and _is_trainer(node.value, names):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
         return names
 
@@ -186,16 +186,16 @@ class Walker:
             self.trace.append(func.file)
 
 
-def _mentions(node: ast.AST, names: set[str], attr: str | None = None) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id in names and attr is None:
-            return True
-        if attr is not None and isinstance(sub, ast.Attribute) and sub.attr == attr:
-            if isinstance(sub.value, ast.Name) and sub.value.id in names:
-                return True
-        if attr is not None and isinstance(sub, ast.Name) and sub.id in names and sub.id != "self":
-            return True
-    return False
+def _is_trainer(node: ast.AST, names: set[str]) -> bool:
+    """``trainer`` itself, or ``x.trainer`` of an object that holds it."""
+    if isinstance(node, ast.Name):
+        return node.id in names and node.id != "self"
+    return isinstance(node, ast.Attribute) and node.attr == "trainer" and isinstance(node.value, ast.Name)
+
+
+def _mentions(node: ast.AST, names: set[str]) -> bool:
+    """An argument that is the Trainer (or the holder ``self``), or ``self.trainer``."""
+    return (isinstance(node, ast.Name) and node.id in names) or _is_trainer(node, names)
 
 
 def follow_trainer(show: bool) -> dict[str, object]:
