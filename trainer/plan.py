@@ -9,6 +9,7 @@ re-derived from the Trainer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -133,8 +134,6 @@ class FitSchedule:
 
     def val_check_batch(self, num_training_batches: int | float) -> int | float:
         """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
-        import math
-
         n, vci = num_training_batches, self.val_check_interval
         if vci is None:
             vci = 1.0

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.checkpoint import restore_rng_states
 from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.state import rescale_position
 from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
+from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 
 if TYPE_CHECKING:
@@ -156,8 +158,6 @@ class FitLoop:
             self._preempt()
 
     def _preempt(self) -> None:
-        from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
-
         t = self.trainer
         directory = checkpoint_dir(t.checkpoint_callback, t.default_root_dir)
         checkpoint_and_exit(t._preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
@@ -220,8 +220,6 @@ class FitLoop:
     def _start_epoch(self, rng_to_restore: dict[str, Any] | None) -> tuple[Any, int, int | float, bool]:
         """Everything before an epoch's first batch; returns the batches still to run in it, how many were run
         already, the epoch's batch count and whether validation runs inside the epoch."""
-        from trainer.checkpoint import restore_rng_states
-
         t, p = self.trainer, self.progress
         skip = p.batches_seen
         mid_epoch = skip > 0

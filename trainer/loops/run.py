@@ -9,12 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainer.callbacks.setup import merge_module_callbacks
+from trainer.heartbeat import watch_ranks
 from trainer.hooks import Hooks, call_datamodule
 from trainer.input_checks import check_writable_dirs
+from trainer.launch import launch_workers_and_exit, watch_launcher
+from trainer.loops.evaluation import run_evaluation, run_predict
 from trainer.loops.model_setup import set_up_model
+from trainer.loops.spawned import run_stage_in_workers
 from trainer.loops.state import RestorePoint, checkpoint_dirs
 from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
+from trainer.preemption import PreemptionHandler, guarded_fit
 from trainer.ranks import set_rank_zero_only
+from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
 
 if TYPE_CHECKING:
@@ -29,12 +36,8 @@ def run_stage(
 ) -> Any:
     plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
     if plan.spawns:  # ddp_spawn: workers run it, results come back
-        from trainer.loops.spawned import run_stage_in_workers
-
         return run_stage_in_workers(trainer, plan.launcher, stage, model, datamodule, given, ckpt_path)
     if plan.launcher is not None:  # plain `python script.py` with several processes: start them, then exit
-        from trainer.launch import launch_workers_and_exit
-
         launch_workers_and_exit(plan.launcher)
     return run_plan(trainer, plan)
 
@@ -49,8 +52,6 @@ class StageRun:
 
 
 def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
-    from trainer.launch import watch_launcher
-
     watch_launcher()  # a worker Relay's launcher started dies with it
     run = StageRun()
     state = trainer.state
@@ -95,8 +96,6 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
 
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
-    from trainer.callbacks.setup import merge_module_callbacks
-
     _reset(trainer, plan)
     strategy, model, datamodule = trainer.strategy, plan.model, plan.datamodule
     strategy.setup_environment()
@@ -124,10 +123,6 @@ def _output_roots(trainer: Trainer) -> list[Any]:
 
 
 def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
-    from trainer.heartbeat import watch_ranks
-    from trainer.loops.evaluation import run_evaluation, run_predict
-    from trainer.preemption import PreemptionHandler, guarded_fit
-
     build = loader_builder(trainer)
     with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
         if plan.stage == "fit":
@@ -148,8 +143,6 @@ def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
 
 def loader_builder(trainer: Trainer) -> Any:
     """Builds a plan's loaders when a loop asks: sharded by the strategy, shown on the Trainer."""
-    from trainer.seed import global_seed
-
     strategy, shown = trainer.strategy, trainer._loaders_in_use
 
     def build(source: LoaderSource) -> Loaders:

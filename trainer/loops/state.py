@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.checkpoint import load_checkpoint, newest_checkpoint, plain_data, rng_states
 from trainer.errors import MisconfigurationError
+from trainer.preemption import resume_note
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress
@@ -75,8 +76,6 @@ class RestoreRequest:
         """The checkpoint resolved and loaded: a bad ``ckpt_path`` fails here, before any work."""
         ckpt_path = self.ckpt_path
         if ckpt_path is None and self.stage == "fit":  # a preempted start of this run left a checkpoint: continue
-            from trainer.preemption import resume_note
-
             ckpt_path = resume_note(self.dirs)
         path = self.resolve(ckpt_path, checkpoint_io, announce)
         return RestorePoint() if path is None else RestorePoint(path, load_checkpoint(path, checkpoint_io))
@@ -151,8 +150,6 @@ def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: 
     per_step = batch_size * new_world
     progress.batches_seen = samples // per_step
     if samples % per_step:
-        import warnings
-
         warnings.warn(
             f"Resuming on {new_world} process(es) x batch {batch_size} from a checkpoint written at {old_world} x "
             f"batch {old_batch}: {samples} samples of this epoch were seen, which is not a whole number of new "
