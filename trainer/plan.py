@@ -162,6 +162,7 @@ class StagePlan:
     stage: str
     model: Module
     datamodule: DataModule | None
+    strategy: Any  # the resolved plugins: the strategy holds the accelerator, precision and cluster environment
     launcher: Any  # None: the processes exist (or one is enough); else they are started first
     restore: RestoreRequest  # ``ckpt_path`` as given; found (``"last"``, a preemption note) once processes exist
     sources: Mapping[str, LoaderSource] = field(default_factory=dict)
@@ -195,7 +196,7 @@ def plan_stage(
     dirs = checkpoint_dirs(callbacks, trainer.logger, trainer.default_root_dir)
     best = getattr(callbacks[0], "best_model_path", "") if callbacks else ""
     restore = RestoreRequest(ckpt_path, stage, dirs, best)
-    return StagePlan(stage, model, datamodule, launcher, restore, MappingProxyType(sources), schedule)
+    return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule)
 
 
 def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,

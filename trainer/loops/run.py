@@ -6,6 +6,7 @@ callbacks, ``prepare_data``/``setup``), handed to its loop, and torn down whatev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,7 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
     _reset(trainer, plan)
-    strategy, model, datamodule = trainer.strategy, plan.model, plan.datamodule
+    strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
     trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
@@ -123,7 +124,7 @@ def _output_roots(trainer: Trainer) -> list[Any]:
 
 
 def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
-    build = loader_builder(trainer)
+    build = loader_builder(plan.strategy, trainer._loaders_in_use)
     with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
         if plan.stage == "fit":
             handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
@@ -141,9 +142,8 @@ def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
     return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)
 
 
-def loader_builder(trainer: Trainer) -> Any:
-    """Builds a plan's loaders when a loop asks: sharded by the strategy, shown on the Trainer."""
-    strategy, shown = trainer.strategy, trainer._loaders_in_use
+def loader_builder(strategy: Any, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
+    """Builds a plan's loaders when a loop asks: sharded by the strategy, shown in ``shown`` (the Trainer's)."""
 
     def build(source: LoaderSource) -> Loaders:
         return source.build(strategy, global_seed(), shown.__setitem__)
@@ -151,7 +151,7 @@ def loader_builder(trainer: Trainer) -> Any:
     return build
 
 
-def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Any) -> None:
+def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[LoaderSource], Loaders]) -> None:
     model, datamodule = plan.model, plan.datamodule
     for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
         logger.log_hyperparams({**(datamodule.hparams if datamodule is not None else {}), **model.hparams})
@@ -172,7 +172,7 @@ def _finish(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     run.hooks.call("teardown", fn)
     profiler = trainer.profiler
     if profiler.enabled:
-        profiler.describe(show=trainer.strategy.is_global_zero)
+        profiler.describe(show=plan.strategy.is_global_zero)
     profiler.teardown(plan.stage)
     state = trainer.state
     state.stage = None
