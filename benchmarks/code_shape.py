@@ -283,7 +283,8 @@ if __name__ == "__main__":
 # Trainer on, so it counts fewer stays and files but the same sense of returns (33 here vs 32 there).
 #
 # before:
-#   (a) following the Trainer from run_stage: 50 function visits, 43 stays in 10 files, 33 returns to a file already left
+#   (a) following the Trainer from run_stage: 50 function visits, 43 stays in 10 files,
+#       33 returns to a file already left
 #         trainer/loops/run.py re-entered 14x
 #         trainer/preemption.py re-entered 5x
 #         trainer/trainer.py re-entered 5x
@@ -306,7 +307,8 @@ if __name__ == "__main__":
 #   (d) Trainer.__init__: 188 lines
 #
 # after:
-#   (a) following the Trainer from run_stage: 39 function visits, 15 stays in 7 files, 8 returns to a file already left
+#   (a) following the Trainer from run_stage: 39 function visits, 15 stays in 7 files,
+#       8 returns to a file already left
 #         trainer/loops/run.py re-entered 5x
 #         trainer/loops/evaluation.py re-entered 2x
 #         trainer/loops/fit.py re-entered 1x
