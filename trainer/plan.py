@@ -129,8 +129,7 @@ class FitSchedule:
     reload_every: int
     max_time: float | None
     log_every_n_steps: int
-    val_source: bool  # validation loaders could exist (``trainer.enable_validation`` reads it)
-    validates: bool  # and a validation_step, and limit_val_batches != 0
+    validates: bool  # validation loaders could exist, a validation_step, and limit_val_batches != 0
 
     def val_check_batch(self, num_training_batches: int | float) -> int | float:
         """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
@@ -167,6 +166,7 @@ class StagePlan:
     restore: RestoreRequest  # ``ckpt_path`` as given; found (``"last"``, a preemption note) once processes exist
     sources: Mapping[str, LoaderSource] = field(default_factory=dict)
     schedule: FitSchedule | None = None  # fit only
+    val_source: bool = False  # validation loaders could exist for this call (``trainer.enable_validation``)
 
     @property
     def spawns(self) -> bool:
@@ -191,12 +191,14 @@ def plan_stage(
     if launcher is not None:  # one error here rather than one traceback per worker
         strategy.check_module(model)
     sources = {key: _source(trainer, stage, key, model, datamodule, given.get(key)) for key in STAGE_KEYS[stage]}
-    schedule = _fit_schedule(trainer, model, sources["val"]) if stage == "fit" else None
+    val = sources.get("val") or _source(trainer, stage, "val", model, datamodule, None)
+    schedule = _fit_schedule(trainer, model, val) if stage == "fit" else None
     callbacks = trainer.checkpoint_callbacks
     dirs = checkpoint_dirs(callbacks, trainer.logger, trainer.default_root_dir)
     best = getattr(callbacks[0], "best_model_path", "") if callbacks else ""
     restore = RestoreRequest(ckpt_path, stage, dirs, best)
-    return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule)
+    return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule,
+                     val.available())
 
 
 def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,
@@ -211,8 +213,7 @@ def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: D
 
 
 def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSchedule:
-    source = val.available()
-    validates = source and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
+    validates = val.available() and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
     return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
                        trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
-                       source, validates)
+                       validates)

@@ -91,8 +91,7 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
     trainer._logged_metrics.clear()
     for results in trainer._results.values():
         results.reset()
-    if plan.schedule is not None:
-        trainer.fit_loop.val_source = plan.schedule.val_source  # `trainer.enable_validation`
+    trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
 
 
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
