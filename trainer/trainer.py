@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -430,57 +429,12 @@ class Trainer(TrainerMembers):
         checkpoint = collect_checkpoint(self, weights_only)
         self.strategy.save_checkpoint(checkpoint, os.fspath(filepath), layout_keys=LAYOUT_KEYS)
 
-    def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
-        """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only.
-
-        Those are the checkpoint callbacks' ``dirpath`` (given, or under this logger's version directories), else
-        ``<default_root_dir>/checkpoints``; a checkpoint anywhere else (a download, another project) is never
-        picked. What is resumed is always printed.
-        """
-        if ckpt_path is not None and str(ckpt_path) == "best":
-            path = getattr(self.checkpoint_callback, "best_model_path", "")
-            if not path:
-                raise MisconfigurationError(
-                    f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
-                    "or pass ckpt_path=<a .ckpt file> (or 'last')."
-                )
-        elif ckpt_path is None or str(ckpt_path) != "last":
-            path = None if ckpt_path is None else str(ckpt_path)
-        else:
-            roots = self._checkpoint_dirs()
-            from trainer.checkpoint import newest_checkpoint
-
-            for root in roots:  # a checkpoint directory a crash left renamed aside is put back first
-                self.strategy.checkpoint_io.recover(root)
-            found = newest_checkpoint(roots)
-            shown = ", ".join(sorted(map(str, roots)))
-            if found is None:
-                if stage == "fit":
-                    warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=3)
-                    return None
-                raise MisconfigurationError(
-                    f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's "
-                    "checkpoint directories); pass a path."
-                )
-            path = str(found)
-        if path is not None and self.is_global_zero:
-            how = " (ckpt_path='last')" if str(ckpt_path) == "last" else ""
-            print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
-        return path
-
     def _checkpoint_dirs(self) -> list[Path]:
         """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
-        roots: list[Path] = []
-        for cb in self.checkpoint_callbacks:
-            if cb.dirpath:
-                roots.append(Path(cb.dirpath))
-            elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
-                roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
-            else:
-                roots.append(Path(self.default_root_dir) / "checkpoints")
-        if not self.checkpoint_callbacks:
-            roots.append(Path(self.default_root_dir) / "checkpoints")
-        return list(dict.fromkeys(roots))
+        from trainer.loops.state import checkpoint_dirs
+
+        return list(checkpoint_dirs(self.checkpoint_callbacks, self.logger if self.loggers else None,
+                                    self.default_root_dir))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
