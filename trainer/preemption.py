@@ -183,6 +183,8 @@ def requeue_slurm_job(env: dict[str, str] | None = None) -> bool:
 def resume_note(trainer: Trainer) -> str | None:
     """The checkpoint a preempted earlier start of this run left for the next one, if it is still there."""
     for directory in trainer._checkpoint_dirs():
+        if isinstance(directory, str):  # an fsspec URL: resume notes are local files only
+            continue
         note = directory / NOTE
         try:
             saved = json.loads(note.read_text())
@@ -201,5 +203,5 @@ def clear_resume_note(trainer: Trainer) -> None:
     for directory in trainer._checkpoint_dirs():
         try:
             (directory / NOTE).unlink()
-        except OSError:
+        except (OSError, TypeError):  # TypeError: an fsspec URL (a string), which holds no note
             pass

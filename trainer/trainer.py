@@ -89,8 +89,11 @@ class Trainer(TrainerMembers):
             raise TypeError(f"Trainer got an unknown argument {name!r}.{suggest(name, valid)} Valid: {', '.join(valid)}.")
         from plugins.selection import resolve_plugins
 
+        from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
+
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
-                                        environment=_environment_from(plugins))
+                                        environment=_environment_from(without_checkpoint_io(plugins)))
+        connect_checkpoint_io(self.strategy, plugins)
         set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
@@ -584,16 +587,18 @@ class Trainer(TrainerMembers):
 
     def _checkpoint_dirs(self) -> list[Path]:
         """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
+        from trainer.checkpoint import checkpoint_dir  # a Path, or an fsspec URL kept as a string
+
         roots: list[Path] = []
         for cb in self.checkpoint_callbacks:
             if cb.dirpath:
-                roots.append(Path(cb.dirpath))
+                roots.append(checkpoint_dir(cb.dirpath))
             elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
                 roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
             else:
-                roots.append(Path(self.default_root_dir) / "checkpoints")
+                roots.append(checkpoint_dir(self.default_root_dir, "checkpoints"))
         if not self.checkpoint_callbacks:
-            roots.append(Path(self.default_root_dir) / "checkpoints")
+            roots.append(checkpoint_dir(self.default_root_dir, "checkpoints"))
         return list(dict.fromkeys(roots))
 
     def __repr__(self) -> str:

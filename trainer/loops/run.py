@@ -196,6 +196,9 @@ def run_stage(
         call_datamodule(datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
         raise
     finally:
+        from trainer.checkpoint import finish_checkpoint_writes  # an asynchronous write in flight ends first
+
+        finish_checkpoint_writes(strategy.checkpoint_io, raise_errors=status == "success")
         for logger in trainer.loggers:
             logger.finalize(status)
         if datamodule is not None:
