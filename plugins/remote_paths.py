@@ -105,3 +105,31 @@ def modified_ns(path: str | os.PathLike) -> int:
         except (NotImplementedError, FileNotFoundError, AttributeError, TypeError):
             return 0
     return os.stat(local_path(path)).st_mtime_ns
+
+
+def makedirs(path: str | os.PathLike) -> None:
+    """Create a directory and its parents (a no-op on object stores without real directories)."""
+    if is_url(path):
+        fs, inner = url_fs(path)
+        fs.makedirs(inner, exist_ok=True)
+        return
+    os.makedirs(local_path(path), exist_ok=True)
+
+
+def open_file(path: str | os.PathLike, mode: str = "r", **kwargs: Any) -> Any:
+    """``open`` for local paths, ``fsspec.open`` for URLs (text modes, ``newline=`` and appending included)."""
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(os.fspath(path), mode, **kwargs).open()
+    return open(local_path(path), mode, **kwargs)
+
+
+def replace(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """``os.replace`` locally; on a store, a move (a copy then a delete: the new object appears whole)."""
+    if is_url(target):
+        fs, inner_source = url_fs(source)
+        _, inner_target = url_fs(target)
+        fs.mv(inner_source, inner_target)
+        return
+    os.replace(local_path(source), local_path(target))

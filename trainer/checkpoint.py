@@ -103,6 +103,15 @@ def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:
     return Path(root, *names)
 
 
+def version_checkpoint_dirs(root: str | os.PathLike) -> list[Path | str]:
+    """``<logger root>/*/checkpoints``: the checkpoint directories of every version of a logger's runs."""
+    from plugins.remote_paths import is_url, join, listdir
+
+    if is_url(root):
+        return sorted(join(root, name, "checkpoints") for name in listdir(root))
+    return sorted(Path(root).glob("*/checkpoints"))
+
+
 def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
     """When a Trainer call ends: wait for a write in flight (``AsyncCheckpointIO``), release the plugin.
 

@@ -587,14 +587,14 @@ class Trainer(TrainerMembers):
 
     def _checkpoint_dirs(self) -> list[Path]:
         """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
-        from trainer.checkpoint import checkpoint_dir  # a Path, or an fsspec URL kept as a string
+        from trainer.checkpoint import checkpoint_dir, version_checkpoint_dirs  # Paths, or fsspec URLs as strings
 
         roots: list[Path] = []
         for cb in self.checkpoint_callbacks:
             if cb.dirpath:
                 roots.append(checkpoint_dir(cb.dirpath))
             elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
-                roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
+                roots.extend(version_checkpoint_dirs(self.logger.root_dir))
             else:
                 roots.append(checkpoint_dir(self.default_root_dir, "checkpoints"))
         if not self.checkpoint_callbacks:

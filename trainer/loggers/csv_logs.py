@@ -10,6 +10,8 @@ from typing import Any
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
+from plugins.remote_paths import exists, makedirs, open_file, replace
+
 from trainer.loggers.utils import DEFAULT_LOG_NAME, VersionedDirLogger, add_prefix, flatten_dict, save_hparams_yaml, to_number, to_plain
 
 
@@ -68,24 +70,24 @@ class CSVLogger(VersionedDirLogger):
         new_keys = [k for k in seen if k not in self._columns]
         path = self.metrics_file_path
         if not self._columns:  # first write of this run
-            os.makedirs(self.log_dir, exist_ok=True)
-            if os.path.exists(path):
+            makedirs(self.log_dir)  # plugins.remote_paths: a local path or an fsspec URL (s3://, memory://)
+            if exists(path):
                 warnings.warn(f"{path} already exists and is being overwritten by this run.", stacklevel=2)
             self._columns = ["step"] + [k for k in new_keys if k != "step"]
             self._write(path, self._rows, mode="w")
         elif new_keys:
-            with open(path, newline="") as f:
+            with open_file(path, newline="") as f:
                 old_rows = list(csv.DictReader(f))
             self._columns += new_keys
             tmp = f"{path}.tmp"
             self._write(tmp, old_rows + self._rows, mode="w")
-            os.replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
+            replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
         else:
             self._write(path, self._rows, mode="a")
         self._rows.clear()
 
     def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
-        with open(path, mode, newline="") as f:
+        with open_file(path, mode, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
             if mode == "w":
                 writer.writeheader()
