@@ -1,9 +1,12 @@
 """``AsyncCheckpointIO``: checkpoints written by a background thread while training goes on.
 
-A save copies every tensor into CPU buffers on the caller's thread (training is stopped only for that
-copy; the buffers are reused from one save to the next) and returns; one worker thread then writes the
-copy through the wrapped ``CheckpointIO`` (temporary file, fsync, rename; or write-then-commit on an object
-store), so every guarantee of a synchronous write holds:
+A save copies the checkpoint's tensors into CPU buffers (reused from one save to the next) and returns; one
+worker thread then writes the copy through the wrapped ``CheckpointIO`` (temporary file, fsync, rename; or
+write-then-commit on an object store). Tensors that only an optimizer step changes (parameters and optimizer
+state, when the Trainer names its optimizers with :meth:`track_optimizers`) are copied by the worker while the
+next forward and backward run; the next ``optimizer.step()`` waits for that copy (a global step pre-hook).
+Everything else (buffers such as BatchNorm statistics, RNG states) is copied before ``save`` returns.
+Every guarantee of a synchronous write holds:
 
 - atomic: readers see the previous file or the new one, never a part (a SIGKILL mid-write leaves a hidden
   temporary that the next start removes);
@@ -51,7 +54,32 @@ class AsyncCheckpointIO(CheckpointIO):
         self._writing: set[str] = set()
         self._lock = threading.Lock()
         self._buffers: list[torch.Tensor] = []
+        self._optimizers: Callable[[], Any] | None = None
+        self._copied = threading.Event()
+        self._copied.set()
+        self._step_hook: Any = None
         _LIVE.add(self)
+
+    def track_optimizers(self, optimizers: Callable[[], Any]) -> None:
+        """``optimizers()`` lists the optimizers whose parameters and state may be copied after ``save`` returns
+        (until their next step). Without it, every tensor is copied before ``save`` returns."""
+        self._optimizers = optimizers
+
+    def _deferrable(self) -> set[int]:
+        """Storage addresses of the tensors only an optimizer step changes (CPU tensors; others copy now)."""
+        found: set[int] = set()
+        for optimizer in (self._optimizers() if self._optimizers is not None else None) or []:
+            for group in optimizer.param_groups:
+                found.update(_address(p) for p in group["params"])
+            for state in optimizer.state.values():
+                found.update(_address(v) for v in state.values() if isinstance(v, torch.Tensor))
+        found.discard(None)
+        return found
+
+    def _wait_for_copy(self, *_: Any) -> None:
+        """Before any optimizer step: the copy of the state it would change must be finished."""
+        if not self._copied.is_set():
+            self._copied.wait()
 
     # --- the worker -------------------------------------------------------------------------------
     def submit(self, work: Callable[..., Any], *args: Any) -> None:
@@ -87,14 +115,27 @@ class AsyncCheckpointIO(CheckpointIO):
     ) -> None:
         """Wait for the previous save, copy ``checkpoint``'s tensors to CPU memory, write them in the background."""
         self.wait()
-        snapshot = self.snapshot(checkpoint)
+        later: list[tuple[torch.Tensor, torch.Tensor]] = []
+        snapshot = self.snapshot(checkpoint, self._deferrable(), later)
         key = os.fspath(path)
         with self._lock:
             self._writing.add(key)
-        self.submit(self._write, snapshot, key, storage_options)
+        if later:
+            if self._step_hook is None:
+                from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    def _write(self, snapshot: dict[str, Any], path: str, storage_options: Any) -> None:
+                self._step_hook = register_optimizer_step_pre_hook(self._wait_for_copy)
+            self._copied.clear()
+        self.submit(self._write, snapshot, key, storage_options, later)
+
+    def _write(self, snapshot: dict[str, Any], path: str, storage_options: Any,
+               later: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> None:
         try:
+            try:
+                for source, buffer in later:
+                    buffer.copy_(source)
+            finally:
+                self._copied.set()
             if storage_options is None:
                 self.checkpoint_io.save(snapshot, path)
             else:
@@ -121,6 +162,10 @@ class AsyncCheckpointIO(CheckpointIO):
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+            self._copied.set()
+            if self._step_hook is not None:
+                self._step_hook.remove()
+                self._step_hook = None
             self._buffers = []
             self.checkpoint_io.teardown()
 
@@ -157,9 +202,11 @@ class AsyncCheckpointIO(CheckpointIO):
         return self.checkpoint_io.cleanup(directory)
 
     # --- the copy ---------------------------------------------------------------------------------
-    def snapshot(self, checkpoint: Any) -> Any:
+    def snapshot(self, checkpoint: Any, deferrable: set[int] | None = None,
+                 later: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
         """``checkpoint`` with every tensor copied to CPU memory (into the buffers of the previous save when
-        shapes match: fresh allocations cost page faults on every save)."""
+        shapes match: fresh allocations cost page faults on every save). A CPU tensor whose storage is in
+        ``deferrable`` is not copied yet: ``(tensor, buffer)`` goes to ``later`` for the worker."""
         buffers, used, on_gpu = self._buffers, [], False
 
         def copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -171,7 +218,10 @@ class AsyncCheckpointIO(CheckpointIO):
                 buffer = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
                                      pin_memory=tensor.is_cuda and torch.cuda.is_available())
             on_gpu = on_gpu or tensor.device.type != "cpu"
-            buffer.copy_(tensor, non_blocking=tensor.is_cuda)
+            if later is not None and deferrable and tensor.device.type == "cpu" and _address(tensor) in deferrable:
+                later.append((tensor, buffer))
+            else:
+                buffer.copy_(tensor, non_blocking=tensor.is_cuda)
             used.append(buffer)
             return buffer
 
@@ -183,6 +233,14 @@ class AsyncCheckpointIO(CheckpointIO):
 
     def __repr__(self) -> str:
         return f"AsyncCheckpointIO(checkpoint_io={self.checkpoint_io!r})"
+
+
+def _address(tensor: Any) -> int | None:
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    try:
+        return local.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # e.g. a meta or fake tensor
+        return None
 
 
 _LIVE: weakref.WeakSet[AsyncCheckpointIO] = weakref.WeakSet()

@@ -93,7 +93,7 @@ class Trainer(TrainerMembers):
 
         self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
                                         environment=_environment_from(without_checkpoint_io(plugins)))
-        connect_checkpoint_io(self.strategy, plugins)
+        connect_checkpoint_io(self, plugins)
         set_rank_zero_only(self.strategy.global_rank)
         self.num_nodes = num_nodes
         self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()

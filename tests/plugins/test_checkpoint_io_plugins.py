@@ -163,3 +163,33 @@ def test_model_checkpoint_async_save_option(tmp_path):
     trainer.fit(Regression(), loader())
     assert isinstance(trainer.strategy.checkpoint_io, AsyncCheckpointIO)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch=0-step=4.ckpt", "last.ckpt"]
+
+
+class LateWorker(AsyncCheckpointIO):
+    """The worker starts late: parameters are copied after the next step began, unless that step waits."""
+
+    def _write(self, *args, **kwargs):
+        time.sleep(0.3)
+        return super()._write(*args, **kwargs)
+
+
+def test_deferred_copy_holds_the_state_of_the_saving_step(tmp_path):
+    seen: dict[int, dict[str, torch.Tensor]] = {}
+
+    class Record(Regression):
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):  # before the callbacks' save of this step
+            seen[self.trainer.global_step] = {k: v.clone() for k, v in self.state_dict().items()}
+
+    io = LateWorker()
+    cb = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)
+    trainer = Trainer(max_steps=4, plugins=[io], callbacks=[cb], **quiet(enable_checkpointing=True))
+    trainer.fit(Record(), loader())
+    assert io._step_hook is None  # removed at teardown
+    for step in range(1, 5):
+        saved = torch.load(tmp_path / f"epoch=0-step={step}.ckpt", weights_only=True)
+        for name, value in seen[step].items():
+            assert torch.equal(saved["state_dict"][name], value), (step, name)
+    assert not torch.equal(seen[1]["layer.weight"], seen[2]["layer.weight"])

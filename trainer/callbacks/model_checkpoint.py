@@ -228,7 +228,10 @@ class ModelCheckpoint(Checkpoint):
         if self.async_save and not getattr(trainer.strategy.checkpoint_io, "is_async", False):
             from plugins.async_checkpoint_io import AsyncCheckpointIO
 
+            from trainer.plugins.checkpoint_io import track_optimizers
+
             trainer.strategy.checkpoint_io = AsyncCheckpointIO(trainer.strategy.checkpoint_io)
+            track_optimizers(trainer, trainer.strategy.checkpoint_io)
         if stage == "fit":
             self._val_has_run = False
             self._warned_missing = False

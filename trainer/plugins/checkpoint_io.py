@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,11 +30,12 @@ def without_checkpoint_io(plugins: Any) -> Any:
     return rest or None
 
 
-def connect_checkpoint_io(strategy: Any, plugins: Any) -> None:
-    """Give the strategy the ``CheckpointIO`` in ``plugins`` (Lightning's way to choose one), if any.
+def connect_checkpoint_io(trainer: Any, plugins: Any) -> None:
+    """Give the trainer's strategy the ``CheckpointIO`` in ``plugins`` (Lightning's way to choose one), if any.
 
     The strategy still writes through it with ``save`` (temporary name, fsync, rename), so a user's plugin
     never leaves a half-written file."""
+    strategy = trainer.strategy
     chosen = [p for p in _items(plugins) if isinstance(p, CheckpointIO)]
     if len(chosen) > 1:
         raise MisconfigurationError(
@@ -42,3 +44,11 @@ def connect_checkpoint_io(strategy: Any, plugins: Any) -> None:
         )
     if chosen:
         strategy.checkpoint_io = chosen[0]
+        track_optimizers(trainer, chosen[0])
+
+
+def track_optimizers(trainer: Any, io: Any) -> None:
+    """An asynchronous writer may copy parameters and optimizer state until the next optimizer step."""
+    if getattr(io, "is_async", False) and hasattr(io, "track_optimizers"):
+        ref = weakref.ref(trainer)
+        io.track_optimizers(lambda: getattr(ref(), "optimizers", None) or [])
