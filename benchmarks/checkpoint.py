@@ -53,9 +53,9 @@ def raw_save_seconds(state: dict, directory: str, repeats: int = 2) -> float:
     times = []
     for i in range(repeats):
         start = time.perf_counter()
-        torch.save(state, os.path.join(directory, f"raw-{i}.pt"))
+        torch.save(state, os.path.join(directory, f"raw-{os.getpid()}-{i}.pt"))
         times.append(time.perf_counter() - start)
-        os.remove(os.path.join(directory, f"raw-{i}.pt"))
+        os.remove(os.path.join(directory, f"raw-{os.getpid()}-{i}.pt"))
     return min(times)
 
 

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))  # after the repo: tests/trainer/ must not shadow trainer
 
 from lightning_api_names import (  # noqa: E402
     MEMBER_CLASSES,
@@ -77,9 +77,14 @@ NOTES: dict[str, tuple[str, str]] = {
                                         "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
-    "AsyncCheckpointIO": ("refused", "not implemented; checkpoints are written atomically by the strategy"),
-    "CheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
-    "TorchCheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
+    "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
+                                        "(parameters and optimizer state while the next step runs), one save in "
+                                        "flight, removals queued behind writes, files still atomic"),
+    "CheckpointIO": ("difference", "`Trainer(plugins=[MyIO()])`; the strategy hands `save_checkpoint` a temporary "
+                                   "path and renames the finished file, so a plugin's writes stay atomic; loading "
+                                   "is `weights_only` only"),
+    "TorchCheckpointIO": ("difference", "atomic (temporary, fsync, rename); paths may be fsspec URLs; "
+                                        "`load_checkpoint(weights_only=False)` is refused"),
     "XLACheckpointIO": ("refused", XLA),
     "BitsandbytesPrecision": ("refused", "not implemented (bitsandbytes quantization)"),
     "DeepSpeedPrecision": ("refused", DEEPSPEED),
