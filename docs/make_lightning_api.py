@@ -79,7 +79,8 @@ NOTES: dict[str, tuple[str, str]] = {
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
     "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
                                         "(parameters and optimizer state while the next step runs), one save in "
-                                        "flight, removals queued behind writes, files still atomic"),
+                                        "flight, removals queued behind writes, files still atomic; its "
+                                        "`teardown` also tears down the wrapped plugin"),
     "CheckpointIO": ("difference", "`Trainer(plugins=[MyIO()])`; the strategy hands `save_checkpoint` a temporary "
                                    "path and renames the finished file, so a plugin's writes stay atomic; loading "
                                    "is `weights_only` only"),

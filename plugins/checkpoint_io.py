@@ -203,14 +203,7 @@ class CheckpointIO:
             if fs.exists(inner):
                 fs.rm(inner, recursive=True)
             return
-        path = Path(local_path(path))
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        _discard(Path(local_path(path)))
 
     def teardown(self) -> None:
         """Called when a Trainer call ends (also on errors); nothing to release for synchronous writes."""
@@ -349,7 +342,7 @@ class CheckpointIO:
             return
         source, target = Path(local_path(source)), Path(local_path(target))
         tmp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-link")
-        self.remove(tmp)
+        _discard(tmp)  # temporaries are ours: a plugin's remove_checkpoint only sees checkpoints
         try:
             with writing(target):
                 if source.is_dir():
@@ -361,7 +354,7 @@ class CheckpointIO:
                     shutil.rmtree(target)
                 os.replace(tmp, target)
         finally:
-            self.remove(tmp)
+            _discard(tmp)
 
     # --- after a crash ----------------------------------------------------------------------------
     def recover(self, directory: str | os.PathLike) -> list[Path]:
@@ -401,7 +394,7 @@ class CheckpointIO:
             pid = match["pid"]
             if pid != "dcp" and int(pid) != os.getpid() and pid_alive(int(pid)):
                 continue  # a writer that is still running (another job in the same directory)
-            self.remove(entry)
+            _discard(entry)
             removed.append(entry)
         return removed
 
@@ -426,6 +419,17 @@ def _commits_on_request(fs: Any) -> bool:
     soon as it is opened."""
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     return "memory" not in protocols
+
+
+def _discard(path: Path) -> None:
+    """Delete a local file or directory; a missing one is fine."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _link_or_copy(src: str, dst: str) -> None:
