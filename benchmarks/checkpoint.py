@@ -1,7 +1,7 @@
 """Training stall per checkpoint save: raw ``torch.save``, Relay sync, Relay async, Lightning's AsyncCheckpointIO.
 
     python benchmarks/checkpoint.py                      # 25M and 300M parameters, single process and FSDP x2
-    python benchmarks/checkpoint.py --sizes 25 --quick   # what the smoke test runs
+    python benchmarks/checkpoint.py --sizes 1 --quick    # what the smoke test runs (figures mean nothing)
 
 Each configuration is a fresh process (FSDP: 2 gloo processes) training an MLP with AdamW (so the checkpoint
 holds the weights and both moments, about 12 bytes per parameter) and saving every ``--every`` steps through
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-WIDTH = {25: (2048, 6), 300: (4096, 18)}  # (width, layers): 25.2M and 302M parameters
+WIDTH = {1: (512, 4), 25: (2048, 6), 300: (4096, 18)}  # (width, layers): 1.05M (smoke test), 25.2M, 302M
 
 
 def build(size: int) -> torch.nn.Module:
@@ -181,7 +181,8 @@ def child(framework: str, mode: str, size: int, fsdp: bool, every: int, saves: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="25,300", help="model sizes in millions of parameters: 25 and/or 300")
+    parser.add_argument("--sizes", default="25,300", help="model sizes in millions of parameters: 25 and/or 300 "
+                        "(1: the smoke test's)")
     parser.add_argument("--every", type=int, default=4, help="steps between saves")
     parser.add_argument("--saves", type=int, default=4)
     parser.add_argument("--no-fsdp", action="store_true")
