@@ -41,8 +41,8 @@ def default_callbacks(
         raise MisconfigurationError(
             "Trainer(enable_checkpointing=False) but callbacks include a ModelCheckpoint; remove one of the two."
         )
-    if enable_checkpointing is not False and not fast_dev_run and not has(ModelCheckpoint):
-        callbacks.append(ModelCheckpoint())
+    if enable_checkpointing is not False and not has(ModelCheckpoint):  # under fast_dev_run it saves nothing,
+        callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
     if enable_progress_bar is False and has(ProgressBar):
         raise MisconfigurationError(
             "Trainer(enable_progress_bar=False) but callbacks include a ProgressBar; remove one of the two."
