@@ -76,9 +76,9 @@ NOTES: dict[str, tuple[str, str]] = {
                                               "process exits with their exit code (Lightning: it becomes rank 0); "
                                               "strategy='pipeline' and 'deepspeed' are refused in one line (their "
                                               "engines need the Trainer's loop); FSDP is FSDP2 (`fully_shard`)"),
-    "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object (atomic files and sharded "
-                                                            "directories: `save`/`load`/`remove`), not Lightning's "
-                                                            "`save_checkpoint`/`load_checkpoint` interface"),
+    "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object: Lightning's "
+                                                            "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
+                                                            "`teardown`, writes atomic, loading `weights_only` only"),
     "lightning.fabric.accelerators:find_usable_cuda_devices": ("difference", "the first N CUDA devices, without "
                                                                              "probing whether another process uses "
                                                                              "them"),
@@ -104,9 +104,15 @@ NOTES: dict[str, tuple[str, str]] = {
                                         "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
-    "AsyncCheckpointIO": ("refused", "not implemented; checkpoints are written atomically by the strategy"),
-    "CheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
-    "TorchCheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
+    "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
+                                        "(parameters and optimizer state while the next step runs), one save in "
+                                        "flight, removals queued behind writes, files still atomic; its "
+                                        "`teardown` also tears down the wrapped plugin"),
+    "CheckpointIO": ("difference", "`Trainer(plugins=[MyIO()])`; the strategy hands `save_checkpoint` a temporary "
+                                   "path and renames the finished file, so a plugin's writes stay atomic; loading "
+                                   "is `weights_only` only"),
+    "TorchCheckpointIO": ("difference", "atomic (temporary, fsync, rename); paths may be fsspec URLs; "
+                                        "`load_checkpoint(weights_only=False)` is refused"),
     "XLACheckpointIO": ("refused", XLA),
     "BitsandbytesPrecision": ("refused", "not implemented (bitsandbytes quantization)"),
     "DeepSpeedPrecision": ("refused", DEEPSPEED),

@@ -164,7 +164,8 @@ class TrainerArguments:
         "strategy and precision plugins go to their own arguments", "SLURMEnvironment()", checks.environment,
         group="environment", stored=False, status="difference",
         note="one ClusterEnvironment, or the name of a registered one (third-party packages add names through the "
-             "`relaytrain.environments` entry points); precision, checkpoint I/O and layer-sync plugins are refused")
+             "`relaytrain.environments` entry points), and/or one CheckpointIO (TorchCheckpointIO, AsyncCheckpointIO "
+             "or a subclass); precision and layer-sync plugins are refused")
     detect_anomaly: bool = argument(False, "Run with torch.autograd's anomaly detection", "True or False", "True",
                                     checks.boolean)
     stop_on_nonfinite_loss: bool = argument(

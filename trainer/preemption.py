@@ -188,10 +188,12 @@ def requeue_slurm_job(env: dict[str, str] | None = None) -> bool:
     return True
 
 
-def resume_note(dirs: Iterable[Path]) -> str | None:
+def resume_note(dirs: Iterable[Path | str]) -> str | None:
     """The checkpoint a preempted earlier start of this run left (in one of its checkpoint ``dirs``) for the next
     one, if it is still there."""
     for directory in dirs:
+        if isinstance(directory, str):  # an fsspec URL: resume notes are local files only
+            continue
         note = directory / NOTE
         try:
             saved = json.loads(note.read_text())
@@ -208,5 +210,5 @@ def clear_resume_note(dirs: Iterable[Path]) -> None:
     for directory in dirs:
         try:
             (directory / NOTE).unlink()
-        except OSError:
+        except (OSError, TypeError):  # TypeError: an fsspec URL (a string), which holds no note
             pass

@@ -58,12 +58,16 @@ class Trainer(TrainerMembers):
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:
         """Every argument is declared, checked and documented in ``trainer/arguments.py`` (``TrainerArguments``)."""
-        self._arguments = args = TrainerArguments.from_call(locals())  # every check: fails before any work
+        from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
+
+        # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/plugins/checkpoint_io.py)
+        self._arguments = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
         from plugins.selection import resolve_plugins  # lazy: plugins.strategies stays out of `import trainer`
 
         self.strategy = resolve_plugins(args.accelerator, args.devices, args.num_nodes, args.strategy, args.precision,
                                         environment=args.plugins)
+        connect_checkpoint_io(self, plugins)  # trainer/plugins/checkpoint_io.py
         set_rank_zero_only(self.strategy.global_rank)
         self.strategy.accumulate_grad_batches = args.accumulate_grad_batches
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name

@@ -12,6 +12,7 @@ _EXPORTS = {
     "HalfPrecision": "plugins.precision.half",
     "MixedPrecision": "plugins.precision.half",
     "Precision": "plugins.precision.base",
+    "TorchCheckpointIO": "plugins.checkpoint_io",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -70,7 +70,8 @@ SUBMODULES = {
     "core": {"mixins.hparams_mixin"},
     "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel"},
     "accelerators": {"accelerator", "cpu", "cuda", "mps"},
-    "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp"},
+    "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp",
+                "io", "io.checkpoint_plugin", "io.torch_plugin", "io.async_plugin"},
 }
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
+from plugins.remote_paths import exists, join, makedirs, open_file, replace
+
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
     NoOpExperiment,
@@ -34,7 +36,7 @@ class ExperimentWriter:
 
     def __init__(self, log_dir: str) -> None:
         self.log_dir = log_dir
-        self.metrics_file_path = os.path.join(log_dir, self.NAME_METRICS_FILE)
+        self.metrics_file_path = join(log_dir, self.NAME_METRICS_FILE)
         self.metrics: list[dict[str, Any]] = []
         self.metrics_keys: list[str] = []  # the header of the file on disk; empty until the first write
         self.hparams: dict[str, Any] = {}
@@ -49,7 +51,7 @@ class ExperimentWriter:
 
     def log_hparams(self, params: Mapping[str, Any]) -> None:
         self.hparams.update(to_plain(params))
-        save_hparams_yaml(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), self.hparams)
+        save_hparams_yaml(join(self.log_dir, self.NAME_HPARAMS_FILE), self.hparams)
 
     def save(self) -> None:
         if not self.metrics:
@@ -58,24 +60,24 @@ class ExperimentWriter:
         new_keys = [k for k in seen if k not in self.metrics_keys]
         path = self.metrics_file_path
         if not self.metrics_keys:  # first write of this run
-            os.makedirs(self.log_dir, exist_ok=True)
-            if os.path.exists(path):
+            makedirs(self.log_dir)  # a local path or an fsspec URL (s3://, memory://)
+            if exists(path):
                 warnings.warn(f"{path} already exists and is being overwritten by this run.", stacklevel=3)
             self.metrics_keys = ["step"] + [k for k in new_keys if k != "step"]
             self._write(path, self.metrics, mode="w")
         elif new_keys:
-            with open(path, newline="") as f:
+            with open_file(path, newline="") as f:
                 old_rows = list(csv.DictReader(f))
             self.metrics_keys += new_keys
             tmp = f"{path}.tmp"
             self._write(tmp, old_rows + self.metrics, mode="w")
-            os.replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
+            replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
         else:
             self._write(path, self.metrics, mode="a")
         self.metrics = []
 
     def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
-        with open(path, mode, newline="") as f:
+        with open_file(path, mode, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.metrics_keys, restval="")
             if mode == "w":
                 writer.writeheader()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.setup import merge_module_callbacks
+from trainer.checkpoint import finish_checkpoint_writes
 from trainer.heartbeat import watch_ranks
 from trainer.hooks import Hooks, call_datamodule
 from trainer.input_checks import check_writable_dirs
@@ -165,6 +166,8 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
 
 def _finish(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """Loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
+    # an asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage)
+    finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
     for logger in trainer.loggers:
         logger.finalize(run.status)
     fn = TrainerFn(plan.stage)

@@ -7,7 +7,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpoint import load_checkpoint, newest_checkpoint, plain_data, rng_states
+from trainer.checkpoint import (
+    checkpoint_dir,
+    load_checkpoint,
+    newest_checkpoint,
+    plain_data,
+    rng_states,
+    version_checkpoint_dirs,
+)
 from trainer.errors import MisconfigurationError
 from trainer.preemption import resume_note
 
@@ -69,7 +76,7 @@ class RestoreRequest:
 
     ckpt_path: Any
     stage: str
-    dirs: tuple[Path, ...]  # this run's checkpoint directories (``checkpoint_dirs``)
+    dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
     best_model_path: str = ""
 
     def find(self, checkpoint_io: Any, announce: bool) -> RestorePoint:
@@ -116,19 +123,20 @@ class RestoreRequest:
         )
 
 
-def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path, ...]:
+def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path | str, ...]:
     """Where this run's checkpoints are written (before the callbacks' setup picks a version): the callbacks'
-    ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``."""
-    roots: list[Path] = []
+    ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``.
+    Local directories are ``Path``s; an fsspec store's are URL strings."""
+    roots: list[Path | str] = []
     for cb in checkpoint_callbacks:
         if cb.dirpath:
-            roots.append(Path(cb.dirpath))
+            roots.append(checkpoint_dir(cb.dirpath))
         elif logger is not None and getattr(logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
-            roots.extend(sorted(Path(logger.root_dir).glob("*/checkpoints")))
+            roots.extend(version_checkpoint_dirs(logger.root_dir))
         else:
-            roots.append(Path(default_root_dir) / "checkpoints")
+            roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
     if not checkpoint_callbacks:
-        roots.append(Path(default_root_dir) / "checkpoints")
+        roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
     return tuple(dict.fromkeys(roots))
 
 
