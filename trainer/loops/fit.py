@@ -61,9 +61,6 @@ class FitLoop:
         self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
         self.stop_agreed = self.time_up = False
         self.pending: Any = None  # a vote on (should_stop, time is up) in flight
-        # with manual optimization the user steps the schedulers (as in Lightning)
-        automatic = trainer.lightning_module.automatic_optimization
-        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
 
     def _profile(self) -> None:
         """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
@@ -234,6 +231,9 @@ class FitLoop:
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         hooks.call("on_train_epoch_start")
+        # a callback may change these at epoch start (StochasticWeightAveraging: its scheduler, its BN epoch)
+        limit = t.num_training_batches
+        self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
@@ -300,8 +300,11 @@ class FitLoop:
         results = t._results["train"]
         results.finish_epoch(t.strategy.all_reduce)
         t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
-        if self.epoch_schedulers:
-            step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
+        # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
+        if t.lightning_module.automatic_optimization:
+            epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
+            if epoch_schedulers:
+                step_schedulers(t, epoch_schedulers, t.current_epoch + 1)
         self.progress.epoch_finished = (
             self.progress.batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
         )

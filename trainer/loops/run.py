@@ -178,17 +178,18 @@ def run_stage(
             optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
             trainer.optimizers = strategy.setup_optimizers(optimizers)
             trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
-        rng = None
-        if checkpoint is not None and stage == "fit":
-            rng = restore_training_state(trainer, checkpoint, path)
+
+        def restore() -> Any:  # after on_fit_start, as Lightning (BaseFinetuning rebuilds param groups there)
+            return restore_training_state(trainer, checkpoint, path) if checkpoint is not None else None
+
         from trainer.heartbeat import watch_ranks
         from trainer.preemption import guarded_fit
 
         with watch_ranks(trainer):  # start-up is over: training timeouts, a heartbeat naming a stuck rank
             if stage != "fit":
-                return _run(trainer, stage, hooks, rng, given)
+                return _run(trainer, stage, hooks, restore, given)
             with guarded_fit(trainer):
-                return _run(trainer, stage, hooks, rng, given)
+                return _run(trainer, stage, hooks, restore, given)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
@@ -262,7 +263,7 @@ def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | floa
     return val, trainer.num_val_batches
 
 
-def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
+def _run(trainer: Trainer, stage: str, hooks: Any, restore: Any, given: dict[str, Any]) -> Any:
     model = trainer.lightning_module
     if stage == "fit":
         for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
@@ -271,6 +272,7 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
             if getattr(model, "example_input_array", None) is not None:
                 logger.log_graph(model)
         hooks.call("on_fit_start")
+        rng = restore()
         trainer.fit_loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
                              trainer.fit_loop.val_source, rng)
         hooks.call("on_fit_end")
