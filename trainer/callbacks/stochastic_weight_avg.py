@@ -139,10 +139,11 @@ class StochasticWeightAveraging(Callback):
                     "StochasticWeightAveraging with BatchNorm needs a train loader with a length (Iterable-style "
                     "datasets are not supported)."
                 )
-            # one batch more than the loader has and accumulation over all of them: no optimizer step this epoch
-            trainer.fit_loop.max_batches += 1
+            # forward passes only, accumulated over the whole epoch; as in Lightning the epoch's last batch
+            # still steps the optimizer (with the gradients left from the last training step)
+            trainer.fit_loop._skip_backward = True
             self._accumulate_grad_batches = trainer.accumulate_grad_batches
-            trainer.accumulate_grad_batches = trainer.fit_loop.max_batches
+            trainer.accumulate_grad_batches = trainer.fit_loop.max_batches + 1
 
     def _start_swa(self, trainer: Trainer, pl_module: Module) -> None:
         from torch.optim.swa_utils import SWALR
@@ -177,12 +178,14 @@ class StochasticWeightAveraging(Callback):
         if self.n_averaged is None:
             self.n_averaged = torch.tensor(self._init_n_averaged, dtype=torch.long, device=pl_module.device)
 
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
+        trainer.fit_loop._skip_backward = False
+
     def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
         bn_epoch_ran = self._model_contains_batch_norm and self._max_epochs != -1 and (
             trainer.current_epoch - 1 == self.swa_end + 1)
         if bn_epoch_ran:
             trainer.accumulate_grad_batches = self._accumulate_grad_batches
-            trainer.fit_loop.max_batches -= 1
             trainer.fit_loop.max_epochs -= 1
             self.reset_momenta()
         elif trainer.current_epoch - 1 == self.swa_end or self._max_epochs == -1:

@@ -43,6 +43,19 @@ class FitLoop:
         return epoch_progress(self.progress)
 
     @property
+    def _skip_backward(self) -> bool:
+        """Lightning's switch for forward-only training batches (StochasticWeightAveraging's BatchNorm epoch):
+        no zero_grad and no backward, while an optimizer step still falls due."""
+        step = getattr(self, "step", None)
+        return step is not None and step.skip_backward
+
+    @_skip_backward.setter
+    def _skip_backward(self, value: bool) -> None:
+        step = getattr(self, "step", None)
+        if step is not None:
+            step.skip_backward = value
+
+    @property
     def total_batch_idx(self) -> int:
         return self.progress.total_batches
 
@@ -231,8 +244,7 @@ class FitLoop:
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         hooks.call("on_train_epoch_start")
-        # a callback may change these at epoch start (StochasticWeightAveraging: its scheduler, its BN epoch)
-        limit = t.num_training_batches
+        # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
         self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
