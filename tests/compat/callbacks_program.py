@@ -164,7 +164,8 @@ def finetuning(fw) -> dict:
     t.fit(model, loader())
     return {"per_epoch": per_epoch, "weights": rounded(model), "previous_backbone_lr": round(cb.previous_backbone_lr, 8),
             "bn_tracking": model.backbone[1].track_running_stats,
-            "state": json.loads(json.dumps(cb.state_dict(), default=str))}
+            "state": json.loads(json.dumps({k: cb.state_dict()[k] for k in (
+                "internal_optimizer_metadata", "previous_backbone_lr")}, default=str))}
 
 
 def finetuning_no_backbone(fw) -> dict:

@@ -36,23 +36,42 @@ class BaseFinetuning(Callback):
     def __init__(self) -> None:
         self._internal_optimizer_metadata: dict[int, list[dict[str, Any]]] = {}
         self._restarting = False
+        # what is frozen now, by name; Lightning does not save it, so its resumed fit keeps the modules that
+        # freeze_before_training froze frozen even after they were unfrozen: Relay resumes exactly
+        self._frozen: dict[str, list[str]] = {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"internal_optimizer_metadata": self._internal_optimizer_metadata}
+        return {"internal_optimizer_metadata": self._internal_optimizer_metadata, "frozen": self._frozen}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._restarting = True
         self._internal_optimizer_metadata = state_dict.get("internal_optimizer_metadata", state_dict)
+        self._frozen = state_dict.get("frozen", {})
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
-        """Resuming: give each optimizer back the parameter groups it had (by parameter name)."""
+        """Resuming: give each optimizer back the parameter groups it had (by parameter name), and the modules
+        their frozen state."""
         if self._restarting:
             named = dict(pl_module.named_parameters())
             for opt_idx, optimizer in enumerate(trainer.optimizers):
                 if opt_idx in self._internal_optimizer_metadata:
                     optimizer.param_groups = self._apply_mapping_to_param_groups(
                         self._internal_optimizer_metadata[opt_idx], named)
+            if self._frozen:
+                frozen, untracked = set(self._frozen["parameters"]), set(self._frozen["batch_norm_untracked"])
+                for name, param in named.items():
+                    param.requires_grad = name not in frozen
+                for name, module in pl_module.named_modules():
+                    if isinstance(module, _BatchNorm):
+                        module.track_running_stats = name not in untracked
             self._restarting = False
+
+    def _record_frozen(self, pl_module: Module) -> None:
+        self._frozen = {
+            "parameters": [n for n, p in pl_module.named_parameters() if not p.requires_grad],
+            "batch_norm_untracked": [n for n, m in pl_module.named_modules()
+                                     if isinstance(m, _BatchNorm) and not m.track_running_stats],
+        }
 
     @staticmethod
     def flatten_modules(modules: Modules) -> list[TorchModule]:
@@ -160,6 +179,7 @@ class BaseFinetuning(Callback):
             num_param_groups = len(optimizer.param_groups)
             self.finetune_function(pl_module, trainer.current_epoch, optimizer)
             self._store(pl_module, opt_idx, num_param_groups, optimizer.param_groups)
+        self._record_frozen(pl_module)
 
     def finetune_function(self, pl_module: Module, epoch: int, optimizer: torch.optim.Optimizer) -> None:
         """Unfreeze (and add parameter groups) for ``epoch``; called at each training epoch's start."""
@@ -199,8 +219,7 @@ class BackboneFinetuning(BaseFinetuning):
         self.previous_backbone_lr: float | None = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"internal_optimizer_metadata": self._internal_optimizer_metadata,
-                "previous_backbone_lr": self.previous_backbone_lr}
+        return {**super().state_dict(), "previous_backbone_lr": self.previous_backbone_lr}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.previous_backbone_lr = state_dict["previous_backbone_lr"]
