@@ -39,6 +39,9 @@ class BaseFinetuning(Callback):
         # what is frozen now, by name; Lightning does not save it, so its resumed fit keeps the modules that
         # freeze_before_training froze frozen even after they were unfrozen: Relay resumes exactly
         self._frozen: dict[str, list[str]] = {}
+        # parameters frozen when DDP wrapped the model: DDP never syncs their gradients, so this callback does
+        # (Lightning does not: its ranks drift apart once the backbone is unfrozen, Lightning issue #20340)
+        self._outside_ddp: list[torch.nn.Parameter] = []
 
     def state_dict(self) -> dict[str, Any]:
         return {"internal_optimizer_metadata": self._internal_optimizer_metadata, "frozen": self._frozen}
@@ -51,6 +54,9 @@ class BaseFinetuning(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         """Resuming: give each optimizer back the parameter groups it had (by parameter name), and the modules
         their frozen state."""
+        strategy = trainer.strategy
+        if trainer.world_size > 1 and "DDP" in type(strategy).__name__:
+            self._outside_ddp = [p for p in pl_module.parameters() if not p.requires_grad]
         if self._restarting:
             named = dict(pl_module.named_parameters())
             for opt_idx, optimizer in enumerate(trainer.optimizers):
@@ -65,6 +71,12 @@ class BaseFinetuning(Callback):
                     if isinstance(module, _BatchNorm):
                         module.track_running_stats = name not in untracked
             self._restarting = False
+
+    def on_before_optimizer_step(self, trainer: Trainer, pl_module: Module, optimizer: torch.optim.Optimizer) -> None:
+        """Average across ranks the gradients DDP does not: those of parameters unfrozen after it was built."""
+        for param in self._outside_ddp:
+            if param.requires_grad and param.grad is not None:
+                param.grad.copy_(trainer.strategy.all_reduce(param.grad, "mean"))
 
     def _record_frozen(self, pl_module: Module) -> None:
         self._frozen = {
