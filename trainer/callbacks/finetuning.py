@@ -54,8 +54,9 @@ class BaseFinetuning(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         """Resuming: give each optimizer back the parameter groups it had (by parameter name), and the modules
         their frozen state."""
-        strategy = trainer.strategy
-        if trainer.world_size > 1 and "DDP" in type(strategy).__name__:
+        from plugins.strategies.ddp import DDPStrategy
+
+        if trainer.world_size > 1 and isinstance(trainer.strategy, DDPStrategy):
             self._outside_ddp = [p for p in pl_module.parameters() if not p.requires_grad]
         if self._restarting:
             named = dict(pl_module.named_parameters())
@@ -161,7 +162,9 @@ class BaseFinetuning(Callback):
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         self.freeze_before_training(pl_module)
-        if "DeepSpeed" in type(trainer.strategy).__name__:
+        from plugins.strategies.deepspeed import DeepSpeedStrategy
+
+        if isinstance(trainer.strategy, DeepSpeedStrategy):
             raise NotImplementedError(
                 "The Finetuning callback does not support running with the DeepSpeed strategy. Choose a different "
                 "strategy or disable the callback."

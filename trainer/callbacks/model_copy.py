@@ -24,10 +24,12 @@ def detached_from_trainer(module: torch.nn.Module) -> Iterator[None]:
 
 def refuse_sharded(trainer: Any, what: str) -> None:
     """Lightning does not average sharded models (FSDP, DeepSpeed); neither do we, with the same message."""
+    from plugins.strategies.deepspeed import DeepSpeedStrategy
+    from plugins.strategies.fsdp import FSDPStrategy
     from trainer.errors import MisconfigurationError
 
     name = type(trainer.strategy).__name__
-    if "FSDP" in name or "DeepSpeed" in name:
+    if isinstance(trainer.strategy, (FSDPStrategy, DeepSpeedStrategy)):  # ModelParallelStrategy is an FSDPStrategy
         raise MisconfigurationError(
             f"{what} does not currently support sharded models (strategy {name}); use strategy='ddp' (or one "
             "device), or remove the callback."
