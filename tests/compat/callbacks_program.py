@@ -365,6 +365,7 @@ SCENARIOS = {
     "on_exception": on_exception,
     "pruning_global": lambda fw: pruning(fw, pruning_fn="l1_unstructured", amount=0.25),
     "pruning_local": lambda fw: pruning(fw, pruning_fn="ln_structured", use_global_unstructured=False, pruning_dim=0,
+                                        parameter_names=["weight"],
                                         pruning_norm=1, amount=lambda epoch: 0.2 * (epoch + 1),
                                         use_lottery_ticket_hypothesis=False, make_pruning_permanent=False),
     "pruning_errors": pruning_errors,
