@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from tests.lightning_diff.common import exception  # noqa: E402
-from tests.lightning_diff.harness import emit  # noqa: E402
+from tests.lightning_diff.common import exception
+from tests.lightning_diff.harness import emit
 
 NAMES = ("Callback", "StochasticWeightAveraging", "EMAWeightAveraging", "WeightAveraging", "BackboneFinetuning",
          "BasePredictionWriter", "Timer", "OnExceptionCheckpoint", "ModelPruning", "SpikeDetection")
@@ -30,12 +30,12 @@ NAMES = ("Callback", "StochasticWeightAveraging", "EMAWeightAveraging", "WeightA
 def load(framework: str) -> SimpleNamespace:
     if framework == "lightning":
         import lightning.pytorch as pl
-        import lightning.pytorch.callbacks as callbacks
+        from lightning.pytorch import callbacks
 
         return SimpleNamespace(Trainer=pl.Trainer, Module=pl.LightningModule, seed=pl.seed_everything,
                                extra={}, **{n: getattr(callbacks, n) for n in NAMES})
     import trainer
-    import trainer.callbacks as callbacks
+    from trainer import callbacks
 
     # Relay stops on a non-finite loss by default; SpikeDetection's own check is what is compared here
     return SimpleNamespace(Trainer=trainer.Trainer, Module=trainer.Module, seed=trainer.seed_everything,
@@ -155,14 +155,16 @@ def finetuning(fw) -> dict:
         def on_train_epoch_start(self, trainer, pl_module):
             per_epoch.append({
                 "frozen": sorted(n for n, p in pl_module.named_parameters() if not p.requires_grad),
-                "groups": [{"lr": round(g["lr"], 8), "n": len(g["params"])} for g in trainer.optimizers[0].param_groups],
+                "groups": [{"lr": round(g["lr"], 8), "n": len(g["params"])}
+                           for g in trainer.optimizers[0].param_groups],
             })
 
     cb = fw.BackboneFinetuning(unfreeze_backbone_at_epoch=2, lambda_func=lambda epoch: 1.5,
                                backbone_initial_ratio_lr=0.1)
     t = fw.Trainer(max_epochs=5, callbacks=[cb, Watch()], **quiet(fw))
     t.fit(model, loader())
-    return {"per_epoch": per_epoch, "weights": rounded(model), "previous_backbone_lr": round(cb.previous_backbone_lr, 8),
+    return {"per_epoch": per_epoch, "weights": rounded(model),
+            "previous_backbone_lr": round(cb.previous_backbone_lr, 8),
             "bn_tracking": model.backbone[1].track_running_stats,
             "state": json.loads(json.dumps({k: cb.state_dict()[k] for k in (
                 "internal_optimizer_metadata", "previous_backbone_lr")}, default=str))}

@@ -61,4 +61,5 @@ def test_the_scenarios_observe_something(observed):
     assert "epoch.pt" in lightning["writer"]["files"]
     frozen = [len(epoch["frozen"]) for epoch in lightning["finetuning"]["per_epoch"]]
     assert frozen[0] > 0 and frozen[-1] == 0
-    assert lightning["on_exception"]["files"] == ["on_exception.ckpt"] and lightning["on_exception"]["after_success"] == []
+    assert lightning["on_exception"]["files"] == ["on_exception.ckpt"]
+    assert lightning["on_exception"]["after_success"] == []

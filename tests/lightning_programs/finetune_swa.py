@@ -7,12 +7,11 @@ It prints one JSON line of what it observed.
 import json
 import os
 
+import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import BackboneFinetuning, Callback, ModelCheckpoint, StochasticWeightAveraging
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import BackboneFinetuning, Callback, ModelCheckpoint, StochasticWeightAveraging
 
 
 def shapes(n: int, classes: int, seed: int) -> TensorDataset:

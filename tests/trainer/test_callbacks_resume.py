@@ -65,7 +65,7 @@ def _resume_matches(tmp_path, make_callbacks, model_kwargs, checkpoint_name, eve
 
 @pytest.mark.parametrize("batch_norm", [False, True])
 def test_swa_resumes_exactly_after_averaging_began(tmp_path, batch_norm):
-    make = lambda: [StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=2, annealing_epochs=2)]  # noqa: E731
+    make = lambda: [StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=2, annealing_epochs=2)]
     full, resumed, trainer = _resume_matches(tmp_path, make, {"batch_norm": batch_norm, "scheduler": True},
                                              "epoch=2-step=18.ckpt")
     assert int(full[0].n_averaged) == int(resumed[0].n_averaged) == 4  # epochs 1..4 averaged, across the resume
@@ -74,12 +74,12 @@ def test_swa_resumes_exactly_after_averaging_began(tmp_path, batch_norm):
 
 
 def test_swa_resumes_exactly_before_averaging_began(tmp_path):
-    make = lambda: [StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=4)]  # noqa: E731
+    make = lambda: [StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=4)]
     _resume_matches(tmp_path, make, {"scheduler": True}, "epoch=1-step=12.ckpt")
 
 
 def test_ema_resumes_exactly_mid_epoch(tmp_path):
-    make = lambda: [EMAWeightAveraging(decay=0.8, update_every_n_steps=2)]  # noqa: E731
+    make = lambda: [EMAWeightAveraging(decay=0.8, update_every_n_steps=2)]
     full, resumed, _ = _resume_matches(tmp_path, make, {}, "epoch=1-step=8.ckpt", every_n_train_steps=4)
     for a, b in zip(full[0]._average_model.parameters(), resumed[0]._average_model.parameters()):
         assert torch.equal(a, b)
@@ -91,7 +91,7 @@ def test_ema_resumes_exactly_mid_epoch(tmp_path):
 def test_backbone_finetuning_resumes_exactly_with_its_param_groups(tmp_path):
     """Lightning 2.6.6 resumes with the backbone frozen again (freeze_before_training runs, the unfreezing epoch
     is past); Relay saves what is frozen and puts it back."""
-    make = lambda: [BackboneFinetuning(unfreeze_backbone_at_epoch=1, lambda_func=lambda e: 1.5)]  # noqa: E731
+    make = lambda: [BackboneFinetuning(unfreeze_backbone_at_epoch=1, lambda_func=lambda e: 1.5)]
     full, resumed, trainer = _resume_matches(tmp_path, make, {"batch_norm": True}, "epoch=2-step=18.ckpt")
     groups = trainer.optimizers[0].param_groups
     assert len(groups) == 2 and all(p.requires_grad for p in trainer.lightning_module.parameters())
@@ -100,7 +100,7 @@ def test_backbone_finetuning_resumes_exactly_with_its_param_groups(tmp_path):
 
 
 def test_timer_counts_on_from_the_checkpoint(tmp_path):
-    make = lambda: [Timer()]  # noqa: E731
+    make = lambda: [Timer()]
     _, resumed, _ = _resume_matches(tmp_path, make, {}, "epoch=1-step=12.ckpt")
     saved = torch.load(tmp_path / "ckpts" / "epoch=1-step=12.ckpt", weights_only=True)
     offset = next(v for k, v in saved["callbacks"].items() if k.startswith("Timer"))["time_elapsed"]["train"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.nn import Module as TorchModule
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 log = logging.getLogger(__name__)
-Modules = Union[TorchModule, Iterable[Union[TorchModule, Iterable]]]
+Modules = TorchModule | Iterable[TorchModule | Iterable]
 
 
 def multiplicative(epoch: int) -> float:
@@ -270,4 +270,5 @@ class BackboneFinetuning(BaseFinetuning):
             optimizer.param_groups[-1]["lr"] = next_lr
             self.previous_backbone_lr = next_lr
             if self.verbose:
-                log.info(f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(next_lr, self.rounding)}")
+                log.info(f"Current lr: {round(current_lr, self.rounding)}, "
+                         f"Backbone lr: {round(next_lr, self.rounding)}")

@@ -59,7 +59,8 @@ class BasePredictionWriter(Callback):
             raise NotImplementedError("The `PredictionWriterCallback` does not support using `dataloader_iter`.")
 
     def write_on_batch_end(self, trainer: Trainer, pl_module: Module, prediction: Any,
-                           batch_indices: Sequence[int] | None, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+                           batch_indices: Sequence[int] | None, batch: Any, batch_idx: int,
+                           dataloader_idx: int) -> None:
         """Write one batch's ``prediction`` (``write_interval`` "batch" or "batch_and_epoch")."""
         raise NotImplementedError()
 

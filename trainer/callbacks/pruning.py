@@ -46,7 +46,7 @@ class ModelPruning(Callback):
         parameters_to_prune: ParamList = (),
         parameter_names: list[str] | None = None,
         use_global_unstructured: bool = True,
-        amount: int | float | Callable[[int], int | float] = 0.5,
+        amount: float | Callable[[int], int | float] = 0.5,
         apply_pruning: bool | Callable[[int], bool] = True,
         make_pruning_permanent: bool = True,
         use_lottery_ticket_hypothesis: bool | Callable[[int], bool] = True,
@@ -115,7 +115,7 @@ class ModelPruning(Callback):
         return parameters_to_prune
 
     def _create_pruning_fn(self, pruning_fn: str, **kwargs: Any) -> Any:
-        import torch.nn.utils.prune as prune
+        from torch.nn.utils import prune
 
         if self._use_global_unstructured:
             method = getattr(prune, _METHODS[pruning_fn])
@@ -128,7 +128,7 @@ class ModelPruning(Callback):
 
     def make_pruning_permanent(self, module: nn.Module) -> None:
         """Remove the pruning reparametrization (``weight_orig``, ``weight_mask``): the zeros stay."""
-        import torch.nn.utils.prune as prune
+        from torch.nn.utils import prune
 
         for _, sub in module.named_modules():
             for key in list(sub._forward_pre_hooks):
@@ -165,7 +165,7 @@ class ModelPruning(Callback):
         return {k: v for k, v in self._global_kwargs.items() if k in params}
 
     def _apply_global_pruning(self, amount: float) -> None:
-        import torch.nn.utils.prune as prune
+        from torch.nn.utils import prune
 
         prune.global_unstructured(self._parameters_to_prune, pruning_method=self.pruning_fn,
                                   **self._resolve_global_kwargs(amount))
@@ -177,7 +177,7 @@ class ModelPruning(Callback):
             return 0, 1
         return int((mask == 0).sum().item()), mask.numel()
 
-    def apply_pruning(self, amount: int | float) -> None:
+    def apply_pruning(self, amount: float) -> None:
         prev = [self._get_pruned_stats(m, n) for m, n in self._parameters_to_prune] if self._verbose else []
         if self._use_global_unstructured:
             self._apply_global_pruning(amount)
@@ -189,7 +189,7 @@ class ModelPruning(Callback):
 
     @rank_zero_only
     def _log_sparsity_stats(self, prev: list[tuple[int, int]], curr: list[tuple[int, int]],
-                            amount: int | float = 0) -> None:
+                            amount: float = 0) -> None:
         total = sum(t for _, t in curr)
         before, after = sum(z for z, _ in prev), sum(z for z, _ in curr)
         log.info(f"Applied `{self._pruning_method_name}`. Pruned: {before}/{total} ({before / total:.2%}) -> "
@@ -269,6 +269,6 @@ class ModelPruning(Callback):
 
     @staticmethod
     def _is_pruning_method(method: Any) -> bool:
-        import torch.nn.utils.prune as prune
+        from torch.nn.utils import prune
 
         return inspect.isclass(method) and issubclass(method, prune.BasePruningMethod)

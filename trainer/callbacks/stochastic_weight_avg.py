@@ -33,7 +33,7 @@ class StochasticWeightAveraging(Callback):
     def __init__(
         self,
         swa_lrs: float | list[float],
-        swa_epoch_start: int | float = 0.8,
+        swa_epoch_start: float = 0.8,
         annealing_epochs: int = 10,
         annealing_strategy: Literal["cos", "linear"] = "cos",
         avg_fn: _AVG_FN | None = None,
@@ -58,7 +58,8 @@ class StochasticWeightAveraging(Callback):
                 f"StochasticWeightAveraging(annealing_strategy={annealing_strategy!r}): use 'cos' or 'linear'."
             )
         if avg_fn is not None and not callable(avg_fn):
-            raise MisconfigurationError(f"StochasticWeightAveraging(avg_fn={avg_fn!r}): The `avg_fn` should be callable.")
+            raise MisconfigurationError(
+                f"StochasticWeightAveraging(avg_fn={avg_fn!r}): The `avg_fn` should be callable.")
         if device is not None and not isinstance(device, (torch.device, str)):
             raise MisconfigurationError(
                 f"StochasticWeightAveraging(device={device!r}): device is expected to be a torch.device or a str "
@@ -171,7 +172,8 @@ class StochasticWeightAveraging(Callback):
             old = trainer.lr_scheduler_configs[0]
             if old.interval != "epoch" or old.frequency != 1:
                 rank_zero_warn(f"SWA is currently only supported every epoch. Found {old}")
-            rank_zero_info(f"Swapping scheduler `{type(old.scheduler).__name__}` for `{type(self._swa_scheduler).__name__}`")
+            rank_zero_info(f"Swapping scheduler `{type(old.scheduler).__name__}` "
+                           f"for `{type(self._swa_scheduler).__name__}`")
             trainer.lr_scheduler_configs[0] = config
         else:
             trainer.lr_scheduler_configs.append(config)
@@ -217,7 +219,8 @@ class StochasticWeightAveraging(Callback):
             bn_module.momentum = momentum
 
     @staticmethod
-    def update_parameters(average_model: nn.Module, model: nn.Module, n_averaged: torch.Tensor, avg_fn: _AVG_FN) -> None:
+    def update_parameters(average_model: nn.Module, model: nn.Module, n_averaged: torch.Tensor,
+                          avg_fn: _AVG_FN) -> None:
         for p_swa, p_model in zip(average_model.parameters(), model.parameters()):
             device = p_swa.device
             p_swa_, p_model_ = p_swa.detach(), p_model.detach().to(device)
