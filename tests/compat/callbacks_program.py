@@ -243,6 +243,11 @@ def timer(fw) -> dict:
                          "state_keys": sorted(cb.state_dict()["time_elapsed"])}
         if interval == "epoch":  # stops only at an epoch's end
             out[interval]["epoch_boundary"] = t.global_step % 4 == 0
+    fw.seed(0)
+    spent = fw.Timer(duration={"seconds": 0})  # no time left: Lightning stops before the first epoch
+    t = fw.Trainer(max_epochs=3, callbacks=[spent], **quiet(fw))
+    t.fit(Slow(), loader(16, 4))
+    out["zero"] = {"global_step": t.global_step, "current_epoch": t.current_epoch, "should_stop": t.should_stop}
     unlimited = fw.Timer()
     out["none"] = [unlimited.time_remaining(), unlimited.time_elapsed(), unlimited.start_time()]
     for bad in ("1:00", "00:01:00:00:00"):

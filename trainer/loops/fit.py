@@ -197,7 +197,8 @@ class FitLoop:
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
-        while not self._epochs_done() and not self._max_reached():
+        self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
+        while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
             self.run_epoch(rng_to_restore)
             rng_to_restore = None
             self._agree(wait=True)
