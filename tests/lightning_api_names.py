@@ -15,12 +15,17 @@ WITH_ALL = [
     "lightning.pytorch.demos", "lightning.pytorch.core", "lightning.pytorch.strategies",
     "lightning.pytorch.accelerators", "lightning.pytorch.plugins", "lightning.pytorch.profilers",
     "lightning.pytorch.trainer",
+    "lightning.fabric", "lightning.fabric.utilities", "lightning.fabric.plugins",
 ]
 WITHOUT_ALL = [
     "lightning.pytorch.utilities.types", "lightning.pytorch.utilities.rank_zero",
     "lightning.pytorch.utilities.model_helpers", "lightning.pytorch.utilities.seed",
     "lightning.pytorch.utilities.grads", "lightning.pytorch.utilities.exceptions", "lightning.pytorch.trainer.states",
-    "lightning.pytorch.plugins.environments",
+    "lightning.pytorch.plugins.environments", "lightning.pytorch.cli",
+    "lightning.fabric.accelerators", "lightning.fabric.strategies", "lightning.fabric.loggers",
+    "lightning.fabric.plugins.environments", "lightning.fabric.utilities.seed", "lightning.fabric.utilities.rank_zero",
+    "lightning.fabric.utilities.apply_func", "lightning.fabric.utilities.cloud_io", "lightning.fabric.utilities.data",
+    "lightning.fabric.utilities.throughput",
 ]
 MODULES = WITH_ALL + WITHOUT_ALL
 
@@ -47,6 +52,13 @@ def trainer_arguments() -> list[str]:
     import lightning.pytorch as pl
 
     return [p for p in inspect.signature(pl.Trainer.__init__).parameters if p != "self"]
+
+
+def trainer_arguments_with_defaults() -> dict[str, object]:
+    """Lightning's Trainer arguments in its order, each with its default."""
+    import lightning.pytorch as pl
+
+    return {n: p.default for n, p in inspect.signature(pl.Trainer.__init__).parameters.items() if n != "self"}
 
 
 # the classes whose members (methods, properties, attributes) the table lists: Lightning's name -> Relay's name

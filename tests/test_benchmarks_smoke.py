@@ -93,3 +93,10 @@ def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
                "--compile", "off", "--contenders", "raw,relay")
     assert re.search(r"^raw\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+1\.000$", out, re.MULTILINE), out
     assert re.search(r"^relay\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+\d+\.\d+$", out, re.MULTILINE), out
+
+
+@pytest.mark.timeout(300)
+def test_fabric_quick_runs_and_prints_ratios() -> None:
+    out = _run("fabric.py", "--quick", "--repeats", "1", timeout=280)
+    assert re.search(r"^relay\s+\d+\.\d+\s+\d+\.\d+x$", out, re.MULTILINE), out
+    assert re.search(r"^raw\s+\d+\.\d+\s+1\.000x$", out, re.MULTILINE), out

@@ -28,7 +28,7 @@ def _recording_module(calls: list[str]) -> Regression:
         base = getattr(Regression, name)
 
         def hook(self, *args, **kwargs):
-            calls.append(name if name not in ("setup", "teardown") else f"{name}({args[0].value})")
+            calls.append(name if name not in ("setup", "teardown") else f"{name}({kwargs['stage'].value})")
             return base(self, *args, **kwargs)
 
         return hook
@@ -44,7 +44,8 @@ class Recorder(Callback):
 
 def _record_callback(name):
     def hook(self, trainer, module, *args, **kwargs):
-        self.calls.append(f"Callback.{name}" if name not in ("setup", "teardown") else f"Callback.{name}({args[0].value})")
+        self.calls.append(f"Callback.{name}" if name not in ("setup", "teardown")
+                          else f"Callback.{name}({kwargs['stage'].value})")
 
     return hook
 

@@ -168,7 +168,7 @@ def test_demos(tmp_path):
                       enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(BoringModel(), datamodule=BoringDataModule())
     assert trainer.global_step == 4
-    with pytest.raises(FileNotFoundError, match=str(tmp_path / "wikitext-2" / "train.txt")):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "wikitext-2.txt")):
         WikiText2(tmp_path)
     (tmp_path / "wikitext-2").mkdir()
     (tmp_path / "wikitext-2" / "train.txt").write_text("the cat sat on the mat\n" * 30)

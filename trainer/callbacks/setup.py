@@ -38,8 +38,8 @@ def default_callbacks(
         raise MisconfigurationError(
             f"Trainer(enable_checkpointing=False) but callbacks include a {kind}; remove one of the two."
         )
-    if enable_checkpointing is not False and not fast_dev_run and not has(Checkpoint):
-        callbacks.append(ModelCheckpoint())
+    if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
+        callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
     if enable_progress_bar is False and has(ProgressBar):
         raise MisconfigurationError(
             "Trainer(enable_progress_bar=False) but callbacks include a ProgressBar; remove one of the two."

@@ -148,8 +148,8 @@ def run_stage(
         status = "success"
         setup_stage = state.fn
         if datamodule is not None:
-            datamodule.setup(setup_stage)
-        hooks.call("setup", setup_stage)
+            datamodule.setup(stage=setup_stage)  # a keyword, as Lightning passes it
+        hooks.call("setup", stage=setup_stage)
         trainer.fit_loop.val_source = _has_source(trainer, "val", given.get("val"))  # `trainer.enable_validation`
     except BaseException:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
@@ -200,8 +200,8 @@ def run_stage(
         for logger in trainer.loggers:
             logger.finalize(status)
         if datamodule is not None:
-            datamodule.teardown(setup_stage)
-        hooks.call("teardown", setup_stage)
+            datamodule.teardown(stage=setup_stage)
+        hooks.call("teardown", stage=setup_stage)
         if profiler.enabled:
             profiler.describe(show=strategy.is_global_zero)
         profiler.teardown(stage)
