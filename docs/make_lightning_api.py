@@ -29,6 +29,9 @@ FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's 
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
 TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
+FINETUNING = ("also saves which parameters are frozen, so a fit resumed after the unfreezing epoch continues exactly "
+              "(Lightning 2.6.6 resumes with those modules frozen again); under DDP it averages the gradients of "
+              "parameters unfrozen after DDP was built, which DDP does not (Lightning issue #20340)")
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 # (module, name) or name -> (status, note). status: "difference" (accepted, behaves differently) or "refused".
@@ -37,21 +40,18 @@ NOTES: dict[str, tuple[str, str]] = {
     "lightning.pytorch:LightningDataModule": ("supported", "the same class as `trainer.DataModule`"),
     "lightning.pytorch.core:LightningModule": ("supported", "the same class as `trainer.Module`"),
     "lightning.pytorch.core:LightningDataModule": ("supported", "the same class as `trainer.DataModule`"),
-    "BackboneFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
-    "BaseFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
-    "BasePredictionWriter": ("refused", "not implemented; write predictions in `on_predict_batch_end`"),
+    "BackboneFinetuning": ("difference", FINETUNING),
+    "BaseFinetuning": ("difference", FINETUNING),
     "BatchSizeFinder": ("refused", TUNER),
     "LearningRateFinder": ("refused", TUNER),
-    "ModelPruning": ("refused", "not implemented; use torch.nn.utils.prune in a callback"),
-    "OnExceptionCheckpoint": ("refused", "not implemented; `on_exception` + `trainer.save_checkpoint`"),
-    "StochasticWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils in a callback"),
-    "EMAWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
-    "WeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
-    "SpikeDetection": ("refused", "not implemented; Relay's NaN/inf checks are the fault-handling issue's"),
+    "SpikeDetection": ("difference", "the running mean of the last `window` losses is Relay's own (no torchmetrics): "
+                                     "its checkpoint state holds `window`/`recent` in place of torchmetrics' "
+                                     "`running`/`mean`, and loads back (Lightning 2.6.6's `load_state_dict` fails); "
+                                     "Relay stops on a non-finite loss before it unless "
+                                     "`Trainer(stop_on_nonfinite_loss=False)`"),
     "lightning.pytorch.trainer.states:LightningEnum": ("refused", "import it from `trainer.utilities` "
                                                                   "(Lightning's `lightning.pytorch.utilities`)"),
     "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
-    "Timer": ("refused", "not implemented; `Trainer(max_time=...)` stops a run on time"),
     "RichProgressBar": ("difference", "draws Relay's one-line bar through a rich console (theme styles); "
                                       "`refresh_rate` 0 turns it off, otherwise redraws are time based; needs "
                                       "`pip install 'relaytrain[rich]'`"),

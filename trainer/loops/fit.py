@@ -47,11 +47,24 @@ class FitLoop:
         return epoch_progress(self.progress)
 
     @property
+    def _skip_backward(self) -> bool:
+        """Lightning's switch for forward-only training batches (StochasticWeightAveraging's BatchNorm epoch):
+        no zero_grad and no backward, while an optimizer step still falls due."""
+        step = getattr(self, "step", None)
+        return step is not None and step.skip_backward
+
+    @_skip_backward.setter
+    def _skip_backward(self, value: bool) -> None:
+        step = getattr(self, "step", None)
+        if step is not None:
+            step.skip_backward = value
+
+    @property
     def total_batch_idx(self) -> int:
         return self.progress.total_batches
 
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
-        trainer, schedule = self.trainer, plan.schedule
+        schedule = plan.schedule
         self.schedule: FitSchedule = schedule
         self.sources, self.build = plan.sources, build
         self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
@@ -61,9 +74,6 @@ class FitLoop:
         self.deadline = time.monotonic() + schedule.max_time if schedule.max_time is not None else None
         self.stop_agreed = self.time_up = False
         self.pending: Any = None  # a vote on (should_stop, time is up) in flight
-        # with manual optimization the user steps the schedulers (as in Lightning)
-        automatic = trainer.lightning_module.automatic_optimization
-        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
 
     def _profile(self) -> None:
         """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
@@ -193,7 +203,8 @@ class FitLoop:
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
-        while not self._epochs_done() and not self._max_reached():
+        self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
+        while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
             self.run_epoch(rng_to_restore)
             rng_to_restore = None
             self._agree(wait=True)
@@ -239,6 +250,8 @@ class FitLoop:
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         t._hooks.call("on_train_epoch_start")
+        # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
+        self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
@@ -312,8 +325,11 @@ class FitLoop:
         results = t._results["train"]
         results.finish_epoch(t.strategy.all_reduce)
         t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
-        if self.epoch_schedulers:
-            step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
+        # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
+        if t.lightning_module.automatic_optimization:
+            epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
+            if epoch_schedulers:
+                step_schedulers(t, epoch_schedulers, t.current_epoch + 1)
         self.progress.epoch_finished = (
             self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
         )

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoint) -> RestorePoint:
-    """Returns ``restore`` with the RNG states a resumed fit puts back when its first epoch starts."""
+    """Configured, placed, optimizers made, weights and callback states restored; a fit's optimizer, scheduler and
+    loop state are restored later, after ``on_fit_start`` (``restore_after_fit_start``)."""
     strategy = trainer.strategy
     configure_model(model)
     if fit:
@@ -37,9 +38,16 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoi
     optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
     trainer.optimizers = strategy.setup_optimizers(optimizers)
     trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
-    if checkpoint is None:
+    return restore
+
+
+def restore_after_fit_start(trainer: Trainer, restore: RestorePoint) -> RestorePoint:
+    """Optimizers, schedulers and counters after ``on_fit_start``, as Lightning (``BaseFinetuning`` rebuilds its
+    parameter groups there, before the optimizer state loads); returns ``restore`` with the RNG states a resumed
+    fit puts back when its first epoch starts."""
+    if restore.checkpoint is None:
         return restore
-    return restore.with_rng(restore_training_state(trainer, checkpoint, restore.path))
+    return restore.with_rng(restore_training_state(trainer, restore.checkpoint, restore.path))
 
 
 def configure_model(model: Module) -> None:

@@ -17,7 +17,7 @@ from trainer.hooks import Hooks, call_datamodule
 from trainer.input_checks import check_writable_dirs
 from trainer.launch import launch_workers_and_exit, watch_launcher
 from trainer.loops.evaluation import run_evaluation, run_predict
-from trainer.loops.model_setup import set_up_model
+from trainer.loops.model_setup import restore_after_fit_start, set_up_model
 from trainer.loops.spawned import run_stage_in_workers
 from trainer.loops.state import RestorePoint, checkpoint_dirs
 from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
@@ -160,6 +160,7 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
         if getattr(model, "example_input_array", None) is not None:
             logger.log_graph(model)
     run.hooks.call("on_fit_start")
+    run.restore = restore_after_fit_start(trainer, run.restore)
     trainer.fit_loop.run(plan, build, run.restore.rng)
     run.hooks.call("on_fit_end")
 
