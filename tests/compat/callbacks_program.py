@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.lightning_diff.common import exception
-from tests.lightning_diff.harness import emit
+from tests.compat.lightning_diff.common import exception
+from tests.compat.lightning_diff.harness import emit
 
 NAMES = ("Callback", "StochasticWeightAveraging", "EMAWeightAveraging", "WeightAveraging", "BackboneFinetuning",
          "BasePredictionWriter", "Timer", "OnExceptionCheckpoint", "ModelPruning", "SpikeDetection")

@@ -12,8 +12,8 @@ import sys
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.lightning_diff.frameworks import load
-from tests.lightning_diff.harness import emit
+from tests.compat.lightning_diff.frameworks import load
+from tests.compat.lightning_diff.harness import emit
 
 fw = load(sys.argv[1])
 if fw.name == "lightning":

@@ -20,7 +20,7 @@ PROGRAM = Path(__file__).with_name("callbacks_program.py")
 
 @pytest.fixture(scope="module")
 def observed():
-    from tests.lightning_diff.harness import run_both
+    from tests.compat.lightning_diff.harness import run_both
 
     return run_both(PROGRAM, timeout=500)
 

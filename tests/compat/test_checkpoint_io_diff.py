@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lightning_diff.harness import run_both
+from tests.compat.lightning_diff.harness import run_both
 
 pytestmark = pytest.mark.timeout(300)
 

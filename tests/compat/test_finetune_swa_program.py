@@ -1,4 +1,4 @@
-"""tests/lightning_programs/finetune_swa.py, an unmodified Lightning program that fine-tunes with
+"""tests/compat/lightning_programs/finetune_swa.py, an unmodified Lightning program that fine-tunes with
 BackboneFinetuning and StochasticWeightAveraging, run in the zero-edit mode (``python -m trainer.lightning_compat``)
 and, where Lightning is installed, on Lightning too: the same epochs frozen, parameter groups and learning rates,
 steps (SWA's BatchNorm epoch included) and files."""
@@ -15,7 +15,7 @@ import pytest
 
 from tests.optional import need
 
-PROGRAM = Path(__file__).resolve().parents[1] / "lightning_programs" / "finetune_swa.py"
+PROGRAM = Path(__file__).resolve().parent / "lightning_programs" / "finetune_swa.py"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(400)
 
