@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from trainer.callbacks.rich_summary import RichModelSummary
     from trainer.callbacks.device_stats import DeviceStatsMonitor
     from trainer.callbacks.throughput import ThroughputMonitor
+    from trainer.callbacks.lr_finder import LearningRateFinder
+    from trainer.callbacks.batch_size_finder import BatchSizeFinder
 
 _EXPORTS = {
     "Callback": "trainer.callbacks.base",
@@ -33,6 +35,8 @@ _EXPORTS = {
     "Checkpoint": "trainer.callbacks.base",
     "ThroughputMonitor": "trainer.callbacks.throughput",
     "DeviceStatsMonitor": "trainer.callbacks.device_stats",
+    "LearningRateFinder": "trainer.callbacks.lr_finder",
+    "BatchSizeFinder": "trainer.callbacks.batch_size_finder",
 }
 
 __all__ = list(_EXPORTS)

@@ -10,6 +10,7 @@ from trainer.limits import apply_limit
 from trainer.module import Module
 from trainer.ranks import set_rank_zero_only
 from trainer.states import TrainerFn, TrainerStatus
+from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
@@ -116,6 +117,7 @@ def run_stage(
         datamodule.trainer = trainer
     trainer.should_stop = False
     trainer._loaders_in_use.clear()  # each Trainer call shows only the loaders it uses, as in Lightning
+    trainer._stage_inputs = given  # the loaders this call was given (rerun_loop runs the tuner's trials on them)
     from trainer.preemption import reset_signals
 
     reset_signals(trainer)
@@ -189,6 +191,8 @@ def run_stage(
                 return _run(trainer, stage, hooks, rng, given)
             with guarded_fit(trainer):
                 return _run(trainer, stage, hooks, rng, given)
+    except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
+        return None
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
@@ -292,3 +296,21 @@ def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, An
     else:
         trainer.num_test_batches = counts
     return run_evaluation(trainer, stage, plans, counts)
+
+
+def rerun_loop(trainer: Trainer) -> Any:
+    """Run the current call's loop once more with the Trainer's present settings, on the loaders this call was
+    given (the tuner's trials and learning-rate search, from inside a hook). No sanity check; the fit loop's own
+    attributes are put back afterwards, so a run that called this from a hook carries on unchanged."""
+    given, stage = trainer._stage_inputs, trainer.state_fn
+    if stage == "fit":
+        loop = trainer.fit_loop
+        saved = dict(vars(loop))
+        try:
+            loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
+                     loop.val_source, None)
+        finally:
+            vars(loop).clear()
+            vars(loop).update(saved)
+        return None
+    return _run(trainer, stage, trainer._hooks, None, given)
