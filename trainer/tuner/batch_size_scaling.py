@@ -110,7 +110,7 @@ class _Search:
                 if not is_oom_error(exc):
                     raise
                 del exc
-                free_memory()
+                free_memory(after_failure=True)
                 size, _ = self.adjust(factor=0.5, desc="failed")
                 if any_success:
                     break
@@ -135,7 +135,7 @@ class _Search:
                 if not is_oom_error(exc):
                     raise
                 del exc
-                free_memory()
+                free_memory(after_failure=True)
                 high = size
                 size, _ = self.adjust(value=(high + low) // 2, desc="failed")
                 if high - low <= 1:
