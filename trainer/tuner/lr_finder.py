@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import torch
+from lightning_utilities.core.imports import RequirementCache
 from torch.optim.lr_scheduler import LRScheduler
 
 from trainer.callbacks.base import Callback
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 LR_MODES = ("linear", "exponential")
+_MATPLOTLIB_AVAILABLE = RequirementCache("matplotlib")
 
 
 def lr_attribute_name(model: Module, attr_name: str = "") -> str:
@@ -123,9 +125,7 @@ class _LRFinder:
 
     def plot(self, suggest: bool = False, show: bool = False, ax: Any = None) -> Any:
         """The loss against the learning rate (log scale in exponential mode); ``suggest`` marks the suggestion."""
-        from lightning_utilities.core.imports import RequirementCache
-
-        if not RequirementCache("matplotlib"):
+        if not _MATPLOTLIB_AVAILABLE:
             raise MisconfigurationError(
                 "To use the `plot` method, you must have Matplotlib installed. Install it by running "
                 "`pip install matplotlib` (or `pip install 'relaytrain[plot]'`)."
