@@ -138,12 +138,12 @@ def test_learning_rate_finder_inside_a_running_fit_leaves_it_unchanged():
     torch.manual_seed(0)
     # as in Lightning, divergence is judged against the loss at global step 1, so a search that starts later
     # keeps early stopping off
-    finder = MilestoneFinder(milestones=(1,), num_training_steps=10, early_stop_threshold=None)
+    finder = MilestoneFinder(milestones=(1,), num_training_steps=16, early_stop_threshold=None)
     model = Regression(lr=0.1)
     trainer = Trainer(max_epochs=3, callbacks=[finder], **quiet())
     trainer.fit(model, loader(n=64, batch_size=8))
     assert [(e, s) for e, s, _ in finder.found] == [(1, 8)]  # searched at epoch 1, after 8 steps
-    assert len(finder.optimal_lr.results["lr"]) == 10
+    assert len(finder.optimal_lr.results["lr"]) == 16  # epochs 1 and 2: all the batches left
     assert trainer.global_step == 24 and trainer.current_epoch == 3  # the fit itself went on as without it
     assert model.hparams.lr == finder.found[0][2]
 
