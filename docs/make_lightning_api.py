@@ -11,7 +11,8 @@ import importlib
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+# appended, not first: tests/trainer/ (a test package) must not hide the `trainer` package
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from lightning_api_names import (  # noqa: E402
     MEMBER_CLASSES,
@@ -27,7 +28,9 @@ from trainer.lightning_compat import relay_module_for  # noqa: E402
 FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
-TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
+BATCH_SIZE_FINDER = ("difference", "Lightning's arguments plus `max_memory_bytes` (or `RELAY_TUNER_MAX_MEMORY`, e.g. "
+                     "`512MB`): on a CPU, where there is no out-of-memory error, a trial over that many bytes of "
+                     "tensors fails as one would on a GPU")
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 # (module, name) or name -> (status, note). status: "difference" (accepted, behaves differently) or "refused".
@@ -39,8 +42,9 @@ NOTES: dict[str, tuple[str, str]] = {
     "BackboneFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
     "BaseFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
     "BasePredictionWriter": ("refused", "not implemented; write predictions in `on_predict_batch_end`"),
-    "BatchSizeFinder": ("refused", TUNER),
-    "LearningRateFinder": ("refused", TUNER),
+    "BatchSizeFinder": BATCH_SIZE_FINDER,
+    "lightning.pytorch.tuner:Tuner": ("difference", "`scale_batch_size` also takes `max_memory_bytes` (see "
+                                                    "BatchSizeFinder); `lr_find` as in Lightning"),
     "ModelPruning": ("refused", "not implemented; use torch.nn.utils.prune in a callback"),
     "OnExceptionCheckpoint": ("refused", "not implemented; `on_exception` + `trainer.save_checkpoint`"),
     "StochasticWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils in a callback"),
@@ -231,7 +235,7 @@ def main() -> None:
           "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
           "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
           "user code pass; `trainer.__version__` is Relay's.\n")
-    print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
+    print(f"Not covered by this table: {FABRIC}; "
           "`LightningCLI` (Relay's CLI is Hydra: `python -m trainer`); `lightning.pytorch.loops` internals.\n")
     for module in MODULES:
         print(f"## `{module}` → `{relay_module_for(module)}`\n")
