@@ -201,3 +201,27 @@ def test_dataset_smaller_than_the_batch_stops_the_doubling():
     model = Small()
     assert Tuner(Trainer(max_epochs=1, **quiet())).scale_batch_size(model, mode="power") == 32
     assert model.hparams.batch_size == 32
+
+
+class Hungry(Wide):
+    """Each sample of a batch holds ``per_sample`` bytes of GPU memory during the step: a real CUDA OOM above."""
+
+    per_sample = 0
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        held = torch.empty(len(x) * self.per_sample, dtype=torch.uint8, device=self.device)
+        return torch.nn.functional.mse_loss(self(x), y) + held[:1].float().sum() * 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("mode", ["power", "binsearch"])
+def test_real_cuda_out_of_memory_ends_the_search(mode):
+    free, _ = torch.cuda.mem_get_info()
+    Hungry.per_sample = free // 40  # about 40 samples fit, whatever the card
+    model = Hungry()
+    found = Tuner(Trainer(accelerator="cuda", devices=1, max_epochs=1, **quiet())).scale_batch_size(model, mode=mode)
+    assert found is not None and found * Hungry.per_sample < free
+    assert 2 * found * Hungry.per_sample > free * 0.9 if mode == "power" else found >= 30
+    assert torch.cuda.memory_allocated() < free // 10  # the failed trials' memory was given back
