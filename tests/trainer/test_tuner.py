@@ -225,3 +225,22 @@ def test_real_cuda_out_of_memory_ends_the_search(mode):
     assert found is not None and found * Hungry.per_sample < free
     assert 2 * found * Hungry.per_sample > free * 0.9 if mode == "power" else found >= 30
     assert torch.cuda.memory_allocated() < free // 10  # the failed trials' memory was given back
+
+
+def test_finders_from_the_hydra_config_tree():
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from trainer.cli.schema import register_configs
+
+    register_configs()
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        cfg = compose("config", overrides=["callbacks=[lr_finder,batch_size_finder]",
+                                           "callbacks.batch_size_finder.max_memory_bytes=64MB"])
+    made = {name: instantiate(node) for name, node in cfg.callbacks.items()}
+    assert isinstance(made["lr_finder"], LearningRateFinder) and made["lr_finder"]._num_training_steps == 100
+    assert isinstance(made["batch_size_finder"], BatchSizeFinder)
+    assert made["batch_size_finder"]._max_memory_bytes == 64 * 10**6
