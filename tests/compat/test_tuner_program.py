@@ -40,3 +40,26 @@ def test_tuner_program_runs_unmodified_and_matches_lightning(tmp_path):
     need("lightning", "compared against a real Lightning run")
     real = _observe(tmp_path / "lightning", compat=False)
     assert relay == real
+
+
+def test_lightning_tuner_module_paths_are_served(tmp_path):
+    script = tmp_path / "imports.py"
+    script.write_text(
+        "import lightning.pytorch as pl\n"
+        "from lightning.pytorch.tuner import Tuner\n"
+        "from lightning.pytorch.tuner.tuning import Tuner as T2\n"
+        "from lightning.pytorch.tuner.lr_finder import _LRFinder\n"
+        "from lightning.pytorch.tuner.batch_size_scaling import _scale_batch_size\n"
+        "from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder\n"
+        "from lightning.pytorch.callbacks.lr_finder import LearningRateFinder as L2\n"
+        "from lightning.pytorch.callbacks.batch_size_finder import BatchSizeFinder as B2\n"
+        "from lightning.pytorch.utilities.parsing import lightning_getattr, lightning_hasattr, lightning_setattr\n"
+        "from lightning.pytorch.utilities.memory import garbage_collection_cuda, is_oom_error\n"
+        "print(Tuner is T2 is pl.tuner.Tuner, L2 is LearningRateFinder, B2 is BatchSizeFinder,\n"
+        "      is_oom_error(RuntimeError('CUDA out of memory.')), _LRFinder.__module__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RELAY_LIGHTNING_COMPAT"}
+    done = subprocess.run([sys.executable, "-m", "trainer.lightning_compat", str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "True", "True", "True", "trainer.tuner.lr_finder"]

@@ -205,3 +205,6 @@ def scale_batch_size(
             progress_bar.enable()
         snapshot.restore()
     return size
+
+
+_scale_batch_size = scale_batch_size  # Lightning's module-level name, for code that imports it

@@ -249,3 +249,6 @@ def _check_lr_args(min_lr: float, max_lr: float, num_training: int, early_stop_t
         raise MisconfigurationError(
             f"lr_find(early_stop_threshold={early_stop_threshold!r}) must be a number, or None to never stop early."
         )
+
+
+_lr_find = lr_find  # Lightning's module-level name, for code that imports it
