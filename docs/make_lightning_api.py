@@ -28,10 +28,12 @@ FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's 
           "differentially in tests/compat/test_fabric_diff.py")
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
-TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
 FINETUNING = ("also saves which parameters are frozen, so a fit resumed after the unfreezing epoch continues exactly "
               "(Lightning 2.6.6 resumes with those modules frozen again); under DDP it averages the gradients of "
               "parameters unfrozen after DDP was built, which DDP does not (Lightning issue #20340)")
+BATCH_SIZE_FINDER = ("difference", "Lightning's arguments plus `max_memory_bytes` (or `RELAY_TUNER_MAX_MEMORY`, e.g. "
+                     "`512MB`): on a CPU, where there is no out-of-memory error, a trial over that many bytes of "
+                     "tensors fails as one would on a GPU")
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 # (module, name) or name -> (status, note). status: "difference" (accepted, behaves differently) or "refused".
@@ -42,13 +44,14 @@ NOTES: dict[str, tuple[str, str]] = {
     "lightning.pytorch.core:LightningDataModule": ("supported", "the same class as `trainer.DataModule`"),
     "BackboneFinetuning": ("difference", FINETUNING),
     "BaseFinetuning": ("difference", FINETUNING),
-    "BatchSizeFinder": ("refused", TUNER),
-    "LearningRateFinder": ("refused", TUNER),
+    "BatchSizeFinder": BATCH_SIZE_FINDER,
     "SpikeDetection": ("difference", "the running mean of the last `window` losses is Relay's own (no torchmetrics): "
                                      "its checkpoint state holds `window`/`recent` in place of torchmetrics' "
                                      "`running`/`mean`, and loads back (Lightning 2.6.6's `load_state_dict` fails); "
                                      "Relay stops on a non-finite loss before it unless "
                                      "`Trainer(stop_on_nonfinite_loss=False)`"),
+    "lightning.pytorch.tuner:Tuner": ("difference", "`scale_batch_size` also takes `max_memory_bytes` (see "
+                                                    "BatchSizeFinder); `lr_find` as in Lightning"),
     "lightning.pytorch.trainer.states:LightningEnum": ("refused", "import it from `trainer.utilities` "
                                                                   "(Lightning's `lightning.pytorch.utilities`)"),
     "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
@@ -284,9 +287,9 @@ def main() -> None:
           "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
           "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
           "user code pass; `trainer.__version__` is Relay's.\n")
-    print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
-          "`lightning.pytorch.loops` internals. `LightningCLI` is served for projects that use it (jsonargparse, the "
-          "`relaytrain[cli]` extra); Relay's own command line is Hydra's (`python -m trainer`).\n")
+    print(f"Not covered by this table: {FABRIC}; `lightning.pytorch.loops` internals. `LightningCLI` is served for "
+          "projects that use it (jsonargparse, the `relaytrain[cli]` extra); Relay's own command line is Hydra's "
+          "(`python -m trainer`).\n")
     for module in MODULES:
         print(f"## `{module}` → `{relay_module_for(module)}`\n")
         print("| name | status | in Relay | note |\n|---|---|---|---|")

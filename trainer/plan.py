@@ -167,6 +167,7 @@ class StagePlan:
     sources: Mapping[str, LoaderSource] = field(default_factory=dict)
     schedule: FitSchedule | None = None  # fit only
     val_source: bool = False  # validation loaders could exist for this call (``trainer.enable_validation``)
+    given: Mapping[str, Any] = field(default_factory=dict)  # the loaders as the call passed them (a re-plan reads)
 
     @property
     def spawns(self) -> bool:
@@ -198,7 +199,7 @@ def plan_stage(
     best = getattr(callbacks[0], "best_model_path", "") if callbacks else ""
     restore = RestoreRequest(ckpt_path, stage, dirs, best)
     return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule,
-                     val.available())
+                     val.available(), MappingProxyType(dict(given)))
 
 
 def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,

@@ -14,7 +14,7 @@ WITH_ALL = [
     "lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.loggers", "lightning.pytorch.utilities",
     "lightning.pytorch.demos", "lightning.pytorch.core", "lightning.pytorch.strategies",
     "lightning.pytorch.accelerators", "lightning.pytorch.plugins", "lightning.pytorch.profilers",
-    "lightning.pytorch.trainer",
+    "lightning.pytorch.trainer", "lightning.pytorch.tuner",
     "lightning.fabric", "lightning.fabric.utilities", "lightning.fabric.plugins",
 ]
 WITHOUT_ALL = [

@@ -140,12 +140,12 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
 
 
 def test_names_relay_lacks_fail_with_one_line(tmp_path):
-    script = tmp_path / "uses_tuner.py"
-    script.write_text("import lightning.pytorch as pl\nfrom lightning.pytorch.tuner import Tuner\n")
+    script = tmp_path / "uses_serve.py"
+    script.write_text("import lightning.pytorch as pl\nfrom lightning.pytorch.serve import ServableModule\n")
     done = run([str(script)], tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"{script}:2: lightning.pytorch.tuner is not provided by Relay's Lightning compatibility mode; see "
+        f"{script}:2: lightning.pytorch.serve is not provided by Relay's Lightning compatibility mode; see "
         "docs/lightning_api.md in the Relay repository for what is supported and what to use instead."
     ]
 
@@ -166,7 +166,7 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
         "try:\n    from lightning.pytorch.accelerators import XLAAccelerator\nexcept ImportError as e:\n"
         "    assert isinstance(e, LightningImportError) and 'XLAAccelerator' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
-        "try:\n    pl.tuner\nexcept AttributeError as e:\n    assert isinstance(e, LightningAttributeError)\n"
+        "try:\n    pl.serve\nexcept AttributeError as e:\n    assert isinstance(e, LightningAttributeError)\n"
         "uninstall()\n"
         "print('ok', 'lightning' in sys.modules)\n"
     )

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from trainer.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
     from trainer.callbacks.pruning import ModelPruning
     from trainer.callbacks.spike import SpikeDetection
+    from trainer.callbacks.lr_finder import LearningRateFinder
+    from trainer.callbacks.batch_size_finder import BatchSizeFinder
 
 _EXPORTS = {
     "Callback": "trainer.callbacks.base",
@@ -51,6 +53,8 @@ _EXPORTS = {
     "OnExceptionCheckpoint": "trainer.callbacks.on_exception_checkpoint",
     "ModelPruning": "trainer.callbacks.pruning",
     "SpikeDetection": "trainer.callbacks.spike",
+    "LearningRateFinder": "trainer.callbacks.lr_finder",
+    "BatchSizeFinder": "trainer.callbacks.batch_size_finder",
 }
 
 __all__ = list(_EXPORTS)

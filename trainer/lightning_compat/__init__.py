@@ -44,6 +44,7 @@ PACKAGES = {
     "plugins": "trainer.plugins",
     "profilers": "trainer.profilers",
     "trainer": "trainer",
+    "tuner": "trainer.tuner",
 }
 # deeper Lightning modules whose Relay counterpart has another path
 MODULES = {

@@ -25,6 +25,7 @@ from trainer.preemption import PreemptionHandler, guarded_fit
 from trainer.ranks import set_rank_zero_only
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
+from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
@@ -67,6 +68,8 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
             check_writable_dirs(_output_roots(trainer))
         run.restore = set_up_model(trainer, plan.model, plan.stage == "fit", run.restore)
         return _run_loop(trainer, plan, run)
+    except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
+        return None
     except BaseException as exc:
         run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
@@ -93,6 +96,8 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
     for results in trainer._results.values():
         results.reset()
     trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
+    trainer._stage_plan = plan  # rerun_loop (the tuner's trials) plans this call's inputs again
+    trainer._stage_inputs = plan.given  # the loaders this call was given (the batch size finder reads them)
 
 
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
@@ -132,11 +137,34 @@ def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
             handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
             with guarded_fit(handler, trainer.detect_anomaly, lambda: _note_dirs(trainer), trainer.is_global_zero):
                 return _fit(trainer, plan, run, build)
-        loaders = build(plan.sources[plan.eval_key])
-        setattr(trainer, f"num_{plan.eval_key}_batches", loaders.counts)  # num_val/test/predict_batches
-        if plan.stage == "predict":
-            return run_predict(trainer, loaders.plans, loaders.counts)
-        return run_evaluation(trainer, plan.stage, loaders.plans, loaders.counts)
+        return _evaluate(trainer, plan, build)
+
+
+def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
+    loaders = build(plan.sources[plan.eval_key])
+    setattr(trainer, f"num_{plan.eval_key}_batches", loaders.counts)  # num_val/test/predict_batches
+    if plan.stage == "predict":
+        return run_predict(trainer, loaders.plans, loaders.counts)
+    return run_evaluation(trainer, plan.stage, loaders.plans, loaders.counts)
+
+
+def rerun_loop(trainer: Trainer) -> Any:
+    """Run the current call's loop once more, planned again from the Trainer's present settings (limits, steps)
+    on the inputs this call was given: the tuner's trials and learning-rate search, from inside a hook. No sanity
+    check; the fit loop's own attributes are put back afterwards, so a run that called this carries on unchanged."""
+    first = trainer._stage_plan
+    plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
+    build = loader_builder(plan.strategy, trainer._loaders_in_use)
+    if plan.stage != "fit":
+        return _evaluate(trainer, plan, build)
+    loop = trainer.fit_loop
+    saved = dict(vars(loop))
+    try:
+        loop.run(plan, build, None)
+    finally:
+        vars(loop).clear()
+        vars(loop).update(saved)
+    return None
 
 
 def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
