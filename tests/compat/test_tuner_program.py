@@ -1,4 +1,4 @@
-"""tests/lightning_programs/tuner.py, unmodified, in the zero-edit mode (``python -m trainer.lightning_compat``):
+"""tests/compat/lightning_programs/tuner.py, unmodified, in the zero-edit mode (``python -m trainer.lightning_compat``):
 the same observations as on Lightning 2.6.6, and on a CPU the memory limit set by ``RELAY_TUNER_MAX_MEMORY``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from tests.optional import need
 
-PROGRAM = Path(__file__).resolve().parents[1] / "lightning_programs" / "tuner.py"
+PROGRAM = Path(__file__).resolve().parent / "lightning_programs" / "tuner.py"
 pytestmark = pytest.mark.timeout(900)
 
 
