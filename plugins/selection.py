@@ -189,8 +189,10 @@ def choose(
     """The concrete accelerator, devices, nodes, strategy and precision for these arguments."""
     launch = launch or LaunchInfo()
     hw = hardware or Hardware()
+    if num_nodes == "auto":  # an elastic job: as many nodes as the launcher joined this time
+        num_nodes = launch.num_nodes if launch.external else 1
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
-        raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1.")
+        raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1, or 'auto'.")
     kind = _choose_accelerator(accelerator, hw)
     device_ids = parse_devices(devices, kind, hw, launch)
     if launch.external:

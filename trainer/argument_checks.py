@@ -51,6 +51,16 @@ def integer(minimum: int, optional: bool = False) -> Check:
     return check
 
 
+def integer_or_auto(minimum: int) -> Check:
+    """An int >= ``minimum``, or ``"auto"`` (what the launcher reports)."""
+    as_int = integer(minimum)
+
+    def check(name: str, value: Any) -> int | str:
+        return "auto" if value == "auto" else as_int(name, value)
+
+    return check
+
+
 def non_negative_number(name: str, value: Any) -> float | int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
         raise InvalidArgument

@@ -72,7 +72,10 @@ class TrainerArguments:
     devices: int | str | list[int] = argument(
         "auto", "Devices per node: a count, -1 or 'auto' (all), or a list of indices",
         "an int, -1, 'auto', or a list of device indices", "2", stored=False)
-    num_nodes: int = argument(1, "Number of machines", "an int >= 1", "2", checks.integer(1))
+    num_nodes: int | str = argument(
+        1, "Number of machines; 'auto': as many as the launcher reports (elastic `torchrun --nnodes=MIN:MAX`)",
+        "an int >= 1, or 'auto'", "2", checks.integer_or_auto(1), status="difference",
+        note="also takes 'auto' (the node count torchrun/SLURM report, for elastic jobs whose size changes)")
     precision: Any = argument(
         "32-true", "Numeric precision: 32-true, 16-mixed, bf16-mixed, 64-true, ... or a Precision plugin",
         "a precision name ('32-true', 'bf16-mixed', ...) or a Precision", "'bf16-mixed'", group="precision",

@@ -38,7 +38,7 @@ class Trainer(TrainerMembers):
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
-        num_nodes: int = 1, precision: Any = "32-true", logger: Any = None,
+        num_nodes: int | str = 1, precision: Any = "32-true", logger: Any = None,
         callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
         max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
         min_steps: int | None = None, max_time: Any = None, limit_train_batches: int | float | None = None,
@@ -71,6 +71,7 @@ class Trainer(TrainerMembers):
         set_rank_zero_only(self.strategy.global_rank)
         self.strategy.accumulate_grad_batches = args.accumulate_grad_batches
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
+        self.num_nodes = self.strategy.num_nodes  # num_nodes="auto": what the launcher reported
         apply_torch_switches(args.deterministic, args.benchmark)
         self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
         self.profiler = resolve_profiler(args.profiler)

@@ -70,6 +70,11 @@ class ClusterEnvironment(ABC):
     def detect(env: Mapping[str, str] | None = None) -> bool:
         """Whether this process was started by this environment's launcher."""
 
+    def restart_count(self) -> int:
+        """How many times the launcher restarted these workers (0: a first start). A restart is a resume: the
+        Trainer then continues from the run's newest checkpoint without being told to."""
+        return 0
+
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
         """Raise ``ValueError`` when the Trainer's devices / num_nodes disagree with the launcher."""
 

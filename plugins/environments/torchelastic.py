@@ -55,6 +55,11 @@ class TorchElasticEnvironment(ClusterEnvironment):
     def node_rank(self) -> int:
         return self._int("GROUP_RANK")
 
+    def restart_count(self) -> int:
+        """The agent's count of restarts after a failure (``--max-restarts``); a restart for a node that joins
+        does not count up: the workers are stopped with SIGTERM and leave a preemption note instead."""
+        return self._optional_int("TORCHELASTIC_RESTART_COUNT") or 0
+
     @staticmethod
     def detect(env: Mapping[str, str] | None = None) -> bool:
         """``TORCHELASTIC_RUN_ID`` plus the rank variables: a bare ``RANK`` could be anyone's."""

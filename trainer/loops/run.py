@@ -108,7 +108,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     set_rank_zero_only(strategy.global_rank)
     trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
-    run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero)  # before any work
+    restarted = strategy.environment is not None and strategy.environment.restart_count() > 0
+    run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)
     trainer.ckpt_path = run.restore.path
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
     for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)

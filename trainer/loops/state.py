@@ -79,11 +79,15 @@ class RestoreRequest:
     dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
     best_model_path: str = ""
 
-    def find(self, checkpoint_io: Any, announce: bool) -> RestorePoint:
-        """The checkpoint resolved and loaded: a bad ``ckpt_path`` fails here, before any work."""
+    def find(self, checkpoint_io: Any, announce: bool, restarted: bool = False) -> RestorePoint:
+        """The checkpoint resolved and loaded: a bad ``ckpt_path`` fails here, before any work. Without a
+        ``ckpt_path``, a fit continues from a preemption note this run left, or, when the launcher restarted the
+        workers (``restarted``: a failure, a node that left), from this run's newest checkpoint."""
         ckpt_path = self.ckpt_path
         if ckpt_path is None and self.stage == "fit":  # a preempted start of this run left a checkpoint: continue
             ckpt_path = resume_note(self.dirs)
+        if ckpt_path is None and self.stage == "fit" and restarted:
+            ckpt_path = "last"
         path = self.resolve(ckpt_path, checkpoint_io, announce)
         return RestorePoint() if path is None else RestorePoint(path, load_checkpoint(path, checkpoint_io))
 
