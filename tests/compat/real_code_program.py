@@ -85,6 +85,8 @@ def check_wrapped_hooks():
     wrap(model, "on_train_epoch_end", calls, "wraps")
     wrap(model, "on_validation_epoch_start", calls, "partial")
     wrap(model, "on_before_optimizer_step", calls, "wraps")
+    wrap(model, "optimizer_step", calls, "wraps")  # the loop's fast path for the default optimizer_step
+    wrap(model, "optimizer_zero_grad", calls, "partial")
     wrap(datamodule, "on_before_batch_transfer", calls, "wraps")
     wrap(datamodule, "transfer_batch_to_device", calls, "partial")
     trainer = fw.Trainer(max_epochs=2, callbacks=[callback], num_sanity_val_steps=0, **QUIET)

@@ -81,7 +81,7 @@ class TrainingStep:
         self.accumulate = trainer.accumulate_grad_batches
         self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
         self.handle = trainer._optimizer_handles[0] if trainer._optimizer_handles else None
-        from lightning_utilities.core.overrides import is_overridden
+        from trainer.overrides import is_overridden  # a hook wrapped on the instance counts (Lightning calls it)
 
         from trainer.module import Module
 
