@@ -120,8 +120,9 @@ class TrainerArguments:
               "'DD:HH:MM:SS' / timedelta / {'minutes': 10} of wall-clock time",
         "None, an int number of batches, a float in [0.0, 1.0], or a positive duration ('DD:HH:MM:SS', a "
         "timedelta, a dict of timedelta keywords)", "0.25", checks.val_check_interval, status="difference",
-        note="time-based values (str, timedelta, dict) are accepted and kept in seconds in "
-             "`trainer._val_check_time_interval`, as in Lightning (`val_check_interval` is then None)")
+        note="time-based values (str, timedelta, dict) validate once that much time has passed, kept in seconds "
+             "in `trainer._val_check_time_interval` as in Lightning (`val_check_interval` is then None); the default "
+             "is None (Lightning: 1.0), which means the same: once per epoch")
     check_val_every_n_epoch: int | None = argument(
         1, "Validate every n epochs (None: count val_check_interval batches across epochs)", "an int >= 1 or None",
         "2", checks.integer(1, optional=True))

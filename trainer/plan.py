@@ -130,6 +130,7 @@ class FitSchedule:
     max_time: float | None
     log_every_n_steps: int
     validates: bool  # validation loaders could exist, a validation_step, and limit_val_batches != 0
+    val_check_seconds: float | None = None  # time-based val_check_interval: validate once this much time has passed
 
     def val_check_batch(self, num_training_batches: int | float) -> int | float:
         """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
@@ -217,4 +218,4 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
     validates = val.available() and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
     return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
                        trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
-                       validates)
+                       validates, getattr(trainer, "_val_check_time_interval", None))

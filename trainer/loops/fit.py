@@ -203,6 +203,7 @@ class FitLoop:
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
+        self.trainer._last_val_time = time.monotonic()  # time-based validation counts from the start of training
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
         while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
             self.run_epoch(rng_to_restore)
@@ -240,8 +241,9 @@ class FitLoop:
         results = t._results["train"]
         results.reset_epoch()
         t._active_results, t._fx_on_step = results, False
-        p.val_runs_at_epoch_end = self._val_due_at_epoch_end()
-        val_now = self._val_this_epoch() and self.val_check_batch != math.inf
+        timed = self.schedule.val_check_seconds is not None  # then validation runs when the time has passed (below)
+        p.val_runs_at_epoch_end = not timed and self._val_due_at_epoch_end()
+        val_now = not timed and self._val_this_epoch() and self.val_check_batch != math.inf
         t.lightning_module.train()
         limit = self.max_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
@@ -275,6 +277,7 @@ class FitLoop:
         across_epochs, log_every = schedule.check_val_every_n_epoch is None, schedule.log_every_n_steps
         step_run, move = self.step.run, self.move
         cpu_only, Tensor = move.cpu_passthrough, torch.Tensor
+        timed = schedule.val_check_seconds is not None and self._val_this_epoch()
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         # one process: the stopping rules read local values (the same ones _max_reached/_stop_requested read)
         single, monotonic = t.world_size == 1, time.monotonic
@@ -304,6 +307,8 @@ class FitLoop:
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
+                self._validate()
+            elif timed and self._val_time_due(single):
                 self._validate()
             if single:
                 preemption = t._preemption
@@ -342,6 +347,13 @@ class FitLoop:
         p = self.progress
         return p.batches_seen % self.trainer.accumulate_grad_batches != 0 and not p.is_last_batch
 
+    def _val_time_due(self, single: bool) -> bool:
+        """Time-based ``val_check_interval``: due once that much time passed since the last validation (or the
+        start of training), as rank 0's clock says, so that every rank validates after the same batch."""
+        t = self.trainer
+        due = time.monotonic() - t._last_val_time >= self.schedule.val_check_seconds
+        return due if single else bool(t.strategy.broadcast(due, src=0))
+
     def _validate(self) -> None:
         t = self.trainer
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
@@ -350,4 +362,5 @@ class FitLoop:
         if not self.has_val:
             return
         run_evaluation(t, "validate", self.val, self.val_limits)
+        t._last_val_time = time.monotonic()
         t._active_results = t._results["train"]
