@@ -107,13 +107,35 @@ class LoaderPlan:
         return it
 
 
+class CombinedLoaderPlan:
+    """A ``CombinedLoader`` whose loaders are each prepared (sharded, resumable): an epoch's combined batches, from
+    any position, without loading the batches skipped."""
+
+    def __init__(self, loader: Any, parts: list[LoaderPlan]) -> None:
+        self.loader = loader
+        self.parts = parts
+        loader.flattened = [part.loader for part in parts]
+
+    def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
+        """The batches alone (the ``training_step``'s ``batch``): a dict/list of each loader's batch."""
+        combined = self.loader._iterate_from(skip_batches, lambda i, k: self.parts[i].iterate(epoch, k))
+        return (batch for batch, _, _ in combined)
+
+
 def prepare_loader(
     loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True, no_shuffle: bool = False
-) -> LoaderPlan:
+) -> LoaderPlan | CombinedLoaderPlan:
     """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are.
 
     ``no_shuffle``: read a shuffled loader in order (``overfit_batches`` wants the same batches every epoch).
+    A ``CombinedLoader`` has each of its loaders prepared so.
     """
+    from trainer.utilities.combined_loader import CombinedLoader
+
+    if isinstance(loader, CombinedLoader):
+        parts = [prepare_loader(part, seed=seed, num_replicas=num_replicas, rank=rank, pad=pad, no_shuffle=no_shuffle)
+                 for part in loader.flattened]
+        return CombinedLoaderPlan(loader, parts)
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
         if isinstance(loader, DataLoader) and loader.generator is None:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
+from torch.utils.data import DataLoader
 
 from trainer.data import LoaderPlan, num_batches, prepare_loader
 from trainer.datamodule import DataModule
@@ -24,6 +25,7 @@ from trainer.input_checks import check_loader, check_no_rank_without_batches, wa
 from trainer.limits import apply_limit
 from trainer.loops.state import RestoreRequest, checkpoint_dirs
 from trainer.module import Module
+from trainer.utilities.combined_loader import CombinedLoader
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -91,8 +93,10 @@ class LoaderSource:
                     "your DataModule (or Module)."
                 )
             return [], None
-        if self.key == "train":  # one iterable of batches (a list of batches is fine too)
-            return [given], None
+        if self.key == "train":  # one iterable of batches; a dict/list of loaders is combined (Lightning's default)
+            return [combined_for_training(given)], None
+        if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
+            return list(given.flattened), list
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
 
     def build(self, strategy: Any, seed: int, show: Callable[[str, Any], None]) -> Loaders:
@@ -117,6 +121,15 @@ class LoaderSource:
         if self.key == "train":
             warn_if_no_batches(counts[0])
         return Loaders(plans, counts, shown)
+
+
+def combined_for_training(given: Any) -> Any:
+    """A dict, list or tuple of DataLoaders as training input becomes ``CombinedLoader(given, "max_size_cycle")``:
+    each step gets one batch of every loader, in the collection's shape (a list of batches stays a list)."""
+    if isinstance(given, CombinedLoader) or not isinstance(given, (dict, list, tuple)) or not given:
+        return given
+    leaves = CombinedLoader(given).flattened
+    return CombinedLoader(given, "max_size_cycle") if all(isinstance(x, DataLoader) for x in leaves) else given
 
 
 @dataclass(frozen=True)

@@ -71,3 +71,13 @@ def test_bad_mode_and_bad_flattened_are_clear_errors():
         CombinedLoader([[1]], "zip")
     with pytest.raises(ValueError, match="expected 2 iterables"):
         CombinedLoader([[1], [2]]).flattened = [[1]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", ["dict", "list", "nested"])
+def test_starting_k_batches_in_continues_exactly_where_a_full_epoch_would_be(mode, shape):
+    """The Trainer's mid-epoch resume: an iterator positioned k combined batches in yields what is left."""
+    full = normalise(CombinedLoader(SHAPES[shape](), mode))
+    for k in range(len(full) + 1):
+        resumed = CombinedLoader(SHAPES[shape](), mode)
+        assert normalise(resumed._iterate_from(k, None)) == full[k:], k

@@ -23,6 +23,7 @@ from trainer.loops.state import RestorePoint, checkpoint_dirs
 from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
 from trainer.preemption import PreemptionHandler, guarded_fit
 from trainer.ranks import set_rank_zero_only
+from trainer.data import num_batches
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
@@ -143,10 +144,19 @@ def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
 
 def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
     loaders = build(plan.sources[plan.eval_key])
-    setattr(trainer, f"num_{plan.eval_key}_batches", loaders.counts)  # num_val/test/predict_batches
+    setattr(trainer, f"num_{plan.eval_key}_batches", shown_counts(loaders))  # num_val/test/predict_batches
     if plan.stage == "predict":
         return run_predict(trainer, loaders.plans, loaders.counts)
     return run_evaluation(trainer, plan.stage, loaders.plans, loaders.counts)
+
+
+def shown_counts(loaders: Loaders) -> list[int | float]:
+    """The batch counts Lightning shows: a CombinedLoader's per loader it combines (the loop runs the combined)."""
+    shown: list[int | float] = []
+    for loader_plan, count in zip(loaders.plans, loaders.counts):
+        parts = getattr(loader_plan, "parts", None)
+        shown += [min(num_batches(p.loader), count) for p in parts] if parts else [count]
+    return shown
 
 
 def rerun_loop(trainer: Trainer) -> Any:

@@ -38,17 +38,44 @@ def _length(iterable: Any) -> int | float:
 
 
 class _Stepper:
-    """Iterates the flattened iterables in one of the modes; ``skip(n)`` fast-forwards (a resumed epoch)."""
+    """Iterates the flattened iterables in one of the modes. ``start`` positions it ``skip`` combined batches in
+    (a resumed epoch) with ``open_at(i, k)``, an iterator over iterable ``i`` from its batch ``k``."""
 
-    def __init__(self, iterables: list[Any], limits: list[int | float] | None, mode: str) -> None:
+    def __init__(self, iterables: list[Any], limits: list[int | float] | None, mode: str,
+                 skip: int = 0, open_at: Any = None) -> None:
         self.iterables = iterables
         self.limits = limits or [float("inf")] * len(iterables)
         self.mode = mode
-        self.iterators = [iter(it) for it in iterables]
+        self.open_at = open_at or (lambda i, k: _skipped(iter(iterables[i]), k))
         self.taken = [0] * len(iterables)
         self.exhausted = [False] * len(iterables)
         self.batch_idx = 0
         self.current = 0  # sequential: the iterable in use
+        self.done = False
+        self.iterators = self._positioned(skip)
+
+    def _positioned(self, skip: int) -> list[Any]:
+        """Iterators ``skip`` combined batches in: every iterable that far (a cycled one modulo its length, so its
+        order repeats as it would have), or, sequentially, the earlier iterables used up."""
+        lengths = [min(_length(it), limit) for it, limit in zip(self.iterables, self.limits)]
+        if self.mode == "sequential":
+            for i, n in enumerate(lengths):
+                if skip < n:
+                    self.current, self.taken[i] = i, skip
+                    return [self.open_at(j, skip if j == i else 0) if j >= i else iter(()) for j in range(len(lengths))]
+                skip -= n
+            self.current = len(lengths)
+            return [iter(()) for _ in lengths]
+        self.batch_idx = skip
+        total = min(lengths) if self.mode == "min_size" else max(lengths, default=0)
+        self.done = skip >= total  # the epoch was over
+        positions = []
+        for i, n in enumerate(lengths):
+            k = skip % n if self.mode == "max_size_cycle" and 0 < n < float("inf") and skip >= n else min(skip, n)
+            self.exhausted[i] = skip >= n
+            self.taken[i] = k
+            positions.append(self.open_at(i, k))
+        return positions
 
     def _next_of(self, i: int) -> Any:
         if self.taken[i] >= self.limits[i]:
@@ -58,6 +85,8 @@ class _Stepper:
         return value
 
     def next_parallel(self) -> list[Any]:
+        if self.done:
+            raise StopIteration
         out = []
         for i in range(len(self.iterators)):
             try:
@@ -70,7 +99,7 @@ class _Stepper:
             if self.mode == "max_size":
                 out.append(None)
                 continue
-            self.iterators[i], self.taken[i] = iter(self.iterables[i]), 0  # max_size_cycle: start it again
+            self.iterators[i], self.taken[i] = self.open_at(i, 0), 0  # max_size_cycle: start it again
             out.append(self._next_of(i))
         return out
 
@@ -84,10 +113,16 @@ class _Stepper:
         raise StopIteration
 
 
+def _skipped(iterator: Iterator[Any], k: int) -> Iterator[Any]:
+    for _ in range(k):
+        next(iterator, None)
+    return iterator
+
+
 class _CombinedIterator(Iterator[tuple[Any, int, int]]):
-    def __init__(self, loader: CombinedLoader) -> None:
+    def __init__(self, loader: CombinedLoader, skip: int = 0, open_at: Any = None) -> None:
         self.spec = loader._spec
-        self.stepper = _Stepper(loader.flattened, loader._limits, loader._mode)
+        self.stepper = _Stepper(loader.flattened, loader._limits, loader._mode, skip, open_at)
         self.mode = loader._mode
 
     def __next__(self) -> tuple[Any, int, int]:
@@ -173,6 +208,11 @@ class CombinedLoader(Iterable[tuple[Any, int, int]]):
 
     def __iter__(self) -> _CombinedIterator:
         self._iterator = _CombinedIterator(self)
+        return self._iterator
+
+    def _iterate_from(self, skip: int, open_at: Any) -> _CombinedIterator:
+        """An iterator ``skip`` combined batches into the epoch (the Trainer's exact mid-epoch resume)."""
+        self._iterator = _CombinedIterator(self, skip, open_at)
         return self._iterator
 
     def reset(self) -> None:
