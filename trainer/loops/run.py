@@ -178,6 +178,8 @@ def run_stage(
             optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
             trainer.optimizers = strategy.setup_optimizers(optimizers)
             trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
+            strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
+                                        lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
         rng = None
         if checkpoint is not None and stage == "fit":
             rng = restore_training_state(trainer, checkpoint, path)
