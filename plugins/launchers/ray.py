@@ -6,6 +6,8 @@ Rank 0's final metrics and newest checkpoint are reported to Ray (``ray.train.re
 shows up in Ray's results like any Ray Train run. Details that matter in practice:
 
 - every run gets a unique name: Ray Train restores a previous run's state for a reused name;
+- every checkpoint Relay saves is reported to Ray when written; with ``max_failures=N`` a failed worker group
+  is restarted by Ray and continues from the newest of them (exactly, as ``ckpt_path`` would);
 - a failing worker (``WorkerGroupError``) becomes Relay's one line "rank N failed (...)", naming the
   rank whose own error is not just the lost connection to a peer;
 - the console shows what the training workers print (Relay's progress and results); the controller's
@@ -121,20 +123,48 @@ def _last_line(error: BaseException) -> str:
 
 
 def _ray_worker(config: dict[str, Any]) -> None:
-    """Runs in every Ray Train worker: Relay's entry, then rank 0's metrics and checkpoint to Ray."""
+    """Runs in every Ray Train worker: Relay's entry, then rank 0's metrics and checkpoint to Ray.
+
+    Each checkpoint Relay saves is reported to Ray as it is written (``on_checkpoint``), so when a worker
+    dies and ``FailureConfig(max_failures=N)`` restarts the group, the new attempt resumes from the newest
+    one (``resume_from``: Ray's ``get_checkpoint()``, fetched to a local folder).
+    """
+    result = config["entry"](*config["args"], resume_from=restored_checkpoint(), on_checkpoint=report_checkpoint)
+    result = result if isinstance(result, Mapping) else {}
+    metrics = {k: float(v) for k, v in dict(result.get("metrics") or {}).items()}
+    report_checkpoint(result.get("checkpoint"), metrics)
+
+
+def restored_checkpoint() -> str | None:
+    """The newest checkpoint an earlier attempt of this run reported to Ray, as a local path (None: a first start)."""
+    import tempfile
+
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return None
+    folder = tempfile.mkdtemp(prefix="relay-restored-")
+    checkpoint.to_directory(folder)
+    entries = os.listdir(folder)
+    if len(entries) == 1 and os.path.isfile(os.path.join(folder, entries[0])):
+        return os.path.join(folder, entries[0])  # a file checkpoint, reported inside a folder
+    return folder  # a sharded / DeepSpeed checkpoint is the folder itself
+
+
+def report_checkpoint(path: str | None, metrics: Mapping[str, float] | None = None) -> None:
+    """Every rank calls this at the same point (Ray Train counts each rank's reports); rank 0's checkpoint
+    (a file or a sharded directory) becomes a Ray ``Checkpoint``."""
     import shutil
     import tempfile
 
     import ray.train
 
-    result = config["entry"](*config["args"])
-    result = result if isinstance(result, Mapping) else {}
-    metrics = {k: float(v) for k, v in dict(result.get("metrics") or {}).items()}
-    path = result.get("checkpoint")
+    metrics = dict(metrics or {})
     if ray.train.get_context().get_world_rank() != 0 or not path or not os.path.exists(path):
         ray.train.report(metrics)
         return
-    if os.path.isdir(path):  # a sharded / DeepSpeed checkpoint is a directory already
+    if os.path.isdir(path):
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(path))
         return
     with tempfile.TemporaryDirectory(prefix="relay-ckpt-") as folder:  # Ray checkpoints are directories
