@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("torchft")  # CI installs relaytrain[torchft]; the test never skips there
-
-from torchft.coordination import LighthouseServer
-
 from tests.helpers import Regression, loader, quiet
+from tests.optional import need_mark
+
+pytestmark = need_mark("torchft", "strategy=torchft")  # CI installs relaytrain[torchft]: never skipped there
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, KILL_AT, HOLD_AT = 90, 15, 55
@@ -57,6 +56,8 @@ def _replica(out: Path, lighthouse: str, group: int, *extra: str) -> subprocess.
 
 @pytest.mark.timeout(240)
 def test_a_killed_replica_group_is_dropped_then_heals_from_its_peer(tmp_path):
+    from torchft.coordination import LighthouseServer
+
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=30000, heartbeat_timeout_ms=1000)
     address = lighthouse.address()
     first, second = tmp_path / "first", tmp_path / "second"
