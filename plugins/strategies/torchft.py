@@ -46,6 +46,8 @@ _INSTALL = "pip install 'relaytrain[torchft]'"
 
 def _env_int(value: int | None, env: str, argument: str) -> int | None:
     if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"TorchFTStrategy({argument}={value!r}) must be an integer, e.g. {argument}=0.")
         return value
     text = os.environ.get(env)
     if text is None:
@@ -119,6 +121,12 @@ class TorchFTStrategy(DDPSteps, Strategy):
         for key, value in (("min_replicas", min_replicas), ("timeout", timeout), ("quorum_timeout", quorum_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"TorchFTStrategy({key}={value!r}) must be a positive number, e.g. {key}=1.")
+        if min_replicas > self.num_replica_groups:
+            raise ValueError(
+                f"TorchFTStrategy(min_replicas={min_replicas}) is more than num_replica_groups="
+                f"{self.num_replica_groups}: no step could ever commit. Use min_replicas=1 (or raise "
+                "num_replica_groups)."
+            )
         self.min_replicas = int(min_replicas)
         self.timeout = float(timeout)
         self.quorum_timeout = float(quorum_timeout)

@@ -138,6 +138,10 @@ def test_strategy_name_resolves_and_a_missing_lighthouse_is_one_clear_error(monk
             Regression(), loader())
     with pytest.raises(ValueError, match=r"replica_group_id=2, num_replica_groups=2"):
         TorchFTStrategy(replica_group_id=2, num_replica_groups=2)
+    with pytest.raises(ValueError, match="min_replicas=3. is more than num_replica_groups=2"):
+        TorchFTStrategy(replica_group_id=0, num_replica_groups=2, min_replicas=3)
+    with pytest.raises(ValueError, match=r"replica_group_id='0'\) must be an integer"):
+        TorchFTStrategy(replica_group_id="0")
     monkeypatch.setenv("REPLICA_GROUP_ID", "one")
     with pytest.raises(ValueError, match="REPLICA_GROUP_ID='one' must be an integer"):
         TorchFTStrategy()
