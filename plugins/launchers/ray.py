@@ -33,6 +33,9 @@ _RAY_TRAIN_CHATTER = ("Setting up process group for", "Reporting training result
 _WORKER_ENV = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
 
 
+ELASTIC_ENV = "RELAY_RAY_ELASTIC"  # set in the workers of an elastic run: Ray picks the worker count
+
+
 def unique_run_name() -> str:
     return f"relay-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
@@ -44,10 +47,18 @@ class RayLauncher(FunctionLauncher):
 
     def __init__(
         self, address: str | None = None, resources_per_worker: dict[str, float] | None = None,
-        storage_path: str | None = None, max_failures: int = 0, quiet: bool = True,
+        storage_path: str | None = None, max_failures: int = 0, quiet: bool = True, min_workers: int | None = None,
     ) -> None:
+        """``min_workers``: elastic worker count (Ray's ``ScalingConfig(num_workers=(min, max))``, max being
+        ``trainer.devices x trainer.num_nodes``): Ray starts, and restarts after a failure, with as many workers
+        as the cluster fits, at least this many; each start resumes from the newest checkpoint reported."""
         if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < -1:
             raise ValueError(f"RayLauncher(max_failures={max_failures!r}) must be an int >= -1 (-1: retry forever).")
+        if min_workers is not None and (isinstance(min_workers, bool) or not isinstance(min_workers, int)
+                                        or min_workers < 1):
+            raise ValueError(f"RayLauncher(min_workers={min_workers!r}) must be an int >= 1, or null for a fixed "
+                             "count, e.g. launcher.min_workers=1.")
+        self.min_workers = min_workers
         self.address = address
         self.resources_per_worker = dict(resources_per_worker) if resources_per_worker else None
         self.storage_path = storage_path
@@ -63,6 +74,14 @@ class RayLauncher(FunctionLauncher):
         from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
         from ray.train.torch import TorchTrainer
 
+        workers: int | tuple[int, int] = processes
+        env = dict(env or {})
+        if self.min_workers is not None:
+            if self.min_workers > processes:
+                raise ValueError(f"RayLauncher(min_workers={self.min_workers}) is more than the {processes} workers "
+                                 f"asked for (trainer.devices x trainer.num_nodes); use min_workers<={processes}.")
+            workers = (self.min_workers, processes)
+            env[ELASTIC_ENV] = "1"  # the workers accept the count Ray chose
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, include_dashboard=False, configure_logging=True,
@@ -72,11 +91,11 @@ class RayLauncher(FunctionLauncher):
         storage = Path(self.storage_path or Path.cwd() / "ray").expanduser().resolve()
         trainer = TorchTrainer(
             _ray_worker, train_loop_config={"entry": entry, "args": tuple(args)},
-            scaling_config=ScalingConfig(num_workers=processes, use_gpu=use_gpu,
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
                                          resources_per_worker=self.resources_per_worker),
             run_config=RunConfig(
                 name=unique_run_name(), storage_path=str(storage),
-                worker_runtime_env={"env_vars": {**_WORKER_ENV, **dict(env or {})}},
+                worker_runtime_env={"env_vars": {**_WORKER_ENV, **env}},
                 failure_config=FailureConfig(max_failures=self.max_failures),
             ),
         )

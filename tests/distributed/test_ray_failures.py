@@ -43,3 +43,32 @@ def test_a_worker_that_dies_once_is_restarted_by_ray_and_resumes_from_the_newest
     assert trained["global_step"] == 3
     assert_same_weights(trained["state_dict"], single_device_reference(tmp_path / "single"))
 
+
+
+def test_an_elastic_run_starts_with_the_workers_the_cluster_fits(ray_cluster, tmp_path):
+    """``launcher.min_workers=1`` with room for one 3-CPU worker on the 4-CPU cluster: Ray starts 1 of the 2."""
+    code = cli(tmp_path, "launcher=ray", *TWO_RANKS, "launcher.min_workers=1", "+launcher.resources_per_worker.CPU=3")
+    assert code == 0
+    trained = checkpoint(tmp_path)
+    assert trained["loops"]["world_size"] == 1 and trained["global_step"] == 5  # 320 samples, 64 a step, 1 worker
+
+
+def test_min_workers_above_the_worker_count_is_one_clear_error(tmp_path):
+    from plugins.launchers.ray import RayLauncher
+
+    with pytest.raises(ValueError, match=r"min_workers=0\) must be an int >= 1"):
+        RayLauncher(min_workers=0)
+
+
+def test_elastic_selection_follows_the_engine_up_to_the_devices_asked_for():
+    from plugins.selection import Hardware, LaunchInfo, choose
+
+    hardware = Hardware(cpu_count=4)
+    placed = LaunchInfo(environment="ray", external=True, world_size=1, processes_per_node=1, elastic=True)
+    assert len(choose("cpu", 2, launch=placed, hardware=hardware).device_ids) == 1
+    fixed = LaunchInfo(environment="ray", external=True, world_size=1, processes_per_node=1)
+    with pytest.raises(ValueError, match="disagrees with the launcher"):
+        choose("cpu", 2, launch=fixed, hardware=hardware)
+    more = LaunchInfo(environment="ray", external=True, world_size=3, processes_per_node=3, elastic=True)
+    with pytest.raises(ValueError, match="disagrees with the launcher"):  # never more than asked for
+        choose("cpu", 2, launch=more, hardware=hardware)
