@@ -165,6 +165,7 @@ class TorchFTStrategy(DDPSteps, Strategy):
         if not RequirementCache("torchft"):
             raise ModuleNotFoundError(f"strategy='torchft' needs torchft: {_INSTALL}")
         self._check_lighthouse()
+        self.teardown_manager()  # a second fit with the same strategy: the previous Manager leaves the quorum first
         from torch.distributed import TCPStore
         from torchft.manager import Manager
         from torchft.process_group import ProcessGroupGloo
@@ -225,12 +226,16 @@ class TorchFTStrategy(DDPSteps, Strategy):
         self._loop_state = (state_dict, load_state_dict)
 
     def teardown(self) -> None:
+        self.teardown_manager()
+        self.ddp = None
+        super().teardown()
+
+    def teardown_manager(self) -> None:
+        """Leave the quorum: stop heartbeating, so the lighthouse stops waiting for this group."""
         if self.manager is not None:
             self.manager.shutdown(wait=False)
             self.manager = None
-        self.ddp = None
         self._store = None
-        super().teardown()
 
     # --- what a healthy peer sends a rejoining group --------------------------------------------------
     def _replica_state(self) -> dict[str, Any]:

@@ -171,6 +171,7 @@ def test_one_replica_group_trains_exactly_like_one_process_with_accumulation_and
         strategy = TorchFTStrategy(lighthouse=lighthouse.address(), replica_group_id=0, num_replica_groups=1)
         trainer, replicated = fit(strategy)
     finally:
+        strategy.teardown()  # leaves the quorum (the Trainer does not tear strategies down)
         lighthouse.shutdown()
     _, single = fit("single_device")
     assert trainer.global_step == 5 and strategy.committed_steps == 5 and strategy.skipped_steps == 0
