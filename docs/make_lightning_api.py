@@ -11,23 +11,29 @@ import importlib
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+# the repository root, not tests/ (whose tests/trainer/ package would shadow Relay's `trainer`)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from lightning_api_names import (  # noqa: E402
+from tests.compat.lightning_api_names import (
     MEMBER_CLASSES,
     MODULES,
     defined_names,
     instance_names,
     lightning_members,
-    trainer_arguments,
+    trainer_arguments_with_defaults,
 )
+from trainer.lightning_compat import relay_module_for
 
-from trainer.lightning_compat import relay_module_for  # noqa: E402
-
-FABRIC = "Lightning Fabric is not part of Relay; Relay's Trainer and plugins cover the same ground"
+FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's methods and properties, tested "
+          "differentially in tests/compat/test_fabric_diff.py")
 XLA = "TPUs/XLA: no XLA backend in Relay"
 DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
-TUNER = "no tuner: choose batch size and learning rate yourself (or with an external sweep)"
+FINETUNING = ("also saves which parameters are frozen, so a fit resumed after the unfreezing epoch continues exactly "
+              "(Lightning 2.6.6 resumes with those modules frozen again); under DDP it averages the gradients of "
+              "parameters unfrozen after DDP was built, which DDP does not (Lightning issue #20340)")
+BATCH_SIZE_FINDER = ("difference", "Lightning's arguments plus `max_memory_bytes` (or `RELAY_TUNER_MAX_MEMORY`, e.g. "
+                     "`512MB`): on a CPU, where there is no out-of-memory error, a trial over that many bytes of "
+                     "tensors fails as one would on a GPU")
 CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 # (module, name) or name -> (status, note). status: "difference" (accepted, behaves differently) or "refused".
@@ -36,21 +42,19 @@ NOTES: dict[str, tuple[str, str]] = {
     "lightning.pytorch:LightningDataModule": ("supported", "the same class as `trainer.DataModule`"),
     "lightning.pytorch.core:LightningModule": ("supported", "the same class as `trainer.Module`"),
     "lightning.pytorch.core:LightningDataModule": ("supported", "the same class as `trainer.DataModule`"),
-    "BackboneFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
-    "BaseFinetuning": ("refused", "not implemented; freeze/unfreeze in `on_train_epoch_start`"),
-    "BasePredictionWriter": ("refused", "not implemented; write predictions in `on_predict_batch_end`"),
-    "BatchSizeFinder": ("refused", TUNER),
-    "LearningRateFinder": ("refused", TUNER),
-    "ModelPruning": ("refused", "not implemented; use torch.nn.utils.prune in a callback"),
-    "OnExceptionCheckpoint": ("refused", "not implemented; `on_exception` + `trainer.save_checkpoint`"),
-    "StochasticWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils in a callback"),
-    "EMAWeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
-    "WeightAveraging": ("refused", "not implemented; torch.optim.swa_utils.AveragedModel in a callback"),
-    "SpikeDetection": ("refused", "not implemented; Relay's NaN/inf checks are the fault-handling issue's"),
+    "BackboneFinetuning": ("difference", FINETUNING),
+    "BaseFinetuning": ("difference", FINETUNING),
+    "BatchSizeFinder": BATCH_SIZE_FINDER,
+    "SpikeDetection": ("difference", "the running mean of the last `window` losses is Relay's own (no torchmetrics): "
+                                     "its checkpoint state holds `window`/`recent` in place of torchmetrics' "
+                                     "`running`/`mean`, and loads back (Lightning 2.6.6's `load_state_dict` fails); "
+                                     "Relay stops on a non-finite loss before it unless "
+                                     "`Trainer(stop_on_nonfinite_loss=False)`"),
+    "lightning.pytorch.tuner:Tuner": ("difference", "`scale_batch_size` also takes `max_memory_bytes` (see "
+                                                    "BatchSizeFinder); `lr_find` as in Lightning"),
     "lightning.pytorch.trainer.states:LightningEnum": ("refused", "import it from `trainer.utilities` "
                                                                   "(Lightning's `lightning.pytorch.utilities`)"),
     "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
-    "Timer": ("refused", "not implemented; `Trainer(max_time=...)` stops a run on time"),
     "RichProgressBar": ("difference", "draws Relay's one-line bar through a rich console (theme styles); "
                                       "`refresh_rate` 0 turns it off, otherwise redraws are time based; needs "
                                       "`pip install 'relaytrain[rich]'`"),
@@ -58,15 +62,41 @@ NOTES: dict[str, tuple[str, str]] = {
     "TQDMProgressBar": ("difference", "Relay's own bar (no tqdm); `refresh_rate` 0 turns it off, otherwise "
                                       "redraws are time based"),
     "ProgressBar": ("difference", "Relay's bar; `refresh_rate` is seconds between redraws, not batches"),
-    "LitLogger": ("refused", CLOUD),
-    "CometLogger": ("refused", CLOUD),
-    "MLFlowLogger": ("refused", CLOUD),
-    "WandbLogger": ("refused", CLOUD),
-    "CombinedLoader": ("refused", "not implemented; pass a list of loaders to validate/test/predict"),
+    "LitLogger": ("refused", "uploads to Lightning AI's own cloud (the `litlogger` package), which has no offline "
+                             "mode CI could test; use WandbLogger, MLFlowLogger, CometLogger or TensorBoardLogger"),
+    "CometLogger": ("supported", "needs `pip install 'relaytrain[comet]'`; offline runs (`COMET_START_ONLINE=0`) "
+                                 "are archived for `comet upload`"),
+    "MLFlowLogger": ("difference", "needs `pip install 'relaytrain[mlflow]'`; also takes `checkpoint_path_prefix` "
+                                   "(in Lightning's docs, not in its 2.6.6 class); `trainer.log_dir` with a non-local "
+                                   "store (a server, SQLite) is `default_root_dir` where Lightning gives None"),
+    "WandbLogger": ("difference", "needs `pip install 'relaytrain[wandb]'`; `offline=True` starts this run offline "
+                                  "(`wandb.init(mode='offline')`) instead of setting WANDB_MODE for the whole process"),
     "find_shared_parameters": ("refused", XLA),
     "set_shared_parameters": ("refused", XLA),
     "is_shared_filesystem": ("refused", "not implemented; Relay writes files from rank 0 only"),
-    "measure_flops": ("refused", "not implemented; use torch.utils.flop_counter.FlopCounterMode"),
+    "lightning.fabric:Fabric": ("difference", "Lightning Fabric's API on Relay's plugins; `launch()` in a plain "
+                                              "`python` run starts every rank as a new process and the launching "
+                                              "process exits with their exit code (Lightning: it becomes rank 0); "
+                                              "strategy='pipeline' and 'deepspeed' are refused in one line (their "
+                                              "engines need the Trainer's loop); FSDP is FSDP2 (`fully_shard`)"),
+    "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object: Lightning's "
+                                                            "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
+                                                            "`teardown`, writes atomic, loading `weights_only` only"),
+    "lightning.fabric.accelerators:find_usable_cuda_devices": ("difference", "the first N CUDA devices, without "
+                                                                             "probing whether another process uses "
+                                                                             "them"),
+    "lightning.fabric.accelerators:XLAAccelerator": ("difference", "never available: `is_available()` is False and "
+                                                                   "`auto_device_count()` 0, so imports and checks "
+                                                                   "work; constructing one raises (no XLA backend)"),
+    "ACCELERATOR_REGISTRY": ("refused", "accelerators register through Relay's plugin registry (`plugins.registry`, "
+                                        "entry points)"),
+    "STRATEGY_REGISTRY": ("refused", "strategies register through Relay's plugin registry (`plugins.registry`, "
+                                     "entry points)"),
+    "DataParallelStrategy": ("refused", "not implemented (torch's DataParallel); use DDPStrategy"),
+    "XLAStrategy": ("refused", XLA),
+    "XLAFSDPStrategy": ("refused", XLA),
+    "SingleDeviceXLAStrategy": ("refused", XLA),
+    "pl_worker_init_function": ("refused", "not implemented; pass your own `worker_init_fn` to the DataLoader"),
     "LightningLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
     "SimpleLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
     "SequenceSampler": ("refused", "not provided (it belongs to the LSTM demo)"),
@@ -77,9 +107,15 @@ NOTES: dict[str, tuple[str, str]] = {
                                         "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
     "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
-    "AsyncCheckpointIO": ("refused", "not implemented; checkpoints are written atomically by the strategy"),
-    "CheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
-    "TorchCheckpointIO": ("refused", "not pluggable; checkpoint I/O belongs to the strategy"),
+    "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
+                                        "(parameters and optimizer state while the next step runs), one save in "
+                                        "flight, removals queued behind writes, files still atomic; its "
+                                        "`teardown` also tears down the wrapped plugin"),
+    "CheckpointIO": ("difference", "`Trainer(plugins=[MyIO()])`; the strategy hands `save_checkpoint` a temporary "
+                                   "path and renames the finished file, so a plugin's writes stay atomic; loading "
+                                   "is `weights_only` only"),
+    "TorchCheckpointIO": ("difference", "atomic (temporary, fsync, rename); paths may be fsspec URLs; "
+                                        "`load_checkpoint(weights_only=False)` is refused"),
     "XLACheckpointIO": ("refused", XLA),
     "BitsandbytesPrecision": ("refused", "not implemented (bitsandbytes quantization)"),
     "DeepSpeedPrecision": ("refused", DEEPSPEED),
@@ -101,25 +137,6 @@ NOTES: dict[str, tuple[str, str]] = {
                                        "the launcher's"),
     "GradClipAlgorithmType": ("supported", ""),
 }
-TRAINER_ARGS: dict[str, tuple[str, str]] = {
-    "precision": ("difference", "default `\"32-true\"` (Lightning: None, meaning 32-true); `transformer-engine*` "
-                                "values are refused"),
-    "logger": ("supported", "also an OmegaConf ListConfig, as `hydra.utils.instantiate` passes it; default "
-                            "directory `relay_logs/` (`lightning_logs/` in compatibility mode)"),
-    "val_check_interval": ("difference", "an int or float; time-based values (str, timedelta, dict) are refused"),
-    "benchmark": ("supported", "sets `torch.backends.cudnn.benchmark` when not None"),
-    "inference_mode": ("difference", "accepted and stored; evaluation runs in the strategy's evaluation context"),
-    "use_distributed_sampler": ("supported", "False: every rank reads the loaders as given"),
-    "overfit_batches": ("planned", "issue 11, 'compat-behaviour' branch"),
-    "reload_dataloaders_every_n_epochs": ("planned", "issue 11, 'compat-behaviour' branch"),
-    "barebones": ("difference", "True turns off logger, checkpointing, progress bar and model summary"),
-    "plugins": ("difference", "one ClusterEnvironment; precision, checkpoint I/O and layer-sync plugins are refused"),
-    "sync_batchnorm": ("supported", "BatchNorm layers become SyncBatchNorm when more than one process trains"),
-    "enable_autolog_hparams": ("supported", ""),
-    "model_registry": ("refused", CLOUD + "; only None is accepted"),
-}
-
-
 # "Class.member" -> (status, note) for the members of LightningModule, LightningDataModule, Trainer and Callback
 _LOADERS = ("the loader the loops iterate: a plain `DataLoader` comes back rebuilt with Relay's resumable sampler "
             "(same dataset, batch size and per-process length), so it is not the object passed in (Lightning: the "
@@ -144,7 +161,8 @@ MEMBERS: dict[str, tuple[str, str]] = {
     "LightningModule.all_gather": ("difference", "on one process the data come back unchanged whatever the strategy "
                                                  "(Lightning's DDP with one process adds a dimension of size 1); "
                                                  "`group=` is not supported under horovod"),
-    "LightningModule.fabric": ("difference", "always None: Relay has no Fabric; setting it to anything else raises "
+    "LightningModule.fabric": ("difference", "always None: a Relay Module is not attached to a Fabric (a Fabric loop "
+                                             "calls its methods itself); setting it to anything else raises "
                                              "`TypeError`"),
     "LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
     "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
@@ -168,6 +186,43 @@ MEMBERS: dict[str, tuple[str, str]] = {
     "Trainer.predict_dataloaders": ("difference", _LOADERS + "; a prediction loader keeps its `batch_size` "
                                                              "(Lightning's shows None)"),
 }
+
+
+def trainer_argument_rows(lightning_args: dict[str, object], arguments: type | None = None) -> list[tuple[str, str, str]]:
+    """``(argument, status, note)`` for each of Lightning's Trainer arguments (``{name: Lightning's default}``), from
+    the fields of ``TrainerArguments``; a Lightning default that is not the one the field records stops the script."""
+    import dataclasses
+
+    from trainer.arguments import SAME, TrainerArguments, spec_of
+
+    by_lightning_name = {spec_of(f).lightning or f.name: f for f in dataclasses.fields(arguments or TrainerArguments)
+                         if spec_of(f).lightning is not None}
+    out = []
+    for arg, lightning_default in lightning_args.items():
+        f = by_lightning_name.get(arg)
+        if f is None:
+            out.append((arg, "refused", "not implemented"))
+            continue
+        spec = spec_of(f)
+        recorded = f.default if spec.lightning_default is SAME else spec.lightning_default
+        if repr(recorded) != repr(lightning_default):
+            raise SystemExit(f"Trainer({arg}=...): Lightning's default is {lightning_default!r}, TrainerArguments.{f.name} "
+                             f"records {recorded!r}: set its lightning_default")
+        notes = [f"Relay's name `{f.name}`"] if f.name != arg else []
+        if spec.lightning_default is not SAME:
+            notes.append(f"default `{f.default!r}` (Lightning: `{spec.lightning_default!r}`)")
+        out.append((arg, spec.status, "; ".join([*notes, spec.note] if spec.note else notes)))
+    return out
+
+
+def relay_only_argument_rows(arguments: type | None = None) -> list[tuple[str, str, str]]:
+    """``(argument, default, help)`` for the arguments Lightning's Trainer does not have."""
+    import dataclasses
+
+    from trainer.arguments import TrainerArguments, spec_of
+
+    return [(f.name, repr(f.default), spec_of(f).help) for f in dataclasses.fields(arguments or TrainerArguments)
+            if spec_of(f).lightning is None]
 
 
 def member_rows(cls_name: str) -> list[tuple[str, str, str, str]]:
@@ -221,18 +276,20 @@ def main() -> None:
     print("# Lightning's public API in Relay\n")
     print(f"Made from Lightning {lightning.__version__} by `python docs/make_lightning_api.py` "
           "(every name in the `__all__` of the modules below, or for a module without one the names it defines; "
-          "every `Trainer` argument). `tests/test_lightning_api_table.py` checks that the table lists every such "
-          "name and that every *supported* row imports from Relay at the path given.\n")
+          "every `Trainer` argument). `tests/compat/test_lightning_api_table.py` checks that the table lists "
+          "every such name and that every *supported* row imports from Relay at the path given.\n")
     print("Statuses: **supported** (same name, same use), **difference** (accepted; the note says what differs), "
           "**refused** (not provided; the note says why and what to use), **planned** (another open branch of "
           "issue 11 adds it).\n")
     print("Porting by hand: replace `lightning.pytorch` (or `pytorch_lightning`) by `trainer` in imports. Running "
-          "unmodified: `python -m trainer.lightning_compat script.py` serves these paths under Lightning's own "
+          "unmodified: `python -m trainer.lightning_compat script.py` serves these paths (`lightning.fabric` and "
+          "`lightning_fabric` too) under Lightning's own "
           "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
           "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
           "user code pass; `trainer.__version__` is Relay's.\n")
-    print(f"Not covered by this table: {FABRIC}; the tuner (`lightning.pytorch.tuner`: {TUNER}); "
-          "`LightningCLI` (Relay's CLI is Hydra: `python -m trainer`); `lightning.pytorch.loops` internals.\n")
+    print(f"Not covered by this table: {FABRIC}; `lightning.pytorch.loops` internals. `LightningCLI` is served for "
+          "projects that use it (jsonargparse, the `relaytrain[cli]` extra); Relay's own command line is Hydra's "
+          "(`python -m trainer`).\n")
     for module in MODULES:
         print(f"## `{module}` → `{relay_module_for(module)}`\n")
         print("| name | status | in Relay | note |\n|---|---|---|---|")
@@ -248,20 +305,15 @@ def main() -> None:
             print(f"| `{name}` | {status} | {where} | {note} |")
         print()
     print("## `Trainer` arguments\n")
-    import inspect
-
-    from trainer import Trainer
-
-    relay_args = set(inspect.signature(Trainer.__init__).parameters)
+    print("From `trainer.arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema and "
+          "`python -m trainer --help`.\n")
     print("| argument | status | note |\n|---|---|---|")
-    for arg in trainer_arguments():
-        status, note = TRAINER_ARGS.get(arg, ("supported" if arg in relay_args else "refused", ""))
-        if status == "planned" and arg in relay_args:
-            status, note = "supported", ""
-        if status in ("supported", "difference") and arg not in relay_args:
-            raise SystemExit(f"Trainer({arg}=...) is marked {status} but Relay's Trainer does not take it")
+    for arg, status, note in trainer_argument_rows(trainer_arguments_with_defaults()):
         print(f"| `{arg}` | {status} | {note} |")
-
+    print("\n## Relay's own `Trainer` arguments\n")
+    print("| argument | default | what it does |\n|---|---|---|")
+    for arg, default, text in relay_only_argument_rows():
+        print(f"| `{arg}` | `{default}` | {text} |")
 
 if __name__ == "__main__":
     main()

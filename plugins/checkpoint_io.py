@@ -9,12 +9,20 @@ the Trainer):
 - temporaries carry the writer's pid, so the next start removes those of writers that are gone;
 - reading is data only: ``torch.load(weights_only=True)`` for files, and a restricted unpickler for the
   metadata of a sharded checkpoint (``plugins/strategies/dcp_reader.py``);
-- a failed write or read is one line naming the path and the cause.
+- a failed write or read is one line naming the path and the cause;
+- a path may be an fsspec URL (``s3://``, ``gs://``, ``memory://``...): the object is written whole, then
+  committed (``autocommit=False`` and ``commit()``; one ``pipe_file`` on stores without that), so no reader
+  ever sees part of one; ``file://`` URLs are local paths.
+
+Lightning's names are the primitives (``save_checkpoint``, ``load_checkpoint``, ``remove_checkpoint``,
+``teardown``); Relay's callers go through ``save``/``load``/``remove``, which keep a user's override of
+``save_checkpoint`` atomic by handing it a temporary path and renaming the finished file into place.
 """
 
 from __future__ import annotations
 
 import errno
+import io as _io
 import os
 import pickle
 import re
@@ -25,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from plugins.remote_paths import is_url, local_path, url_fs
 
 TEMP_MARK = ".relaytmp-"
 ASIDE_MARK = ".relayold-"
@@ -132,19 +142,121 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 class CheckpointIO:
-    """Writes, reads and removes checkpoints for a strategy; see the module docstring."""
+    """Writes, reads and removes checkpoints for a strategy; see the module docstring.
+
+    Lightning's ``CheckpointIO`` and ``TorchCheckpointIO`` in one: subclass it and override
+    ``save_checkpoint`` / ``load_checkpoint`` / ``remove_checkpoint`` to change how bytes are stored; the
+    strategy still writes through :meth:`save`, so the file appears atomically whatever the override does.
+    """
+
+    is_async = False  # AsyncCheckpointIO: saves return before the bytes are written
+
+    # --- Lightning's interface ----------------------------------------------------------------------
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any | None = None
+    ) -> None:
+        """``torch.save`` to a temporary file, fsync, rename (a URL: write the object, then commit it)."""
+        if storage_options is not None:
+            raise TypeError(
+                f"{type(self).__name__}.save_checkpoint(storage_options={storage_options!r}) is not supported by "
+                "the built-in checkpoint I/O; pass a CheckpointIO plugin that uses them (Trainer(plugins=[...]))."
+            )
+        if is_url(path):
+            self._save_url(checkpoint, os.fspath(path))
+        else:
+            self._save_local(checkpoint, Path(local_path(path)))
+
+    def load_checkpoint(
+        self, path: str | os.PathLike, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> Any:
+        """A checkpoint file as data (``weights_only``); one-line errors for anything else."""
+        if weights_only is False:
+            raise ValueError(
+                f"load_checkpoint({os.fspath(path)!r}, weights_only=False): Relay reads checkpoints as data only, "
+                "never code; store plain data (tensors, numbers, strings, containers) and leave weights_only out."
+            )
+        shown = os.fspath(path)
+        try:
+            if is_url(path):
+                fs, inner = url_fs(path)
+                with fs.open(inner, "rb") as f:
+                    return torch.load(f, map_location=map_location, weights_only=True)
+            return torch.load(local_path(path), map_location=map_location, weights_only=True)
+        except Exception as err:
+            text = str(err)
+            unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
+            if isinstance(err, pickle.UnpicklingError) and unsafe:
+                raise CheckpointReadError(
+                    f"ckpt_path={shown!r} was refused: it holds objects other than plain data (tensors, numbers, "
+                    f"strings, containers), which could run code when loaded ({unsafe[0]})."
+                ) from None
+            first = text.splitlines()[0] if text else ""
+            raise CheckpointReadError(
+                f"ckpt_path={shown!r} is not a checkpoint torch can read (damaged or foreign): "
+                f"{type(err).__name__}: {first}"
+            ) from None
+
+    def remove_checkpoint(self, path: str | os.PathLike) -> None:
+        """Delete a checkpoint, file or directory; a missing one is fine."""
+        if is_url(path):
+            fs, inner = url_fs(path)
+            if fs.exists(inner):
+                fs.rm(inner, recursive=True)
+            return
+        _discard(Path(local_path(path)))
+
+    def teardown(self) -> None:
+        """Called when a Trainer call ends (also on errors); nothing to release for synchronous writes."""
+
+    # --- Relay's entry points -------------------------------------------------------------------------
+    def save(self, checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
+        """Write ``checkpoint`` to ``path`` atomically, through ``save_checkpoint`` (a user's override too)."""
+        if type(self).save_checkpoint is CheckpointIO.save_checkpoint or is_url(path):
+            self.save_checkpoint(checkpoint, path)
+            return
+        # a plugin's own save_checkpoint may write in place: give it a temporary name, rename when finished
+        path = Path(local_path(path))
+        tmp = self.temporary(path)
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.save_checkpoint(checkpoint, tmp)
+            if not tmp.exists():
+                raise CheckpointWriteError(path, FileNotFoundError(
+                    errno.ENOENT, f"{type(self).__name__}.save_checkpoint wrote nothing to the path it was given"))
+            with writing(path):
+                with open(tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+                fsync_dir(path.parent)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def load(self, path: str | os.PathLike) -> Any:
+        """A checkpoint file on the CPU, through ``load_checkpoint``; a missing file is a one-line error."""
+        if not exists_file(path):
+            raise CheckpointReadError(f"ckpt_path={os.fspath(path)!r} does not exist (or is not a file).")
+        return self.load_checkpoint(path, map_location="cpu")
+
+    def remove(self, path: str | os.PathLike) -> None:
+        self.remove_checkpoint(path)
+
+    def exists(self, path: str | os.PathLike) -> bool:
+        """Whether a checkpoint is at ``path`` (an asynchronous writer also counts the one it is writing)."""
+        from plugins.remote_paths import exists
+
+        return exists(path)
 
     # --- names ------------------------------------------------------------------------------------
     @staticmethod
     def temporary(path: str | os.PathLike, tag: str | None = None) -> Path:
         """Where a write of ``path`` goes first: next to it, hidden, named after this writer."""
-        path = Path(path)
+        path = Path(local_path(path))
         return path.with_name(f".{path.name}{TEMP_MARK}{tag or os.getpid()}")
 
     # --- writing ----------------------------------------------------------------------------------
-    def save(self, checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-        """``torch.save`` to a temporary file, fsync, rename: a crash leaves the old file intact."""
-        path = Path(path)
+    def _save_local(self, checkpoint: dict[str, Any], path: Path) -> None:
         tmp = self.temporary(path)
         recorder: _RecordingFile | None = None
         with writing(path):
@@ -166,6 +278,28 @@ class CheckpointIO:
         finally:
             if tmp.exists():
                 tmp.unlink()
+
+    @staticmethod
+    def _save_url(checkpoint: dict[str, Any], url: str) -> None:
+        """Write the object whole, then commit: no reader sees a part of it, a failure leaves the old one."""
+        fs, inner = url_fs(url)
+        with writing(url):
+            parent = fs._parent(inner)
+            if parent and not fs.exists(parent):
+                fs.makedirs(parent, exist_ok=True)
+            if not _commits_on_request(fs):  # e.g. memory://: a write is visible at once, so pipe it whole
+                buffer = _io.BytesIO()
+                torch.save(checkpoint, buffer)
+                fs.pipe_file(inner, buffer.getvalue())
+                return
+            f = fs.open(inner, "wb", autocommit=False)
+            try:
+                torch.save(checkpoint, f)
+                f.close()
+                f.commit()
+            except BaseException:
+                f.discard()
+                raise
 
     def replace_dir(self, tmp: str | os.PathLike, target: str | os.PathLike) -> None:
         """Move the finished directory ``tmp`` to ``target``, replacing whatever is there.
@@ -198,10 +332,17 @@ class CheckpointIO:
             fsync_dir(target.parent)
 
     def link(self, source: str | os.PathLike, target: str | os.PathLike) -> None:
-        """``target`` becomes the same checkpoint as ``source``: hard links renamed into place, else a copy."""
-        source, target = Path(source), Path(target)
+        """``target`` becomes the same checkpoint as ``source``: hard links renamed into place, else a copy
+        (on an object store, a server-side copy: the new object appears whole)."""
+        if is_url(source) or is_url(target):
+            fs, inner_source = url_fs(source)
+            _, inner_target = url_fs(target)
+            with writing(target):
+                fs.copy(inner_source, inner_target, recursive=fs.isdir(inner_source))
+            return
+        source, target = Path(local_path(source)), Path(local_path(target))
         tmp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-link")
-        self.remove(tmp)
+        _discard(tmp)  # temporaries are ours: a plugin's remove_checkpoint only sees checkpoints
         try:
             with writing(target):
                 if source.is_dir():
@@ -213,24 +354,15 @@ class CheckpointIO:
                     shutil.rmtree(target)
                 os.replace(tmp, target)
         finally:
-            self.remove(tmp)
-
-    def remove(self, path: str | os.PathLike) -> None:
-        """Delete a checkpoint, file or directory; a missing one is fine."""
-        path = Path(path)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            _discard(tmp)
 
     # --- after a crash ----------------------------------------------------------------------------
     def recover(self, directory: str | os.PathLike) -> list[Path]:
         """Put back a checkpoint directory a crashed swap left renamed aside; the paths restored."""
         restored: list[Path] = []
-        directory = Path(directory)
+        if is_url(directory):  # objects are never renamed aside
+            return restored
+        directory = Path(local_path(directory))
         if not directory.is_dir():
             return restored
         for entry in directory.iterdir():
@@ -248,9 +380,11 @@ class CheckpointIO:
 
     def cleanup(self, directory: str | os.PathLike) -> list[Path]:
         """At start: recover half-swapped directories, then delete temporaries whose writer is gone."""
-        self.recover(directory)
         removed: list[Path] = []
-        directory = Path(directory)
+        if is_url(directory):  # an uncommitted object is never visible: nothing to clean
+            return removed
+        self.recover(directory)
+        directory = Path(local_path(directory))
         if not directory.is_dir():
             return removed
         for entry in directory.iterdir():
@@ -260,34 +394,42 @@ class CheckpointIO:
             pid = match["pid"]
             if pid != "dcp" and int(pid) != os.getpid() and pid_alive(int(pid)):
                 continue  # a writer that is still running (another job in the same directory)
-            self.remove(entry)
+            _discard(entry)
             removed.append(entry)
         return removed
 
-    # --- reading ----------------------------------------------------------------------------------
-    def load(self, path: str | os.PathLike) -> Any:
-        """A checkpoint file as data (``weights_only``), on the CPU; one-line errors for anything else."""
-        path = Path(path)
-        if not path.is_file():
-            raise CheckpointReadError(f"ckpt_path={str(path)!r} does not exist (or is not a file).")
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:
-            text = str(err)
-            unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
-            if isinstance(err, pickle.UnpicklingError) and unsafe:
-                raise CheckpointReadError(
-                    f"ckpt_path={str(path)!r} was refused: it holds objects other than plain data (tensors, numbers, "
-                    f"strings, containers), which could run code when loaded ({unsafe[0]})."
-                ) from None
-            first = text.splitlines()[0] if text else ""
-            raise CheckpointReadError(
-                f"ckpt_path={str(path)!r} is not a checkpoint torch can read (damaged or foreign): "
-                f"{type(err).__name__}: {first}"
-            ) from None
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class TorchCheckpointIO(CheckpointIO):
+    """Lightning's name for the default: ``torch.save``/``torch.load`` files, written atomically."""
+
+
+def exists_file(path: str | os.PathLike) -> bool:
+    from plugins.remote_paths import isfile
+
+    return isfile(path)
+
+
+def _commits_on_request(fs: Any) -> bool:
+    """Whether ``open(..., autocommit=False)`` on this store holds the object back until ``commit()``.
+
+    fsspec's buffered files (s3fs, gcsfs, adlfs...) and local files do; the memory store publishes a file as
+    soon as it is opened."""
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return "memory" not in protocols
+
+
+def _discard(path: Path) -> None:
+    """Delete a local file or directory; a missing one is fine."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _link_or_copy(src: str, dst: str) -> None:

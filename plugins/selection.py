@@ -205,7 +205,18 @@ def choose(
             "(or devices='auto')."
         )
     world = len(device_ids) * num_nodes
-    note = ""
+    strategy, note = _choose_strategy(strategy, devices, num_nodes, len(device_ids), launch)
+    if kind == "mps" and world > 1:
+        raise ValueError("Trainer(accelerator='mps') has one device and no collective backend; use devices=1.")
+    name = _check_precision(precision, kind, hw)
+    return Choice(kind, device_ids, num_nodes, strategy, name, note)
+
+
+def _choose_strategy(strategy: str, devices: Any, num_nodes: int, per_node: int, launch: LaunchInfo,
+                     ) -> tuple[str, str]:
+    """``"auto"`` decided (single device, DDP, or Horovod under horovodrun), and the strategy checked against the
+    number of processes; a note to warn with when ``"auto"`` had to fall back."""
+    world, note = per_node * num_nodes, ""
     if strategy == "auto":
         strategy = "single_device" if world == 1 else "ddp"
         if launch.horovod and launch.horovod_importable:
@@ -221,18 +232,21 @@ def choose(
         if not launch.horovod_importable:
             raise ValueError(horovod_missing_message("Trainer(strategy='horovod')"))
         if not launch.external and num_nodes > 1:
-            per = len(device_ids)
             raise ValueError(
                 f"Trainer(strategy='horovod', num_nodes={num_nodes}): Relay starts Horovod workers on this machine only; "
-                f"start them on every host with `horovodrun -np {world} -H host1:{per},host2:{per},... python train.py`."
+                f"start them on every host with `horovodrun -np {world} -H host1:{per_node},host2:{per_node},... "
+                "python train.py`."
             )
     if strategy == "single_device" and world > 1:
         raise ValueError(
             f"Trainer(strategy='single_device') runs one process, but devices={devices!r} x num_nodes={num_nodes} "
             f"asks for {world}. Use strategy='ddp' (or 'auto'), or devices=1."
         )
-    if kind == "mps" and world > 1:
-        raise ValueError("Trainer(accelerator='mps') has one device and no collective backend; use devices=1.")
+    return strategy, note
+
+
+def _check_precision(precision: Any, kind: str, hw: Hardware) -> str:
+    """The precision's canonical name, refused where the hardware cannot run it."""
     name = normalize_precision(precision)
     if name.startswith("bf16") and kind in ("cuda", "rocm") and not hw.gpu_bf16:
         raise ValueError(
@@ -241,7 +255,7 @@ def choose(
         )
     if name == "64-true" and kind == "mps":
         raise ValueError("Trainer(precision='64-true') is not supported on MPS (no float64). Use '32-true'.")
-    return Choice(kind, device_ids, num_nodes, strategy, name, note)
+    return name
 
 
 def resolve_plugins(
@@ -260,14 +274,8 @@ def resolve_plugins(
     env = environment if environment is not None and not isinstance(environment, str) else (
         registry.create("environment", environment) if isinstance(environment, str) else detect_environment()
     )
-    hw = Hardware.probe()
+    hw = _probe(accelerator, registry)
     acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
-    if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
-        cls = registry.get("accelerator", accelerator, "accelerator").load()  # unknown: suggestions
-        if accelerator != "cpu" and accelerator not in GPU_KINDS:  # a third-party kind answers for itself
-            hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
-    elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):
-        hw = dataclasses.replace(hw, others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
     strategy_name = strategy.name if isinstance(strategy, Strategy) else strategy
     if not isinstance(strategy, Strategy) and strategy != "auto":
         registry.get("strategy", strategy, "strategy")
@@ -290,25 +298,41 @@ def resolve_plugins(
         )
     acc = accelerator if isinstance(accelerator, Accelerator) else registry.create("accelerator", choice.accelerator)
     device_type = "cuda" if acc.name == "rocm" else acc.name  # autocast's name for the hardware
-    if isinstance(precision, Precision):
-        prec = precision
-        if getattr(prec, "device_type", "") is None:  # built without one (from a config): the accelerator's
-            prec.bind_device_type(device_type)
-    else:
-        name = choice.precision
-        if name == "16-mixed" and device_type == "cpu":  # as Lightning: no fp16 autocast on the CPU
-            import warnings
-
-            warnings.warn(
-                f"Trainer(accelerator='cpu', precision={precision!r}): fp16 mixed precision is not supported on the "
-                "CPU; using precision='bf16-mixed' instead (pass precision='bf16-mixed' to silence this).",
-                stacklevel=3,
-            )
-            name = "bf16-mixed"
-        entry = registry.get("precision", name)
-        extra = {"device_type": device_type} if name.endswith("-mixed") else {}
-        prec = entry.create(**extra)
+    prec = _build_precision(precision, choice.precision, device_type, registry)
     strat = strategy if isinstance(strategy, Strategy) else registry.create("strategy", choice.strategy)
     strat.connect(accelerator=acc, precision=prec, environment=env, device_ids=list(choice.device_ids),
                   num_nodes=choice.num_nodes)
     return strat
+
+
+def _probe(accelerator: str | Accelerator, registry: Any) -> Hardware:
+    """What the machine has; a third-party accelerator (by name or object) answers for its own devices."""
+    hw = Hardware.probe()
+    acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
+    if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
+        cls = registry.get("accelerator", accelerator, "accelerator").load()  # unknown: suggestions
+        if accelerator != "cpu" and accelerator not in GPU_KINDS:
+            hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
+    elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):
+        hw = dataclasses.replace(hw, others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
+    return hw
+
+
+def _build_precision(precision: str | int | Precision, name: str, device_type: str, registry: Any) -> Precision:
+    """The precision object for the chosen ``name``, bound to the accelerator's autocast device type."""
+    if isinstance(precision, Precision):
+        if getattr(precision, "device_type", "") is None:  # built without one (from a config): the accelerator's
+            precision.bind_device_type(device_type)
+        return precision
+    if name == "16-mixed" and device_type == "cpu":  # as Lightning: no fp16 autocast on the CPU
+        import warnings
+
+        warnings.warn(
+            f"Trainer(accelerator='cpu', precision={precision!r}): fp16 mixed precision is not supported on the "
+            "CPU; using precision='bf16-mixed' instead (pass precision='bf16-mixed' to silence this).",
+            stacklevel=4,
+        )
+        name = "bf16-mixed"
+    entry = registry.get("precision", name)
+    extra = {"device_type": device_type} if name.endswith("-mixed") else {}
+    return entry.create(**extra)

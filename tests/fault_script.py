@@ -1,4 +1,5 @@
-"""Small runs for the fault-tolerance tests (tests/test_fault_*.py), each a real process.
+"""Small runs for the fault-tolerance tests (tests/distributed/test_fault_*.py, tests/trainer/test_fault_*.py),
+each a real process.
 
 Usage: python fault_script.py OUT [--strategy S] [--devices N] [--max-steps N] [--sleep S] [--every N]
        [--fsize-limit BYTES] [--kill-in-fsync] [--kill-in-swap] [--no-exchange] [--resume] [--hang-rank R]

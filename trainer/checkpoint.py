@@ -32,6 +32,10 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
     """
     io = io or CheckpointIO()
+    from plugins.remote_paths import is_url
+
+    if is_url(path):  # an object in an fsspec store: one file (sharded directories are written locally)
+        return _load_url(os.fspath(path), io)
     path = Path(path)
     from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
 
@@ -68,6 +72,59 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     if sharded:
         attach_sharded_state(checkpoint, path, LAYOUT_KEYS)
     return checkpoint
+
+
+def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
+    from plugins.remote_paths import isfile
+
+    if not isfile(url):
+        raise CheckpointNotFoundError(
+            f"Checkpoint file not found: {url} (ckpt_path={url!r} names no object; pass an existing .ckpt object "
+            "or ckpt_path='last')."
+        )
+    try:
+        checkpoint = io.load(url)
+    except CheckpointReadError as err:
+        raise MisconfigurationError(str(err)) from None
+    if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
+        keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
+        raise MisconfigurationError(
+            f"ckpt_path={url!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found {keys}."
+        )
+    return dict(checkpoint)
+
+
+def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:
+    """A checkpoint directory: a ``Path`` for a local one, the URL string for an fsspec store."""
+    from plugins.remote_paths import is_url, join
+
+    if is_url(root):
+        return join(root, *names)
+    return Path(root, *names)
+
+
+def version_checkpoint_dirs(root: str | os.PathLike) -> list[Path | str]:
+    """``<logger root>/*/checkpoints``: the checkpoint directories of every version of a logger's runs."""
+    from plugins.remote_paths import is_url, join, listdir
+
+    if is_url(root):
+        return sorted(join(root, name, "checkpoints") for name in listdir(root))
+    return sorted(Path(root).glob("*/checkpoints"))
+
+
+def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
+    """When a Trainer call ends: wait for a write in flight (``AsyncCheckpointIO``), release the plugin.
+
+    A failed write raises when the call itself succeeded; after another error it is a warning, so the
+    original exception is the one the user sees."""
+    try:
+        io.teardown()
+    except Exception as err:
+        if raise_errors:
+            raise
+        import warnings
+
+        warnings.warn(f"an asynchronous checkpoint write failed too: {err}", stacklevel=2)
 
 
 def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
@@ -119,17 +176,36 @@ def restore_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def newest_checkpoint(roots: Iterable[str | os.PathLike], recursive: bool = False) -> Path | None:
+def newest_checkpoint(roots: Iterable[str | os.PathLike], recursive: bool = False) -> Path | str | None:
     """The newest ``*.ckpt`` in ``roots`` (``recursive``: anywhere below them): a ``last*.ckpt`` if there is one
     (it names its run's newest state; saves within one timestamp tick would tie otherwise), else any
-    checkpoint; None when there is none. Hidden temporaries of a write are never candidates."""
-    found: list[Path] = []
-    for root in map(Path, roots):
+    checkpoint; None when there is none. Hidden temporaries of a write are never candidates. A root may be
+    an fsspec URL (the result is then a URL too)."""
+    from plugins.remote_paths import is_url, modified_ns
+
+    found: list[Path | str] = []
+    for root in roots:
+        if is_url(root):
+            found += _url_checkpoints(os.fspath(root), recursive)
+            continue
+        root = Path(root)
         if not root.is_dir():
             continue
         candidates = root.rglob("*.ckpt") if recursive else root.glob("*.ckpt")
         # a sharded checkpoint is a directory named *.ckpt; nothing inside one is a checkpoint of its own
         found += [p for p in candidates if not p.name.startswith(".")
                   and not any(parent.suffix == ".ckpt" for parent in p.relative_to(root).parents if parent.name)]
-    lasts = [p for p in found if p.name.startswith("last")]
-    return max(lasts or found, key=lambda p: p.stat().st_mtime_ns) if found else None
+
+    def name(p: Path | str) -> str:
+        return p.name if isinstance(p, Path) else p.rstrip("/").rsplit("/", 1)[-1]
+
+    lasts = [p for p in found if name(p).startswith("last")]
+    return max(lasts or found, key=modified_ns) if found else None
+
+
+def _url_checkpoints(root: str, recursive: bool) -> list[str]:
+    from plugins.remote_paths import url_fs
+
+    fs, inner = url_fs(root)
+    pattern = f"{inner.rstrip('/')}/{'**/' if recursive else ''}*.ckpt"
+    return [fs.unstrip_protocol(p) for p in fs.glob(pattern) if not p.rsplit("/", 1)[-1].startswith(".")]

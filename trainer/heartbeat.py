@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.trainer import Trainer
+    from trainer.loops.progress import LoopProgress
 
 INTERVAL = 2.0  # seconds between heartbeats
 _LIBRARY_PATHS = tuple({os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(__import__("torch").__file__))})
@@ -47,10 +47,11 @@ def main_thread_location() -> str:
 class Heartbeat:
     """Posts ``{"step", "where", "since", "time"}`` for this rank to ``store`` every ``interval`` seconds."""
 
-    def __init__(self, trainer: Trainer, store: Any, rank: int, world_size: int, interval: float = INTERVAL) -> None:
+    def __init__(self, progress: LoopProgress, store: Any, rank: int, world_size: int, interval: float = INTERVAL,
+                 ) -> None:
         import torch.distributed as dist
 
-        self.trainer, self.rank, self.world_size, self.interval = trainer, rank, world_size, interval
+        self.progress, self.rank, self.world_size, self.interval = progress, rank, world_size, interval
         self.store = dist.PrefixStore("relay/heartbeat", store)
         self._stop = threading.Event()
         self._where, self._since = "", time.time()
@@ -66,7 +67,7 @@ class Heartbeat:
         where = main_thread_location()
         if where != self._where:
             self._where, self._since = where, time.time()
-        return {"step": self.trainer.global_step, "where": where, "since": self._since, "time": time.time()}
+        return {"step": self.progress.global_step, "where": where, "since": self._since, "time": time.time()}
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -126,14 +127,13 @@ def _is_timeout(error: BaseException) -> bool:
 
 
 @contextmanager
-def watch_ranks(trainer: Trainer) -> Iterator[None]:
+def watch_ranks(strategy: Any, progress: LoopProgress) -> Iterator[None]:
     """Around a stage's loop: the training timeout, the heartbeat, and a named culprit when a collective times out."""
-    strategy = trainer.strategy
     strategy.begin_training()
     store = getattr(strategy, "store", None)
     heartbeat = None
-    if store is not None and trainer.world_size > 1:
-        heartbeat = Heartbeat(trainer, store, trainer.global_rank, trainer.world_size)
+    if store is not None and strategy.world_size > 1:
+        heartbeat = Heartbeat(progress, store, strategy.global_rank, strategy.world_size)
         heartbeat.start()
     try:
         yield

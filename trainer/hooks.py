@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from lightning_utilities.core.overrides import is_overridden
+from trainer.overrides import is_overridden
 
 from trainer.callbacks.base import Callback
 from trainer.module import Module
@@ -67,12 +67,12 @@ class Hooks:
         cbs, mod = self._lookup(name)
         return bool(cbs) or mod is not None
 
-    def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         cbs, mod = self._cache.get(name) or self._lookup(name)
         for fn in cbs:
-            fn(*args)
+            fn(*args, **kwargs)
         if mod is not None:
-            return mod(*args)
+            return mod(*args, **kwargs)
         return None
 
     def call_epoch_end(self, name: str, before_monitoring: Callable[[], None]) -> None:

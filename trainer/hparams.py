@@ -51,6 +51,9 @@ class HyperparametersMixin:
             self._hparams_name = "kwargs" if params else None
             self._hparams_type = None
         params = {k: v for k, v in params.items() if k not in ignored}
+        # for LightningCLI, which records the arguments it built the object with (trainer/cli/lightning_cli.py)
+        self._hparams_from_init = not args
+        self._hparams_ignored = frozenset(ignored)
         self._log_hyperparams = logger
         self._hparams = AttributeDict(params)
         try:

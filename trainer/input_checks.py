@@ -5,14 +5,12 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from trainer.data import num_batches
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
-
-if TYPE_CHECKING:
-    from trainer.trainer import Trainer
 
 
 def check_gradient_clip_val(value: Any) -> None:
@@ -51,17 +49,13 @@ def warn_if_no_batches(count: int | float, key: str = "train") -> None:
         )
 
 
-def check_no_rank_without_batches(trainer: Trainer, key: str, loaders: list[Any]) -> None:
+def check_no_rank_without_batches(strategy: Any, key: str, loaders: list[Any], allowed: bool) -> None:
     """With several processes, every rank must get batches from each sized loader (Lightning's rule): a rank
-    without any would skip the collectives the others wait in. Every rank agrees, then every rank raises."""
-    if trainer.world_size <= 1:
+    without any would skip the collectives the others wait in. Every rank agrees, then every rank raises.
+    ``allowed``: the Module's or DataModule's ``allow_zero_length_dataloader_with_multiple_devices``."""
+    world_size, rank = strategy.world_size, strategy.global_rank
+    if world_size <= 1:
         return
-    from trainer.data import num_batches
-
-    module, datamodule = trainer.lightning_module, trainer.datamodule
-    allowed = module.allow_zero_length_dataloader_with_multiple_devices or (
-        datamodule is not None and datamodule.allow_zero_length_dataloader_with_multiple_devices)
-    strategy = trainer.strategy
     for index, loader in enumerate(loaders):
         count = num_batches(loader)  # inf (no length) counts as having batches; every rank joins both votes
         some_empty = strategy.reduce_boolean_decision(count == 0, all=False)
@@ -71,25 +65,20 @@ def check_no_rank_without_batches(trainer: Trainer, key: str, loaders: list[Any]
         which = f"{key} dataloader {index}" if len(loaders) > 1 else f"{key} dataloader"
         if allowed:
             if count == 0:
-                warnings.warn(f"The {which} has no batches on rank {trainer.global_rank} while other ranks have "
+                warnings.warn(f"The {which} has no batches on rank {rank} while other ranks have "
                               "some: be careful with collectives in your hooks.", UserWarning, stacklevel=3)
             continue
-        where = f"on this rank ({trainer.global_rank})" if count == 0 else "on another rank"
+        where = f"on this rank ({rank})" if count == 0 else "on another rank"
         raise MisconfigurationRuntimeError(
-            f"The {which} has no batches {where} while other ranks have some ({trainer.world_size} processes): "
+            f"The {which} has no batches {where} while other ranks have some ({world_size} processes): "
             "give every process at least one batch (more samples, or fewer processes), or set "
             "allow_zero_length_dataloader_with_multiple_devices = True on the Module or DataModule."
         )
 
 
-def check_writable_dirs(trainer: Trainer) -> None:
+def check_writable_dirs(roots: list[Any]) -> None:
     """Rank 0 checks the logger and checkpoint roots now (creating nothing): an unwritable one is one line,
     not a traceback from deep inside a logger later."""
-    if not trainer.is_global_zero:
-        return
-    roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
-    roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
-    roots.append(trainer.default_root_dir)
     for root in filter(None, roots):
         problem = _unwritable(os.path.abspath(os.fspath(root)))
         if problem is not None:

@@ -153,18 +153,12 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         become tensors. Every process must call it with the same shapes. ``sync_grads=True`` lets gradients
         flow back through the gather.
         """
-        from lightning_utilities.core.apply_func import apply_to_collection
+        from trainer.strategy_calls import gather
 
         trainer = self._trainer
         if trainer is None:  # raised here, not by the property: nn.Module would turn that into a bare AttributeError
             raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; all_gather runs inside a fit.")
-        device = self.device
-        for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):
-            data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
-        data = apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
-        if trainer.world_size == 1:
-            return data
-        return apply_to_collection(data, torch.Tensor, trainer.strategy.all_gather, group=group, sync_grads=sync_grads)
+        return gather(trainer.strategy, data, self.device, group=group, sync_grads=sync_grads)
 
     # --- logging ----------------------------------------------------------------------------------
     def log(

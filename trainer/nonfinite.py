@@ -60,15 +60,21 @@ def checked_loss(trainer: Trainer, loss: torch.Tensor | None, batch_idx: int) ->
 def model_is_finite(trainer: Trainer) -> bool:
     """Whether every parameter of the module is finite on every rank (sharded ones: each rank its shards)."""
     module = trainer.lightning_module
+    checked = getattr(trainer, "_finite_checked", None)  # a save checks twice (callback, trainer): once is enough
+    if checked is not None and checked[0] == (id(module), trainer.global_step):
+        return checked[1]
     finite = True
     if module is not None:
         with torch.no_grad():
             for param in module.parameters():
                 local = param.to_local() if hasattr(param, "to_local") else param
-                if local.numel() and not bool(torch.isfinite(local).all()):
+                # min and max: one read of the tensor, no tensor-sized temporary (NaN propagates into both)
+                if local.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(local.detach()))).all()):
                     finite = False
                     break
-    return trainer.strategy.reduce_boolean_decision(finite, all=True)
+    finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
+    trainer._finite_checked = ((id(module), trainer.global_step), finite)
+    return finite
 
 
 def refuse_nonfinite_save(trainer: Trainer, path: Any) -> bool:

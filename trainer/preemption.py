@@ -19,8 +19,9 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,32 +98,29 @@ class PreemptionHandler:
 
 
 @contextmanager
-def guarded_fit(trainer: Trainer) -> Iterator[None]:
-    """Around the fit loop: the preemption handler, anomaly detection; the resume note cleared on success.
+def guarded_fit(handler: PreemptionHandler, detect_anomaly: bool, note_dirs: Callable[[], Iterable[Path]],
+                is_global_zero: bool) -> Iterator[None]:
+    """Around the fit loop: the preemption handler, anomaly detection; the resume note (in ``note_dirs()``, this
+    run's checkpoint directories at the end) cleared on success.
 
     A signal that arrives too late to act on (after the last step) is not swallowed: it is raised again
     once the previous handlers are back. The handler stays on the Trainer, uninstalled, until its next call
-    starts (``reset_signals``), so ``trainer.received_sigterm`` still answers after the fit."""
+    starts, so ``trainer.received_sigterm`` still answers after the fit."""
     import torch
 
-    handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
     handler.install()
     finished = False
     try:
-        with torch.autograd.set_detect_anomaly(trainer.detect_anomaly):
+        with torch.autograd.set_detect_anomaly(detect_anomaly):
             yield
         finished = True
     finally:
         handler.uninstall()
     if finished:
-        clear_resume_note(trainer)
+        if is_global_zero:
+            clear_resume_note(note_dirs())
         if handler.received is not None:
             signal.raise_signal(handler.received)
-
-
-def reset_signals(trainer: Trainer) -> None:
-    """A new Trainer call starts with no signal received (as Lightning's ``received_sigterm``)."""
-    trainer._preemption = None
 
 
 def received(trainer: Trainer, sig: signal.Signals) -> bool:
@@ -131,30 +129,40 @@ def received(trainer: Trainer, sig: signal.Signals) -> bool:
     return handler is not None and sig in handler.seen
 
 
-def checkpoint_dir(trainer: Trainer) -> Path:
-    callback = trainer.checkpoint_callback
+def checkpoint_dir(callback: Any, default_root_dir: str) -> Path:
+    """Where a preempted fit writes ``last.ckpt``: the checkpoint callback's directory, else the run's default."""
     if callback is not None and callback.dirpath:
         return Path(callback.dirpath)
-    return Path(trainer.default_root_dir) / "checkpoints"
+    return Path(default_root_dir) / "checkpoints"
 
 
-def checkpoint_and_exit(trainer: Trainer, handler: PreemptionHandler) -> None:
+@dataclass(frozen=True)
+class PreemptionExit:
+    """What ending a preempted fit needs from the run: where and how to save, the step, who writes the note."""
+
+    directory: Path
+    save: Callable[[Path], None]  # every rank: ``Trainer.save_checkpoint``
+    step: int
+    is_global_zero: bool
+    auto_requeue: bool
+    barrier: Callable[[str], None]
+
+
+def checkpoint_and_exit(handler: PreemptionHandler, run: PreemptionExit) -> None:
     """Every rank: write ``last.ckpt``; rank 0: the resume note and the SLURM requeue; then exit."""
     sig = handler.received.name if handler.received is not None else "a preemption signal"
-    directory = checkpoint_dir(trainer)
-    path = directory / "last.ckpt"
-    if trainer.is_global_zero:
-        print(f"relay: {sig} received; stopped after step {trainer.global_step}, saving {path}", file=sys.stderr,
-              flush=True)
-    trainer.save_checkpoint(path)
-    if trainer.is_global_zero:
-        note = directory / NOTE
+    path = run.directory / "last.ckpt"
+    if run.is_global_zero:
+        print(f"relay: {sig} received; stopped after step {run.step}, saving {path}", file=sys.stderr, flush=True)
+    run.save(path)
+    if run.is_global_zero:
+        note = run.directory / NOTE
         tmp = note.with_name(f".{NOTE}.relaytmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"checkpoint": str(path), "global_step": trainer.global_step, "signal": sig}))
+        tmp.write_text(json.dumps({"checkpoint": str(path), "global_step": run.step, "signal": sig}))
         os.replace(tmp, note)
-        if trainer.auto_requeue:
+        if run.auto_requeue:
             requeue_slurm_job()
-    trainer.strategy.barrier("preempted")
+    run.barrier("preempted")
     raise Preempted(handler.exit_code)
 
 
@@ -180,9 +188,12 @@ def requeue_slurm_job(env: dict[str, str] | None = None) -> bool:
     return True
 
 
-def resume_note(trainer: Trainer) -> str | None:
-    """The checkpoint a preempted earlier start of this run left for the next one, if it is still there."""
-    for directory in trainer._checkpoint_dirs():
+def resume_note(dirs: Iterable[Path | str]) -> str | None:
+    """The checkpoint a preempted earlier start of this run left (in one of its checkpoint ``dirs``) for the next
+    one, if it is still there."""
+    for directory in dirs:
+        if isinstance(directory, str):  # an fsspec URL: resume notes are local files only
+            continue
         note = directory / NOTE
         try:
             saved = json.loads(note.read_text())
@@ -194,12 +205,10 @@ def resume_note(trainer: Trainer) -> str | None:
     return None
 
 
-def clear_resume_note(trainer: Trainer) -> None:
-    """A run that finished does not resume its preempted past again."""
-    if not trainer.is_global_zero:
-        return
-    for directory in trainer._checkpoint_dirs():
+def clear_resume_note(dirs: Iterable[Path]) -> None:
+    """A run that finished does not resume its preempted past again (global rank 0 calls this)."""
+    for directory in dirs:
         try:
             (directory / NOTE).unlink()
-        except OSError:
+        except (OSError, TypeError):  # TypeError: an fsspec URL (a string), which holds no note
             pass

@@ -124,6 +124,9 @@ class Results:
         batch_size: Callable[[], int] | int | None,
         all_reduce: Callable[[torch.Tensor, str], torch.Tensor],
     ) -> None:
+        if not flags[2] and name in self.step:  # logged again at epoch end: that value replaces the step one
+            del self.step[name]
+            self.fresh_step.discard(name)
         self.flags[name] = flags
         metric = None
         if type(value) is not torch.Tensor and is_torchmetric(value):
@@ -169,9 +172,9 @@ class Results:
         self.fresh_step.clear()
         return out
 
-    def latest_steps_for_logger(self) -> dict[str, Any]:
+    def latest_steps_for_logger(self) -> dict[str, torch.Tensor]:
         """Every logger key's latest step value, sent or not yet (``log_every_n_steps``): ``logged_metrics``."""
-        return {self._suffixed(k, "step"): v for k, v in self.step.items() if self.flags[k][1]}
+        return {self._suffixed(k, "step"): as_tensor(v) for k, v in self.step.items() if self.flags[k][1]}
 
     def epoch_for_logger(self) -> dict[str, Any]:
         return {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][1]}
@@ -179,7 +182,7 @@ class Results:
     def callback_view(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in (self.step.items() if self.steps_in_callbacks else ()):
-            out[k] = v
+            out[k] = v = as_tensor(v)
             if self.flags[k][3]:
                 out[f"{k}_step"] = v
         pending = {k: agg.peek() for k, agg in self.epoch.items() if agg.total is not None or agg.metric is not None}
@@ -193,6 +196,11 @@ class Results:
         out = {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][0]}
         out.update((self._suffixed(k, "step"), v) for k, v in self.step.items() if self.flags[k][0])
         return out
+
+
+def as_tensor(value: Any) -> torch.Tensor:
+    """Metrics are shown as tensors, as Lightning shows them (user code calls ``.item()`` on them)."""
+    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
 
 
 def to_float(value: Any) -> float:

@@ -16,6 +16,8 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any
     """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
     names ``__init__`` accepts unless it takes ``**kwargs``."""
     saved = dict(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    saved.pop("_instantiator", None)  # LightningCLI's records (see trainer/cli/lightning_cli.py)
+    saved.pop("_class_path", None)
     params = inspect.signature(cls.__init__).parameters
     name = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_NAME)
     if name and name != "kwargs" and name in params:  # save_hyperparameters(config): __init__(config=...)
@@ -24,6 +26,22 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
     return kwargs
+
+
+def _recorded_subclass(cls: type, checkpoint: dict[str, Any]) -> type:
+    """The class LightningCLI's subclass mode recorded (``_class_path``), when it is ``cls`` or a subclass of it:
+    ``Module.load_from_checkpoint(path)`` then rebuilds the model that was trained, as Lightning does."""
+    path = (checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {}).get("_class_path")
+    if not isinstance(path, str) or "." not in path:
+        return cls
+    import importlib
+
+    module_name, _, name = path.rpartition(".")
+    try:
+        recorded = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        return cls
+    return recorded if isinstance(recorded, type) and issubclass(recorded, cls) else cls
 
 
 def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
@@ -52,6 +70,7 @@ def load_from_checkpoint(
             "stored in the checkpoint; pass overrides as keyword arguments instead."
         )
     checkpoint = load_checkpoint(checkpoint_path)
+    cls = _recorded_subclass(cls, checkpoint)
     obj = cls(**_init_kwargs(cls, checkpoint, kwargs))
     from trainer.module import Module
 

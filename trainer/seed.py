@@ -8,18 +8,20 @@ import random
 import torch
 
 SEED_ENV = "RELAY_GLOBAL_SEED"
+LIGHTNING_SEED_ENV = "PL_GLOBAL_SEED"
 
 
 def seed_everything(seed: int | None = None, workers: bool = False) -> int:
     """Seed Python, NumPy (when installed) and torch; the seed also drives shuffling, so resume is exact.
 
-    The seed is exported as ``RELAY_GLOBAL_SEED`` so that worker processes started later agree.
+    The seed is exported as ``RELAY_GLOBAL_SEED`` so that worker processes started later agree, and as Lightning's
+    ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``, which user code (a ``worker_init_fn``) may read.
     """
     if seed is None:
-        seed = int(os.environ.get(SEED_ENV, 0))
+        seed = int(os.environ.get(SEED_ENV, os.environ.get(LIGHTNING_SEED_ENV, 0)))
     seed = int(seed)
-    os.environ[SEED_ENV] = str(seed)
-    os.environ["RELAY_SEED_WORKERS"] = str(int(workers))
+    os.environ[SEED_ENV] = os.environ[LIGHTNING_SEED_ENV] = str(seed)
+    os.environ["RELAY_SEED_WORKERS"] = os.environ["PL_SEED_WORKERS"] = str(int(workers))
     random.seed(seed)
     try:
         import numpy as np

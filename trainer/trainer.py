@@ -5,23 +5,25 @@ The loops live in ``trainer/loops/``; plugins are reached only through their sma
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
-import warnings
-from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from trainer.arguments import TrainerArguments
 from trainer.callbacks.base import Callback
+from trainer.callbacks.setup import default_callbacks
 from trainer.datamodule import DataModule
-from trainer.errors import MisconfigurationError, suggest
-from trainer.limits import check_limit, parse_max_time
+from trainer.errors import MisconfigurationError
+from trainer.lightning_args import apply_torch_switches
+from trainer.loggers.setup import make_loggers
 from trainer.module import Module
-from trainer.results import Results, to_float
+from trainer.profilers.base import resolve_profiler
 from trainer.ranks import set_rank_zero_only
+from trainer.results import Results, as_tensor, to_float
 from trainer.states import RunningStage, TrainerState
 from trainer.trainer_members import TrainerMembers
 
@@ -35,175 +37,58 @@ class Trainer(TrainerMembers):
     """
 
     def __init__(
-        self,
-        *,
-        accelerator: Any = "auto",
-        strategy: Any = "auto",
-        devices: int | str | list[int] = "auto",
-        num_nodes: int = 1,
-        precision: Any = "32-true",
-        logger: Any = None,
-        callbacks: Callback | list[Callback] | None = None,
-        fast_dev_run: int | bool = False,
-        max_epochs: int | None = None,
-        min_epochs: int | None = None,
-        max_steps: int = -1,
-        min_steps: int | None = None,
-        max_time: Any = None,
-        limit_train_batches: int | float | None = None,
-        limit_val_batches: int | float | None = None,
-        limit_test_batches: int | float | None = None,
+        self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
+        num_nodes: int = 1, precision: Any = "32-true", logger: Any = None,
+        callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
+        max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
+        min_steps: int | None = None, max_time: Any = None, limit_train_batches: int | float | None = None,
+        limit_val_batches: int | float | None = None, limit_test_batches: int | float | None = None,
         limit_predict_batches: int | float | None = None,
-        val_check_interval: int | float | None = None,
-        check_val_every_n_epoch: int | None = 1,
-        num_sanity_val_steps: int | None = None,
-        log_every_n_steps: int | None = None,
-        enable_checkpointing: bool | None = None,
-        enable_progress_bar: bool | None = None,
-        enable_model_summary: bool | None = None,
-        overfit_batches: int | float = 0.0,
-        reload_dataloaders_every_n_epochs: int = 0,
-        accumulate_grad_batches: int = 1,
-        gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str | None = None,
-        deterministic: bool | str | None = None,
-        default_root_dir: str | os.PathLike | None = None,
-        plugins: Any = None,
-        detect_anomaly: bool = False,
-        stop_on_nonfinite_loss: bool = True,
-        preemption_signals: Any = None,
-        auto_requeue: bool = True,
-        profiler: Any = None,
-        benchmark: bool | None = None,
-        inference_mode: bool = True,
-        use_distributed_sampler: bool = True,
-        sync_batchnorm: bool = False,
-        barebones: bool = False,
-        enable_autolog_hparams: bool = True,
-        model_registry: str | None = None,
-        **unknown: Any,
+        val_check_interval: int | float | str | timedelta | dict[str, int] | None = None,
+        check_val_every_n_epoch: int | None = 1, num_sanity_val_steps: int | None = None,
+        log_every_n_steps: int | None = None, enable_checkpointing: bool | None = None,
+        enable_progress_bar: bool | None = None, enable_model_summary: bool | None = None,
+        overfit_batches: int | float = 0.0, reload_dataloaders_every_n_epochs: int = 0,
+        accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None, deterministic: bool | str | None = None,
+        default_root_dir: str | os.PathLike | None = None, plugins: Any = None, detect_anomaly: bool = False,
+        stop_on_nonfinite_loss: bool = True, preemption_signals: Any = None, auto_requeue: bool = True,
+        profiler: Any = None, benchmark: bool | None = None, inference_mode: bool = True,
+        use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
+        enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:
-        if unknown:
-            valid = [p for p in inspect.signature(Trainer.__init__).parameters if p not in ("self", "unknown")]
-            name = next(iter(unknown))
-            raise TypeError(f"Trainer got an unknown argument {name!r}.{suggest(name, valid)} Valid: {', '.join(valid)}.")
-        from plugins.selection import resolve_plugins
+        """Every argument is declared, checked and documented in ``trainer/arguments.py`` (``TrainerArguments``)."""
+        from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
 
-        self.strategy = resolve_plugins(accelerator, devices, num_nodes, strategy, precision,
-                                        environment=_environment_from(plugins))
+        # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/plugins/checkpoint_io.py)
+        self._arguments = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
+        run = args.effective()
+        from plugins.selection import resolve_plugins  # lazy: plugins.strategies stays out of `import trainer`
+
+        self.strategy = resolve_plugins(args.accelerator, args.devices, args.num_nodes, args.strategy, args.precision,
+                                        environment=args.plugins)
+        connect_checkpoint_io(self, plugins)  # trainer/plugins/checkpoint_io.py
         set_rank_zero_only(self.strategy.global_rank)
-        self.num_nodes = num_nodes
-        self.default_root_dir = str(default_root_dir) if default_root_dir is not None else os.getcwd()
-
-        if isinstance(fast_dev_run, bool):
-            fast_dev_run = int(fast_dev_run)
-        if not isinstance(fast_dev_run, int) or fast_dev_run < 0:
-            raise MisconfigurationError(f"Trainer(fast_dev_run={fast_dev_run!r}) must be a bool or an int >= 0.")
-        self.fast_dev_run = fast_dev_run
-        for name, value in (("max_epochs", max_epochs), ("min_epochs", min_epochs), ("min_steps", min_steps)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < -1):
-                raise MisconfigurationError(f"Trainer({name}={value!r}) must be an int (or None).")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < -1:
-            raise MisconfigurationError(f"Trainer(max_steps={max_steps!r}) must be an int >= -1 (-1: no limit).")
-        if max_epochs is None:
-            max_epochs = 1000 if max_steps == -1 and max_time is None else -1
-        self.max_time = parse_max_time(max_time)
-
-        self.overfit_batches = check_limit("overfit_batches", overfit_batches) or 0
-        if self.overfit_batches:  # the same few training batches every epoch, and as many validation batches
-            limit_train_batches = limit_val_batches = self.overfit_batches
-        reload_every = reload_dataloaders_every_n_epochs
-        if isinstance(reload_every, bool) or not isinstance(reload_every, int) or reload_every < 0:
-            raise MisconfigurationError(
-                f"Trainer(reload_dataloaders_every_n_epochs={reload_dataloaders_every_n_epochs!r}) must be an int >= 0 "
-                "(0: never reload), e.g. reload_dataloaders_every_n_epochs=1."
-            )
-        self.reload_dataloaders_every_n_epochs = reload_dataloaders_every_n_epochs
-        self.limit_train_batches = check_limit("limit_train_batches", limit_train_batches)
-        self.limit_val_batches = check_limit("limit_val_batches", limit_val_batches)
-        self.limit_test_batches = check_limit("limit_test_batches", limit_test_batches)
-        self.limit_predict_batches = check_limit("limit_predict_batches", limit_predict_batches)
-        self.val_check_interval = check_limit("val_check_interval", val_check_interval)
-        if check_val_every_n_epoch is not None and (not isinstance(check_val_every_n_epoch, int) or check_val_every_n_epoch < 1):
-            raise MisconfigurationError(
-                f"Trainer(check_val_every_n_epoch={check_val_every_n_epoch!r}) must be an int >= 1 or None."
-            )
-        if isinstance(self.val_check_interval, float) and check_val_every_n_epoch is None:
-            raise MisconfigurationError(
-                f"Trainer(val_check_interval={self.val_check_interval}, check_val_every_n_epoch=None): a fraction of "
-                "an epoch needs epochs; pass an int number of batches, or keep check_val_every_n_epoch."
-            )
-        self.check_val_every_n_epoch = check_val_every_n_epoch
-        self.num_sanity_val_steps = 2 if num_sanity_val_steps is None else num_sanity_val_steps
-        self.log_every_n_steps = 50 if log_every_n_steps is None else log_every_n_steps
-        if not isinstance(self.log_every_n_steps, int) or self.log_every_n_steps < 1:
-            raise MisconfigurationError(f"Trainer(log_every_n_steps={log_every_n_steps!r}) must be an int >= 1.")
-        if not isinstance(accumulate_grad_batches, int) or accumulate_grad_batches < 1:
-            raise MisconfigurationError(
-                f"Trainer(accumulate_grad_batches={accumulate_grad_batches!r}) must be an int >= 1."
-            )
-        self.accumulate_grad_batches = self.strategy.accumulate_grad_batches = accumulate_grad_batches
-        if gradient_clip_algorithm not in (None, "norm", "value"):
-            raise MisconfigurationError(
-                f"Trainer(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid; use 'norm' or 'value'."
-            )
-        from trainer.input_checks import check_gradient_clip_val
-
-        check_gradient_clip_val(gradient_clip_val)
-        self.gradient_clip_val = gradient_clip_val
-        self.gradient_clip_algorithm = gradient_clip_algorithm
-        if deterministic not in (None, True, False, "warn"):
-            raise MisconfigurationError(f"Trainer(deterministic={deterministic!r}) must be True, False, 'warn' or None.")
-        self.deterministic = deterministic
-        if deterministic:
-            torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-        for name, value in (("detect_anomaly", detect_anomaly), ("stop_on_nonfinite_loss", stop_on_nonfinite_loss),
-                            ("auto_requeue", auto_requeue)):
-            if not isinstance(value, bool):
-                raise MisconfigurationError(f"Trainer({name}={value!r}) must be True or False.")
-        self.detect_anomaly = detect_anomaly
-        self.stop_on_nonfinite_loss = stop_on_nonfinite_loss
-        self.auto_requeue = auto_requeue
-        from trainer.preemption import parse_signals
-
-        self.preemption_signals = parse_signals(preemption_signals)
+        self.strategy.accumulate_grad_batches = args.accumulate_grad_batches
+        vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
+        apply_torch_switches(args.deterministic, args.benchmark)
         self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
-
-        if self.fast_dev_run:
-            n = self.fast_dev_run
-            max_epochs, max_steps, self.num_sanity_val_steps = 1, n, 0
-            self.limit_train_batches = self.limit_val_batches = n
-            self.limit_test_batches = self.limit_predict_batches = n
-            self.val_check_interval = 1.0
-            self.check_val_every_n_epoch = 1
-            logger = False
-
-        from trainer.lightning_args import apply_lightning_args
-
-        logger, enable_checkpointing, enable_progress_bar, enable_model_summary = apply_lightning_args(
-            self, benchmark, inference_mode, use_distributed_sampler, sync_batchnorm, barebones,
-            enable_autolog_hparams, model_registry, (logger, enable_checkpointing, enable_progress_bar,
-                                                     enable_model_summary),
-        )
-        from trainer.callbacks.setup import default_callbacks
-        from trainer.loggers.setup import make_loggers
-        from trainer.profilers.base import resolve_profiler
-
-        self.profiler = resolve_profiler(profiler)
-        self.loggers = make_loggers(logger, self.default_root_dir)
+        self.profiler = resolve_profiler(args.profiler)
+        self.loggers = make_loggers(run["logger"], self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
-            callbacks, enable_checkpointing, enable_progress_bar, enable_model_summary, bool(self.fast_dev_run)
+            args.callbacks, run["enable_checkpointing"], run["enable_progress_bar"], run["enable_model_summary"],
+            bool(self.fast_dev_run),
         )
+        self._init_loop_state(run["max_epochs"], run["min_epochs"], run["max_steps"], run["min_steps"])
 
+    def _init_loop_state(self, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int) -> None:
+        """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
         from trainer.loops.evaluation import PredictLoop
         from trainer.loops.fit import FitLoop
         from trainer.loops.progress import LoopProgress
 
-        # the loops' counters and stage live in one object (see trainer/loops/progress.py)
         self.progress = LoopProgress()
-        self.fit_loop = FitLoop(self, max_epochs, min_epochs or 0, max_steps, min_steps or 0)
+        self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
         self.predict_loop = PredictLoop()
         self.should_stop = False
         self.num_val_batches: list[int | float] = []
@@ -220,7 +105,7 @@ class Trainer(TrainerMembers):
         self._fx_on_step = False
         self._batch_for_size: Any = None
         self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
-        self._logged_metrics: dict[str, float] = {}
+        self._logged_metrics: dict[str, torch.Tensor] = {}
         self._hooks: Any = None
 
     # --- public entry points -------------------------------------------------------------------------
@@ -271,6 +156,7 @@ class Trainer(TrainerMembers):
 
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
+        self.predict_loop.return_predictions = return_predictions is not False
         out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders}, ckpt_path)
         return out if return_predictions is not False else None
 
@@ -439,6 +325,8 @@ class Trainer(TrainerMembers):
     def log_dir(self) -> str:
         logger = self.logger
         path = getattr(logger, "log_dir", None) if logger is not None else None
+        if path is None and logger is not None:
+            path = logger.save_dir  # Lightning: a logger without its own log_dir (W&B, MLflow) gives its save_dir
         return str(path) if path is not None else self.default_root_dir
 
     # --- callbacks -----------------------------------------------------------------------------------
@@ -476,12 +364,13 @@ class Trainer(TrainerMembers):
         return out
 
     @property
-    def logged_metrics(self) -> dict[str, float]:
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
         """The latest value of every key for the loggers in this Trainer call (as Lightning: step values too
-        when ``log_every_n_steps`` has not sent them yet); read lazily, so logging costs no sync per step."""
+        when ``log_every_n_steps`` has not sent them yet; tensors, as Lightning's); read lazily, so logging costs
+        no sync per step."""
         out = dict(self._logged_metrics)
         for results in self._results.values():
-            out.update((k, to_float(v)) for k, v in results.latest_steps_for_logger().items())
+            out.update(results.latest_steps_for_logger())
         return out
 
     @property
@@ -510,7 +399,7 @@ class Trainer(TrainerMembers):
         if not metrics:
             return
         floats = {k: to_float(v) for k, v in metrics.items()}
-        self._logged_metrics.update(floats)
+        self._logged_metrics.update((k, as_tensor(v)) for k, v in metrics.items())
         if add_epoch:
             floats.setdefault("epoch", float(self.current_epoch))
         for logger in self.loggers:
@@ -544,80 +433,13 @@ class Trainer(TrainerMembers):
         checkpoint = collect_checkpoint(self, weights_only)
         self.strategy.save_checkpoint(checkpoint, os.fspath(filepath), layout_keys=LAYOUT_KEYS)
 
-    def _resolve_ckpt_path(self, ckpt_path: str | os.PathLike | None, stage: str) -> str | None:
-        """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only.
-
-        Those are the checkpoint callbacks' ``dirpath`` (given, or under this logger's version directories), else
-        ``<default_root_dir>/checkpoints``; a checkpoint anywhere else (a download, another project) is never
-        picked. What is resumed is always printed.
-        """
-        if ckpt_path is not None and str(ckpt_path) == "best":
-            path = getattr(self.checkpoint_callback, "best_model_path", "")
-            if not path:
-                raise MisconfigurationError(
-                    f"Trainer.{stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit first, "
-                    "or pass ckpt_path=<a .ckpt file> (or 'last')."
-                )
-        elif ckpt_path is None or str(ckpt_path) != "last":
-            path = None if ckpt_path is None else str(ckpt_path)
-        else:
-            roots = self._checkpoint_dirs()
-            from trainer.checkpoint import newest_checkpoint
-
-            for root in roots:  # a checkpoint directory a crash left renamed aside is put back first
-                self.strategy.checkpoint_io.recover(root)
-            found = newest_checkpoint(roots)
-            shown = ", ".join(sorted(map(str, roots)))
-            if found is None:
-                if stage == "fit":
-                    warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=3)
-                    return None
-                raise MisconfigurationError(
-                    f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's "
-                    "checkpoint directories); pass a path."
-                )
-            path = str(found)
-        if path is not None and self.is_global_zero:
-            how = " (ckpt_path='last')" if str(ckpt_path) == "last" else ""
-            print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
-        return path
-
     def _checkpoint_dirs(self) -> list[Path]:
         """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
-        roots: list[Path] = []
-        for cb in self.checkpoint_callbacks:
-            if cb.dirpath:
-                roots.append(Path(cb.dirpath))
-            elif self.loggers and getattr(self.logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
-                roots.extend(sorted(Path(self.logger.root_dir).glob("*/checkpoints")))
-            else:
-                roots.append(Path(self.default_root_dir) / "checkpoints")
-        if not self.checkpoint_callbacks:
-            roots.append(Path(self.default_root_dir) / "checkpoints")
-        return list(dict.fromkeys(roots))
+        from trainer.loops.state import checkpoint_dirs
+
+        return list(checkpoint_dirs(self.checkpoint_callbacks, self.logger if self.loggers else None,
+                                    self.default_root_dir))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
-
-
-def _environment_from(plugins: Any) -> Any:
-    """The ``ClusterEnvironment`` in ``plugins`` (Lightning's way to pick one), or None to detect it."""
-    from plugins.environments.base import ClusterEnvironment
-
-    items = _as_list(plugins)
-    wrong = [p for p in items if not isinstance(p, ClusterEnvironment)]
-    if wrong or len(items) > 1:
-        raise MisconfigurationError(
-            f"Trainer(plugins={plugins!r}): pass one ClusterEnvironment (e.g. SLURMEnvironment()); accelerator, "
-            "strategy and precision plugins go to their own arguments."
-        )
-    return items[0] if items else None
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, Iterable) and not isinstance(value, (str, torch.utils.data.DataLoader)):
-        return list(value)
-    return [value]
 

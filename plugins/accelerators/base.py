@@ -26,6 +26,14 @@ class Accelerator:
     def device_count() -> int:
         raise NotImplementedError
 
+    @classmethod
+    def auto_device_count(cls) -> int:
+        """How many devices ``devices="auto"`` uses (Lightning's name): the CPU counts as one, a GPU kind as all
+        of its devices, an absent kind as none."""
+        if cls.name == "cpu":
+            return 1
+        return cls.device_count() if cls.is_available() else 0
+
     def device_for(self, local_rank: int, device_ids: list[int] | None = None) -> torch.device:
         """The device a process with this local rank uses (``device_ids`` are the chosen indices)."""
         raise NotImplementedError

@@ -300,9 +300,10 @@ class Strategy:
         else:
             torch.nn.utils.clip_grad_value_(params, value)
 
-    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
-        """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards)."""
-        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+        """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards);
+        the norm before clipping."""
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
 
     # --- collectives (identities for one process) -----------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Data parallel: every process holds the whole model; gradients are averaged by DistributedDataParallel.
 
-``training_step`` runs through DDP's forward (a thin module whose ``forward`` calls the step), because
+``training_step`` (and ``forward``, for a loop of one's own) runs through DDP's forward (a thin module whose
+``forward`` calls the step), because
 DDP prepares its gradient all-reduce in ``forward``. Evaluation and prediction steps call the module
 directly: they need no gradient synchronisation. Accumulation steps run inside DDP's ``no_sync``.
 """
@@ -17,6 +18,9 @@ import torch
 from plugins.precision.base import Precision
 from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook
 from plugins.strategies.parallel import ParallelStrategy
+
+# the methods whose gradients DDP synchronises: the Trainer's training_step, and forward for an own loop (Fabric)
+GRADIENT_STEPS = ("training_step", "forward")
 
 
 class _StepModule(torch.nn.Module):
@@ -38,7 +42,7 @@ class DDPSteps:
     precision: Precision
 
     def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
-        if name != "training_step" or self.ddp is None:
+        if name not in GRADIENT_STEPS or self.ddp is None:
             return super().step_function(module, name)  # type: ignore[misc]
         ddp, precision = self.ddp, self.precision
         if type(precision).forward_context is Precision.forward_context:

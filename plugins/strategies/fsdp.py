@@ -248,12 +248,13 @@ class FSDPStrategy(ParallelStrategy):
             return contextlib.nullcontext()
         return _no_gradient_sync(self._roots)
 
-    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
+    def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
         """The norm over all shards: norms per (mesh, placement) group, combined, then one scale."""
         groups = grads_by_mesh(params)
         total = total_grad_norm(groups)
         for group in groups.values():  # one foreach per mesh: DTensor ops do not mix meshes
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
+        return total
 
     def teardown(self) -> None:
         self._roots = []

@@ -4,6 +4,8 @@ Every multi-process strategy is a preset of these four degrees (torchtitan's ``P
 ``ddp`` = ``dp_replicate=-1``, ``fsdp`` = ``dp_shard=-1``, ``fsdp_hybrid`` = replicate x shard,
 ``model_parallel`` = ``tp`` x ``dp_shard``, ``pipeline`` = ``pp`` (x any of the others). Any degree can
 be set from config (``strategy.pp=2 strategy.dp_shard=2``); ``-1`` means "the rest of the processes".
+When the degrees asked for leave none to fill in (``strategy=pipeline strategy.pp=2`` on 4 processes), a
+data-parallel degree the user did not set fills in (``with_fill``): pp=2 x dp_replicate=2.
 
 Ranks are laid out row-major over ``pp, dp_replicate, dp_shard, tp``: tensor-parallel peers are
 neighbours (the same node, the fastest links) and pipeline stages are the outermost split.
@@ -16,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 DIMS = ("pp", "dp_replicate", "dp_shard", "tp")  # outermost first: the mesh's dimension order
+FILL_ORDER = ("dp_replicate", "dp_shard")  # the data-parallel degrees that may fill in, the cheapest first
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,17 @@ class MeshLayout:
         if len(unknown) > 1:
             raise ValueError(f"strategy.{unknown[0]}=-1 and strategy.{unknown[1]}=-1: at most one degree can be -1 "
                              f"(the rest of the processes); set the other one, e.g. strategy.{unknown[1]}=1.")
+
+    @classmethod
+    def request(cls, preset: MeshLayout, given: dict[str, int], dims: tuple[str, ...]) -> MeshLayout:
+        """The preset's degrees overridden by the ``given`` ones; when that leaves no ``-1``, the first data-parallel
+        degree of ``dims`` that was not given (and is 1 in the preset) fills in the rest of the processes."""
+        degrees = {**preset.degrees(), **given}
+        if -1 not in degrees.values():
+            free = [n for n in FILL_ORDER if n in dims and n not in given and degrees[n] == 1]
+            if free:
+                degrees[free[0]] = -1
+        return cls(**degrees)
 
     def degrees(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in DIMS}

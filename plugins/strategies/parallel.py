@@ -149,7 +149,7 @@ class ParallelStrategy(Strategy):
     # --- layout -----------------------------------------------------------------------------------
     def _layout_request(self) -> MeshLayout:
         """The degrees asked for (preset, then the user's); subclasses may derive presets from placement."""
-        return MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})
+        return MeshLayout.request(self.layout_preset, self._degrees, self.layout_dims)
 
     @property
     def layout(self) -> MeshLayout:

@@ -95,9 +95,18 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
     import torch.distributed.checkpoint as dcp
 
     io: CheckpointIO = strategy.checkpoint_io
+    from plugins.remote_paths import is_url
+
+    if is_url(path):
+        raise CheckpointWriteError(path, OSError(
+            "sharded checkpoints are written to a local or shared filesystem; for an object store use "
+            "FSDPStrategy(state_dict_type='full') (one file), or a dirpath on a shared mount"))
+    if getattr(io, "is_async", False):
+        _finish_previous(io, strategy)  # at most one save in flight; its failure fails every rank here
     path = Path(path)
     tmp = io.temporary(path, "dcp")
-    strategy.agree_on_rank_zero(lambda: _fresh_dir(io, tmp, path), "sharded_checkpoint_start")
+    now = io.checkpoint_io if getattr(io, "is_async", False) else io  # synchronous steps are not queued
+    strategy.agree_on_rank_zero(lambda: _fresh_dir(now, tmp, path), "sharded_checkpoint_start")
     flat: dict[str, torch.Tensor] = {}
     meta = dict(checkpoint)
     for key in layout_keys:
@@ -105,6 +114,9 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
             meta[key] = split_tensors(meta[key], key, flat)
     if merge_meta is not None:
         meta = merge_meta(meta)
+    if getattr(io, "is_async", False):
+        _save_sharded_async(io, strategy, flat, meta, tmp, path)
+        return
     try:
         try:
             with writing(path):
@@ -124,6 +136,63 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
     finally:
         if strategy.is_global_zero:
             io.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
+
+
+def _finish_previous(io: Any, strategy: Any) -> None:
+    """Wait for the previous asynchronous save on every rank; a failure anywhere raises on every rank.
+
+    DCP's own failures reach every rank; rank 0's part (``meta.pt``, the swap into place) is agreed on."""
+    if not strategy.is_global_zero:
+        io.wait()
+    strategy.agree_on_rank_zero(io.wait, "the previous asynchronous checkpoint")
+
+
+def _checkpoint_group(strategy: Any) -> Any:
+    """A gloo group for the collectives DCP runs in its background thread, apart from training's."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    group = getattr(strategy, "_async_checkpoint_group", None)
+    if group is None:
+        group = dist.new_group(backend="gloo")
+        strategy._async_checkpoint_group = group
+    return group
+
+
+def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], meta: dict[str, Any],
+                        tmp: Path, path: Path) -> None:
+    """DCP ``async_save``: the shards are copied to CPU memory now and written by DCP's thread; rank 0 then
+    writes ``meta.pt`` and swaps the directory into place, in the checkpoint writer's queue."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    meta = apply_to_collection(meta, torch.Tensor, lambda t: t.detach().cpu().clone())
+    single = not (dist.is_available() and dist.is_initialized())
+    future = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=_checkpoint_group(strategy), no_dist=single)
+    inner: CheckpointIO = io.checkpoint_io
+    is_zero = strategy.is_global_zero
+
+    def finish() -> None:
+        try:
+            try:
+                with writing(path):
+                    future.result()
+            except BaseException as exc:
+                _reraise_plain(exc)
+                cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
+                if cause is not None:
+                    raise CheckpointWriteError(path, cause) from None
+                raise
+            if is_zero:
+                inner.save(meta, tmp / META_FILE)
+                inner.replace_dir(tmp, path)
+        finally:
+            if is_zero:
+                inner.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
+
+    io.submit(finish)
 
 
 def _fresh_dir(io: CheckpointIO, tmp: Path, path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, single_device_reference
+from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli
 from tests.optional import need_mark
 
 pytestmark = [need_mark("ray", "launcher=ray runs Ray Train workers"), pytest.mark.timeout(600)]
@@ -23,8 +23,8 @@ def ray_cluster():
     ray.shutdown()
 
 
-def test_a_worker_that_dies_once_is_restarted_by_ray_and_resumes_from_the_newest_checkpoint(ray_cluster, tmp_path,
-                                                                                        capfd):
+def test_a_worker_that_dies_once_is_restarted_by_ray_and_resumes_from_the_newest_checkpoint(
+        ray_cluster, engine_reference, tmp_path, capfd):
     marker = tmp_path / "died"
     code = cli(tmp_path / "run", "launcher=ray", *TWO_RANKS, "launcher.max_failures=1",
                "+callbacks.die._target_=tests.distributed.ray_callbacks.DieOnce", f"+callbacks.die.marker={marker}",
@@ -41,7 +41,7 @@ def test_a_worker_that_dies_once_is_restarted_by_ray_and_resumes_from_the_newest
     assert "relay-restored-" in out.out + out.err  # Relay printed the path it resumed from: Ray's restored copy
     trained = checkpoint(tmp_path / "run")
     assert trained["global_step"] == 3
-    assert_same_weights(trained["state_dict"], single_device_reference(tmp_path / "single"))
+    assert_same_weights(trained["state_dict"], engine_reference)
 
 
 

@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from trainer.callbacks.rich_summary import RichModelSummary
     from trainer.callbacks.device_stats import DeviceStatsMonitor
     from trainer.callbacks.throughput import ThroughputMonitor
+    from trainer.callbacks.stochastic_weight_avg import StochasticWeightAveraging
+    from trainer.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
+    from trainer.callbacks.finetuning import BackboneFinetuning, BaseFinetuning
+    from trainer.callbacks.prediction_writer import BasePredictionWriter
+    from trainer.callbacks.timer import Timer
+    from trainer.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
+    from trainer.callbacks.pruning import ModelPruning
+    from trainer.callbacks.spike import SpikeDetection
+    from trainer.callbacks.lr_finder import LearningRateFinder
+    from trainer.callbacks.batch_size_finder import BatchSizeFinder
 
 _EXPORTS = {
     "Callback": "trainer.callbacks.base",
@@ -33,6 +43,18 @@ _EXPORTS = {
     "Checkpoint": "trainer.callbacks.base",
     "ThroughputMonitor": "trainer.callbacks.throughput",
     "DeviceStatsMonitor": "trainer.callbacks.device_stats",
+    "StochasticWeightAveraging": "trainer.callbacks.stochastic_weight_avg",
+    "WeightAveraging": "trainer.callbacks.weight_averaging",
+    "EMAWeightAveraging": "trainer.callbacks.weight_averaging",
+    "BaseFinetuning": "trainer.callbacks.finetuning",
+    "BackboneFinetuning": "trainer.callbacks.finetuning",
+    "BasePredictionWriter": "trainer.callbacks.prediction_writer",
+    "Timer": "trainer.callbacks.timer",
+    "OnExceptionCheckpoint": "trainer.callbacks.on_exception_checkpoint",
+    "ModelPruning": "trainer.callbacks.pruning",
+    "SpikeDetection": "trainer.callbacks.spike",
+    "LearningRateFinder": "trainer.callbacks.lr_finder",
+    "BatchSizeFinder": "trainer.callbacks.batch_size_finder",
 }
 
 __all__ = list(_EXPORTS)

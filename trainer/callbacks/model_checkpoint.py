@@ -10,7 +10,9 @@ When it saves (Lightning 2.x semantics):
   ``save_on_train_epoch_end=True/False`` overrides the choice.
 
 Files are written by ``trainer.save_checkpoint`` (atomic, rank 0); this callback only decides names and which
-files to keep. An old top-k file is deleted only after its replacement is on disk.
+files to keep. An old top-k file is deleted only after its replacement is on disk. ``dirpath`` may be an
+fsspec URL (``s3://bucket/run``, ``memory://run``); ``async_save=True`` writes in a background thread
+(``plugins/async_checkpoint_io.py``: removals and ``last`` are queued behind the write they depend on).
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ class ModelCheckpoint(Checkpoint):
         save_weights_only: write only the module weights (such a file cannot resume training).
         auto_insert_metric_name: ``{epoch}`` reads ``epoch=3`` (True) or ``3`` (False).
         verbose: print a line for every decision (rank 0).
+        async_save: write checkpoints in a background thread while training goes on: the strategy's checkpoint
+            I/O becomes ``AsyncCheckpointIO`` (as ``Trainer(plugins=[AsyncCheckpointIO()])`` does). Training
+            stops only to copy the state to CPU memory; a save while the previous one is still being written
+            waits for it (one in flight at most); the fit waits for the last write before it returns.
     """
 
     CHECKPOINT_JOIN_CHAR = "-"
@@ -113,6 +119,7 @@ class ModelCheckpoint(Checkpoint):
         save_weights_only: bool = False,
         auto_insert_metric_name: bool = True,
         verbose: bool = False,
+        async_save: bool = False,
     ) -> None:
         if mode not in ("min", "max"):
             raise MisconfigurationError(f"ModelCheckpoint(mode={mode!r}) is not valid; use 'min' or 'max'.")
@@ -142,13 +149,16 @@ class ModelCheckpoint(Checkpoint):
             raise MisconfigurationError(
                 f"ModelCheckpoint(save_on_train_epoch_end={save_on_train_epoch_end!r}) must be True, False or None."
             )
+        if not isinstance(async_save, bool):
+            raise MisconfigurationError(
+                f"ModelCheckpoint(async_save={async_save!r}) must be True (write in the background) or False."
+            )
         if filename is not None and filename.endswith(self.FILE_EXTENSION):
             filename = filename[: -len(self.FILE_EXTENSION)]
 
         self._dirpath_given = dirpath is not None
-        self.dirpath: str | None = (
-            os.path.realpath(os.path.expanduser(os.fspath(dirpath))) if dirpath is not None else None
-        )
+        self.dirpath: str | None = _as_dirpath(dirpath) if dirpath is not None else None
+        self.async_save = async_save
         self.filename = filename
         self.monitor = monitor
         self.mode = mode
@@ -215,6 +225,13 @@ class ModelCheckpoint(Checkpoint):
             if trainer.world_size > 1:
                 dirpath = trainer.strategy.broadcast(dirpath)
             self.dirpath = dirpath
+        if self.async_save and not getattr(trainer.strategy.checkpoint_io, "is_async", False):
+            from plugins.async_checkpoint_io import AsyncCheckpointIO
+
+            from trainer.plugins.checkpoint_io import track_optimizers
+
+            trainer.strategy.checkpoint_io = AsyncCheckpointIO(trainer.strategy.checkpoint_io)
+            track_optimizers(trainer, trainer.strategy.checkpoint_io)
         if stage == "fit":
             self._val_has_run = False
             self._warned_missing = False
@@ -334,14 +351,15 @@ class ModelCheckpoint(Checkpoint):
         name = format_checkpoint_name(template, metrics, self.auto_insert_metric_name)
         if ver is not None:
             name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
-        return os.path.join(self.dirpath or "", name + self.FILE_EXTENSION)
+        return _join(self.dirpath or "", name + self.FILE_EXTENSION)
 
     def _new_filepath(self, trainer: Trainer, candidates: Mapping[str, Any], reusable: str | None) -> str:
         """A fresh name; ``reusable`` (a file about to be dropped) may be overwritten instead of versioned."""
         path = self.format_checkpoint_name(candidates)
         if trainer.is_global_zero:
             version = self.STARTING_VERSION
-            while path != reusable and (os.path.exists(path) or path == self.last_model_path):
+            io = trainer.strategy.checkpoint_io  # counts a file an asynchronous write is still writing
+            while path != reusable and (io.exists(path) or path == self.last_model_path):
                 path = self.format_checkpoint_name(candidates, ver=version)
                 version += 1
         if trainer.world_size > 1:
@@ -349,16 +367,25 @@ class ModelCheckpoint(Checkpoint):
         return path
 
     def _default_dirpath(self, trainer: Trainer) -> str:
-        root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
-        return os.path.realpath(os.path.join(os.fspath(root), "checkpoints"))
+        """``<save_dir>/<name>/<version>/checkpoints`` of the first logger (Lightning's layout: a TensorBoard
+        ``sub_dir`` is not part of it; a logger without a local ``save_dir`` uses ``default_root_dir``); local
+        directories are made absolute, an fsspec URL (``s3://...``) is kept as it is."""
+        from plugins.remote_paths import join
+
+        if not trainer.loggers:
+            return _as_dirpath(join(os.fspath(trainer.default_root_dir), "checkpoints"))
+        logger = trainer.loggers[0]
+        save_dir = logger.save_dir if logger.save_dir is not None else trainer.default_root_dir
+        version = logger.version
+        version = version if isinstance(version, str) else f"version_{version}"
+        return _as_dirpath(join(os.fspath(save_dir), str(logger.name), version, "checkpoints"))
 
     def _warn_if_dir_not_empty(self, trainer: Trainer) -> None:
         if self.save_top_k == 0 or getattr(trainer, "ckpt_path", None) or not self.dirpath:
             return
-        try:
-            names = os.listdir(self.dirpath)
-        except OSError:
-            return
+        from plugins.remote_paths import listdir
+
+        names = listdir(self.dirpath)
         if any(n.endswith(self.FILE_EXTENSION) for n in names):
             warnings.warn(
                 f"Checkpoint directory {self.dirpath} already holds checkpoints; new files get '-v<n>' suffixes "
@@ -412,7 +439,7 @@ class ModelCheckpoint(Checkpoint):
 
     def _last_path(self, candidates: Mapping[str, Any]) -> str:
         name = format_checkpoint_name(self.CHECKPOINT_NAME_LAST, candidates, self.auto_insert_metric_name)
-        return os.path.join(self.dirpath or "", name + self.FILE_EXTENSION)
+        return _join(self.dirpath or "", name + self.FILE_EXTENSION)
 
     def _save_topk(self, trainer: Trainer, candidates: dict[str, Any], on_step: bool) -> str | None:
         """Returns the path written, or None when this score does not make the top k."""
@@ -492,6 +519,14 @@ class ModelCheckpoint(Checkpoint):
         trainer.save_checkpoint(path, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = path
+        self._tell_loggers(trainer)
+
+    def _tell_loggers(self, trainer: Trainer) -> None:
+        """Loggers that upload checkpoints (W&B, MLflow ``log_model``) see each file as Lightning shows it to them."""
+        for logger in trainer.loggers:
+            hook = getattr(logger, "after_save_checkpoint", None)
+            if hook is not None:
+                hook(self)
 
     def _link(self, trainer: Trainer, source: str, target: str) -> None:
         """``target`` becomes the same checkpoint as ``source`` (a file or a sharded directory): hard links
@@ -500,13 +535,16 @@ class ModelCheckpoint(Checkpoint):
             return
         io = trainer.strategy.checkpoint_io
         trainer.strategy.agree_on_rank_zero(lambda: io.link(source, target), "ModelCheckpoint(save_last=True)")
+        self._tell_loggers(trainer)
 
     @staticmethod
     def _unshare(trainer: Trainer, path: str) -> None:
         """Drop a ``last`` file that is a hard link before rewriting it, so a writer that writes in place (rather
         than rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to.
         A sharded directory is always replaced as a whole, never written in place."""
-        if trainer.is_global_zero and not os.path.isdir(path):
+        from plugins.remote_paths import is_url
+
+        if trainer.is_global_zero and not is_url(path) and not os.path.isdir(path):
             try:
                 if os.stat(path).st_nlink > 1:
                     os.remove(path)
@@ -518,6 +556,22 @@ class ModelCheckpoint(Checkpoint):
             return
         if trainer.is_global_zero:
             trainer.strategy.checkpoint_io.remove(path)
+
+
+def _join(directory: str, name: str) -> str:
+    from plugins.remote_paths import join
+
+    return join(directory, name) if directory else name
+
+
+def _as_dirpath(dirpath: str | os.PathLike[str]) -> str:
+    """An fsspec URL as given (never a local folder named ``s3:``); a local path made absolute."""
+    from plugins.remote_paths import is_url, local_path
+
+    text = os.fspath(dirpath)
+    if is_url(text):
+        return text.rstrip("/")
+    return os.path.realpath(os.path.expanduser(local_path(text)))
 
 
 def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.callbacks.base import Callback
+from trainer.callbacks.base import Callback, Checkpoint
 from trainer.errors import MisconfigurationError
 
 
@@ -19,12 +19,8 @@ def _as_callbacks(value: Any, where: str) -> list[Callback]:
 
 
 def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
-    """Checkpointing runs after every other callback so saved states are current."""
-    from trainer.callbacks.model_checkpoint import ModelCheckpoint
-
-    return [c for c in callbacks if not isinstance(c, ModelCheckpoint)] + [
-        c for c in callbacks if isinstance(c, ModelCheckpoint)
-    ]
+    """Checkpointing (any ``Checkpoint``) runs after every other callback so saved states are current."""
+    return [c for c in callbacks if not isinstance(c, Checkpoint)] + [c for c in callbacks if isinstance(c, Checkpoint)]
 
 
 def default_callbacks(
@@ -37,12 +33,13 @@ def default_callbacks(
 
     callbacks = _as_callbacks(user, "Trainer(callbacks=...)")
     has = lambda kind: any(isinstance(c, kind) for c in callbacks)  # noqa: E731
-    if enable_checkpointing is False and has(ModelCheckpoint):
+    if enable_checkpointing is False and has(Checkpoint):  # any checkpointing callback, as Lightning
+        kind = next(type(c).__name__ for c in callbacks if isinstance(c, Checkpoint))
         raise MisconfigurationError(
-            "Trainer(enable_checkpointing=False) but callbacks include a ModelCheckpoint; remove one of the two."
+            f"Trainer(enable_checkpointing=False) but callbacks include a {kind}; remove one of the two."
         )
-    if enable_checkpointing is not False and not fast_dev_run and not has(ModelCheckpoint):
-        callbacks.append(ModelCheckpoint())
+    if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
+        callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
     if enable_progress_bar is False and has(ProgressBar):
         raise MisconfigurationError(
             "Trainer(enable_progress_bar=False) but callbacks include a ProgressBar; remove one of the two."

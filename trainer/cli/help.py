@@ -4,8 +4,11 @@ by the ``_target_`` internals they compose to."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from trainer.arguments import TrainerArguments, spec_of
 
 PLUGIN_GROUPS = ("accelerator", "strategy", "precision", "environment", "logger", "callbacks", "profiler")
 
@@ -39,6 +42,20 @@ def _flat(node: Any, prefix: str) -> list[str]:
     return out
 
 
+def argument_lines(trainer_node: Any, choices: Mapping[str, Any], arguments: type = TrainerArguments) -> list[str]:
+    """One line per Trainer argument, from the dataclass: how to set it here (its current value) and what it does."""
+    lines = []
+    for f in dataclasses.fields(arguments):
+        spec = spec_of(f)
+        if spec.group == "trainer":
+            setting = f"trainer.{f.name}={_value(trainer_node.get(f.name) if trainer_node is not None else f.default)}"
+        else:
+            setting = f"{spec.group}={choices.get(spec.group) or 'none'}"
+        named = "" if spec.group in ("trainer", f.name) else f"({f.name}) "
+        lines.append(f"  {setting:<44} {named}{spec.help}")
+    return lines
+
+
 def help_text(config_dir: str, config_name: str, overrides: Sequence[str]) -> str:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -66,8 +83,10 @@ def help_text(config_dir: str, config_name: str, overrides: Sequence[str]) -> st
     if settings:
         lines += ["", "== Settings of the chosen plugins (override with key=value) =="]
         lines += [f"  {s}" for s in settings]
+    lines += ["", "== Trainer arguments (trainer.KEY=VALUE; the plugin ones are the config groups above) =="]
+    lines += argument_lines(cfg.get("trainer"), choices)
     plain = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items()
-             if k not in PLUGIN_GROUPS and k != "hydra"}
+             if k not in (*PLUGIN_GROUPS, "hydra", "trainer")}
     for node in ("model", "data"):
         if isinstance(plain.get(node), dict):
             plain[node] = {k: v for k, v in plain[node].items() if k != "_target_"}

@@ -60,7 +60,9 @@ def build_trainer(cfg: Any) -> Any:
             **kwargs,
         )
     except (MisconfigurationError, ValueError, TypeError) as exc:
-        raise ConfigError(f"{exc} (from the trainer, accelerator, strategy and precision configs)") from None
+        from trainer.cli.schema import override_for
+
+        raise ConfigError(f"{exc} (from the trainer, accelerator, strategy and precision configs){override_for(exc)}") from None
 
 
 def run_stages(cfg: Any, trainer: Any) -> dict[str, float]:

@@ -1,49 +1,62 @@
 """The typed schema of the ``trainer`` config group, so typos and wrong types fail at composition.
 
-Registered in Hydra's ConfigStore as ``trainer/base``; ``configs/trainer/default.yaml`` extends it.
-Plugin arguments (accelerator, strategy, precision), loggers and callbacks are their own groups.
+Derived from ``trainer.arguments.TrainerArguments``: every argument whose ``group`` is ``"trainer"``, with its
+default and a type OmegaConf understands. Registered in Hydra's ConfigStore as ``trainer/base``;
+``configs/trainer/default.yaml`` extends it. Plugin arguments (accelerator, strategy, precision, plugins,
+profiler), loggers and callbacks are their own config groups.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import os
+import types
+import typing
 from typing import Any, Optional
 
-# OmegaConf reads these annotations at runtime; it understands typing.Optional, not ``int | None``.
+from trainer.arguments import TrainerArguments, spec_of
+
+_SCALARS = (int, float, bool, str)
 
 
-@dataclass
-class TrainerConfig:
-    """The Trainer's non-plugin arguments; ``Any`` where the Trainer takes several types (int or float)."""
+def omegaconf_type(tp: Any) -> Any:
+    """OmegaConf reads ``typing.Optional[X]`` for one scalar ``X``; anything wider is ``Any`` (the Trainer checks it).
 
-    devices: Any = "auto"
-    num_nodes: int = 1
-    fast_dev_run: Any = False
-    max_epochs: Optional[int] = None  # noqa: UP045 (OmegaConf needs typing.Optional)
-    min_epochs: Optional[int] = None  # noqa: UP045
-    max_steps: int = -1
-    min_steps: Optional[int] = None  # noqa: UP045
-    max_time: Any = None
-    limit_train_batches: Any = None
-    limit_val_batches: Any = None
-    limit_test_batches: Any = None
-    limit_predict_batches: Any = None
-    val_check_interval: Any = None
-    check_val_every_n_epoch: Optional[int] = 1  # noqa: UP045
-    num_sanity_val_steps: Optional[int] = None  # noqa: UP045
-    log_every_n_steps: Optional[int] = None  # noqa: UP045
-    enable_checkpointing: Optional[bool] = None  # noqa: UP045
-    enable_progress_bar: Optional[bool] = None  # noqa: UP045
-    enable_model_summary: Optional[bool] = None  # noqa: UP045
-    accumulate_grad_batches: int = 1
-    gradient_clip_val: Optional[float] = None  # noqa: UP045
-    gradient_clip_algorithm: Optional[str] = None  # noqa: UP045
-    deterministic: Any = None
-    default_root_dir: Optional[str] = None  # noqa: UP045 (None: the run directory)
-    detect_anomaly: bool = False
-    stop_on_nonfinite_loss: bool = True
-    preemption_signals: Any = None  # None: [SIGTERM, SIGUSR1]; []: off
-    auto_requeue: bool = True
+    A path (``str | os.PathLike``) is a ``str`` in a config.
+    """
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return tp if tp in _SCALARS else Any
+    options = [t for t in typing.get_args(tp) if t is not type(None) and t is not os.PathLike]
+    optional = type(None) in typing.get_args(tp)
+    if len(options) != 1 or options[0] not in _SCALARS:
+        return Any
+    return Optional[options[0]] if optional else options[0]  # noqa: UP045 (OmegaConf needs typing.Optional)
+
+
+def trainer_config(arguments: type = TrainerArguments) -> type:
+    """The ``trainer`` group's structured config: one field per argument set under ``trainer.``."""
+    hints = typing.get_type_hints(arguments)
+    fields = [(f.name, omegaconf_type(hints[f.name]), dataclasses.field(default=f.default))
+              for f in dataclasses.fields(arguments) if spec_of(f).group == "trainer"]
+    config = dataclasses.make_dataclass("TrainerConfig", fields)
+    config.__module__ = __name__  # (make_dataclass's own `module=` needs Python 3.12)
+    return config
+
+
+TrainerConfig = trainer_config()
+
+
+def override_for(error: BaseException) -> str:
+    """`` Override: trainer.<name>=<example>`` for a refused ``trainer.*`` value (``ArgumentValueError``), else ``""``."""
+    import ast
+
+    name, example = getattr(error, "argument", None), getattr(error, "example", None)
+    if name not in {f.name for f in dataclasses.fields(TrainerConfig)} or example is None:
+        return ""
+    value = ast.literal_eval(example)
+    text = ("null" if value is None else str(value).lower() if isinstance(value, bool)
+            else "[" + ",".join(map(str, value)) + "]" if isinstance(value, list) else str(value))
+    return f" Override: trainer.{name}={text}"
 
 
 def register_configs() -> None:

@@ -90,15 +90,22 @@ def tokenize(path: Path) -> tuple[Tensor, Dictionary]:
     return torch.tensor(ids, dtype=torch.long), dictionary
 
 
+WIKITEXT2_URL = "https://raw.githubusercontent.com/pytorch/examples/main/word_language_model/data/wikitext-2/train.txt"
+
+
 class WikiText2(Dataset):
     """Blocks of ``block_size`` word indices and the same block shifted by one (the next-word targets)."""
 
     def __init__(self, data_dir: Path | str = Path("./data"), block_size: int = 35, download: bool = True) -> None:
-        path = Path(data_dir) / "wikitext-2" / "train.txt"
+        path = Path(data_dir) / "wikitext-2.txt"  # where Lightning's demo keeps it, so its data works here as is
+        if not path.is_file() and (Path(data_dir) / "wikitext-2" / "train.txt").is_file():
+            path = Path(data_dir) / "wikitext-2" / "train.txt"  # Relay's earlier location
         if not path.is_file():
             raise FileNotFoundError(
-                f"WikiText2: {path} does not exist. Relay never downloads data sets: put the WikiText-2 training "
-                f"text there (plain text, one sentence per line), or pass data_dir=<the folder holding wikitext-2/>."
+                f"WikiText2: {path} does not exist, and Relay never downloads data sets (download={download!r} is "
+                f"accepted for Lightning's signature). Fetch the file Lightning's demo uses once: "
+                f"`mkdir -p {data_dir} && curl -o {path} {WIKITEXT2_URL}`, or pass data_dir=<the folder holding "
+                "wikitext-2.txt>."
             )
         self.path = path
         self.block_size = block_size

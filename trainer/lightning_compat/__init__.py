@@ -1,4 +1,5 @@
-"""Lightning code on Relay, unmodified: ``lightning``, ``lightning.pytorch`` and ``pytorch_lightning`` served by Relay.
+"""Lightning code on Relay, unmodified: ``lightning``, ``lightning.pytorch``, ``pytorch_lightning`` and
+``lightning.fabric`` (``lightning_fabric``) served by Relay (Fabric's tables: ``fabric_names.py``).
 
 ``install()`` puts an import finder in front of ``sys.meta_path``. It answers for those three names only;
 each Lightning module becomes a thin alias of the Relay module at the mirrored path
@@ -23,6 +24,8 @@ import sys
 import types
 from typing import Any
 
+from trainer.lightning_compat import fabric_names
+
 COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 API_TABLE = "docs/lightning_api.md"
@@ -41,6 +44,7 @@ PACKAGES = {
     "plugins": "trainer.plugins",
     "profilers": "trainer.profilers",
     "trainer": "trainer",
+    "tuner": "trainer.tuner",
 }
 # deeper Lightning modules whose Relay counterpart has another path
 MODULES = {
@@ -53,6 +57,11 @@ MODULES = {
     "loggers.logger": "trainer.loggers",
     "loggers.csv_logs": "trainer.loggers.csv_logs",
     "loggers.tensorboard": "trainer.loggers.tensorboard",
+    "cli": "trainer.cli.lightning_cli",
+    "loggers.wandb": "trainer.loggers.wandb",
+    "loggers.mlflow": "trainer.loggers.mlflow",
+    "loggers.comet": "trainer.loggers.comet",
+    "loggers.neptune": "trainer.loggers.neptune",
 }
 # Lightning modules deeper down whose names Relay's package namespace serves (it has no module of that name)
 SUBMODULES = {
@@ -62,7 +71,8 @@ SUBMODULES = {
     "core": {"mixins.hparams_mixin"},
     "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel"},
     "accelerators": {"accelerator", "cpu", "cuda", "mps"},
-    "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp"},
+    "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp",
+                "io", "io.checkpoint_plugin", "io.torch_plugin", "io.async_plugin"},
 }
 
 
@@ -83,43 +93,57 @@ def not_provided(name: str) -> str:
             "repository for what is supported and what to use instead.")
 
 
+def _tables(name: str) -> tuple[str, str, dict[str, str], dict[str, str], dict[str, set[str]]] | None:
+    """``(root, root's Relay module, PACKAGES, MODULES, SUBMODULES)`` for a served Lightning path, else None."""
+    for root in fabric_names.ROOTS:
+        if name == root or name.startswith(root + "."):
+            return (root, fabric_names.ROOT_TARGET, fabric_names.PACKAGES, fabric_names.MODULES,
+                    fabric_names.SUBMODULES)
+    for root in ROOTS:
+        if name == root or name.startswith(root + "."):
+            return root, "trainer", PACKAGES, MODULES, SUBMODULES
+    return None
+
+
 def relay_module_for(name: str) -> str | None:
     """The Relay module serving the Lightning module ``name``, or None when it is not provided."""
     if name == "lightning":
         return "trainer"
-    root = next((r for r in ROOTS if name == r or name.startswith(r + ".")), None)
-    if root is None:
+    tables = _tables(name)
+    if tables is None:
         return None
+    root, root_target, packages, modules, submodules = tables
     rest = name[len(root) + 1:]
     if not rest:
-        return "trainer"
-    if rest in MODULES:
-        return MODULES[rest]
+        return root_target
+    if rest in modules:
+        return modules[rest]
     first, _, deeper = rest.partition(".")
-    if first not in PACKAGES:
+    if first not in packages:
         return None
     if not deeper:
-        return PACKAGES[first]
-    same_path = f"{PACKAGES[first]}.{deeper}"
+        return packages[first]
+    same_path = f"{packages[first]}.{deeper}"
     try:
         if importlib.util.find_spec(same_path) is not None:
             return same_path
     except ModuleNotFoundError:
         pass
-    return PACKAGES[first] if deeper in SUBMODULES.get(first, ()) else None
+    return packages[first] if deeper in submodules.get(first, ()) else None
 
 
 def _package_of(name: str) -> str | None:
     """The Relay package serving the first part of a Lightning path (``trainer.callbacks`` for ``...callbacks.x.y``)."""
-    root = next((r for r in ROOTS if name.startswith(r + ".")), None)
-    if root is None:
+    tables = _tables(name)
+    if tables is None or name == tables[0]:
         return None
-    return PACKAGES.get(name[len(root) + 1:].split(".", 1)[0])
+    root, _, packages, _, _ = tables
+    return packages.get(name[len(root) + 1:].split(".", 1)[0])
 
 
 def is_served(name: str) -> bool:
     return name == "lightning" or name.startswith("lightning.") or any(
-        name == r or name.startswith(r + ".") for r in ROOTS)
+        name == r or name.startswith(r + ".") for r in (*ROOTS, *fabric_names.ROOTS))
 
 
 class LightningAlias(types.ModuleType):
@@ -129,7 +153,7 @@ class LightningAlias(types.ModuleType):
         super().__init__(name, f"Relay's {target}, serving {name} (Lightning compatibility mode)")
         self.__relay_target__ = target
         self.__path__: list[str] = []
-        if name in ("lightning", *ROOTS):
+        if name in ("lightning", *ROOTS, *fabric_names.ROOTS):
             self.__version__ = LIGHTNING_API_VERSION
 
     def __getattr__(self, attr: str) -> Any:
@@ -137,8 +161,10 @@ class LightningAlias(types.ModuleType):
             if attr == "__all__":
                 return list(getattr(importlib.import_module(self.__relay_target__), "__all__", []))
             raise AttributeError(attr)
-        if self.__name__ == "lightning" and attr == "pytorch":
-            return importlib.import_module("lightning.pytorch")
+        if self.__name__ == "lightning" and attr in ("pytorch", "fabric"):
+            return importlib.import_module(f"lightning.{attr}")
+        if self.__name__ == "lightning" and attr == "Fabric":
+            return importlib.import_module("trainer.fabric").Fabric
         target = importlib.import_module(self.__relay_target__)
         try:
             value = getattr(target, attr)

@@ -1,4 +1,4 @@
-"""Loggers, imported on first use so ``import trainer.loggers`` pulls in neither tensorboard nor yaml."""
+"""Loggers, imported on first use so ``import trainer.loggers`` pulls in no tensorboard, yaml, wandb, mlflow or comet_ml."""
 
 from __future__ import annotations
 
@@ -7,13 +7,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainer.loggers.base import Logger
+    from trainer.loggers.comet import CometLogger
     from trainer.loggers.csv_logs import CSVLogger
+    from trainer.loggers.mlflow import MLFlowLogger
     from trainer.loggers.tensorboard import TensorBoardLogger
+    from trainer.loggers.wandb import WandbLogger
 
 _EXPORTS = {
     "Logger": "trainer.loggers.base",
     "CSVLogger": "trainer.loggers.csv_logs",
     "TensorBoardLogger": "trainer.loggers.tensorboard",
+    "WandbLogger": "trainer.loggers.wandb",
+    "MLFlowLogger": "trainer.loggers.mlflow",
+    "CometLogger": "trainer.loggers.comet",
 }
 
 __all__ = list(_EXPORTS)

@@ -45,6 +45,9 @@ class Logger:
     def save(self) -> None:
         """Flush buffered records to disk."""
 
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """Called by ``ModelCheckpoint`` after each file it writes; loggers that upload checkpoints hook in here."""
+
     def finalize(self, status: str) -> None:
         """Called once at the end of a run with ``"success"``, ``"failed"`` or ``"interrupted"``."""
         self.save()

@@ -10,17 +10,84 @@ from typing import Any
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from trainer.loggers.utils import DEFAULT_LOG_NAME, VersionedDirLogger, add_prefix, flatten_dict, save_hparams_yaml, to_number, to_plain
+from plugins.remote_paths import exists, join, makedirs, open_file, replace
+
+from trainer.loggers.utils import (
+    DEFAULT_LOG_NAME,
+    NoOpExperiment,
+    VersionedDirLogger,
+    add_prefix,
+    flatten_dict,
+    save_hparams_yaml,
+    to_number,
+    to_plain,
+)
 
 
-class CSVLogger(VersionedDirLogger):
-    """Buffers rows in memory and writes them every ``flush_logs_every_n_steps`` steps and on save/finalize.
+class ExperimentWriter:
+    """The files of one CSV run (``CSVLogger.experiment``): rows buffered in ``metrics`` until ``save()``.
 
     Columns are ``step`` and then metric keys in the order they first appear; a key that appears
     later rewrites the file with the wider header, older rows leaving that column empty.
     """
 
-    METRICS_FILE = "metrics.csv"
+    NAME_METRICS_FILE = "metrics.csv"
+    NAME_HPARAMS_FILE = "hparams.yaml"
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.metrics_file_path = join(log_dir, self.NAME_METRICS_FILE)
+        self.metrics: list[dict[str, Any]] = []
+        self.metrics_keys: list[str] = []  # the header of the file on disk; empty until the first write
+        self.hparams: dict[str, Any] = {}
+
+    def log_metrics(self, metrics_dict: Mapping[str, Any], step: int | None = None) -> None:
+        """Buffer one row; ``step`` defaults to the number of rows buffered so far."""
+        if step is None:
+            step = len(self.metrics)
+        row = {k: to_number(v) for k, v in metrics_dict.items()}
+        row["step"] = step
+        self.metrics.append(row)
+
+    def log_hparams(self, params: Mapping[str, Any]) -> None:
+        self.hparams.update(to_plain(params))
+        save_hparams_yaml(join(self.log_dir, self.NAME_HPARAMS_FILE), self.hparams)
+
+    def save(self) -> None:
+        if not self.metrics:
+            return
+        seen = dict.fromkeys(k for row in self.metrics for k in row)
+        new_keys = [k for k in seen if k not in self.metrics_keys]
+        path = self.metrics_file_path
+        if not self.metrics_keys:  # first write of this run
+            makedirs(self.log_dir)  # a local path or an fsspec URL (s3://, memory://)
+            if exists(path):
+                warnings.warn(f"{path} already exists and is being overwritten by this run.", stacklevel=3)
+            self.metrics_keys = ["step"] + [k for k in new_keys if k != "step"]
+            self._write(path, self.metrics, mode="w")
+        elif new_keys:
+            with open_file(path, newline="") as f:
+                old_rows = list(csv.DictReader(f))
+            self.metrics_keys += new_keys
+            tmp = f"{path}.tmp"
+            self._write(tmp, old_rows + self.metrics, mode="w")
+            replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
+        else:
+            self._write(path, self.metrics, mode="a")
+        self.metrics = []
+
+    def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
+        with open_file(path, mode, newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.metrics_keys, restval="")
+            if mode == "w":
+                writer.writeheader()
+            writer.writerows(rows)
+
+
+class CSVLogger(VersionedDirLogger):
+    """Writes ``metrics.csv`` every ``flush_logs_every_n_steps`` steps and on save/finalize; only rank 0 writes."""
+
+    METRICS_FILE = ExperimentWriter.NAME_METRICS_FILE
 
     def __init__(
         self,
@@ -35,58 +102,47 @@ class CSVLogger(VersionedDirLogger):
         super().__init__(save_dir, name, version)
         self._prefix = prefix
         self._flush_every = flush_logs_every_n_steps
-        self._rows: list[dict[str, Any]] = []
-        self._columns: list[str] = []  # the header of the file on disk; empty until the first write
+        self._experiment: ExperimentWriter | None = None
         self._last_flush_step = -1
-        self.hparams: dict[str, Any] = {}
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        """The writer of this run's files (a no-op stand-in on ranks other than 0), for subclasses and custom rows."""
+        if self._experiment is None:
+            if rank_zero_only.rank != 0:
+                return NoOpExperiment()  # type: ignore[return-value]
+            self._experiment = ExperimentWriter(self.log_dir)
+        return self._experiment
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        return self.experiment.hparams
 
     @property
     def metrics_file_path(self) -> str:
         return os.path.join(self.log_dir, self.METRICS_FILE)
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int) -> None:
-        row = {k: to_number(v) for k, v in flatten_dict(add_prefix(metrics, self._prefix)).items()}
-        row["step"] = step
-        self._rows.append(row)
-        if step - self._last_flush_step >= self._flush_every:
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        experiment = self.experiment
+        experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix)), step)
+        if experiment.metrics[-1]["step"] - self._last_flush_step >= self._flush_every:
             self.save()
 
     @rank_zero_only
     def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
-        self.hparams.update(to_plain(params))
-        save_hparams_yaml(os.path.join(self.log_dir, "hparams.yaml"), self.hparams)
+        self.experiment.log_hparams(params)
         if metrics:
             self.log_metrics(metrics, 0)
 
     @rank_zero_only
     def save(self) -> None:
-        if not self._rows:
-            return
-        self._last_flush_step = max(self._last_flush_step, self._rows[-1]["step"])
-        seen = dict.fromkeys(k for row in self._rows for k in row)
-        new_keys = [k for k in seen if k not in self._columns]
-        path = self.metrics_file_path
-        if not self._columns:  # first write of this run
-            os.makedirs(self.log_dir, exist_ok=True)
-            if os.path.exists(path):
-                warnings.warn(f"{path} already exists and is being overwritten by this run.", stacklevel=2)
-            self._columns = ["step"] + [k for k in new_keys if k != "step"]
-            self._write(path, self._rows, mode="w")
-        elif new_keys:
-            with open(path, newline="") as f:
-                old_rows = list(csv.DictReader(f))
-            self._columns += new_keys
-            tmp = f"{path}.tmp"
-            self._write(tmp, old_rows + self._rows, mode="w")
-            os.replace(tmp, path)  # a crash mid-rewrite must not lose the old rows
-        else:
-            self._write(path, self._rows, mode="a")
-        self._rows.clear()
+        experiment = self.experiment
+        if experiment.metrics:
+            self._last_flush_step = max(self._last_flush_step, experiment.metrics[-1]["step"])
+        experiment.save()
 
-    def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
-        with open(path, mode, newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
-            if mode == "w":
-                writer.writeheader()
-            writer.writerows(rows)
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_experiment"] = None  # each process makes its own on first use
+        return state

@@ -13,6 +13,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
+    NoOpExperiment,
     VersionedDirLogger,
     add_prefix,
     flatten_dict,
@@ -24,16 +25,6 @@ from trainer.loggers.utils import (
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
-
-
-class _NoOpExperiment:
-    """Stands in for the SummaryWriter on ranks other than 0, so ``logger.experiment.add_image(...)`` is safe."""
-
-    def __getattr__(self, _name: str) -> Any:
-        return self
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _NoOpExperiment:
-        return self
 
 
 class TensorBoardLogger(VersionedDirLogger):
@@ -67,7 +58,7 @@ class TensorBoardLogger(VersionedDirLogger):
         """The ``SummaryWriter``, for anything beyond scalars (images, histograms...)."""
         if self._experiment is None:
             if rank_zero_only.rank != 0:
-                return _NoOpExperiment()  # type: ignore[return-value]
+                return NoOpExperiment()  # type: ignore[return-value]
             from torch.utils.tensorboard import SummaryWriter
 
             self._experiment = SummaryWriter(log_dir=self.log_dir, **self._writer_kwargs)

@@ -35,11 +35,16 @@ def default_rank_from_env() -> None:
 
 def next_version(root_dir: str) -> int:
     """One more than the highest ``version_<n>`` under ``root_dir``; 0 when there is none."""
-    try:
-        entries = list(os.scandir(root_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return 0
-    versions = [int(m.group(1)) for e in entries if e.is_dir() and (m := _VERSION_DIR.fullmatch(e.name))]
+    from plugins.remote_paths import isdir, is_url, join, listdir
+
+    if is_url(root_dir):  # an fsspec store (s3://, memory://)
+        names = [n for n in listdir(root_dir) if isdir(join(root_dir, n))]
+    else:
+        try:
+            names = [e.name for e in os.scandir(root_dir) if e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+    versions = [int(m.group(1)) for name in names if (m := _VERSION_DIR.fullmatch(name))]
     return max(versions, default=-1) + 1
 
 
@@ -101,6 +106,16 @@ class VersionedDirLogger(Logger):
         return os.path.join(path, self._sub_dir) if self._sub_dir else path
 
 
+class NoOpExperiment:
+    """Stands in for a logger's experiment on ranks other than 0, so ``logger.experiment.add_image(...)`` is safe."""
+
+    def __getattr__(self, _name: str) -> Any:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoOpExperiment:
+        return self
+
+
 def add_prefix(metrics: Mapping[str, Any], prefix: str, sep: str = "-") -> Mapping[str, Any]:
     return {f"{prefix}{sep}{k}": v for k, v in metrics.items()} if prefix else metrics
 
@@ -155,7 +170,9 @@ def sanitize_hparams(params: Mapping[str, Any]) -> dict[str, int | float | str |
 def save_hparams_yaml(path: str, hparams: Mapping[str, Any]) -> None:
     import yaml  # lazy: keeps ``import trainer.loggers`` cheap
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    from plugins.remote_paths import makedirs, open_file  # a local path or an fsspec URL
+
+    makedirs(os.path.dirname(path))
+    with open_file(path, "w") as f:
         yaml.safe_dump(to_plain(hparams), f, sort_keys=False)
 

@@ -114,6 +114,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     move = BatchMover(trainer)
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
+    keep = trainer.predict_loop.return_predictions
     try:
         hooks.call("on_predict_start")
         hooks.call("on_predict_epoch_start")
@@ -127,14 +128,15 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
                     hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                     out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
                     hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
-                    loader_out.append(out)
+                    if keep:  # return_predictions=False keeps nothing: large predictions are not held in memory
+                        loader_out.append(out)
                 outputs.append(loader_out)
         hooks.call("on_predict_epoch_end")
         hooks.call("on_predict_end")
     finally:
         restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
-    trainer.predict_loop.predictions = outputs if multiple else outputs[0]
+    trainer.predict_loop.predictions = (outputs if multiple else outputs[0]) if keep else []
     return trainer.predict_loop.predictions
 
 

@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.checkpoint import restore_rng_states
 from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.loops.state import rescale_position
+from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
+from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 
 if TYPE_CHECKING:
@@ -23,7 +27,7 @@ if TYPE_CHECKING:
 class FitLoop:
     """Lives as long as its Trainer (``trainer.fit_loop``): the epoch/step limits and the fit's state.
 
-    ``run`` is given the prepared loaders of one ``fit`` call.
+    ``run`` is given one ``fit`` call's plan: its loaders' sources and its validation schedule.
     """
 
     def __init__(
@@ -43,27 +47,33 @@ class FitLoop:
         return epoch_progress(self.progress)
 
     @property
+    def _skip_backward(self) -> bool:
+        """Lightning's switch for forward-only training batches (StochasticWeightAveraging's BatchNorm epoch):
+        no zero_grad and no backward, while an optimizer step still falls due."""
+        step = getattr(self, "step", None)
+        return step is not None and step.skip_backward
+
+    @_skip_backward.setter
+    def _skip_backward(self, value: bool) -> None:
+        step = getattr(self, "step", None)
+        if step is not None:
+            step.skip_backward = value
+
+    @property
     def total_batch_idx(self) -> int:
         return self.progress.total_batches
 
-    def _setup_run(self, load_val: Callable[[], Any], val_source: bool) -> None:
-        trainer = self.trainer
-        self.load_val = load_val
+    def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
+        schedule = plan.schedule
+        self.schedule: FitSchedule = schedule
+        self.sources, self.build = plan.sources, build
         self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
         self.val_limits: list[int | float] = []
         self.val_loaded_at = self.train_loaded_at = 0  # epochs the loaders were built in
-        from lightning_utilities.core.overrides import is_overridden
-
-        from trainer.module import Module
-
-        self.has_val = (val_source and trainer.limit_val_batches != 0
-                        and is_overridden("validation_step", trainer.lightning_module, Module))
-        self.deadline = time.monotonic() + trainer.max_time if trainer.max_time is not None else None
+        self.has_val = schedule.validates
+        self.deadline = time.monotonic() + schedule.max_time if schedule.max_time is not None else None
         self.stop_agreed = self.time_up = False
         self.pending: Any = None  # a vote on (should_stop, time is up) in flight
-        # with manual optimization the user steps the schedulers (as in Lightning)
-        automatic = trainer.lightning_module.automatic_optimization
-        self.epoch_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and automatic]
 
     def _profile(self) -> None:
         """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
@@ -86,21 +96,28 @@ class FitLoop:
 
     def _ensure_val(self) -> None:
         """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says."""
-        every, epoch = self.trainer.reload_dataloaders_every_n_epochs, self.progress.epoch
+        every, epoch = self.schedule.reload_every, self.progress.epoch
         if self.val is not None and every and epoch - self.val_loaded_at >= every:
             self.val = None
         if self.val is None:
-            self.val, self.val_limits = self.load_val()
+            loaders = self.build(self.sources["val"])
+            self.val, self.val_limits = loaders.plans, loaders.counts
+            self.trainer.num_val_batches = loaders.counts
             self.val_loaded_at = epoch
             self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
     def _load_train(self) -> None:
-        self.train = self.load_train()
-        self.train_loaded_at = self.progress.epoch
-        self.val_check_batch = _val_check_batch(self.trainer)
+        """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
+        loaders = self.build(self.sources["train"])
+        self.train, p = loaders.plans[0], self.progress
+        p.train_batch_size = loaders.batch_size
+        rescale_position(p, p.train_batch_size, self.trainer.strategy.distributed_sampler_kwargs["num_replicas"])
+        self.max_batches = loaders.counts[0]
+        self.train_loaded_at = p.epoch
+        self.val_check_batch = self.schedule.val_check_batch(self.max_batches)
 
     def _reload_train_if_due(self) -> None:
-        every = self.trainer.reload_dataloaders_every_n_epochs
+        every = self.schedule.reload_every
         if every and self.progress.epoch - self.train_loaded_at >= every:
             self._load_train()
 
@@ -151,34 +168,33 @@ class FitLoop:
             self._preempt()
 
     def _preempt(self) -> None:
-        from trainer.preemption import checkpoint_and_exit
-
-        checkpoint_and_exit(self.trainer, self.trainer._preemption)
+        t = self.trainer
+        directory = checkpoint_dir(t.checkpoint_callback, t.default_root_dir)
+        checkpoint_and_exit(t._preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
+                                                          t.auto_requeue, t.strategy.barrier))
 
     def _epochs_done(self) -> bool:
         t = self.trainer
         return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
 
     # --- running ------------------------------------------------------------------------------------
-    def run(
-        self, load_train: Callable[[], LoaderPlan], load_val: Callable[[], Any], val_source: bool,
-        rng_to_restore: dict[str, Any] | None,
-    ) -> None:
-        """``load_train``/``load_val`` build the loaders when Lightning asks for them: validation's at the sanity
-        check (or the first validation), training's after the sanity check."""
+    def run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders], rng_to_restore: dict[str, Any] | None,
+            ) -> None:
+        """Run one fit's plan. ``build`` builds a source's loaders when Lightning asks for them: validation's at
+        the sanity check (or the first validation), training's after the sanity check."""
         self.progress.resume_cut_short()
-        self._setup_run(load_val, val_source)
+        self._setup_run(plan, build)
         t = self.trainer
         hooks = t._hooks
-        if self.has_val and t.num_sanity_val_steps != 0:
-            limit = math.inf if t.num_sanity_val_steps == -1 else t.num_sanity_val_steps
+        sanity_steps = self.schedule.num_sanity_val_steps
+        if self.has_val and sanity_steps != 0:
+            limit = math.inf if sanity_steps == -1 else sanity_steps
             self.progress.set_stage(RunningStage.SANITY_CHECKING)
             hooks.call("on_sanity_check_start")
             self._ensure_val()
             if self.has_val:
                 run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
-        self.load_train = load_train
         self._load_train()
         if self.has_val:  # built with the training loader when no sanity check built it (as in Lightning)
             self._ensure_val()
@@ -187,7 +203,8 @@ class FitLoop:
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
-        while not self._epochs_done() and not self._max_reached():
+        self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
+        while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
             self.run_epoch(rng_to_restore)
             rng_to_restore = None
             self._agree(wait=True)
@@ -196,61 +213,76 @@ class FitLoop:
         hooks.call("on_train_end")
 
     def _val_this_epoch(self) -> bool:
-        every = self.trainer.check_val_every_n_epoch
-        return self.has_val and (every is None or (self.trainer.current_epoch + 1) % every == 0)
+        every = self.schedule.check_val_every_n_epoch
+        return self.has_val and (every is None or (self.progress.epoch + 1) % every == 0)
 
     def _val_due_at_epoch_end(self) -> bool:
         """Whether the last batch of this epoch is a validation point (ModelCheckpoint asks)."""
-        t, every = self.trainer, self.val_check_batch
+        every = self.val_check_batch
         if not self._val_this_epoch():
             return False
         if every == math.inf:
             return True
-        if t.check_val_every_n_epoch is None:  # counted over all batches
+        if self.schedule.check_val_every_n_epoch is None:  # counted over all batches
             p = self.progress
-            return (p.total_batches + t.num_training_batches - p.batches_seen) % every == 0
-        return t.num_training_batches % every == 0
+            return (p.total_batches + self.max_batches - p.batches_seen) % every == 0
+        return self.max_batches % every == 0
 
-    def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
-        from trainer.checkpoint import restore_rng_states
-
+    def _start_epoch(self, rng_to_restore: dict[str, Any] | None) -> tuple[Any, int, int | float, bool]:
+        """Everything before an epoch's first batch; returns the batches still to run in it, how many were run
+        already, the epoch's batch count and whether validation runs inside the epoch."""
         t, p = self.trainer, self.progress
-        hooks, module, results = t._hooks, t.lightning_module, t._results["train"]
         skip = p.batches_seen
         mid_epoch = skip > 0
         self._reload_train_if_due()
         if rng_to_restore is not None and not mid_epoch:
             restore_rng_states(rng_to_restore)
+        results = t._results["train"]
         results.reset_epoch()
         t._active_results, t._fx_on_step = results, False
         p.val_runs_at_epoch_end = self._val_due_at_epoch_end()
         val_now = self._val_this_epoch() and self.val_check_batch != math.inf
-        across_epochs = t.check_val_every_n_epoch is None
-        module.train()
-        limit = t.num_training_batches
+        t.lightning_module.train()
+        limit = self.max_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
-        batches = self.train.iterate(t.current_epoch, skip) if skip < limit else iter(())
+        batches = self.train.iterate(p.epoch, skip) if skip < limit else iter(())
         if self.profiler is not None:
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
-        hooks.call("on_train_epoch_start")
+        t._hooks.call("on_train_epoch_start")
+        # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
+        self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
         if rng_to_restore is not None and mid_epoch:
             restore_rng_states(rng_to_restore)
         t._fx_on_step = True
+        return batches, skip, limit, val_now
+
+    def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
+        stopped = self._run_batches(*self._start_epoch(rng_to_restore))
+        self._agree(wait=True)
+        self.trainer._fx_on_step = False
+        if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
+            self._validate()  # a loader without a length: validate when it is exhausted
+        self.trainer._hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
+        self.progress.end_epoch()
+
+    def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
+        """The epoch's batches, each with its hooks, logging, validation and stopping rules; True: stopped early.
+
+        The hot path: everything a batch needs is looked up once here, not per batch."""
+        t, p, schedule = self.trainer, self.progress, self.schedule
+        hooks, results = t._hooks, t._results["train"]
+        across_epochs, log_every = schedule.check_val_every_n_epoch is None, schedule.log_every_n_steps
         step_run, move = self.step.run, self.move
         cpu_only, Tensor = move.cpu_passthrough, torch.Tensor
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
-        log_every = t.log_every_n_steps
         # one process: the stopping rules read local values (the same ones _max_reached/_stop_requested read)
-        single = t.world_size == 1
-        monotonic = time.monotonic
-        batch_idx = skip
-        stopped = False
+        single, monotonic = t.world_size == 1, time.monotonic
         while batch_idx < limit:
             try:
                 batch = next(batches)
             except StopIteration:
-                break
+                return False
             if cpu_only and type(batch) in (tuple, list):  # CPU tensors stay as they are: no call needed
                 for item in batch:
                     if type(item) is not Tensor or not item.is_cpu:
@@ -260,7 +292,7 @@ class FitLoop:
                 batch = move(batch)
             t._batch_for_size = batch
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
-                break
+                return False
             before = p.global_step
             p.is_last_batch = last = batch_idx + 1 == limit
             outputs = step_run(batch, batch_idx, last)
@@ -280,19 +312,12 @@ class FitLoop:
                 max_steps, deadline = self.max_steps, self.deadline  # Trainer.max_steps reads self.max_steps
                 if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)
                         or (t.should_stop and self._stop_requested())):
-                    stopped = True
-                    break
+                    return True
                 continue
             self._agree(wait=False)
             if self._max_reached() or self._stop_requested():
-                stopped = True
-                break
-        self._agree(wait=True)
-        t._fx_on_step = False
-        if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
-            self._validate()  # a loader without a length: validate when it is exhausted
-        hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
-        p.end_epoch()
+                return True
+        return False
 
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
@@ -300,20 +325,22 @@ class FitLoop:
         results = t._results["train"]
         results.finish_epoch(t.strategy.all_reduce)
         t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
-        if self.epoch_schedulers:
-            step_schedulers(t, self.epoch_schedulers, t.current_epoch + 1)
+        # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
+        if t.lightning_module.automatic_optimization:
+            epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
+            if epoch_schedulers:
+                step_schedulers(t, epoch_schedulers, t.current_epoch + 1)
         self.progress.epoch_finished = (
-            self.progress.batches_seen >= t.num_training_batches or not self._stopped_mid_epoch()
+            self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
         )
 
     def _stopped_mid_epoch(self) -> bool:
-        t = self.trainer
         return self._max_reached() or self._stop_requested()
 
     def _accumulating(self) -> bool:
         """Between the batches of one accumulated step (gradients must survive a validation there)."""
-        p, t = self.progress, self.trainer
-        return p.batches_seen % t.accumulate_grad_batches != 0 and not p.is_last_batch
+        p = self.progress
+        return p.batches_seen % self.trainer.accumulate_grad_batches != 0 and not p.is_last_batch
 
     def _validate(self) -> None:
         t = self.trainer
@@ -324,28 +351,3 @@ class FitLoop:
             return
         run_evaluation(t, "validate", self.val, self.val_limits)
         t._active_results = t._results["train"]
-
-
-def _val_check_batch(trainer: Trainer) -> int | float:
-    """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
-    from trainer.errors import MisconfigurationError
-
-    n, vci = trainer.num_training_batches, trainer.val_check_interval
-    if vci is None:
-        vci = 1.0
-    if isinstance(vci, int):
-        if trainer.check_val_every_n_epoch is not None and vci > n:
-            raise MisconfigurationError(
-                f"Trainer(val_check_interval={vci}) must be at most the number of training batches per epoch ({n}). "
-                "To validate every N batches counted across epochs, also pass check_val_every_n_epoch=None; "
-                "to turn validation off, pass limit_val_batches=0."
-            )
-        return vci
-    if n == math.inf:
-        if vci != 1.0:
-            raise MisconfigurationError(
-                f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the train loader has no length; "
-                "pass an int number of batches."
-            )
-        return math.inf
-    return max(1, int(n * vci))

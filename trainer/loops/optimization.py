@@ -89,6 +89,7 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        self.skip_backward = False  # ``trainer.fit_loop._skip_backward``
         self._bind_fast_paths(trainer)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
             raise MisconfigurationRuntimeError(
@@ -243,6 +244,10 @@ class BackwardStep:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
         step = self.step
         loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx)
+        if step.skip_backward:  # forward only: gradients stay as they were (Lightning's _skip_backward)
+            if loss is not None:
+                self.holder[0] = _outputs(output, loss)
+            return loss
         if self.zero_grad_due:
             if step.before_zero_grad is None and not step.custom_zero_grad and step.optimizer is not None:
                 self.zero_grad_due = False

@@ -1,296 +1,213 @@
-"""Setting up and tearing down a stage (fit/validate/test/predict) around its loop."""
+"""A Trainer call: plan it, start the processes if needed, run the plan, finish the stage.
+
+The plan (``trainer/plan.py``) is built before anything starts; here it is set up (environment, restore point,
+callbacks, ``prepare_data``/``setup``), handed to its loop, and torn down whatever happens.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainer.data import num_batches, prepare_loader
-from trainer.errors import MisconfigurationError
-from trainer.limits import apply_limit
-from trainer.module import Module
+from trainer.callbacks.setup import merge_module_callbacks
+from trainer.checkpoint import finish_checkpoint_writes
+from trainer.heartbeat import watch_ranks
+from trainer.hooks import Hooks, call_datamodule
+from trainer.input_checks import check_writable_dirs
+from trainer.launch import launch_workers_and_exit, watch_launcher
+from trainer.loops.evaluation import run_evaluation, run_predict
+from trainer.loops.model_setup import restore_after_fit_start, set_up_model
+from trainer.loops.spawned import run_stage_in_workers
+from trainer.loops.state import RestorePoint, checkpoint_dirs
+from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
+from trainer.preemption import PreemptionHandler, guarded_fit
 from trainer.ranks import set_rank_zero_only
+from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
+from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
+    from trainer.module import Module
     from trainer.trainer import Trainer
-
-_LOADER_METHOD = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",
-                  "predict": "predict_dataloader"}
-
-
-def _loaders(trainer: Trainer, key: str, given: Any, required: bool) -> tuple[list[Any], type | None]:
-    """The loaders for ``key``: passed in, else from the DataModule, else from the Module; and the list or tuple
-    type they came in (None: one loader)."""
-    from lightning_utilities.core.overrides import is_overridden
-
-    from trainer.datamodule import DataModule
-
-    method = _LOADER_METHOD[key]
-    if given is None:
-        dm = trainer.datamodule
-        if dm is not None and is_overridden(method, dm, DataModule):
-            given = getattr(dm, method)()
-        elif is_overridden(method, trainer.lightning_module, Module):  # `model.val_dataloader = None`: none
-            given = getattr(trainer.lightning_module, method)()
-    from trainer.input_checks import check_loader
-
-    check_loader(key, given, trainer.state_fn or "fit")
-    if given is None:
-        if required:
-            arg = "train_dataloaders" if key == "train" else "dataloaders"
-            raise MisconfigurationError(
-                f"No {key} dataloader: pass {arg}=... to the Trainer call, or implement {method}() in your "
-                "DataModule (or Module)."
-            )
-        return [], None
-    if key == "train":  # one iterable of batches (a list of batches is fine too)
-        return [given], None
-    return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
-
-
-def _prepared(trainer: Trainer, key: str, given: Any, required: bool, pad: bool = True,
-              no_shuffle: bool = False) -> list[Any]:
-    """The loaders for ``key``, prepared to iterate; also what this Trainer call shows as its ``key`` loaders
-    (``trainer.train_dataloader``, ``val_dataloaders``...): one loader, or a list as given; None if there is
-    none or ``limit_<key>_batches=0`` leaves nothing to run (Lightning does not load them then)."""
-    loaders, shape = _loaders(trainer, key, given, required)
-    plans = _plans(trainer, loaders, pad=pad, no_shuffle=no_shuffle)
-    from trainer.input_checks import check_no_rank_without_batches
-
-    check_no_rank_without_batches(trainer, key, [plan.loader for plan in plans])
-    shown = [plan.loader for plan in plans]
-    if getattr(trainer, f"limit_{key}_batches") == 0:
-        trainer._loaders_in_use[key] = None
-    else:
-        trainer._loaders_in_use[key] = shape(shown) if shape is not None else (shown[0] if shown else None)
-    return plans
-
-
-def _plans(trainer: Trainer, loaders: list[Any], pad: bool = True, no_shuffle: bool = False) -> list[Any]:
-    """Sharded, resumable loaders; ``pad=False`` (prediction) gives every sample to exactly one rank."""
-    from trainer.seed import global_seed
-
-    kwargs = trainer.strategy.distributed_sampler_kwargs
-    if not getattr(trainer, "use_distributed_sampler", True):  # the user's loaders are used as given, unsharded
-        kwargs = {"num_replicas": 1, "rank": 0}
-    return [
-        prepare_loader(loader, seed=global_seed(), num_replicas=kwargs["num_replicas"], rank=kwargs["rank"], pad=pad,
-                       no_shuffle=no_shuffle)
-        for loader in loaders
-    ]
 
 
 def run_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> Any:
-    from trainer.callbacks.setup import merge_module_callbacks
-    from trainer.checkpoint import load_checkpoint
-    from trainer.hooks import Hooks, call_datamodule
-    from trainer.loops.state import restore_callbacks, restore_module, restore_training_state
+    plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
+    if plan.spawns:  # ddp_spawn: workers run it, results come back
+        return run_stage_in_workers(trainer, plan.launcher, stage, model, datamodule, given, ckpt_path)
+    if plan.launcher is not None:  # plain `python script.py` with several processes: start them, then exit
+        launch_workers_and_exit(plan.launcher)
+    return run_plan(trainer, plan)
 
-    if not isinstance(model, Module):
-        raise MisconfigurationError(
-            f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
-        )
-    launcher = getattr(trainer.strategy, "launcher", None)
-    if launcher is not None:  # one error here rather than one traceback per worker
-        trainer.strategy.check_module(model)
-    if launcher is not None and hasattr(launcher, "launch_function"):  # ddp_spawn: workers run it, results come back
-        from trainer.loops.spawned import run_stage_in_workers
 
-        return run_stage_in_workers(trainer, launcher, stage, model, datamodule, given, ckpt_path)
-    if launcher is not None:  # plain `python script.py` with several processes: start them, then exit
-        from trainer.launch import launch_workers_and_exit
+@dataclass
+class StageRun:
+    """What setting a plan up produced: the hooks to call, the checkpoint to restore, how the stage ended."""
 
-        launch_workers_and_exit(launcher)
-    from trainer.launch import watch_launcher
+    hooks: Hooks | None = None
+    restore: RestorePoint | None = None
+    status: str = "success"
 
+
+def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
     watch_launcher()  # a worker Relay's launcher started dies with it
+    run = StageRun()
     state = trainer.state
-    state.fn, state.stage, state.status = TrainerFn(stage), None, TrainerStatus.RUNNING
-    trainer.lightning_module, model.trainer = model, trainer
-    trainer.datamodule = datamodule
-    if datamodule is not None:
-        datamodule.trainer = trainer
-    trainer.should_stop = False
-    trainer._loaders_in_use.clear()  # each Trainer call shows only the loaders it uses, as in Lightning
-    from trainer.preemption import reset_signals
-
-    reset_signals(trainer)
-    trainer.progress.eval_batches = 0
-    trainer._logged_metrics.clear()  # each Trainer call shows its own metrics, as in Lightning
-    for results in trainer._results.values():
-        results.reset()
     try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
-        strategy = trainer.strategy
-        strategy.setup_environment()
-        set_rank_zero_only(strategy.global_rank)
-        if ckpt_path is None and stage == "fit":  # a preempted start of this run left a checkpoint: continue
-            from trainer.preemption import resume_note
-
-            ckpt_path = resume_note(trainer)
-        profiler = trainer.profiler
-        profiler.setup(stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
-                       global_rank=strategy.global_rank)
-        path = trainer._resolve_ckpt_path(ckpt_path, stage)
-        # fail before any work
-        checkpoint = load_checkpoint(path, strategy.checkpoint_io) if path is not None else None
-        trainer.ckpt_path = path
-
-        trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
-        for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
-            if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
-                owner.prepare_data()
-        strategy.barrier("prepare_data")
-        hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
-        status = "success"
-        setup_stage = state.fn
-        if datamodule is not None:
-            datamodule.setup(setup_stage)
-        hooks.call("setup", setup_stage)
-        trainer.fit_loop.val_source = _has_source(trainer, "val", given.get("val"))  # `trainer.enable_validation`
+        _begin(trainer, plan, run)
     except BaseException:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
     try:
-        from trainer.input_checks import check_has_parameters, check_writable_dirs
-
-        check_writable_dirs(trainer)
-        _configure_model(model)
-        if stage == "fit":
-            check_has_parameters(model)
-        if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
-            import torch
-
-            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
-                                        trainer.gradient_clip_algorithm)
-        strategy.setup_module(model)
-        if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
-            restore_module(trainer, checkpoint)
-            if stage == "fit":
-                restore_callbacks(trainer, checkpoint)
-        if stage == "fit":
-            from trainer.optimizers import OptimizerHandle, parse_optimizers
-
-            optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
-            trainer.optimizers = strategy.setup_optimizers(optimizers)
-            trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
-            strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
-                                        lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
-        rng = None
-        if checkpoint is not None and stage == "fit":
-            rng = restore_training_state(trainer, checkpoint, path)
-        from trainer.heartbeat import watch_ranks
-        from trainer.preemption import guarded_fit
-
-        with watch_ranks(trainer):  # start-up is over: training timeouts, a heartbeat naming a stuck rank
-            if stage != "fit":
-                return _run(trainer, stage, hooks, rng, given)
-            with guarded_fit(trainer):
-                return _run(trainer, stage, hooks, rng, given)
+        if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback later
+            check_writable_dirs(_output_roots(trainer))
+        run.restore = set_up_model(trainer, plan.model, plan.stage == "fit", run.restore)
+        return _run_loop(trainer, plan, run)
+    except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
+        return None
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
+        run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
         state.status = TrainerStatus.INTERRUPTED
-        hooks.call("on_exception", exc)
-        call_datamodule(datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
+        run.hooks.call("on_exception", exc)
+        call_datamodule(plan.datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
         raise
     finally:
-        for logger in trainer.loggers:
-            logger.finalize(status)
-        if datamodule is not None:
-            datamodule.teardown(setup_stage)
-        hooks.call("teardown", setup_stage)
-        if profiler.enabled:
-            profiler.describe(show=strategy.is_global_zero)
-        profiler.teardown(stage)
-        state.stage = None
-        if state.status == TrainerStatus.RUNNING:
-            state.status = TrainerStatus.FINISHED
+        _finish(trainer, plan, run)
 
 
-def _configure_model(model: Module) -> None:
-    """``configure_model``, after Lightning's older ``configure_sharded_model`` where a module still overrides it."""
-    from lightning_utilities.core.overrides import is_overridden
-
-    if is_overridden("configure_sharded_model", model, Module):
-        name = type(model).__name__
-        if is_overridden("configure_model", model, Module):
-            from trainer.errors import MisconfigurationRuntimeError
-
-            raise MisconfigurationRuntimeError(
-                f"{name} overrides both configure_model and configure_sharded_model (its deprecated name); keep only "
-                "configure_model."
-            )
-        from trainer.utilities.rank_zero import rank_zero_deprecation
-
-        rank_zero_deprecation(f"{name}.configure_sharded_model is deprecated; rename it to configure_model.")
-        model.configure_sharded_model()
-    model.configure_model()
-
-
-def _has_source(trainer: Trainer, key: str, given: Any) -> bool:
-    """Whether loaders for ``key`` could exist, without building them (Lightning asks for them when needed)."""
-    from lightning_utilities.core.overrides import is_overridden
-
-    from trainer.datamodule import DataModule
-
-    method = _LOADER_METHOD[key]
-    dm = trainer.datamodule
-    return (given is not None or (dm is not None and is_overridden(method, dm, DataModule))
-            or is_overridden(method, trainer.lightning_module, Module))
+def _reset(trainer: Trainer, plan: StagePlan) -> None:
+    """Each Trainer call starts fresh: its state, its loaders, its metrics, no signal received (as Lightning)."""
+    state = trainer.state
+    state.fn, state.stage, state.status = TrainerFn(plan.stage), None, TrainerStatus.RUNNING
+    trainer.lightning_module, plan.model.trainer = plan.model, trainer
+    trainer.datamodule = plan.datamodule
+    if plan.datamodule is not None:
+        plan.datamodule.trainer = trainer
+    trainer.should_stop = False
+    trainer._loaders_in_use.clear()
+    trainer._preemption = None
+    trainer.progress.eval_batches = 0
+    trainer._logged_metrics.clear()
+    for results in trainer._results.values():
+        results.reset()
+    trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
+    trainer._stage_plan = plan  # rerun_loop (the tuner's trials) plans this call's inputs again
+    trainer._stage_inputs = plan.given  # the loaders this call was given (the batch size finder reads them)
 
 
-def _train_plan(trainer: Trainer, given: Any) -> Any:
-    """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
-    from trainer.loops.state import rescale_position
+def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
+    """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
+    _reset(trainer, plan)
+    strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
+    strategy.setup_environment()
+    set_rank_zero_only(strategy.global_rank)
+    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
+                           global_rank=strategy.global_rank)
+    run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero)  # before any work
+    trainer.ckpt_path = run.restore.path
+    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
+    for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
+        if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
+            owner.prepare_data()
+    strategy.barrier("prepare_data")
+    run.hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
+    for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
+        getattr(logger, "experiment", None)
+    if datamodule is not None:
+        datamodule.setup(stage=trainer.state.fn)  # a keyword, as Lightning passes it
+    run.hooks.call("setup", stage=trainer.state.fn)
 
-    train = _prepared(trainer, "train", given, required=True, no_shuffle=bool(trainer.overfit_batches))[0]
-    trainer.progress.train_batch_size = getattr(train.loader, "batch_size", None)
-    rescale_position(trainer, trainer.progress.train_batch_size)
-    trainer.num_training_batches = apply_limit(trainer.limit_train_batches, num_batches(train.loader),
-                                               "limit_train_batches")
-    from trainer.input_checks import warn_if_no_batches
 
-    warn_if_no_batches(trainer.num_training_batches)
-    return train
+def _output_roots(trainer: Trainer) -> list[Any]:
+    """The logger and checkpoint roots (and ``default_root_dir``) this stage may write to."""
+    roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
+    roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
+    return [*roots, trainer.default_root_dir]
 
 
-def _val_plans(trainer: Trainer, given: Any) -> tuple[list[Any], list[int | float]]:
-    val = _prepared(trainer, "val", given, required=False)
-    trainer.num_val_batches = [apply_limit(trainer.limit_val_batches, num_batches(p.loader)) for p in val]
-    return val, trainer.num_val_batches
+def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
+    build = loader_builder(plan.strategy, trainer._loaders_in_use)
+    with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
+        if plan.stage == "fit":
+            handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
+            with guarded_fit(handler, trainer.detect_anomaly, lambda: _note_dirs(trainer), trainer.is_global_zero):
+                return _fit(trainer, plan, run, build)
+        return _evaluate(trainer, plan, build)
 
 
-def _run(trainer: Trainer, stage: str, hooks: Any, rng: Any, given: dict[str, Any]) -> Any:
-    model = trainer.lightning_module
-    if stage == "fit":
-        for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
-            params = {**(trainer.datamodule.hparams if trainer.datamodule is not None else {}), **model.hparams}
-            logger.log_hyperparams(params)
-            if getattr(model, "example_input_array", None) is not None:
-                logger.log_graph(model)
-        hooks.call("on_fit_start")
-        trainer.fit_loop.run(lambda: _train_plan(trainer, given["train"]), lambda: _val_plans(trainer, given["val"]),
-                             trainer.fit_loop.val_source, rng)
-        hooks.call("on_fit_end")
-        return None
-    if stage == "predict":
-        from trainer.loops.evaluation import run_predict
+def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
+    loaders = build(plan.sources[plan.eval_key])
+    setattr(trainer, f"num_{plan.eval_key}_batches", loaders.counts)  # num_val/test/predict_batches
+    if plan.stage == "predict":
+        return run_predict(trainer, loaders.plans, loaders.counts)
+    return run_evaluation(trainer, plan.stage, loaders.plans, loaders.counts)
 
-        plans = _prepared(trainer, "predict", given["predict"], required=True, pad=False)
-        trainer.num_predict_batches = [apply_limit(trainer.limit_predict_batches, num_batches(p.loader)) for p in plans]
-        return run_predict(trainer, plans, trainer.num_predict_batches)
-    from trainer.loops.evaluation import run_evaluation
 
-    key = "val" if stage == "validate" else "test"
-    plans = _prepared(trainer, key, given[key], required=True)
-    limit = trainer.limit_val_batches if stage == "validate" else trainer.limit_test_batches
-    counts = [apply_limit(limit, num_batches(p.loader)) for p in plans]
-    if stage == "validate":
-        trainer.num_val_batches = counts
-    else:
-        trainer.num_test_batches = counts
-    return run_evaluation(trainer, stage, plans, counts)
+def rerun_loop(trainer: Trainer) -> Any:
+    """Run the current call's loop once more, planned again from the Trainer's present settings (limits, steps)
+    on the inputs this call was given: the tuner's trials and learning-rate search, from inside a hook. No sanity
+    check; the fit loop's own attributes are put back afterwards, so a run that called this carries on unchanged."""
+    first = trainer._stage_plan
+    plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
+    build = loader_builder(plan.strategy, trainer._loaders_in_use)
+    if plan.stage != "fit":
+        return _evaluate(trainer, plan, build)
+    loop = trainer.fit_loop
+    saved = dict(vars(loop))
+    try:
+        loop.run(plan, build, None)
+    finally:
+        vars(loop).clear()
+        vars(loop).update(saved)
+    return None
+
+
+def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
+    """This run's checkpoint directories as they are at the end of the fit (the callbacks' setup picked them)."""
+    return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)
+
+
+def loader_builder(strategy: Any, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
+    """Builds a plan's loaders when a loop asks: sharded by the strategy, shown in ``shown`` (the Trainer's)."""
+
+    def build(source: LoaderSource) -> Loaders:
+        return source.build(strategy, global_seed(), shown.__setitem__)
+
+    return build
+
+
+def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[LoaderSource], Loaders]) -> None:
+    model, datamodule = plan.model, plan.datamodule
+    for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
+        logger.log_hyperparams({**(datamodule.hparams if datamodule is not None else {}), **model.hparams})
+        if getattr(model, "example_input_array", None) is not None:
+            logger.log_graph(model)
+    run.hooks.call("on_fit_start")
+    run.restore = restore_after_fit_start(trainer, run.restore)
+    trainer.fit_loop.run(plan, build, run.restore.rng)
+    run.hooks.call("on_fit_end")
+
+
+def _finish(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
+    """Loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
+    # an asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage)
+    finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
+    for logger in trainer.loggers:
+        logger.finalize(run.status)
+    fn = TrainerFn(plan.stage)
+    if plan.datamodule is not None:
+        plan.datamodule.teardown(stage=fn)
+    run.hooks.call("teardown", stage=fn)
+    profiler = trainer.profiler
+    if profiler.enabled:
+        profiler.describe(show=plan.strategy.is_global_zero)
+    profiler.teardown(plan.stage)
+    state = trainer.state
+    state.stage = None
+    if state.status == TrainerStatus.RUNNING:
+        state.status = TrainerStatus.FINISHED

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpoint import plain_data, rng_states
+from trainer.checkpoint import (
+    checkpoint_dir,
+    load_checkpoint,
+    newest_checkpoint,
+    plain_data,
+    rng_states,
+    version_checkpoint_dirs,
+)
 from trainer.errors import MisconfigurationError
+from trainer.preemption import resume_note
 
 if TYPE_CHECKING:
+    from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
 FORMAT_VERSION = 1
@@ -44,63 +56,100 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
     return checkpoint
 
 
-def restore_module(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
-    """Weights (and the module's own hook); used by every stage."""
-    module = trainer.lightning_module
-    if hasattr(module, "on_load_checkpoint"):
-        module.on_load_checkpoint(checkpoint)
-    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"], strict=module.strict_loading)
+@dataclass(frozen=True)
+class RestorePoint:
+    """The checkpoint a stage restores (None: none), found once the processes exist; ``rng``: the RNG states a
+    fit puts back when its first epoch starts."""
+
+    path: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    rng: dict[str, Any] | None = None
+
+    def with_rng(self, rng: dict[str, Any] | None) -> RestorePoint:
+        return replace(self, rng=rng)
 
 
-def restore_callbacks(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
-    """Callback states; before ``configure_optimizers``, in Lightning's order."""
-    saved = checkpoint.get("callbacks", {})
-    for cb in trainer.callbacks:
-        cb.on_load_checkpoint(trainer, trainer.lightning_module, checkpoint)
-        if cb.state_key in saved:
-            cb.load_state_dict(saved[cb.state_key])
+@dataclass(frozen=True)
+class RestoreRequest:
+    """What a call asked to restore (``ckpt_path`` as given) and where this run's checkpoints are; found once the
+    processes exist (``find``), because ``"last"`` and a preemption note are read from those directories then."""
 
+    ckpt_path: Any
+    stage: str
+    dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
+    best_model_path: str = ""
 
-def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: str) -> dict[str, Any] | None:
-    """Optimizers, schedulers, scaler, DataModule, counters. Returns RNG states to restore later."""
-    if "optimizer_states" not in checkpoint:
+    def find(self, checkpoint_io: Any, announce: bool) -> RestorePoint:
+        """The checkpoint resolved and loaded: a bad ``ckpt_path`` fails here, before any work."""
+        ckpt_path = self.ckpt_path
+        if ckpt_path is None and self.stage == "fit":  # a preempted start of this run left a checkpoint: continue
+            ckpt_path = resume_note(self.dirs)
+        path = self.resolve(ckpt_path, checkpoint_io, announce)
+        return RestorePoint() if path is None else RestorePoint(path, load_checkpoint(path, checkpoint_io))
+
+    def resolve(self, ckpt_path: Any, checkpoint_io: Any, announce: bool) -> str | None:
+        """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only (a checkpoint
+        anywhere else, a download or another project, is never picked); ``"best"``: the checkpoint callback's.
+        What is resumed is printed (``announce``: on global rank 0)."""
+        if ckpt_path is not None and str(ckpt_path) == "best":
+            path = self.best_model_path
+            if not path:
+                raise MisconfigurationError(
+                    f"Trainer.{self.stage}(ckpt_path='best') but no ModelCheckpoint has saved a best model yet; fit "
+                    "first, or pass ckpt_path=<a .ckpt file> (or 'last')."
+                )
+        elif ckpt_path is None or str(ckpt_path) != "last":
+            path = None if ckpt_path is None else str(ckpt_path)
+        else:
+            path = self._last(checkpoint_io)
+        if path is not None and announce:
+            how = " (ckpt_path='last')" if str(ckpt_path) == "last" else ""
+            print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
+        return path
+
+    def _last(self, checkpoint_io: Any) -> str | None:
+        for root in self.dirs:  # a checkpoint directory a crash left renamed aside is put back first
+            checkpoint_io.recover(root)
+        found = newest_checkpoint(list(self.dirs))
+        if found is not None:
+            return str(found)
+        shown = ", ".join(sorted(map(str, self.dirs)))
+        if self.stage == "fit":
+            warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=5)
+            return None
         raise MisconfigurationError(
-            f"ckpt_path={path!r} holds weights only (saved with weights_only=True), so training cannot resume "
-            "from it. Load its 'state_dict' into the model and call fit() without ckpt_path."
+            f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's checkpoint "
+            "directories); pass a path."
         )
-    strategy = trainer.strategy
-    states = checkpoint["optimizer_states"]
-    if len(states) != len(trainer.optimizers):
-        raise MisconfigurationError(
-            f"ckpt_path={path!r} has {len(states)} optimizer states but configure_optimizers returned "
-            f"{len(trainer.optimizers)}."
-        )
-    for optimizer, state in zip(trainer.optimizers, states):
-        strategy.load_optimizer_state_dict(optimizer, state)
-    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
-        config.scheduler.load_state_dict(state)
-    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
-    if trainer.datamodule is not None and "datamodule" in checkpoint:
-        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
-    trainer.progress.load_state_dict(checkpoint["loops"])
-    per_rank = checkpoint.get("rng_per_rank")
-    if per_rank is not None and len(per_rank) == trainer.world_size:
-        return per_rank[trainer.global_rank]
-    return checkpoint.get("rng")
 
 
-def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
+def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path | str, ...]:
+    """Where this run's checkpoints are written (before the callbacks' setup picks a version): the callbacks'
+    ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``.
+    Local directories are ``Path``s; an fsspec store's are URL strings."""
+    roots: list[Path | str] = []
+    for cb in checkpoint_callbacks:
+        if cb.dirpath:
+            roots.append(checkpoint_dir(cb.dirpath))
+        elif logger is not None and getattr(logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
+            roots.extend(version_checkpoint_dirs(logger.root_dir))
+        else:
+            roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
+    if not checkpoint_callbacks:
+        roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
+    return tuple(dict.fromkeys(roots))
+
+
+def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: int) -> None:
     """Resuming mid-epoch on another number of processes: skip the same number of samples, not batches.
 
     The samplers deal one shuffled order out rank by rank, so the samples seen so far are a prefix of it
     whatever the world size; only the batch count that covers that prefix changes.
     """
-    progress = trainer.progress
     position, progress.resume_position = progress.resume_position, None
     if position is None:
         return
     batches, old_world, old_batch = position
-    new_world = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
     if old_world == new_world and (old_batch is None or old_batch == batch_size):
         return
     if not batches or old_batch is None or batch_size is None:
@@ -109,8 +158,6 @@ def rescale_position(trainer: Trainer, batch_size: int | None) -> None:
     per_step = batch_size * new_world
     progress.batches_seen = samples // per_step
     if samples % per_step:
-        import warnings
-
         warnings.warn(
             f"Resuming on {new_world} process(es) x batch {batch_size} from a checkpoint written at {old_world} x "
             f"batch {old_batch}: {samples} samples of this epoch were seen, which is not a whole number of new "

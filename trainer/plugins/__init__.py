@@ -13,6 +13,9 @@ _EXPORTS = {
     "HalfPrecision": "plugins.precision.half",
     "DoublePrecision": "plugins.precision.half",
     "TruePrecision": "plugins.precision.half",
+    "CheckpointIO": "plugins.checkpoint_io",
+    "TorchCheckpointIO": "plugins.checkpoint_io",
+    "AsyncCheckpointIO": "plugins.async_checkpoint_io",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

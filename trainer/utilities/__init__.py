@@ -6,11 +6,13 @@ from trainer.lazy import lazy_exports
 
 _EXPORTS = {
     "AttributeDict": "trainer.hparams",
+    "CombinedLoader": "trainer.utilities.combined_loader",
     "GradClipAlgorithmType": "trainer.utilities.enums",
     "LightningEnum": "trainer.utilities.enums",
     "disable_possible_user_warnings": "trainer.utilities.warnings",
     "grad_norm": "trainer.utilities.grads",
     "is_picklable": "trainer.utilities.parsing",
+    "measure_flops": "trainer.fabric.utilities.throughput",
     "move_data_to_device": "trainer.utilities.data",
     "rank_zero_debug": "trainer.utilities.rank_zero",
     "rank_zero_deprecation": "trainer.utilities.rank_zero",

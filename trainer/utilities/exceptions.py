@@ -9,4 +9,8 @@ class SIGTERMException(SystemExit):
     """Raised when a process receives SIGTERM during a run."""
 
 
+class _TunerExitException(Exception):
+    """Raised by the tuner's callbacks to end the Trainer call once the tuner has its answer (not an error)."""
+
+
 __all__ = ["MisconfigurationError", "MisconfigurationException", "SIGTERMException"]

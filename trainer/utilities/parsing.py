@@ -6,6 +6,7 @@ import pickle
 from typing import Any
 
 from trainer.hparams import AttributeDict
+from trainer.tuner.attributes import lightning_getattr, lightning_hasattr, lightning_setattr
 
 
 def is_picklable(obj: Any) -> bool:
@@ -17,4 +18,4 @@ def is_picklable(obj: Any) -> bool:
     return True
 
 
-__all__ = ["AttributeDict", "is_picklable"]
+__all__ = ["AttributeDict", "is_picklable", "lightning_getattr", "lightning_hasattr", "lightning_setattr"]

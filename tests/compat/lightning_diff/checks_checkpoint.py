@@ -1,0 +1,90 @@
+"""Checkpoints as a user sees them: file names, top-level keys, callback ``state_key``s, top-k bookkeeping
+(``kth_best_model_path`` with ``save_top_k=-1``), a missing ``ckpt_path``, and ``precision="16-mixed"`` on CPU."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from types import SimpleNamespace
+
+import torch
+
+from tests.compat.lightning_diff.common import exception, loader, quiet
+
+
+def checks(fw: SimpleNamespace) -> dict:
+    class Net(fw.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+            self.seen_dtypes: list[str] = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            out = self.layer(x)
+            self.seen_dtypes.append(str(out.dtype))
+            loss = torch.nn.functional.mse_loss(out.float(), y)
+            self.log("loss", loss)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            # a score that is worse every epoch, so the top-k order is known: epoch 0 best
+            self.log("score", torch.tensor(float(self.current_epoch)))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def names(paths) -> list[str]:
+        return sorted(os.path.basename(p) for p in paths)
+
+    def top_k(save_top_k: int) -> dict:
+        directory = f"topk{save_top_k}"
+        ckpt = fw.ModelCheckpoint(dirpath=directory, monitor="score", mode="min", save_top_k=save_top_k)
+        trainer = fw.Trainer(max_epochs=3, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                             callbacks=[ckpt], **quiet(enable_checkpointing=True))
+        trainer.fit(Net(), loader(), loader())
+        saved = torch.load(os.path.join(directory, sorted(os.listdir(directory))[-1]), weights_only=False)
+        return {
+            "files": sorted(os.listdir(directory)),
+            "best_model_path": os.path.basename(ckpt.best_model_path),
+            "kth_best_model_path": os.path.basename(ckpt.kth_best_model_path),
+            "kth_value": None if ckpt.kth_value is None else float(ckpt.kth_value),
+            "best_k_models": names(ckpt.best_k_models),
+            "checkpoint_callback_keys": sorted(saved["callbacks"]),
+            "checkpoint_top_level_keys": sorted(saved),
+        }
+
+    def state_keys() -> dict:
+        configs = {
+            "default": {},
+            "monitor": {"monitor": "val_loss", "mode": "max"},
+            "steps": {"every_n_train_steps": 5},
+            "epochs": {"every_n_epochs": 2, "monitor": "x"},
+            "top_k_and_last": {"save_top_k": 3, "save_last": True, "filename": "{epoch}", "monitor": "m"},
+        }
+        out = {name: fw.ModelCheckpoint(**kwargs).state_key for name, kwargs in configs.items()}
+        out["early_stopping"] = fw.EarlyStopping(monitor="val_loss", mode="max").state_key
+        out["early_stopping_default"] = fw.EarlyStopping(monitor="loss").state_key
+        return out
+
+    def missing_ckpt_path() -> dict:
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=1, **quiet())
+        try:
+            trainer.fit(Net(), loader(), ckpt_path="does/not/exist.ckpt")
+        except Exception as err:
+            return {**exception(err), "message_start": str(err).split(":")[0]}
+        return {"raised": False}
+
+    def fp16_mixed_on_cpu() -> dict:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer = fw.Trainer(max_epochs=1, limit_train_batches=1, precision="16-mixed", **quiet())
+            model = Net()
+            trainer.fit(model, loader())
+        relevant = [w for w in caught if "16" in str(w.message) and "cpu" in str(w.message).lower()]
+        return {"precision": str(trainer.precision), "plugin_precision": str(trainer.precision_plugin.precision),
+                "dtypes": model.seen_dtypes, "warned": bool(relevant)}
+
+    return {"top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+            "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu}

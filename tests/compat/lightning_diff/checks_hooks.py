@@ -1,0 +1,163 @@
+"""Hook call order as a user records it, written from Lightning 2.x's documented hook lists.
+
+The sequence of module and callback hooks for fit (sanity check, validation, a step scheduler), a fit that
+saves and one that resumes from that checkpoint, validate, test and predict; and hooks overridden on an
+instance (assigned or wrapped) with ``val_dataloader = None`` (no validation).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch.utils.data import DataLoader
+
+from tests.compat.lightning_diff.common import data, quiet
+
+MODULE_HOOKS = [
+    "prepare_data", "setup", "teardown", "configure_callbacks", "configure_model", "configure_optimizers",
+    "configure_gradient_clipping", "on_fit_start", "on_fit_end", "on_train_start", "on_train_end",
+    "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end", "training_step",
+    "on_before_zero_grad", "optimizer_zero_grad", "on_before_backward", "backward", "on_after_backward",
+    "on_before_optimizer_step", "optimizer_step", "lr_scheduler_step",
+    "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
+    "on_validation_batch_start", "on_validation_batch_end", "validation_step", "on_validation_model_zero_grad",
+    "on_validation_model_eval", "on_validation_model_train",
+    "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end", "on_test_batch_start",
+    "on_test_batch_end", "test_step", "on_test_model_eval", "on_test_model_train",
+    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
+    "on_predict_batch_start", "on_predict_batch_end", "predict_step", "on_predict_model_eval",
+    "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
+    "on_save_checkpoint", "on_load_checkpoint",
+    "train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader",
+]
+CALLBACK_HOOKS = [
+    "setup", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end",
+    "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start",
+    "on_train_batch_end", "on_validation_start", "on_validation_end", "on_validation_epoch_start",
+    "on_validation_epoch_end", "on_validation_batch_start", "on_validation_batch_end", "on_test_start",
+    "on_test_end", "on_test_epoch_start", "on_test_epoch_end", "on_test_batch_start", "on_test_batch_end",
+    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
+    "on_predict_batch_start", "on_predict_batch_end", "on_before_backward", "on_after_backward",
+    "on_before_optimizer_step", "on_before_zero_grad", "on_exception", "on_save_checkpoint", "on_load_checkpoint",
+]
+
+
+def checks(fw: SimpleNamespace) -> dict:
+    class Base(fw.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.layer(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self(x), y)
+
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.mse_loss(self(x), y))
+
+        def test_step(self, batch, batch_idx):
+            x, y = batch
+            self.log("test_loss", torch.nn.functional.mse_loss(self(x), y))
+
+        def predict_step(self, batch, batch_idx):
+            return self(batch[0])
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+        def train_dataloader(self):
+            return DataLoader(data(), batch_size=2)
+
+        def val_dataloader(self):
+            return DataLoader(data(), batch_size=2)
+
+        def test_dataloader(self):
+            return DataLoader(data(4), batch_size=2)
+
+        def predict_dataloader(self):
+            return DataLoader(data(4), batch_size=2)
+
+    def _stage(args, kwargs):
+        stage = args[0] if args else kwargs["stage"]
+        return getattr(stage, "value", stage)
+
+    def _module_hook(name):
+        def hook(self, *args, **kwargs):
+            self.calls.append(f"{name}({_stage(args, kwargs)})" if name in ("setup", "teardown") else name)
+            base = getattr(super(Recorded, self), name, None)
+            return base(*args, **kwargs) if base is not None else None
+
+        return hook
+
+    Recorded = type("Recorded", (Base,), {name: _module_hook(name) for name in MODULE_HOOKS})
+
+    def _callback_hook(name):
+        def hook(self, trainer, pl_module, *args, **kwargs):
+            stage = f"({_stage(args, kwargs)})" if name in ("setup", "teardown") else ""
+            self.calls.append(f"Callback.{name}{stage}")
+
+        return hook
+
+    RecordingCallback = type("RecordingCallback", (fw.Callback,), {n: _callback_hook(n) for n in CALLBACK_HOOKS})
+
+    def recorded(calls: list[str]):
+        model = Recorded()
+        model.calls = calls
+        cb = RecordingCallback()
+        cb.calls = calls
+        return model, cb
+
+    def hook_sequences() -> dict:
+        out = {}
+        calls: list[str] = []
+        model, cb = recorded(calls)
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1,
+                             callbacks=[cb], **quiet())
+        trainer.fit(model)
+        out["fit"] = list(calls)
+        for stage in ("validate", "test", "predict"):
+            calls.clear()
+            getattr(trainer, stage)(model)
+            out[stage] = list(calls)
+
+        calls.clear()
+        model, cb = recorded(calls)
+        ckpt = fw.ModelCheckpoint(dirpath="ckpts", filename="hooks")
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=0, callbacks=[cb, ckpt],
+                             **quiet(enable_checkpointing=True))
+        trainer.fit(model)
+        out["fit_saving"] = list(calls)
+        calls.clear()
+        model, cb = recorded(calls)
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=1, limit_val_batches=0, callbacks=[cb], **quiet())
+        trainer.fit(model, ckpt_path="ckpts/hooks.ckpt")
+        out["fit_resuming"] = list(calls)
+        return out
+
+    def instance_hooks() -> dict:
+        """Hooks assigned to (or wrapping) an instance are called; ``val_dataloader = None`` means no validation."""
+        calls: list[str] = []
+        model = Base()
+        model.on_train_epoch_start = lambda: calls.append("assigned on_train_epoch_start")
+        original = model.training_step
+
+        def wrapped(batch, batch_idx):
+            calls.append("wrapped training_step")
+            return original(batch, batch_idx)
+
+        model.training_step = wrapped
+        model.val_dataloader = None
+        vals: list[int] = []
+        model.validation_step = lambda batch, batch_idx: vals.append(batch_idx)
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, **quiet())
+        trainer.fit(model)
+        return {"calls": calls, "validation_batches": vals, "global_step": trainer.global_step}
+
+    return {"hooks": hook_sequences, "instance_hooks": instance_hooks}

@@ -1,0 +1,203 @@
+"""Differential tests: the same program on Lightning and on Relay must show a user the same things.
+
+One process per framework runs every check of ``program.py`` (module-scoped fixture); each test compares
+one observation. Skipped where Lightning is not installed (CI installs it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.optional import need_mark
+
+pytestmark = [need_mark("lightning", "differential tests against Lightning"), pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def observed():
+    from tests.compat.lightning_diff.harness import run_both
+
+    return run_both("program.py", timeout=800)
+
+
+def _pair(observed, key):
+    lightning, relay = observed
+    assert key in lightning and key in relay, f"check {key!r} did not run: {sorted(lightning)} / {sorted(relay)}"
+    return lightning[key], relay[key]
+
+
+@pytest.mark.parametrize("run", ["fit", "validate", "test", "predict", "fit_saving", "fit_resuming"])
+def test_hook_order(observed, run):
+    lightning, relay = _pair(observed, "hooks")
+    assert "exception" not in lightning, lightning
+    assert relay.get(run) == lightning[run]
+
+
+def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
+    lightning, relay = _pair(observed, "instance_hooks")
+    assert lightning["calls"][0] == "assigned on_train_epoch_start" and lightning["validation_batches"] == []
+    assert relay == lightning
+
+
+def test_rank_zero_only_rank_is_set_on_import(observed):
+    lightning, relay = _pair(observed, "rank_zero_at_import")
+    assert lightning == 0 and relay == lightning
+
+
+def same_outcome(lightning, relay) -> None:
+    """Equal observations; for an exception, Relay's may be more specific (a subclass with a clearer message)
+    but must be caught by every ``except`` clause that catches Lightning's."""
+    if isinstance(lightning, dict) and "exception" in lightning:
+        assert isinstance(relay, dict) and "exception" in relay, f"Lightning raised {lightning}, Relay gave {relay}"
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+        return
+    assert relay == lightning
+
+
+FORMS = ["optimizer", "list", "tuple", "lists", "list_and_scheduler", "dict", "dict_config", "unknown_top_key",
+         "unknown_scheduler_key", "dict_list", "none", "plateau_without_monitor", "plateau_with_monitor",
+         "bad_interval", "two_optimizers_automatic", "not_an_optimizer"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_configure_optimizers_forms(observed, form):
+    lightning, relay = _pair(observed, "configure_optimizers")
+    same_outcome(lightning[form], relay[form])
+
+
+def test_manual_backward_passes_retain_graph(observed):
+    lightning, relay = _pair(observed, "manual_backward")
+    assert "exception" not in lightning
+    assert relay == lightning
+
+
+LOGGING_VIEWS = ["records", "logged_metrics", "callback_metrics", "progress_bar_metrics", "validate_records",
+                 "validate_returned", "validate_logged_metrics", "validate_callback_metrics",
+                 "validate_progress_bar_metrics", "validate_again_records"]
+
+
+@pytest.mark.parametrize("view", LOGGING_VIEWS)
+def test_logged_values(observed, view):
+    """Logger records (step, keys, values) and the Trainer's metric dicts, reduce_fx callables included."""
+    lightning, relay = _pair(observed, "logging")
+    assert "exception" not in lightning, lightning
+    assert relay.get(view) == lightning[view]
+
+
+def test_logged_metrics_between_logger_steps(observed):
+    lightning, relay = _pair(observed, "log_every_n_steps")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+# Keys only Lightning writes (its version string) and only Relay writes (its format version, the precision
+# plugin's state, every rank's RNG streams, hyper-parameters even when empty): deliberate differences.
+ONLY_LIGHTNING_KEYS = {"pytorch-lightning_version"}
+
+
+@pytest.mark.parametrize("check", ["top_k_all", "top_k_two"])
+def test_checkpoint_files_top_k_and_keys(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    for key in ("files", "best_model_path", "kth_best_model_path", "kth_value", "best_k_models",
+                "checkpoint_callback_keys"):
+        assert relay[key] == lightning[key], key
+    assert set(lightning["checkpoint_top_level_keys"]) - ONLY_LIGHTNING_KEYS <= set(relay["checkpoint_top_level_keys"])
+
+
+def test_callback_state_keys(observed):
+    lightning, relay = _pair(observed, "state_keys")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+def test_missing_ckpt_path_is_a_file_not_found_error(observed):
+    lightning, relay = _pair(observed, "missing_ckpt_path")
+    same_outcome(lightning, relay)
+    assert relay["message_start"] == lightning["message_start"] == "Checkpoint file not found"
+
+
+def test_16_mixed_on_cpu_runs_bf16_with_a_warning(observed):
+    lightning, relay = _pair(observed, "fp16_mixed_on_cpu")
+    assert lightning["warned"] and lightning["precision"] == "bf16-mixed"
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("case", ["no_monitor", "val_monitor", "val_every_2_batches", "val_every_2_epochs"])
+def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
+    """Validation and checkpoints when max_steps ends the fit inside an epoch."""
+    lightning, relay = _pair(observed, "max_steps_mid_epoch")
+    assert "exception" not in lightning, lightning
+    assert relay.get(case) == lightning[case]
+
+
+@pytest.mark.parametrize("case", ["overfit_int", "overfit_turns_shuffle_off", "overfit_fraction", "reload_every_2",
+                                  "reload_every_1", "no_reload"])
+def test_batches_seen_with_overfit_and_reloading(observed, case):
+    """Which loader methods are called when, and which samples each training/validation batch holds."""
+    lightning, relay = _pair(observed, case)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("key", ["datamodule_transfer_hooks", "datamodule_transfer_hooks_win"])
+def test_datamodule_batch_transfer_hooks(observed, key):
+    lightning, relay = _pair(observed, key)
+    assert ["dm_before", 0] in lightning and not any("module_" in e[0] for e in lightning), lightning
+    assert relay == lightning
+
+
+MEMBER_POINTS = ["before_fit", "sanity_step", "training_step", "validation_step", "on_train_end", "after_fit",
+                 "after_validate", "test_step", "after_test", "predict_step", "after_predict"]
+
+
+@pytest.mark.parametrize("point", MEMBER_POINTS)
+def test_trainer_members_through_fit_validate_test_predict(observed, point):
+    """``evaluating``, ``interrupted``, ``received_sigterm``, ``enable_validation``, ``num_sanity_val_batches`` and
+    the loaders in use (one, or a list as given; None outside their call), at each point of four runs."""
+    lightning, relay = _pair(observed, "members_through_runs")
+    assert "exception" not in lightning, lightning
+    lightning, relay = lightning[point], relay.get(point)
+    if point in ("predict_step", "after_predict"):
+        # documented difference: Lightning rebuilds a prediction loader around its batch sampler, which leaves
+        # its batch_size None; Relay's rebuilt loader keeps the batch size
+        assert lightning["predict"]["batch_size"] is None and relay["predict"]["batch_size"] == 2
+        lightning = {**lightning, "predict": {**lightning["predict"], "batch_size": 2}}
+    assert relay == lightning
+
+
+@pytest.mark.parametrize("check", ["members_no_validation_step", "members_limit_val_0", "members_no_sanity_check",
+                                   "members_all_sanity_batches", "members_limit_0_everywhere", "members_interrupted", "members_sigterm",
+                                   "members_placement", "members_early_stopping", "members_init_module",
+                                   "members_print", "members_scaler"])
+def test_trainer_members(observed, check):
+    lightning, relay = _pair(observed, check)
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+def _same_or_narrower(lightning, relay) -> None:
+    """Equal, except that where Lightning raised, Relay's exception may be a subclass catching more ``except``s."""
+    if isinstance(lightning, dict) and "builtin_bases" in lightning:
+        assert isinstance(relay, dict) and "builtin_bases" in relay, (lightning, relay)
+        assert set(lightning["builtin_bases"]) <= set(relay["builtin_bases"]), (lightning, relay)
+        assert relay["misconfiguration"] or not lightning["misconfiguration"], (lightning, relay)
+    elif isinstance(lightning, dict) and isinstance(relay, dict):
+        assert lightning.keys() == relay.keys(), (lightning, relay)
+        for key in lightning:
+            _same_or_narrower(lightning[key], relay[key])
+    else:
+        assert relay == lightning
+
+
+@pytest.mark.parametrize("check", [
+    "module_members_dtype", "module_members_strict_loading", "module_members_toggled_optimizer",
+    "module_members_all_gather", "module_members_checkpoint_keys", "module_members_to_torchscript",
+    "module_members_loader_defaults", "module_members_remove_ignored_hparams", "module_members_configure_sharded_model",
+    "datamodule_members_from_datasets", "datamodule_members_on_exception",
+])
+def test_module_and_datamodule_members(observed, check):
+    """LightningModule / LightningDataModule members: dtype, strict_loading, toggled_optimizer, all_gather on one
+    process, checkpoint hyperparameter keys, to_torchscript, the *_dataloader defaults, from_datasets, ..."""
+    lightning, relay = _pair(observed, check)
+    assert not (isinstance(lightning, dict) and "exception" in lightning), lightning
+    _same_or_narrower(lightning, relay)

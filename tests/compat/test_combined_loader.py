@@ -1,0 +1,73 @@
+"""CombinedLoader's iteration, length and properties, compared with Lightning 2.6.6's in one process.
+
+The objects are plain iterables here (lists, DataLoaders); how the Trainer feeds a CombinedLoader to fit and
+evaluation, shards it and resumes it is tested with the loops.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from tests.optional import need
+from trainer.utilities import CombinedLoader
+
+MODES = ["min_size", "max_size_cycle", "max_size", "sequential"]
+SHAPES = {
+    "dict": lambda: {"a": [1, 2, 3], "b": ["x", "y"]},
+    "list": lambda: [[1, 2, 3, 4], ["x"], [10, 20]],
+    "nested": lambda: {"a": [1, 2], "b": {"c": ["x", "y", "z"], "d": [7]}},
+    "loaders": lambda: {"a": DataLoader(torch.arange(6), batch_size=2), "b": DataLoader(torch.arange(3), batch_size=2)},
+}
+
+
+def lightning_combined():
+    need("lightning", "compared against Lightning's CombinedLoader")
+    from lightning.pytorch.utilities import CombinedLoader as Real
+
+    return Real
+
+
+def normalise(items):
+    return [(repr(batch), i, d) for batch, i, d in items]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_iteration_and_length_match_lightning(mode, shape):
+    Real = lightning_combined()
+    ours, real = CombinedLoader(SHAPES[shape](), mode), Real(SHAPES[shape](), mode)
+    iter(real)  # Lightning's length needs an iterator first; Relay's does not
+    assert len(ours) == len(real)
+    assert normalise(ours) == normalise(real)
+    assert normalise(ours) == normalise(real)  # a second epoch starts over
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_limits_match_lightning(mode, limit):
+    """One limit for every iterable, as the Trainer's ``limit_*_batches`` sets it."""
+    Real = lightning_combined()
+    ours, real = CombinedLoader(SHAPES["list"](), mode), Real(SHAPES["list"](), mode)
+    ours.limits = real.limits = [limit] * 3
+    iter(real)
+    assert len(ours) == len(real)
+    # the Trainer takes len() batches; past that Lightning's parallel modes go on cycling the limited iterables
+    assert normalise(ours)[:len(ours)] == normalise(real)[:len(real)]
+
+
+def test_flattened_can_be_replaced_keeping_the_shape():
+    Real = lightning_combined()
+    ours, real = CombinedLoader(SHAPES["dict"](), "max_size_cycle"), Real(SHAPES["dict"](), "max_size_cycle")
+    ours.flattened = real.flattened = [[9, 8, 7, 6], [5]]
+    assert ours.iterables == real.iterables == {"a": [9, 8, 7, 6], "b": [5]}
+    assert normalise(ours) == normalise(real)
+    assert ours.sampler == {"a": None, "b": None}
+
+
+def test_bad_mode_and_bad_flattened_are_clear_errors():
+    with pytest.raises(ValueError, match="mode='zip'.*'min_size'"):
+        CombinedLoader([[1]], "zip")
+    with pytest.raises(ValueError, match="expected 2 iterables"):
+        CombinedLoader([[1], [2]]).flattened = [[1]]

@@ -1,0 +1,139 @@
+"""strategy=deepspeed for real: 2 processes (Relay's launcher, gloo on the CPU) through DeepSpeed's engine.
+
+The bundled example (experiment=smoke, 3 steps of a global batch of 128, gradient clipping at 1.0) must
+reach the weights of one process with the same global batch at ZeRO stages 1, 2 and 3 (fp32, <= 1e-5),
+resume exactly from a DeepSpeed checkpoint, convert to one file, and name a failing rank. Each run has a
+hard timeout (pytest-timeout); the first run may compile DeepSpeed's shm op (about a minute, once).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from plugins.strategies.deepspeed import DeepSpeedStrategy
+from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
+from tests.distributed.engine_runs import single_device_reference
+from tests.optional import need_mark
+
+
+def test_config_from_stage_offload_and_the_trainer_settings():
+    strategy = DeepSpeedStrategy(stage=3, offload_optimizer=True, offload_parameters="cpu")
+    strategy.configure_optimization(4, 0.5, "norm")
+    config = strategy.deepspeed_config()
+    assert config["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                           "offload_param": {"device": "cpu"}}
+    assert (config["gradient_accumulation_steps"], config["gradient_clipping"]) == (4, 0.5)
+
+
+def test_a_full_deepspeed_config_file_is_used_and_must_agree_with_the_trainer(tmp_path):
+    file = tmp_path / "ds.json"
+    file.write_text(json.dumps({"zero_optimization": {"stage": 1}, "gradient_accumulation_steps": 2}))
+    strategy = DeepSpeedStrategy(config=str(file))
+    strategy.configure_optimization(2, None, None)
+    assert strategy.deepspeed_config()["zero_optimization"] == {"stage": 1}
+    strategy.configure_optimization(3, None, None)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2 but trainer.accumulate_grad_batches=3"):
+        strategy.deepspeed_config()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"stage": 4}, "use 0, 1, 2 or 3"),
+    ({"stage": 2, "offload_parameters": "cpu"}, "needs stage=3"),
+    ({"offload_optimizer": "disk"}, "none, cpu, nvme"),
+    ({"config": "missing.json"}, "no such file"),
+])
+def test_bad_settings_are_one_clear_line(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DeepSpeedStrategy(**kwargs)
+
+
+def test_value_clipping_is_refused_because_deepspeed_clips_by_norm():
+    with pytest.raises(ValueError, match="gradient_clip_algorithm=norm"):
+        DeepSpeedStrategy().configure_optimization(1, 1.0, "value")
+
+
+pytestmark = [need_mark("deepspeed", "strategy=deepspeed runs DeepSpeed's engine"), pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def reference(engine_reference) -> dict:
+    return engine_reference
+
+
+@pytest.fixture(scope="module")
+def zero3_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("zero3")
+    assert cli(root, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS) == 0
+    return root
+
+
+def _full_weights(root) -> dict:
+    from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
+
+    return DeepSpeedState(run_dir(root) / "checkpoints" / "last.ckpt").full_state_dict()
+
+
+def test_zero3_matches_one_process_with_the_global_batch(zero3_run, reference):
+    assert checkpoint_loops(zero3_run)["world_size"] == 2
+    assert_same_weights(_full_weights(zero3_run), reference)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_zero_stages_1_and_2_match_one_process(stage, reference, tmp_path):
+    assert cli(tmp_path, "strategy=deepspeed", f"strategy.stage={stage}", *TWO_RANKS) == 0
+    assert_same_weights(_full_weights(tmp_path), reference)
+
+
+def test_accumulation_and_clipping_are_applied_once(tmp_path):
+    """accumulate 2 over 3 batches (a full window, then a partial one) with clipping, as on one process."""
+    single = single_device_reference(tmp_path / "single", "trainer.accumulate_grad_batches=2")
+    assert cli(tmp_path / "ds", "strategy=deepspeed", "strategy.stage=2", "trainer.accumulate_grad_batches=2",
+               *TWO_RANKS) == 0
+    assert_same_weights(_full_weights(tmp_path / "ds"), single)
+
+
+def test_resume_from_a_deepspeed_checkpoint_is_exact(zero3_run, tmp_path):
+    assert cli(tmp_path, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS,
+               f"ckpt_path='{mid_checkpoint(zero3_run)}'") == 0
+    assert checkpoint_loops(tmp_path)["global_step"] == 3
+    assert_same_weights(_full_weights(tmp_path), _full_weights(zero3_run), atol=0)
+
+
+def test_convert_checkpoint_writes_one_file_of_full_weights(zero3_run, reference, tmp_path):
+    from trainer.convert_checkpoint import main
+
+    target = tmp_path / "full.ckpt"
+    assert main([str(run_dir(zero3_run) / "checkpoints" / "last.ckpt"), str(target)]) == 0
+    converted = torch.load(target, weights_only=True)
+    assert converted["loops"]["global_step"] == 3 and "optimizer_states" not in converted
+    assert_same_weights(converted["state_dict"], reference)
+
+
+def test_bf16_trains_bf16_weights_with_an_fp32_master_copy(tmp_path, reference):
+    from plugins.strategies.deepspeed_checkpoint import weights_only_loads
+
+    assert cli(tmp_path, "strategy=deepspeed", "precision=bf16-mixed", *TWO_RANKS) == 0
+    folder = run_dir(tmp_path) / "checkpoints" / "last.ckpt" / "deepspeed"
+    with weights_only_loads():
+        module = torch.load(folder / "mp_rank_00_model_states.pt", map_location="cpu")["module"]
+    assert {v.dtype for v in module.values() if v.is_floating_point()} == {torch.bfloat16}
+    master = _full_weights(tmp_path)
+    assert {v.dtype for v in master.values()} == {torch.float32}
+    assert_same_weights(master, reference, atol=0.05)  # bf16 arithmetic: close to fp32, not equal
+
+
+def test_a_failing_rank_is_named_in_one_line(tmp_path, capfd):
+    code = cli(tmp_path, "strategy=deepspeed", *TWO_RANKS, 
+               "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank",
+               "+callbacks.fail.rank=1")
+    err = capfd.readouterr().err
+    assert code != 0
+    assert "relay: rank 1 (pid" in err and "the other rank was stopped" in err
+    assert "ValueError: boom on rank 1 at step 1" in err
+
+
+def checkpoint_loops(root) -> dict:
+    return torch.load(run_dir(root) / "checkpoints" / "last.ckpt" / "meta.pt", weights_only=True)["loops"]

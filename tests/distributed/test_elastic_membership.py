@@ -1,0 +1,140 @@
+"""Membership changes under torch elastic, on two simulated nodes (two torchrun agents on one machine).
+
+``torchrun --nnodes=1:2``: a node that leaves (its agent and workers SIGKILLed) makes the other agent restart its
+workers at world size 1; a node that joins makes the running agent restart its workers at world size 2. Relay
+continues by itself from the run's newest checkpoint (no ``ckpt_path``), and within each epoch every sample is
+trained exactly once across the change (tests/distributed/elastic_script.py records them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("elastic_script.py")
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(420)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_node(port: int, out: Path, name: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "RANK", "LOCAL_RANK", "WORLD"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-test",
+           "--max-restarts=3", "--monitor-interval=0.5", "--rdzv-conf=join_timeout=90,last_call_timeout=3",
+           str(SCRIPT), str(out)]
+    log = open(out / f"{name}.log", "w")  # noqa: SIM115 (the process owns it)
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_node(node: subprocess.Popen) -> None:
+    """A node dies: its agent and its workers at once (the workers run in their own sessions)."""
+    import psutil
+
+    agent = psutil.Process(node.pid)
+    for proc in [agent, *agent.children(recursive=True)]:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    node.wait(timeout=30)
+
+
+def wait_for(predicate, timeout: float, what: str, nodes: list[subprocess.Popen], out: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if any(n.poll() not in (None, 0) for n in nodes):
+            break
+        time.sleep(0.2)
+    logs = "\n".join(p.read_text()[-3000:] for p in out.glob("*.log"))
+    raise AssertionError(f"timed out waiting for {what}:\n{logs}")
+
+
+def checkpoint_at(out: Path, step: int) -> bool:
+    return any(f"step={step}" in p.name for p in (out / "ckpts").glob("*.ckpt")) if (out / "ckpts").exists() else False
+
+
+def trained_per_epoch(out: Path) -> dict[int, Counter]:
+    """Samples each epoch trained, counting only steps that survived: a later attempt redoes the steps after the
+    checkpoint it resumed from."""
+    first_step = {}
+    for path in out.glob("start-*-rank*.json"):
+        info = json.loads(path.read_text())
+        first_step[info["key"]] = info["start_step"]
+    keys = sorted(first_step, key=lambda k: first_step[k])
+    per_epoch: dict[int, Counter] = {}
+    for i, key in enumerate(keys):
+        until = first_step[keys[i + 1]] if i + 1 < len(keys) else float("inf")
+        for path in out.glob(f"samples-{key}-rank*.jsonl"):
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                if record["step"] < until:
+                    per_epoch.setdefault(record["epoch"], Counter()).update(record["samples"])
+    return per_epoch
+
+
+def starts(out: Path) -> list[dict]:
+    return sorted((json.loads(p.read_text()) for p in out.glob("start-*-rank*.json")),
+                  key=lambda s: (s["start_step"], s["rank"]))
+
+
+def assert_every_sample_once(out: Path) -> None:
+    per_epoch = trained_per_epoch(out)
+    assert sorted(per_epoch) == [0, 1]
+    for epoch, counts in per_epoch.items():
+        assert sorted(counts) == list(range(48)), f"epoch {epoch}: missing {set(range(48)) - set(counts)}"
+        assert set(counts.values()) == {1}, f"epoch {epoch}: trained twice: {[s for s, c in counts.items() if c > 1]}"
+
+
+def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_checkpoint(tmp_path):
+    port = free_port()
+    a = start_node(port, tmp_path, "node-a")
+    b = start_node(port, tmp_path, "node-b")
+    try:
+        wait_for(lambda: checkpoint_at(tmp_path, 4), 180, "a checkpoint at step 4", [a, b], tmp_path)
+        kill_node(b)
+        assert a.wait(timeout=240) == 0, (tmp_path / "node-a.log").read_text()[-4000:]
+    finally:
+        for node in (a, b):
+            if node.poll() is None:
+                kill_node(node)
+    seen = starts(tmp_path)
+    assert seen[0]["world"] == 2 and seen[-1]["world"] == 1 and seen[-1]["start_step"] >= 4, seen
+    assert seen[-1]["restart"] >= 1  # the restart count said it was a restart
+    assert_every_sample_once(tmp_path)
+    assert (tmp_path / "final.pt").is_file()
+
+
+def test_a_node_joining_restarts_the_running_one_at_world_size_two(tmp_path):
+    port = free_port()
+    a = start_node(port, tmp_path, "node-a")
+    b = None
+    try:
+        wait_for(lambda: checkpoint_at(tmp_path, 4), 180, "a checkpoint at step 4", [a], tmp_path)
+        b = start_node(port, tmp_path, "node-b")
+        assert a.wait(timeout=240) == 0, (tmp_path / "node-a.log").read_text()[-4000:]
+        assert b.wait(timeout=60) == 0, (tmp_path / "node-b.log").read_text()[-4000:]
+    finally:
+        for node in (a, b):
+            if node is not None and node.poll() is None:
+                kill_node(node)
+    seen = starts(tmp_path)
+    assert seen[0]["world"] == 1 and seen[-1]["world"] == 2 and seen[-1]["start_step"] >= 4, seen
+    assert_every_sample_once(tmp_path)

@@ -1,0 +1,202 @@
+"""Checkpoints on disk under faults: crafted files that would run code, writes that fail or are killed,
+a directory swap interrupted between its renames, damaged shards. Every run is a real process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.fault_script import Net
+from tests.helpers import loader, quiet
+from trainer import Trainer
+from trainer.errors import MisconfigurationError
+
+SCRIPT = Path(__file__).resolve().parents[1] / "fault_script.py"
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(300)
+
+
+def run(out: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    return subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory) -> Path:
+    """A real sharded checkpoint directory (FSDP, one process)."""
+    out = tmp_path_factory.mktemp("sharded")
+    done = run(out, "--strategy", "fsdp", "--max-steps", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "ckpt" / "last.ckpt" / ".metadata").is_file()
+    return out / "ckpt" / "last.ckpt"
+
+
+class _MakesDir:
+    """Unpickling this creates a directory: a stand-in for any code a crafted file could run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
+
+
+def _crafted(sharded: Path, tmp_path: Path) -> tuple[Path, Path]:
+    crafted = tmp_path / "crafted.ckpt"
+    shutil.copytree(sharded, crafted)
+    marker = tmp_path / "code-ran"
+    (crafted / ".metadata").write_bytes(pickle.dumps(_MakesDir(str(marker))))
+    return crafted, marker
+
+
+def test_crafted_sharded_metadata_is_refused_by_fit(sharded, tmp_path):
+    crafted, marker = _crafted(sharded, tmp_path)
+    trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=1))
+    with pytest.raises(MisconfigurationError, match=r"was refused: its \.metadata holds objects other than"):
+        trainer.fit(Net(), loader(), ckpt_path=crafted)
+    assert not marker.exists()
+
+
+def test_crafted_sharded_metadata_is_refused_by_convert_checkpoint(sharded, tmp_path):
+    crafted, marker = _crafted(sharded, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", str(crafted), str(tmp_path / "o.ckpt")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and "was refused" in done.stderr, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not marker.exists() and not (tmp_path / "o.ckpt").exists()
+
+
+def test_sharded_checkpoint_with_non_tensor_entries_is_refused(sharded, tmp_path):
+    """DCP reads non-tensor entries with weights_only=False; a Relay checkpoint has none, so none is read."""
+    import torch.distributed.checkpoint as dcp
+
+    odd = tmp_path / "odd.ckpt"
+    shutil.copytree(sharded, odd)
+    for f in odd.iterdir():
+        if f.name != "meta.pt":
+            f.unlink()
+    dcp.save({"state_dict/net.weight": torch.zeros(1, 4), "state_dict/extra": {"a": 1}}, checkpoint_id=str(odd),
+             no_dist=True)
+    with pytest.raises(MisconfigurationError, match="non-tensor entries"):
+        Trainer(**quiet(default_root_dir=tmp_path, max_steps=1)).fit(Net(), loader(), ckpt_path=odd)
+
+
+def test_a_real_sharded_checkpoint_still_loads_and_converts(sharded, tmp_path):
+    from trainer.checkpoint import load_checkpoint
+    from trainer.convert_checkpoint import convert_checkpoint
+
+    convert_checkpoint(sharded, tmp_path / "full.ckpt")
+    full = load_checkpoint(tmp_path / "full.ckpt")
+    assert set(full["state_dict"]) == {"net.weight", "net.bias"}
+
+
+def test_damaged_shard_file_is_reported_by_name(sharded, tmp_path):
+    damaged = tmp_path / "damaged.ckpt"
+    shutil.copytree(sharded, damaged)
+    shard = damaged / "__0_0.distcp"
+    shard.write_bytes(shard.read_bytes()[:40])
+    trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=1))
+    with pytest.raises(MisconfigurationError, match=r"damaged shard files: __0_0\.distcp \(40 bytes"):
+        trainer.fit(Net(), loader(), ckpt_path=damaged)
+    shard.unlink()
+    with pytest.raises(MisconfigurationError, match=r"__0_0\.distcp \(missing\)"):
+        trainer.fit(Net(), loader(), ckpt_path=damaged)
+
+
+def test_the_strategy_holds_the_checkpoint_io_every_write_goes_through(tmp_path):
+    from plugins.checkpoint_io import CheckpointIO
+
+    class Recording(CheckpointIO):
+        saved: list[str] = []
+
+        def save(self, checkpoint, path):
+            self.saved.append(os.path.basename(path))
+            super().save(checkpoint, path)
+
+    trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=2, enable_checkpointing=None))
+    trainer.strategy.checkpoint_io = Recording()
+    trainer.fit(Net(), loader())
+    assert Recording.saved == ["epoch=0-step=2.ckpt"]
+    assert (Path(trainer.checkpoint_callback.dirpath) / "epoch=0-step=2.ckpt").is_file()
+
+
+def test_checkpoint_key_names_live_in_trainer_only():
+    """The plugins side handles bytes and layouts; which entries a checkpoint has is the Trainer's business."""
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "plugins").rglob("*.py")
+                 if any(f'"{key}"' in p.read_text() for key in ("optimizer_states", "state_dict", "loops"))]
+    assert offenders == []
+
+
+# --- writes that fail ---------------------------------------------------------------------------------
+def test_write_beyond_the_file_size_limit_is_one_line_naming_path_and_cause(tmp_path):
+    done = run(tmp_path, "--fsize-limit", "2000")
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "cannot write checkpoint" in last and str(tmp_path / "ckpt") in last and "(EFBIG)" in last, last
+    assert "unexpected pos" not in done.stderr
+    assert hidden(tmp_path / "ckpt") == []
+
+
+def _tmpfs_available() -> bool:
+    if sys.platform != "linux" or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _tmpfs_available(), reason="needs user+mount namespaces (unshare -Urm) for a tiny tmpfs")
+def test_disk_full_is_one_line_naming_path_and_enospc(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    inner = f"mount -t tmpfs -o size=48k tmpfs {disk} && exec {sys.executable} {SCRIPT} {disk}"
+    done = subprocess.run(["unshare", "-Urm", "sh", "-c", inner], capture_output=True, text=True, timeout=180,
+                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "cannot write checkpoint" in last and str(disk / "ckpt") in last and "(ENOSPC)" in last, last
+
+
+def test_killed_write_leaves_no_temporary_after_the_next_start(tmp_path):
+    killed = run(tmp_path, "--kill-in-fsync")
+    assert killed.returncode == -signal.SIGKILL
+    left = hidden(tmp_path / "ckpt")
+    assert left and all(".relaytmp-" in n for n in left), left  # the killed write's temporary
+    again = run(tmp_path, "--max-steps", "1")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert hidden(tmp_path / "ckpt") == []
+
+
+def test_failed_sharded_write_removes_its_temporary_directory(tmp_path):
+    done = run(tmp_path, "--strategy", "fsdp", "--fsize-limit", "3000")
+    assert done.returncode != 0
+    assert "cannot write checkpoint" in done.stderr and "(EFBIG)" in done.stderr, done.stderr[-3000:]
+    assert hidden(tmp_path / "ckpt") == []
+
+
+@pytest.mark.parametrize("swap", ["exchange", "rename-aside"])
+def test_crash_while_replacing_a_sharded_last_checkpoint_leaves_one_last_finds(tmp_path, swap):
+    extra = ["--no-exchange"] if swap == "rename-aside" else []
+    crashed = run(tmp_path, "--strategy", "fsdp", "--top-k", "0", "--kill-in-swap", *extra)
+    if swap == "rename-aside":  # the process died between its two renames
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+        assert not (tmp_path / "ckpt" / "last.ckpt").exists()
+    resumed = run(tmp_path, "--strategy", "fsdp", "--top-k", "0", "--resume", "--max-steps", "8", *extra)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Restoring states from the checkpoint path at" in resumed.stdout
+    assert str(tmp_path / "ckpt" / "last.ckpt") in resumed.stdout
+    assert hidden(tmp_path / "ckpt") == []

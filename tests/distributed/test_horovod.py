@@ -1,0 +1,341 @@
+"""Horovod for real: 2 ranks started by horovodrun (gloo controller) on the CPU, or by Relay through horovodrun.
+
+Multi-process tests skip only where horovod is not installed (``tests/optional.py``; in CI that is a
+failure: ``.ci/run`` builds it). Every run is a subprocess with a hard timeout, so a hang fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from plugins.launchers.horovod import horovodrun_command
+from tests.optional import need_mark
+from tests.distributed.test_ddp import assert_close, ranks, run, weights
+
+ROOT = Path(__file__).resolve().parents[2]
+HOROVOD = need_mark("horovod", "build it with `python -m trainer install-horovod`")
+HOROVODRUN = horovodrun_command(2, [sys.executable])  # horovodrun -np 2 --gloo -H localhost:2 python
+TINY = ["experiment=smoke", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1"]
+pytestmark = pytest.mark.timeout(300)
+
+
+def hvd(out: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    """tests/distributed/ddp_script.py under horovodrun, 2 ranks of batch 4 unless told otherwise."""
+    return run(out, "--strategy", "horovod", *args, timeout=timeout, launcher=HOROVODRUN)
+
+
+@pytest.fixture(scope="module")
+def hvd_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("horovod")
+    done = hvd(out, "--predict", "--logger", "--checkpoint-every", "4")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
+# --- the same training as one process -------------------------------------------------------------------
+@HOROVOD
+def test_two_horovod_ranks_match_one_process_with_the_global_batch(hvd_run, single_b8):
+    assert_close(weights(hvd_run), single_b8, rtol=1e-5)
+    infos = ranks(hvd_run)
+    assert [r["world_size"] for r in infos] == [2, 2]
+    assert len({r["pid"] for r in infos}) == 2
+    assert [r["backend"] for r in infos] == [None, None]  # Horovod's own collectives, no torch process group
+
+
+@HOROVOD
+def test_sync_dist_averages_over_ranks_and_gradients_are_synchronised(hvd_run):
+    for info in ranks(hvd_run):
+        assert info["rank_value"] == pytest.approx(0.5)  # hvd.allreduce of ranks 0 and 1
+        assert all(info["grads_equal"].values())  # on_after_backward already sees averaged gradients
+
+
+@HOROVOD
+def test_only_rank_zero_writes_logs_and_checkpoints(hvd_run):
+    assert [p.name for p in (hvd_run / "relay_logs").iterdir()] == ["version_0"]
+    assert len(list((hvd_run / "relay_logs" / "version_0").glob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in (hvd_run / "ckpt").iterdir()) == [
+        "epoch=0-step=4.ckpt", "epoch=0-step=8.ckpt", "epoch=1-step=12.ckpt", "epoch=1-step=16.ckpt", "last.ckpt"]
+
+
+@HOROVOD
+def test_predict_sees_every_sample_exactly_once(hvd_run):
+    from tests.distributed.ddp_script import data
+
+    seen = sorted(v for info in ranks(hvd_run) for v in info["predicted"])
+    assert seen == sorted(round(float(v), 5) for v in data(10).tensors[0][:, 0])
+
+
+@HOROVOD
+def test_accumulation_reduces_once_per_step_and_matches_one_process(tmp_path, single_b8):
+    """Batch 2 x 2 accumulated x 2 ranks = 8: backward_passes_per_step follows accumulate_grad_batches."""
+    done = hvd(tmp_path, "--accumulate", "2", "--batch-size", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path), single_b8, rtol=1e-5)
+    for info in ranks(tmp_path):
+        equal = {int(k): v for k, v in info["grads_equal"].items()}
+        assert all(not equal[i] for i in equal if i % 2 == 0), equal  # accumulating: each rank's own gradient
+        assert all(equal[i] for i in equal if i % 2 == 1), equal  # the step's backward: averaged
+
+
+@HOROVOD
+def test_options_sum_predivide_and_fp16_compression(tmp_path, single_b8):
+    """op=sum doubles the gradient (so half the LR matches); predivide keeps the average; fp16 stays close."""
+    done = hvd(tmp_path / "sum", "--strategy-option", "op=sum", "--lr", "0.05")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path / "sum"), single_b8, rtol=1e-5)
+    done = hvd(tmp_path / "predivide", "--strategy-option", "gradient_predivide_factor=2.0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path / "predivide"), single_b8, rtol=1e-5)
+    done = hvd(tmp_path / "fp16", "--strategy-option", "compression=fp16")
+    assert done.returncode == 0, done.stderr[-3000:]
+    fp16 = weights(tmp_path / "fp16")
+    for name in single_b8:
+        torch.testing.assert_close(fp16[name], single_b8[name], rtol=1e-2, atol=1e-3)
+    assert any(not torch.equal(fp16[n], single_b8[n]) for n in fp16)  # the gradients really went as fp16
+
+
+@HOROVOD
+def test_adasum_without_mpi_is_a_one_line_error(tmp_path):
+    """Adasum exists only in Horovod's MPI controller; over gloo (what CI builds) it is refused at setup."""
+    import horovod.torch
+
+    if horovod.torch.mpi_built():
+        pytest.skip("this Horovod has MPI: the gloo-only refusal does not apply (run it under mpirun instead)")
+    done = hvd(tmp_path, "--strategy-option", "op=adasum", "--max-epochs", "1")
+    assert done.returncode != 0
+    assert "HorovodStrategy(op='adasum') needs Horovod's MPI controller" in done.stdout + done.stderr
+    assert not (tmp_path / "final.pt").exists()
+
+
+@HOROVOD
+def test_clipping_sees_the_averaged_gradients(tmp_path):
+    single = tmp_path / "single"
+    done = run(single, "--strategy", "single_device", "--devices", "1", "--batch-size", "8", "--clip", "0.05")
+    assert done.returncode == 0, done.stderr
+    done = hvd(tmp_path / "hvd", "--clip", "0.05")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path / "hvd"), weights(single), rtol=1e-5)
+
+
+@HOROVOD
+def test_rank_local_stop_decisions_are_agreed(tmp_path):
+    done = hvd(tmp_path, "--stop-on-rank", "1", "--max-epochs", "5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["global_step"] for r in ranks(tmp_path)] == [4, 4]
+    done = hvd(tmp_path / "es", "--early-stop", "--max-epochs", "5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["epoch"] for r in ranks(tmp_path / "es")] == [2, 2]
+
+
+# --- failures ---------------------------------------------------------------------------------------------
+@HOROVOD
+def test_a_raising_rank_ends_the_job_with_its_traceback_quickly(tmp_path):
+    start = time.monotonic()
+    done = hvd(tmp_path, "--fail-rank", "1", "--fail-mode", "raise", "--max-epochs", "50", timeout=120)
+    elapsed = time.monotonic() - start
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "ValueError: boom on rank 1 at step 3" in output
+    assert "Traceback (most recent call last)" in output
+    assert not (tmp_path / "final.pt").exists()
+    assert elapsed < 30, elapsed  # rank 0 would otherwise train 50 epochs or wait in an allreduce
+
+
+@HOROVOD
+def test_relay_started_job_reports_a_raising_rank_in_one_line(tmp_path):
+    """Plain `python script.py` with strategy='horovod', devices=2: Relay runs horovodrun and exits non-zero."""
+    done = run(tmp_path, "--strategy", "horovod", "--fail-rank", "0", "--max-epochs", "50", timeout=120)
+    assert done.returncode != 0
+    assert "ValueError: boom on rank 0" in done.stdout + done.stderr
+    assert "relay: horovodrun exited with code 1" in done.stderr
+    assert "horovodrun: Horovod detected that one or more processes exited" in done.stderr
+
+
+# --- launching ------------------------------------------------------------------------------------------
+@HOROVOD
+def test_plain_python_with_two_devices_launches_through_horovodrun(tmp_path, single_b8):
+    done = run(tmp_path, "--strategy", "horovod", timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path), single_b8, rtol=1e-5)
+    assert [r["world_size"] for r in ranks(tmp_path)] == [2, 2]
+
+
+@HOROVOD
+def test_one_process_without_horovodrun_is_plain_training(tmp_path, single_b8):
+    done = run(tmp_path, "--strategy", "horovod", "--devices", "1", "--batch-size", "8", timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path), single_b8)
+    assert [r["world_size"] for r in ranks(tmp_path)] == [1]
+
+
+def test_each_rank_is_pinned_to_the_gpu_of_its_local_rank(monkeypatch):
+    """Hardware we lack (no GPU here): the device each horovodrun rank pins and its data shard, before hvd.init."""
+    import plugins.strategies.horovod as module
+    from plugins.accelerators.cuda import CUDAAccelerator
+    from plugins.environments.mpi import MPIEnvironment
+    from tests.plugins.test_selection import _horovodrun_env
+
+    monkeypatch.setattr(module, "horovod_importable", lambda: True)  # constructing imports nothing
+    for rank in (0, 1):
+        strategy = module.HorovodStrategy()
+        strategy.connect(CUDAAccelerator(), strategy.precision, MPIEnvironment(_horovodrun_env(rank)), [2, 3])
+        assert strategy.root_device == torch.device("cuda", 2 + rank)
+        assert strategy.distributed_sampler_kwargs == {"num_replicas": 2, "rank": rank}
+        assert strategy.launcher is None  # horovodrun started the processes
+
+
+def _cli(args: list[str], cwd: Path, launcher: list[str] | None = None, timeout: float = 200) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    command = [*(launcher or [sys.executable]), "-m", "trainer", *args, *TINY, f"output_root={cwd}"]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _one_run_trained_by_two(root: Path) -> Path:
+    (run_dir,) = sorted(p.parent for p in root.glob("**/.hydra"))  # one directory, .hydra/ from rank 0 only
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["loops"]["world_size"] == 2
+    return run_dir
+
+
+@HOROVOD
+def test_cli_under_horovodrun(tmp_path):
+    """`horovodrun -np 2 --gloo -H localhost:2 python -m trainer strategy=horovod` (as in the README)."""
+    done = _cli(["strategy=horovod"], tmp_path, launcher=HOROVODRUN)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = _one_run_trained_by_two(tmp_path)
+    assert run_dir.name.startswith("horovodrun-")  # every rank found the same directory
+
+
+@HOROVOD
+def test_auto_picks_horovod_under_horovodrun():
+    probe = "from trainer import Trainer; print('STRATEGY', type(Trainer(accelerator='cpu', logger=False).strategy).__name__)"
+    done = subprocess.run([*HOROVODRUN, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("STRATEGY HorovodStrategy") == 2, done.stdout
+
+
+@HOROVOD
+def test_cli_with_two_devices_launches_through_horovodrun(tmp_path):
+    done = _cli(["strategy=horovod", "trainer.devices=2"], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _one_run_trained_by_two(tmp_path)
+
+
+@HOROVOD
+def test_launch_template_runs(tmp_path):
+    """templates/launch/horovodrun.sh as shipped, on 2 CPU processes of this machine."""
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    env.update(ACCELERATOR="cpu", GPUS_PER_NODE="2", PYTHON=sys.executable,
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    done = subprocess.run(["bash", str(ROOT / "templates" / "launch" / "horovodrun.sh"), *TINY,
+                           f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=200,
+                          env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _one_run_trained_by_two(tmp_path) == tmp_path / "relay_logs" / "horovod-run"
+
+
+# --- checkpoints move between strategies ------------------------------------------------------------------
+HVD = ["--strategy", "horovod", "--devices", "2", "--batch-size", "4"]
+DDP = ["--strategy", "ddp", "--devices", "2", "--batch-size", "4"]
+ONE = ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"]
+
+
+def _launched(args: list[str]) -> dict:
+    """Horovod runs go through horovodrun here (the plain-python path is tested above)."""
+    return {"launcher": HOROVODRUN} if args[1] == "horovod" else {}
+
+
+@HOROVOD
+@pytest.mark.parametrize(("first", "second"), [(HVD, DDP), (HVD, ONE), (DDP, HVD), (ONE, HVD)],
+                         ids=["horovod-to-ddp", "horovod-to-single", "ddp-to-horovod", "single-to-horovod"])
+def test_checkpoint_moves_between_horovod_and_other_strategies(tmp_path, single_b8, first, second):
+    """Same global batch: stop mid-epoch at step 5, resume under the other strategy, end where one process ends."""
+    done = run(tmp_path, *first, "--max-steps", "5", "--checkpoint-every", "5", timeout=150, **_launched(first))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "ckpt" / "last.ckpt").is_file()
+    done = run(tmp_path, *second, "--resume", "--checkpoint-every", "5", timeout=150, **_launched(second))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(weights(tmp_path), single_b8, rtol=1e-5)
+
+
+# --- exact resume after the job is killed -------------------------------------------------------------------
+RESUME = Path(__file__).with_name("resume_script.py")
+
+
+def _resume_run(out: Path, *args: str) -> subprocess.CompletedProcess:
+    """AdamW + a step LR schedule + dropout, 2 Horovod ranks started by Relay (plain python -> horovodrun)."""
+    return subprocess.run([sys.executable, str(RESUME), str(out), "3", "--devices", "2", "--strategy", "horovod",
+                           "--every-n-train-steps", "3", *args], capture_output=True, text=True, timeout=150)
+
+
+@HOROVOD
+def test_sigkill_of_the_job_then_resume_is_bit_identical(tmp_path):
+    reference = tmp_path / "uninterrupted"
+    done = _resume_run(reference)
+    assert done.returncode == 0, done.stderr[-3000:]
+    killed = _resume_run(tmp_path / "killed", "--kill-at-step", "7")  # every rank SIGKILLs itself
+    assert killed.returncode != 0
+    assert not (tmp_path / "killed" / "final.pt").exists()
+    resumed = _resume_run(tmp_path / "killed", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    final, expected = (torch.load(p / "final.pt", weights_only=True) for p in (tmp_path / "killed", reference))
+    for name in expected:
+        assert torch.equal(final[name], expected[name]), name
+    # and the LR schedule drove Horovod's optimizer: the same run under DDP ends at the same weights
+    ddp = tmp_path / "ddp"
+    done = subprocess.run([sys.executable, str(RESUME), str(ddp), "3", "--devices", "2", "--every-n-train-steps", "3"],
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_close(torch.load(ddp / "final.pt", weights_only=True), expected, rtol=1e-5)
+
+
+# --- configuration errors (no Horovod needed: the options are checked before the import) -------------------
+@pytest.mark.parametrize(("kwargs", "phrases"), [
+    ({"compression": "int8"}, ["compression='int8'", "none, fp16", "strategy.compression=fp16"]),
+    ({"op": "mean"}, ["op='mean'", "average, sum, adasum", "strategy.op=average"]),
+    ({"backward_passes_per_step": 0}, ["backward_passes_per_step=0", "strategy.backward_passes_per_step=null"]),
+    ({"gradient_predivide_factor": 2.0, "op": "sum"}, ["gradient_predivide_factor=2.0", "op='sum'"]),
+])
+def test_bad_options_are_one_line_errors(kwargs, phrases):
+    from plugins.strategies.horovod import HorovodStrategy
+
+    with pytest.raises(ValueError) as err:
+        HorovodStrategy(**kwargs)
+    message = str(err.value)
+    assert "\n" not in message
+    for phrase in phrases:
+        assert phrase in message, message
+
+
+def test_missing_horovod_names_the_install_command(monkeypatch):
+    import plugins.strategies.horovod as module
+
+    monkeypatch.setattr(module, "horovod_importable", lambda: False)
+    with pytest.raises(ImportError, match="python -m trainer install-horovod"):
+        module.HorovodStrategy()
+
+
+def test_cli_strategy_horovod_without_horovod_is_one_line(tmp_path):
+    """A Python where horovod cannot be imported (a path entry that hides it): one line naming the command."""
+    blocker = tmp_path / "blocker"
+    (blocker / "horovod").mkdir(parents=True)
+    (blocker / "horovod" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    # find_spec('horovod.torch') imports the package 'horovod' first: the blocker makes it fail as if absent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "trainer", "strategy=horovod", *TINY, f"output_root={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and "python -m trainer install-horovod" in lines[-1], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,153 @@
+"""The checks the fields of ``TrainerArguments`` name: each takes ``(name, value)`` and returns the value to keep.
+
+A check that only knows "not valid" raises :class:`InvalidArgument`; ``TrainerArguments`` then words the error from
+the field's own text (what is valid, an example), so every argument's message has the same shape. Checks with
+more to say (a fraction out of range, an unknown plugin name) raise ``MisconfigurationError`` themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from trainer.errors import MisconfigurationError
+from trainer.limits import check_limit
+
+Check = Callable[[str, Any], Any]
+_DURATION = re.compile(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})")
+
+
+class InvalidArgument(Exception):
+    """The value is not one the field's ``valid`` text allows (worded by ``TrainerArguments``)."""
+
+
+class DurationKeywordError(MisconfigurationError, TypeError):
+    """A duration dict with a key ``timedelta`` does not take: a TypeError, as Lightning raises."""
+
+
+def boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument
+    return value
+
+
+def optional_boolean(name: str, value: Any) -> bool | None:
+    return None if value is None else boolean(name, value)
+
+
+def integer(minimum: int, optional: bool = False) -> Check:
+    """An int (not a bool) >= ``minimum``; None too when ``optional``."""
+
+    def check(name: str, value: Any) -> int | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidArgument
+        return value
+
+    return check
+
+
+def non_negative_number(name: str, value: Any) -> float | int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise InvalidArgument
+    return value
+
+
+def one_of(*choices: Any) -> Check:
+    """One of ``choices``, compared with its type (``1`` is not ``True``)."""
+
+    def check(name: str, value: Any) -> Any:
+        if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
+            raise InvalidArgument
+        return value
+
+    return check
+
+
+def anything(name: str, value: Any) -> Any:
+    """Checked where it is used (plugin arguments: by the plugin selection, loggers and callbacks by their setup)."""
+    return value
+
+
+def only_none(name: str, value: Any) -> None:
+    if value is not None:
+        raise InvalidArgument
+
+
+def limit(name: str, value: Any) -> int | float | None:
+    return check_limit(name, value)
+
+
+def fast_dev_run(name: str, value: Any) -> int:
+    """True is one batch, False none; an int is that many batches."""
+    return integer(0)(name, int(value) if isinstance(value, bool) else value)
+
+
+def path(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise InvalidArgument
+    return None if value is None else os.fspath(value)
+
+
+def duration(name: str, value: Any) -> timedelta:
+    """``"DD:HH:MM:SS"``, a ``timedelta``, or a dict of ``timedelta`` keywords, as a ``timedelta``."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, Mapping):  # a dict, or an OmegaConf DictConfig from the CLI
+        try:
+            return timedelta(**dict(value))
+        except TypeError as err:
+            raise DurationKeywordError(
+                f"Trainer({name}={value!r}): {err}; use timedelta keywords, e.g. {name}={{'minutes': 10}}."
+            ) from None
+    if isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
+        days, hours, minutes, seconds = (int(x) for x in match.groups())
+        return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    raise InvalidArgument
+
+
+def max_time(name: str, value: Any) -> float | None:
+    """Seconds: a duration, or a number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return duration(name, value).total_seconds()
+
+
+def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
+    """A batch count or epoch fraction, or a duration (validation on wall-clock time, as in Lightning)."""
+    if isinstance(value, (str, Mapping, timedelta)):
+        interval = duration(name, value)
+        if interval.total_seconds() <= 0:
+            raise InvalidArgument
+        return interval
+    return check_limit(name, value)
+
+
+def signals(name: str, value: Any) -> tuple[Any, ...]:
+    from trainer.preemption import parse_signals
+
+    return parse_signals(value)
+
+
+def environment(name: str, value: Any) -> Any:
+    """Lightning's ``plugins``: one ``ClusterEnvironment`` (an object, or a registered name such as one a
+    third-party package adds through the ``relaytrain.environments`` entry points), or None to detect it."""
+    from plugins.environments.base import ClusterEnvironment
+    from plugins.registry import default_registry
+
+    items = [] if value is None else [value] if isinstance(value, (str, ClusterEnvironment)) else (
+        list(value) if isinstance(value, Iterable) else [value])
+    if len(items) > 1:
+        raise InvalidArgument
+    item = items[0] if items else None
+    if isinstance(item, str):
+        return default_registry().get("environment", item, argument=name).create()
+    if item is not None and not isinstance(item, ClusterEnvironment):
+        raise InvalidArgument
+    return item

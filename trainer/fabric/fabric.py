@@ -1,0 +1,362 @@
+"""``Fabric``: keep your own training loop; Relay's plugins handle devices, precision, processes and sharding.
+
+The same strategy, accelerator, precision, launcher and checkpoint I/O objects as the Trainer, built by the
+same resolver (``plugins.selection``) and called through the same layer (``trainer.strategy_calls``); this
+class only keeps Lightning Fabric's API in front of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Generator, Iterable, Mapping
+from typing import Any
+
+import torch
+
+from trainer import strategy_calls as calls
+from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
+
+# strategies whose loop a Fabric user cannot drive: the strategy name -> one line saying why and what to use
+UNSUPPORTED = {
+    "pipeline": "a pipeline schedule runs forward and backward together over micro-batches, which a loop calling "
+                "model(x) and fabric.backward(loss) cannot drive; use Trainer(strategy='pipeline')",
+    "deepspeed": "DeepSpeed's engine owns forward, backward and the optimizer step, and Relay's DeepSpeed strategy "
+                 "drives it from the Trainer's loop only; use Trainer(strategy='deepspeed'), or strategy='fsdp' "
+                 "for sharding under Fabric",
+}
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class Fabric:
+    """Lightning Fabric's API on Relay's plugins: ``Fabric(accelerator, strategy, devices, num_nodes, precision,
+    plugins, callbacks, loggers)``, then ``launch()``, ``setup(...)``, ``backward(loss)`` in your loop."""
+
+    def __init__(
+        self,
+        *,
+        accelerator: Any = "auto",
+        strategy: Any = "auto",
+        devices: Any = "auto",
+        num_nodes: int = 1,
+        precision: Any = None,
+        plugins: Any = None,
+        callbacks: Any = None,
+        loggers: Any = None,
+    ) -> None:
+        name = strategy if isinstance(strategy, str) else getattr(strategy, "name", "")
+        if name in UNSUPPORTED:
+            raise ValueError(f"Fabric(strategy={name!r}) is not supported: {UNSUPPORTED[name]}.")
+        self._strategy = calls.resolve_strategy(accelerator, strategy, devices, num_nodes,
+                                                "32-true" if precision is None else precision, plugins, "Fabric")
+        self._callbacks = _as_list(callbacks)
+        self._loggers = _as_list(loggers)
+        self._launched = False
+        self._models_setup = 0
+        self._modules: list[torch.nn.Module] = []
+        from trainer.ranks import set_rank_zero_only
+
+        set_rank_zero_only(self._strategy.global_rank)
+
+    # --- who am I ---------------------------------------------------------------------------------
+    @property
+    def accelerator(self) -> Any:
+        return self._strategy.accelerator
+
+    @property
+    def strategy(self) -> Any:
+        return self._strategy
+
+    @property
+    def device(self) -> torch.device:
+        return self._strategy.root_device
+
+    @property
+    def global_rank(self) -> int:
+        return self._strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self._strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return getattr(self._strategy, "node_rank", 0)
+
+    @property
+    def world_size(self) -> int:
+        return self._strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self._strategy.is_global_zero
+
+    @property
+    def loggers(self) -> list[Any]:
+        return self._loggers
+
+    @property
+    def logger(self) -> Any:
+        return self._loggers[0] if self._loggers else None
+
+    # --- processes ----------------------------------------------------------------------------------
+    def launch(self, function: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Start the processes (when this one must), join the process group, then run ``function(self, ...)``."""
+        if function is not None and not callable(function):
+            raise TypeError(f"`Fabric.launch(...)` needs to be a callable, but got {function}. HINT: do "
+                            "`.launch(your_fn)` instead of `.launch(your_fn())`")
+        if function is not None and not inspect.signature(function).parameters:
+            raise TypeError(f"`Fabric.launch(function={function})` needs to take at least one argument. The launcher "
+                            "will pass in the `Fabric` object so you can use it inside the function.")
+        launcher = getattr(self._strategy, "launcher", None)
+        if launcher is not None and hasattr(launcher, "launch_function") and function is None:
+            raise TypeError(f"To spawn processes with the `{type(self._strategy).__name__}` strategy, `.launch()` "
+                            "needs to be called with a function that contains the code to launch in processes.")
+        entry = functools.partial(_in_worker, function, kwargs)  # picklable for a spawning launcher
+        started, result = calls.start_processes(self._strategy, entry, args, self)
+        if started:
+            return result
+        calls.join_processes(self._strategy)
+        self._launched = True
+        return function(self, *args, **kwargs) if function is not None else None
+
+    def _check_launched(self) -> None:
+        if not self._launched and self.world_size > 1:
+            raise RuntimeError("To use Fabric with more than one device, you must call `.launch()` or use the CLI: "
+                               "`fabric run --help`.")
+        if not self._launched:
+            calls.join_processes(self._strategy)
+            self._launched = True
+
+    # --- setting things up ----------------------------------------------------------------------
+    def setup(self, module: torch.nn.Module, *optimizers: torch.optim.Optimizer, move_to_device: bool = True,
+              _reapply_compile: bool = True) -> Any:
+        """The module (and optimizers) ready for this strategy; optimizers made before a sharding strategy
+        replaced the parameters are pointed at the new ones."""
+        self._check_setup(module, optimizers)
+        names = {id(p): n for n, p in module.named_parameters()}
+        wrapped = self.setup_module(module, move_to_device=move_to_device)
+        live = dict(module.named_parameters())
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                group["params"] = [live.get(names.get(id(p), ""), p) for p in group["params"]]
+        if not optimizers:
+            return wrapped
+        prepared = self.setup_optimizers(*optimizers)
+        return (wrapped, *(prepared if isinstance(prepared, tuple) else (prepared,)))
+
+    def _check_setup(self, module: Any, optimizers: Iterable[Any]) -> None:
+        if is_wrapped(module):
+            raise ValueError("A model should be passed only once to the `setup` method.")
+        if any(is_wrapped(o) for o in optimizers):
+            raise ValueError("An optimizer should be passed only once to the `setup` method.")
+
+    def setup_module(self, module: torch.nn.Module, move_to_device: bool = True,
+                     _reapply_compile: bool = True) -> FabricModule:
+        if is_wrapped(module):
+            raise ValueError("A model should be passed only once to the `setup_module` method.")
+        self._check_launched()
+        _check_tensor_parallel_plan(self._strategy, module)
+        module, holder = calls.setup_module(self._strategy, module)
+        self._modules.append(module)
+        self._models_setup += 1
+        return FabricModule(holder, module, self._strategy)
+
+    def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
+        if not optimizers:
+            raise ValueError("`setup_optimizers` requires at least one optimizer as input.")
+        if any(is_wrapped(o) for o in optimizers):
+            raise ValueError("An optimizer should be passed only once to the `setup_optimizers` method.")
+        self._check_launched()
+        prepared = self._strategy.setup_optimizers(list(optimizers))
+        wrapped = [FabricOptimizer(o, self._strategy) for o in prepared]
+        return wrapped[0] if len(wrapped) == 1 else tuple(wrapped)
+
+    def setup_dataloaders(self, *dataloaders: Any, use_distributed_sampler: bool = True,
+                          move_to_device: bool = True) -> Any:
+        if not dataloaders:
+            raise ValueError("`setup_dataloaders` requires at least one dataloader as input.")
+        if any(is_wrapped(d) for d in dataloaders):
+            raise ValueError("A dataloader should be passed only once to the `setup_dataloaders` method.")
+        from torch.utils.data import DataLoader
+
+        if any(not isinstance(d, DataLoader) for d in dataloaders):
+            raise TypeError("Only PyTorch DataLoader are currently supported in `setup_dataloaders`.")
+        self._check_launched()
+        from trainer.fabric.loaders import with_distributed_sampler
+
+        out = [FabricDataLoader(with_distributed_sampler(d, self._strategy) if use_distributed_sampler else d,
+                                self._strategy if move_to_device else None) for d in dataloaders]
+        return out[0] if len(out) == 1 else out
+
+    # --- in the loop --------------------------------------------------------------------------------
+    def backward(self, tensor: torch.Tensor, *args: Any, model: Any = None, **kwargs: Any) -> None:
+        if self._models_setup == 0:
+            raise RuntimeError("No models were set up for backward. Did you forget to call `fabric.setup()`?")
+        calls.backward(self._strategy, tensor, *args, **kwargs)
+
+    def clip_gradients(self, module: Any, optimizer: Any, clip_val: float | None = None,
+                       max_norm: float | None = None, norm_type: float = 2.0,
+                       error_if_nonfinite: bool = True) -> torch.Tensor | None:
+        """Clip by value (``clip_val``) or by the global norm (``max_norm``; the norm before clipping comes back)."""
+        if clip_val is not None and max_norm is not None:
+            raise ValueError("Only one of `clip_val` or `max_norm` can be set as this specifies the underlying "
+                             "clipping algorithm!")
+        if clip_val is None and max_norm is None:
+            raise ValueError("You have to specify either `clip_val` or `max_norm` to do gradient clipping!")
+        optimizer = unwrap(optimizer)
+        self._strategy.precision.unscale_gradients(optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if clip_val is not None:
+            torch.nn.utils.clip_grad_value_(params, clip_val)
+            return None
+        if norm_type != 2.0:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type,
+                                                  error_if_nonfinite=error_if_nonfinite)
+        norm = self._strategy.clip_gradients_by_norm(params, float(max_norm))
+        if error_if_nonfinite and norm is not None and not torch.isfinite(norm).all():
+            raise RuntimeError(f"The total norm of gradients is {float(norm)}, non-finite, so it cannot be clipped. "
+                               "Pass error_if_nonfinite=False to clip anyway.")
+        return norm
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision's autocast, for code that runs outside the set-up module's forward."""
+        return self._strategy.precision.forward_context()
+
+    def no_backward_sync(self, module: Any, enabled: bool = True) -> contextlib.AbstractContextManager:
+        """Skip the gradient all-reduce (DDP's ``no_sync``, FSDP's) on gradient-accumulation steps."""
+        if not isinstance(module, FabricModule):
+            raise TypeError("You need to set up the model first before you can call `fabric.no_backward_sync()`: "
+                            "`model = fabric.setup(model, ...)`")
+        return self._strategy.no_backward_sync(enabled)
+
+    def init_module(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Build the model on the device in the precision's dtype (FSDP: on the CPU, or meta with ``empty_init``)."""
+        return self._strategy.tensor_init_context(empty_init=empty_init)
+
+    def init_tensor(self) -> contextlib.AbstractContextManager:
+        return self._strategy.tensor_init_context()
+
+    def to_device(self, obj: Any) -> Any:
+        if isinstance(obj, torch.nn.Module):
+            return obj.to(self.device)
+        return calls.move_to_device(self._strategy, obj)
+
+    # --- collectives --------------------------------------------------------------------------------
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        return calls.gather(self._strategy, data, self.device, group=group, sync_grads=sync_grads)
+
+    def all_reduce(self, data: Any, group: Any = None, reduce_op: str = "mean") -> Any:
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        data = calls.as_tensors(data, self.device)
+        return apply_to_collection(data, torch.Tensor, self._strategy.all_reduce, op=str(reduce_op).lower())
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return self._strategy.broadcast(obj, src=src)
+
+    def barrier(self, name: str | None = None) -> None:
+        self._strategy.barrier(name)
+
+    @contextlib.contextmanager
+    def rank_zero_first(self, local: bool = False) -> Generator[None, None, None]:
+        """Rank 0 (of the node, with ``local``) runs the block first, the others after it finished."""
+        rank = self.local_rank if local else self.global_rank
+        if rank > 0:
+            self.barrier("rank_zero_first")
+        yield
+        if rank == 0:
+            self.barrier("rank_zero_first")
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        if self.local_rank == 0:
+            print(*args, **kwargs)
+
+    # --- callbacks and loggers ----------------------------------------------------------------------
+    def call(self, hook_name: str, *args: Any, **kwargs: Any) -> None:
+        """Call ``hook_name`` on every callback that has it (keyword arguments it does not take are left out)."""
+        for callback in self._callbacks:
+            method = getattr(callback, hook_name, None)
+            if method is None:
+                continue
+            if not callable(method):
+                from trainer.utilities.rank_zero import rank_zero_warn
+
+                rank_zero_warn(f"Skipping the callback `{type(callback).__name__}.{hook_name}` because it is not "
+                               "callable.")
+                continue
+            params = inspect.signature(method).parameters
+            if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                kwargs = {k: v for k, v in kwargs.items() if k in params}
+            method(*args, **kwargs)
+
+    def log(self, name: str, value: Any, step: int | None = None) -> None:
+        self.log_dict({name: value}, step=step)
+
+    def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        metrics = apply_to_collection(dict(metrics), torch.Tensor, lambda t: t.item())
+        for logger in self._loggers:
+            logger.log_metrics(metrics=metrics, step=step)
+
+    # --- checkpoints --------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike, state: Mapping[str, Any],
+             filter: Mapping[str, Callable[[str, Any], bool]] | None = None) -> None:
+        """Save modules, optimizers and plain objects (under FSDP: each rank its shards, into a directory)."""
+        from trainer.fabric import checkpoint
+
+        checkpoint.save(self._strategy, path, state, filter)
+        self.barrier("fabric_save")
+
+    def load(self, path: str | os.PathLike, state: dict[str, Any] | None = None, strict: bool = True,
+             *, weights_only: bool | None = None) -> dict[str, Any]:
+        """Restore ``state`` in place from ``path``; what the checkpoint holds beyond ``state`` comes back."""
+        from trainer.fabric import checkpoint
+
+        remainder = checkpoint.load(self._strategy, path, state, strict)
+        self.barrier("fabric_load")
+        return remainder
+
+    def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True) -> None:
+        from trainer.fabric import checkpoint
+
+        checkpoint.load_raw(self._strategy, path, obj, strict)
+
+    # --- seeding ------------------------------------------------------------------------------------
+    @staticmethod
+    def seed_everything(seed: int | None = None, workers: bool | None = None, verbose: bool = True) -> int:
+        from trainer.seed import seed_everything
+
+        seed = seed_everything(seed, workers=True if workers is None else workers)
+        os.environ["PL_GLOBAL_SEED"] = str(seed)  # what a distributed sampler's seed reads, as in Lightning
+        return seed
+
+
+def _check_tensor_parallel_plan(strategy: Any, module: torch.nn.Module) -> None:
+    """Tensor parallelism needs a plan; the Trainer's comes from ``Module.configure_model``, a loop applies its own."""
+    tp = getattr(strategy, "tensor_parallel_size", 1)
+    if tp <= 1:
+        return
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(p, DTensor) for p in module.parameters()):
+        raise ValueError(
+            f"Fabric(strategy='model_parallel') with tensor_parallel_size={tp}: {type(module).__name__} has no "
+            "tensor-parallel plan applied. Apply it before setup_module (torch.distributed.tensor.parallel."
+            "parallelize_module(model, fabric.strategy.device_mesh['tp'], plan)), or use strategy='fsdp'."
+        )
+
+
+def _in_worker(function: Callable[..., Any] | None, kwargs: dict[str, Any], fabric: Fabric, *args: Any) -> Any:
+    """What a spawned worker runs once it joined the group: the user's function, with this Fabric launched."""
+    fabric._launched = True
+    return function(fabric, *args, **kwargs) if function is not None else None
+

@@ -1,0 +1,29 @@
+"""Loggers under Lightning Fabric's path (``lightning.fabric.loggers``): Relay's TensorBoard and CSV loggers with
+Fabric's first argument, ``root_dir`` (the Trainer's take ``save_dir``; both write ``<dir>/<name>/version_<n>``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trainer.loggers.base import Logger
+from trainer.loggers.csv_logs import CSVLogger as _TrainerCSVLogger
+from trainer.loggers.tensorboard import TensorBoardLogger as _TrainerTensorBoardLogger
+
+
+class TensorBoardLogger(_TrainerTensorBoardLogger):
+    def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
+                 version: int | str | None = None, default_hp_metric: bool = True, prefix: str = "",
+                 sub_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(root_dir, name=name, version=version, default_hp_metric=default_hp_metric, prefix=prefix,
+                         sub_dir=sub_dir, **kwargs)
+
+
+class CSVLogger(_TrainerCSVLogger):
+    def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
+                 version: int | str | None = None, prefix: str = "", flush_logs_every_n_steps: int = 100) -> None:
+        super().__init__(root_dir, name=name, version=version, prefix=prefix,
+                         flush_logs_every_n_steps=flush_logs_every_n_steps)
+
+
+__all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]

@@ -1,0 +1,55 @@
+"""Data helpers under Lightning Fabric's path (``lightning.fabric.utilities.data``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.errors import MisconfigurationException
+from trainer.hparams import AttributeDict
+from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
+from trainer.utilities.enums import LightningEnum
+from trainer.utilities.rank_zero import rank_zero_warn
+
+
+def get_all_subclasses(cls: type) -> set[type]:
+    """Every subclass of ``cls``, at any depth."""
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= get_all_subclasses(sub)
+    return found
+
+
+def has_iterable_dataset(dataloader: Any) -> bool:
+    from torch.utils.data import IterableDataset
+
+    return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
+
+
+def sized_len(dataloader: Any) -> int | None:
+    """``len(dataloader)``, or None when it has no length."""
+    try:
+        return len(dataloader)
+    except (TypeError, NotImplementedError):
+        return None
+
+
+def has_len(dataloader: Any) -> bool:
+    """Whether ``dataloader`` has a length; a length of 0 is an error naming the loader."""
+    length = sized_len(dataloader)
+    if length == 0:
+        raise ValueError(f"`{type(dataloader).__name__}` returned 0 length. Please make sure this was your intention.")
+    return length is not None and not has_iterable_dataset(dataloader)
+
+
+__all__ = [
+    "AttributeDict",
+    "LightningEnum",
+    "MisconfigurationException",
+    "get_all_subclasses",
+    "has_iterable_dataset",
+    "has_len",
+    "move_data_to_device",
+    "rank_zero_warn",
+    "sized_len",
+    "suggested_max_num_workers",
+]

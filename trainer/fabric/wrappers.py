@@ -1,0 +1,156 @@
+"""What ``Fabric.setup*`` hands back: the user's module, optimizer and loader, run the strategy's way.
+
+Each wrapper forwards every attribute it does not define to the object it wraps, so user code keeps
+calling ``model.some_method()``, ``optimizer.param_groups`` or ``len(loader)`` as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from plugins.strategies.base import Strategy
+
+# a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
+STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
+_OWN = ("_forward_module", "_original_module", "_fabric_")
+
+
+class FabricModule(torch.nn.Module):
+    """``forward`` (and methods marked with ``mark_forward_method``, and a Trainer Module's ``*_step``) go through
+    the strategy (DDP's wrapper, FSDP's sharded root, autocast); ``state_dict`` and every other attribute are the
+    original module's."""
+
+    def __init__(self, holder: torch.nn.Module, original: torch.nn.Module, strategy: Strategy) -> None:
+        super().__init__()
+        self._forward_module = holder
+        self._original_module = original
+        self._fabric_strategy = strategy
+        self._fabric_forward = strategy.step_function(holder, "forward")
+        from trainer.module import Module
+
+        self._fabric_marked = set(STEP_METHODS) if isinstance(original, Module) else set()
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._original_module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fabric_forward(*args, **kwargs)
+
+    def mark_forward_method(self, method: str | Callable[..., Any]) -> None:
+        """Run ``method`` the way ``forward`` runs (gradient synchronisation, autocast) when called on this module."""
+        name = method if isinstance(method, str) else method.__name__
+        if name == "forward":
+            raise ValueError("You cannot mark the forward method itself as a forward method.")
+        if not callable(getattr(self._original_module, name, None)):
+            raise AttributeError(f"You marked '{name}' as a forward method, but `{type(self._original_module).__name__}."
+                                 f"{name}` does not exist or is not a method.")
+        self._fabric_marked.add(name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._original_module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._original_module.load_state_dict(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(_OWN):
+            return super().__getattr__(name)
+        if name in self.__dict__.get("_fabric_marked", ()):
+            return self._fabric_strategy.step_function(super().__getattr__("_forward_module"), name)
+        original = super().__getattr__("_original_module")
+        return getattr(original, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        ours = name in self.__dict__ or name.startswith(_OWN)
+        if ours or "_original_module" not in self.__dict__.get("_modules", {}):
+            return super().__setattr__(name, value)
+        setattr(self._original_module, name, value)
+
+
+class FabricOptimizer:
+    """``step`` runs through the strategy and precision (loss scaling, an engine's own step)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, strategy: Strategy) -> None:
+        self._optimizer = optimizer
+        self._strategy = strategy
+        # the class of the wrapped optimizer, so isinstance checks in user code keep working
+        self.__class__ = type("Fabric" + type(optimizer).__name__, (FabricOptimizer, type(optimizer)), {})
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._optimizer
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return self._strategy.optimizer_step(self._optimizer, closure or _no_closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._optimizer.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_optimizer"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("_optimizer", "_strategy", "__class__"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._optimizer, name, value)
+
+
+def _no_closure() -> None:
+    return None
+
+
+class FabricDataLoader:
+    """Iterates the loader, moving each batch to the device; ``set_epoch`` reaches a distributed sampler on
+    every new pass, so shuffling differs per epoch and agrees across ranks."""
+
+    def __init__(self, loader: Any, strategy: Strategy | None) -> None:
+        self._loader = loader
+        self._strategy = strategy  # None: batches stay where they are
+        self._epoch = 0
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._strategy.root_device if self._strategy is not None else None
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __iter__(self) -> Iterator[Any]:
+        sampler = getattr(self._loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self._epoch)
+        self._epoch += 1
+        if self._strategy is None:
+            yield from self._loader
+            return
+        from trainer.strategy_calls import move_to_device
+
+        for batch in self._loader:
+            yield move_to_device(self._strategy, batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_loader"], name)
+
+
+def is_wrapped(obj: object) -> bool:
+    """Whether ``obj`` came back from ``Fabric.setup*`` (a wrapped module, optimizer or loader)."""
+    return isinstance(obj, (FabricModule, FabricOptimizer, FabricDataLoader))
+
+
+def unwrap(obj: Any) -> Any:
+    if isinstance(obj, FabricModule):
+        return obj._original_module
+    if isinstance(obj, FabricOptimizer):
+        return obj.optimizer
+    return obj

@@ -1,0 +1,220 @@
+"""One Trainer call planned before it runs: what runs, on what data, on what schedule, restored from where.
+
+``plan_stage`` reads the Trainer's arguments and the call's inputs once and checks them, so a bad input fails
+before any process starts; the loops then run the plan. Where Lightning does something lazily (the loaders are
+asked for when a loop needs them; the checkpoint is found once the processes exist), the plan holds a small
+frozen "how to build it" step (``LoaderSource``, the restore request), built once when the loop asks, never
+re-derived from the Trainer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from lightning_utilities.core.overrides import is_overridden
+
+from trainer.data import LoaderPlan, num_batches, prepare_loader
+from trainer.datamodule import DataModule
+from trainer.errors import MisconfigurationError
+from trainer.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
+from trainer.limits import apply_limit
+from trainer.loops.state import RestoreRequest, checkpoint_dirs
+from trainer.module import Module
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
+
+LOADER_METHODS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",
+                  "predict": "predict_dataloader"}
+STAGE_KEYS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """One key's loaders as a loop runs them: prepared (sharded, resumable), their batch counts after the limit,
+    and what ``trainer.<key>_dataloader(s)`` shows (None when the limit is 0: Lightning shows none then)."""
+
+    plans: list[LoaderPlan]
+    counts: list[int | float]
+    shown: Any
+
+    @property
+    def batch_size(self) -> int | None:
+        return getattr(self.plans[0].loader, "batch_size", None) if self.plans else None
+
+
+@dataclass(frozen=True)
+class LoaderSource:
+    """How to build one key's loaders: passed in, else the DataModule's ``*_dataloader()``, else the Module's."""
+
+    key: str
+    stage: str  # the Trainer call, for errors
+    given: Any
+    model: Module
+    datamodule: DataModule | None
+    limit: int | float | None
+    required: bool
+    pad: bool = True  # False (prediction): every sample on exactly one rank
+    no_shuffle: bool = False  # overfit_batches: the same batches every epoch
+    shard: bool = True  # use_distributed_sampler
+
+    @property
+    def method(self) -> str:
+        return LOADER_METHODS[self.key]
+
+    def _owner(self) -> Any:
+        """Who answers ``method()`` (the DataModule first), or None."""
+        dm = self.datamodule
+        if dm is not None and is_overridden(self.method, dm, DataModule):
+            return dm
+        return self.model if is_overridden(self.method, self.model, Module) else None
+
+    def available(self) -> bool:
+        """Whether loaders could exist, without asking for them (Lightning asks only when needed)."""
+        return self.given is not None or self._owner() is not None
+
+    def request(self) -> tuple[list[Any], type | None]:
+        """The loaders, and the list or tuple type they came in (None: one loader)."""
+        given, owner = self.given, self._owner()
+        if given is None and owner is not None:
+            given = getattr(owner, self.method)()
+        check_loader(self.key, given, self.stage)
+        if given is None:
+            if self.required:
+                arg = "train_dataloaders" if self.key == "train" else "dataloaders"
+                raise MisconfigurationError(
+                    f"No {self.key} dataloader: pass {arg}=... to the Trainer call, or implement {self.method}() in "
+                    "your DataModule (or Module)."
+                )
+            return [], None
+        if self.key == "train":  # one iterable of batches (a list of batches is fine too)
+            return [given], None
+        return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
+
+    def build(self, strategy: Any, seed: int, show: Callable[[str, Any], None]) -> Loaders:
+        """Ask for the loaders, shard them over ``strategy``'s data-parallel ranks, count their batches.
+
+        ``show`` receives what the Trainer shows for this key, before the counts (a count may fail)."""
+        loaders, shape = self.request()
+        kwargs = strategy.distributed_sampler_kwargs if self.shard else {"num_replicas": 1, "rank": 0}
+        plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
+                                pad=self.pad, no_shuffle=self.no_shuffle) for loader in loaders]
+        prepared = [plan.loader for plan in plans]
+        allowed = self.model.allow_zero_length_dataloader_with_multiple_devices or (
+            self.datamodule is not None and self.datamodule.allow_zero_length_dataloader_with_multiple_devices)
+        check_no_rank_without_batches(strategy, self.key, prepared, allowed)
+        if self.limit == 0:
+            shown = None
+        else:
+            shown = shape(prepared) if shape is not None else (prepared[0] if prepared else None)
+        show(self.key, shown)
+        name = "limit_train_batches" if self.key == "train" else ""
+        counts = [apply_limit(self.limit, num_batches(loader), name) for loader in prepared]
+        if self.key == "train":
+            warn_if_no_batches(counts[0])
+        return Loaders(plans, counts, shown)
+
+
+@dataclass(frozen=True)
+class FitSchedule:
+    """When the fit loop validates, reloads its loaders and stops for time (Lightning's arguments, read once)."""
+
+    check_val_every_n_epoch: int | None
+    val_check_interval: int | float | None
+    num_sanity_val_steps: int
+    reload_every: int
+    max_time: float | None
+    log_every_n_steps: int
+    validates: bool  # validation loaders could exist, a validation_step, and limit_val_batches != 0
+
+    def val_check_batch(self, num_training_batches: int | float) -> int | float:
+        """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
+        n, vci = num_training_batches, self.val_check_interval
+        if vci is None:
+            vci = 1.0
+        if isinstance(vci, int):
+            if self.check_val_every_n_epoch is not None and vci > n:
+                raise MisconfigurationError(
+                    f"Trainer(val_check_interval={vci}) must be at most the number of training batches per epoch "
+                    f"({n}). To validate every N batches counted across epochs, also pass "
+                    "check_val_every_n_epoch=None; to turn validation off, pass limit_val_batches=0."
+                )
+            return vci
+        if n == math.inf:
+            if vci != 1.0:
+                raise MisconfigurationError(
+                    f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the train loader has no "
+                    "length; pass an int number of batches."
+                )
+            return math.inf
+        return max(1, int(n * vci))
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """Everything one ``fit``/``validate``/``test``/``predict`` call runs, decided before it runs."""
+
+    stage: str
+    model: Module
+    datamodule: DataModule | None
+    strategy: Any  # the resolved plugins: the strategy holds the accelerator, precision and cluster environment
+    launcher: Any  # None: the processes exist (or one is enough); else they are started first
+    restore: RestoreRequest  # ``ckpt_path`` as given; found (``"last"``, a preemption note) once processes exist
+    sources: Mapping[str, LoaderSource] = field(default_factory=dict)
+    schedule: FitSchedule | None = None  # fit only
+    val_source: bool = False  # validation loaders could exist for this call (``trainer.enable_validation``)
+    given: Mapping[str, Any] = field(default_factory=dict)  # the loaders as the call passed them (a re-plan reads)
+
+    @property
+    def spawns(self) -> bool:
+        """``ddp_spawn``: workers run the call and send the results back."""
+        return self.launcher is not None and hasattr(self.launcher, "launch_function")
+
+    @property
+    def eval_key(self) -> str:
+        return "val" if self.stage == "validate" else self.stage if self.stage != "fit" else "train"
+
+
+def plan_stage(
+    trainer: Trainer, stage: str, model: Any, datamodule: DataModule | None, given: dict[str, Any], ckpt_path: Any
+) -> StagePlan:
+    """Check the call's inputs against the Trainer's arguments and decide what runs; nothing starts here."""
+    if not isinstance(model, Module):
+        raise MisconfigurationError(
+            f"Trainer.{stage} expects a trainer.Module, got {type(model).__name__}; subclass trainer.Module."
+        )
+    strategy = trainer.strategy
+    launcher = getattr(strategy, "launcher", None)
+    if launcher is not None:  # one error here rather than one traceback per worker
+        strategy.check_module(model)
+    sources = {key: _source(trainer, stage, key, model, datamodule, given.get(key)) for key in STAGE_KEYS[stage]}
+    val = sources.get("val") or _source(trainer, stage, "val", model, datamodule, None)
+    schedule = _fit_schedule(trainer, model, val) if stage == "fit" else None
+    callbacks = trainer.checkpoint_callbacks
+    dirs = checkpoint_dirs(callbacks, trainer.logger, trainer.default_root_dir)
+    best = getattr(callbacks[0], "best_model_path", "") if callbacks else ""
+    restore = RestoreRequest(ckpt_path, stage, dirs, best)
+    return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule,
+                     val.available(), MappingProxyType(dict(given)))
+
+
+def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,
+            given: Any) -> LoaderSource:
+    check_loader(key, given, stage)  # a tensor passed in fails now; a DataModule's loaders when asked for
+    return LoaderSource(
+        key, stage, given, model, datamodule, getattr(trainer, f"limit_{key}_batches"),
+        required=key != "val" or stage == "validate",
+        pad=key != "predict", no_shuffle=key == "train" and bool(trainer.overfit_batches),
+        shard=getattr(trainer, "use_distributed_sampler", True),
+    )
+
+
+def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSchedule:
+    validates = val.available() and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
+    return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
+                       trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
+                       validates)

@@ -1,0 +1,218 @@
+"""The calls both front ends (the Trainer and Fabric) make into the plugins, written once.
+
+Building the strategy from the user's arguments, starting or joining the processes, setting a module up,
+moving batches, backward under the precision, gathering, and saving or loading state in the strategy's
+(possibly sharded) layout: each is one function here, so neither front end owns a private copy.
+``plugins/`` never imports this module; it only talks to the plugins' small interfaces.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from plugins.strategies.base import Strategy
+
+
+def resolve_strategy(
+    accelerator: Any, strategy: Any, devices: Any, num_nodes: int, precision: Any, plugins: Any, caller: str,
+) -> Strategy:
+    """The strategy (holding accelerator, precision, environment) for a front end's arguments.
+
+    ``plugins`` may hold one cluster environment, one precision and one checkpoint I/O object (Lightning's way
+    to pass them); anything else is one clear error naming ``caller``.
+    """
+    from plugins.checkpoint_io import CheckpointIO
+    from plugins.environments.base import ClusterEnvironment
+    from plugins.precision.base import Precision
+    from plugins.selection import resolve_plugins
+
+    items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    environment = checkpoint_io = None
+    for item in items:
+        if isinstance(item, ClusterEnvironment) and environment is None:
+            environment = item
+        elif isinstance(item, Precision) and isinstance(precision, (str, int)) and str(precision) == "32-true":
+            precision = item
+        elif isinstance(item, CheckpointIO) and checkpoint_io is None:
+            checkpoint_io = item
+        else:
+            raise ValueError(
+                f"{caller}(plugins=[..., {item!r}, ...]): pass at most one ClusterEnvironment, one Precision and one "
+                "CheckpointIO; accelerator, strategy and precision names go to their own arguments."
+            )
+    resolved = resolve_plugins(accelerator, devices, num_nodes, strategy, precision, environment=environment)
+    if checkpoint_io is not None:
+        resolved.checkpoint_io = checkpoint_io
+    return resolved
+
+
+def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
+                    carrier: Any) -> tuple[bool, Any]:
+    """Start the workers when this process must (``(True, rank 0's result)``), else ``(False, None)``.
+
+    A re-running launcher (plain ``python script.py`` with several processes) runs the program again in
+    every worker and ends this process with the group's exit code, as torchrun would. A spawning launcher
+    (``ddp_spawn``) runs ``function(carrier, *args)`` in every worker and hands rank 0's result back.
+    """
+    launcher = getattr(strategy, "launcher", None)
+    if launcher is None:
+        return False, None
+    if hasattr(launcher, "launch_function"):
+        environment, strategy.environment = strategy.environment, None  # holds os.environ: not picklable
+        try:
+            return True, launcher.launch_function(_spawned, carrier, function, args)
+        finally:
+            strategy.environment = environment
+    from trainer.launch import launch_workers_and_exit
+
+    launch_workers_and_exit(launcher)
+    return True, None  # not reached
+
+
+def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    from plugins.environments.torchelastic import TorchElasticEnvironment
+
+    carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
+    join_processes(carrier.strategy)
+    return function(carrier, *args)
+
+
+def join_processes(strategy: Strategy, begin: bool = True) -> None:
+    """In a worker (or the only process): die with Relay's launcher, join the group, select the device; with
+    ``begin``, start-up is over at once (collectives wait at most the strategy's ``timeout`` from here on), else
+    the caller calls ``strategy.begin_training()`` once its own start-up (loading a checkpoint) is done."""
+    from trainer.launch import watch_launcher
+    from trainer.ranks import set_rank_zero_only
+
+    watch_launcher()
+    strategy.setup_environment()
+    set_rank_zero_only(strategy.global_rank)
+    if begin:
+        strategy.begin_training()
+
+
+class ForwardRoot(torch.nn.Module):
+    """Holds a plain module whose ``forward`` a loop calls: strategies set up a Trainer's Module, whose children
+    are what the step calls (FSDP shards each child as a root), so a plain module becomes that child. Other
+    methods are the held module's, so a strategy can run them too (DDP's ``ddp("training_step", ...)``)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["module"], name)
+
+
+def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """``(module, holder)``: the module placed/wrapped by the strategy (its parameters now the strategy's), and what
+    the strategy set up, for ``step_function``. A module that is not a Trainer Module is set up inside a
+    ``ForwardRoot``."""
+    from trainer.module import Module
+
+    holder = module if isinstance(module, Module) else ForwardRoot(module)
+    holder = strategy.setup_module(holder)
+    return (holder if isinstance(module, Module) else holder.module), holder
+
+
+def step_function(strategy: Strategy, holder: torch.nn.Module, name: str) -> Callable[..., Any]:
+    """The callable that runs ``holder.<name>`` the strategy's way: through DDP's wrapper for the methods that
+    produce gradients (``training_step``, ``forward``), under the precision's autocast."""
+    return strategy.step_function(holder, name)
+
+
+def move_to_device(strategy: Strategy, batch: Any) -> Any:
+    return strategy.batch_to_device(batch)
+
+
+def backward(strategy: Strategy, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+    """``loss.backward`` under the precision (loss scaling) and the strategy (an engine's own backward)."""
+    strategy.backward(loss, *args, **kwargs)
+
+
+def gather(strategy: Strategy, data: Any, device: torch.device, group: Any = None, sync_grads: bool = False) -> Any:
+    """Every process's ``data`` (tensors, numbers, collections), each tensor stacked along a new first dimension;
+    on one process the data come back as they are (numbers as tensors on ``device``)."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    data = as_tensors(data, device)
+    if strategy.world_size == 1:
+        return data
+    return apply_to_collection(data, torch.Tensor, strategy.all_gather, group=group, sync_grads=sync_grads)
+
+
+def as_tensors(data: Any, device: torch.device) -> Any:
+    """Numbers (bool, int, float) in ``data`` as tensors, every tensor on ``device``: what collectives take."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):  # CONVERSION_DTYPES
+        data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
+    return apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
+
+
+def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str, Any],
+               layout_keys: tuple[str, ...]) -> None:
+    """Write ``checkpoint`` atomically: one file from rank 0, or under a sharded strategy a directory where every
+    rank writes the shards of the entries named in ``layout_keys``. Every rank calls this."""
+    strategy.save_checkpoint(checkpoint, os.fspath(path), layout_keys=layout_keys)
+
+
+def read_state(strategy: Strategy, path: str | os.PathLike, layout_keys: tuple[str, ...]) -> dict[str, Any]:
+    """What ``save_state`` wrote, on the CPU, read as data (never code). For a sharded directory the entries in
+    ``layout_keys`` stay on disk as handles the strategy's ``load_*_state_dict`` read into the live layout."""
+    from plugins.strategies.sharded_checkpoint import META_FILE, attach_sharded_state
+
+    path = Path(path)
+    if path.is_dir():
+        if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
+            raise FileNotFoundError(
+                f"{str(path)!r} is a directory but not a sharded checkpoint (it needs {META_FILE} and .metadata, "
+                "written by a sharded strategy's save); pass a checkpoint file or such a directory."
+            )
+        checkpoint = dict(strategy.checkpoint_io.load(path / META_FILE))
+        attach_sharded_state(checkpoint, path, tuple(k for k in layout_keys if k in checkpoint))
+        return checkpoint
+    if not path.is_file():
+        raise FileNotFoundError(f"Checkpoint not found: {str(path)!r} names no file or directory.")
+    loaded = strategy.checkpoint_io.load(path)
+    if not isinstance(loaded, Mapping):
+        raise ValueError(f"{str(path)!r} holds a {type(loaded).__name__}, not a state dict.")
+    return dict(loaded)
+
+
+def load_module_state(strategy: Strategy, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
+    strategy.load_module_state_dict(module, state, strict=strict)
+
+
+def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, state: Any,
+                         module: torch.nn.Module | None = None) -> None:
+    """Optimizer state in any layout, matched to the parameters of ``module`` (default: the strategy's)."""
+    previous = strategy.module
+    if module is not None:
+        strategy.module = module
+    try:
+        strategy.load_optimizer_state_dict(optimizer, state)
+    finally:
+        strategy.module = previous
+
+
+def optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer,
+                    module: torch.nn.Module | None = None) -> dict[str, Any]:
+    previous = strategy.module
+    if module is not None:
+        strategy.module = module
+    try:
+        return strategy.optimizer_state_dict(optimizer)
+    finally:
+        strategy.module = previous

@@ -1,0 +1,56 @@
+"""Where a hyperparameter such as ``lr`` or ``batch_size`` lives: the model, its hparams, the datamodule or its
+hparams (Lightning's ``lightning_hasattr``/``lightning_getattr``/``lightning_setattr``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def attribute_holders(model: Any, name: str) -> list[Any]:
+    """Every object or dict holding ``name``, in Lightning's order (a setter updates them all)."""
+    holders: list[Any] = []
+    if hasattr(model, name):
+        holders.append(model)
+    hparams = getattr(model, "hparams", None)
+    if hparams is not None and name in hparams:
+        holders.append(hparams)
+    trainer = getattr(model, "_trainer", None)
+    datamodule = getattr(trainer, "datamodule", None) if trainer is not None else None
+    if datamodule is not None:
+        if hasattr(datamodule, name):
+            holders.append(datamodule)
+        dm_hparams = getattr(datamodule, "hparams", None)
+        if dm_hparams is not None and name in dm_hparams:
+            holders.append(dm_hparams)
+    return holders
+
+
+def _missing(name: str) -> AttributeError:
+    return AttributeError(
+        f"{name} is neither stored in the model namespace nor the `hparams` namespace/dict, nor the datamodule; "
+        f"add `self.{name} = ...` (or save_hyperparameters with a `{name}` argument) to your model or datamodule."
+    )
+
+
+def lightning_hasattr(model: Any, name: str) -> bool:
+    return bool(attribute_holders(model, name))
+
+
+def lightning_getattr(model: Any, name: str) -> Any:
+    """The value from the last holder (the datamodule wins over the model, as in Lightning)."""
+    holders = attribute_holders(model, name)
+    if not holders:
+        raise _missing(name)
+    holder = holders[-1]
+    return holder[name] if isinstance(holder, dict) else getattr(holder, name)
+
+
+def lightning_setattr(model: Any, name: str, value: Any) -> None:
+    holders = attribute_holders(model, name)
+    if not holders:
+        raise _missing(name)
+    for holder in holders:
+        if isinstance(holder, dict):
+            holder[name] = value
+        else:
+            setattr(holder, name, value)
