@@ -34,6 +34,9 @@ STRATEGIES = {
                        "Tensor parallel x FSDP2 data parallel on one 2-D device mesh", {}),
     "horovod": ("plugins.strategies.horovod:HorovodStrategy",
                 "Horovod under horovodrun/mpirun: hvd.DistributedOptimizer, collectives on hvd.*", {}),
+    "torchft": ("plugins.strategies.torchft:TorchFTStrategy",
+                "torchft replica groups (optional extra relaytrain[torchft]): a failed group drops out, rejoins healed",
+                {}),
     "pipeline": ("plugins.strategies.pipeline:PipelineStrategy",
                  "Pipeline stages (torch.distributed.pipelining schedules), x DDP/FSDP/TP on one mesh", {}),
 }

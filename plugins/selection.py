@@ -71,6 +71,7 @@ class LaunchInfo:
     num_nodes: int = 1
     horovod: bool = False  # started by horovodrun
     horovod_importable: bool = False  # ``import horovod.torch`` would work in this Python
+    elastic: bool = False  # the engine chose how many processes, up to the devices asked for (Ray's min_workers)
 
     @classmethod
     def from_environment(cls, env: Any) -> LaunchInfo:
@@ -86,6 +87,7 @@ class LaunchInfo:
             num_nodes=env.num_nodes(),
             horovod=bool(getattr(env, "is_horovod", False)),
             horovod_importable=horovod_importable(load=bool(getattr(env, "is_horovod", False))),
+            elastic=bool(getattr(env, "elastic", False)),
         )
 
 
@@ -195,14 +197,15 @@ def choose(
         raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1, or 'auto'.")
     kind = _choose_accelerator(accelerator, hw)
     device_ids = parse_devices(devices, kind, hw, launch)
-    if launch.external:
-        if len(device_ids) != launch.processes_per_node or num_nodes != launch.num_nodes:
-            raise ValueError(
-                f"Trainer(devices={devices!r}, num_nodes={num_nodes}) disagrees with the launcher "
-                f"({launch.environment}: {launch.world_size} processes, {launch.processes_per_node} per node on "
-                f"{launch.num_nodes} node(s)). Use devices={launch.processes_per_node}, num_nodes={launch.num_nodes} "
-                "(or devices='auto')."
-            )
+    if launch.external and launch.elastic and len(device_ids) * num_nodes >= launch.world_size:
+        device_ids, num_nodes = device_ids[: launch.processes_per_node], launch.num_nodes  # what the engine placed
+    elif launch.external and (len(device_ids) != launch.processes_per_node or num_nodes != launch.num_nodes):
+        raise ValueError(
+            f"Trainer(devices={devices!r}, num_nodes={num_nodes}) disagrees with the launcher "
+            f"({launch.environment}: {launch.world_size} processes, {launch.processes_per_node} per node on "
+            f"{launch.num_nodes} node(s)). Use devices={launch.processes_per_node}, num_nodes={launch.num_nodes} "
+            "(or devices='auto')."
+        )
     world = len(device_ids) * num_nodes
     strategy, note = _choose_strategy(strategy, devices, num_nodes, len(device_ids), launch)
     if kind == "mps" and world > 1:

@@ -25,6 +25,11 @@ class RayEnvironment(TorchElasticEnvironment):
     name = "ray"
     launcher = "Ray Train (TorchTrainer)"
 
+    @property
+    def elastic(self) -> bool:
+        """``launcher.min_workers``: Ray chose how many workers (up to ``devices x num_nodes``); Relay follows."""
+        return self.env.get("RELAY_RAY_ELASTIC") == "1"
+
     def node_rank(self) -> int:
         return self._optional_int("NODE_RANK") or 0
 

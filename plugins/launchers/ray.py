@@ -6,6 +6,8 @@ Rank 0's final metrics and newest checkpoint are reported to Ray (``ray.train.re
 shows up in Ray's results like any Ray Train run. Details that matter in practice:
 
 - every run gets a unique name: Ray Train restores a previous run's state for a reused name;
+- every checkpoint Relay saves is reported to Ray when written; with ``max_failures=N`` a failed worker group
+  is restarted by Ray and continues from the newest of them (exactly, as ``ckpt_path`` would);
 - a failing worker (``WorkerGroupError``) becomes Relay's one line "rank N failed (...)", naming the
   rank whose own error is not just the lost connection to a peer;
 - the console shows what the training workers print (Relay's progress and results); the controller's
@@ -31,6 +33,9 @@ _RAY_TRAIN_CHATTER = ("Setting up process group for", "Reporting training result
 _WORKER_ENV = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
 
 
+ELASTIC_ENV = "RELAY_RAY_ELASTIC"  # set in the workers of an elastic run: Ray picks the worker count
+
+
 def unique_run_name() -> str:
     return f"relay-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
@@ -42,10 +47,18 @@ class RayLauncher(FunctionLauncher):
 
     def __init__(
         self, address: str | None = None, resources_per_worker: dict[str, float] | None = None,
-        storage_path: str | None = None, max_failures: int = 0, quiet: bool = True,
+        storage_path: str | None = None, max_failures: int = 0, quiet: bool = True, min_workers: int | None = None,
     ) -> None:
+        """``min_workers``: elastic worker count (Ray's ``ScalingConfig(num_workers=(min, max))``, max being
+        ``trainer.devices x trainer.num_nodes``): Ray starts, and restarts after a failure, with as many workers
+        as the cluster fits, at least this many; each start resumes from the newest checkpoint reported."""
         if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < -1:
             raise ValueError(f"RayLauncher(max_failures={max_failures!r}) must be an int >= -1 (-1: retry forever).")
+        if min_workers is not None and (isinstance(min_workers, bool) or not isinstance(min_workers, int)
+                                        or min_workers < 1):
+            raise ValueError(f"RayLauncher(min_workers={min_workers!r}) must be an int >= 1, or null for a fixed "
+                             "count, e.g. launcher.min_workers=1.")
+        self.min_workers = min_workers
         self.address = address
         self.resources_per_worker = dict(resources_per_worker) if resources_per_worker else None
         self.storage_path = storage_path
@@ -61,6 +74,14 @@ class RayLauncher(FunctionLauncher):
         from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
         from ray.train.torch import TorchTrainer
 
+        workers: int | tuple[int, int] = processes
+        env = dict(env or {})
+        if self.min_workers is not None:
+            if self.min_workers > processes:
+                raise ValueError(f"RayLauncher(min_workers={self.min_workers}) is more than the {processes} workers "
+                                 f"asked for (trainer.devices x trainer.num_nodes); use min_workers<={processes}.")
+            workers = (self.min_workers, processes)
+            env[ELASTIC_ENV] = "1"  # the workers accept the count Ray chose
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, include_dashboard=False, configure_logging=True,
@@ -70,11 +91,11 @@ class RayLauncher(FunctionLauncher):
         storage = Path(self.storage_path or Path.cwd() / "ray").expanduser().resolve()
         trainer = TorchTrainer(
             _ray_worker, train_loop_config={"entry": entry, "args": tuple(args)},
-            scaling_config=ScalingConfig(num_workers=processes, use_gpu=use_gpu,
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
                                          resources_per_worker=self.resources_per_worker),
             run_config=RunConfig(
                 name=unique_run_name(), storage_path=str(storage),
-                worker_runtime_env={"env_vars": {**_WORKER_ENV, **dict(env or {})}},
+                worker_runtime_env={"env_vars": {**_WORKER_ENV, **env}},
                 failure_config=FailureConfig(max_failures=self.max_failures),
             ),
         )
@@ -121,20 +142,48 @@ def _last_line(error: BaseException) -> str:
 
 
 def _ray_worker(config: dict[str, Any]) -> None:
-    """Runs in every Ray Train worker: Relay's entry, then rank 0's metrics and checkpoint to Ray."""
+    """Runs in every Ray Train worker: Relay's entry, then rank 0's metrics and checkpoint to Ray.
+
+    Each checkpoint Relay saves is reported to Ray as it is written (``on_checkpoint``), so when a worker
+    dies and ``FailureConfig(max_failures=N)`` restarts the group, the new attempt resumes from the newest
+    one (``resume_from``: Ray's ``get_checkpoint()``, fetched to a local folder).
+    """
+    result = config["entry"](*config["args"], resume_from=restored_checkpoint(), on_checkpoint=report_checkpoint)
+    result = result if isinstance(result, Mapping) else {}
+    metrics = {k: float(v) for k, v in dict(result.get("metrics") or {}).items()}
+    report_checkpoint(result.get("checkpoint"), metrics)
+
+
+def restored_checkpoint() -> str | None:
+    """The newest checkpoint an earlier attempt of this run reported to Ray, as a local path (None: a first start)."""
+    import tempfile
+
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return None
+    folder = tempfile.mkdtemp(prefix="relay-restored-")
+    checkpoint.to_directory(folder)
+    entries = os.listdir(folder)
+    if len(entries) == 1 and os.path.isfile(os.path.join(folder, entries[0])):
+        return os.path.join(folder, entries[0])  # a file checkpoint, reported inside a folder
+    return folder  # a sharded / DeepSpeed checkpoint is the folder itself
+
+
+def report_checkpoint(path: str | None, metrics: Mapping[str, float] | None = None) -> None:
+    """Every rank calls this at the same point (Ray Train counts each rank's reports); rank 0's checkpoint
+    (a file or a sharded directory) becomes a Ray ``Checkpoint``."""
     import shutil
     import tempfile
 
     import ray.train
 
-    result = config["entry"](*config["args"])
-    result = result if isinstance(result, Mapping) else {}
-    metrics = {k: float(v) for k, v in dict(result.get("metrics") or {}).items()}
-    path = result.get("checkpoint")
+    metrics = dict(metrics or {})
     if ray.train.get_context().get_world_rank() != 0 or not path or not os.path.exists(path):
         ray.train.report(metrics)
         return
-    if os.path.isdir(path):  # a sharded / DeepSpeed checkpoint is a directory already
+    if os.path.isdir(path):
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(path))
         return
     with tempfile.TemporaryDirectory(prefix="relay-ckpt-") as folder:  # Ray checkpoints are directories

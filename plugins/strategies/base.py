@@ -201,6 +201,12 @@ class Strategy:
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
         return optimizers
 
+    def connect_loop_state(
+        self, state_dict: Callable[[], dict[str, Any]], load_state_dict: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """The loop's counters (``global_step``), for a strategy that hands training state to a rejoining replica
+        outside checkpoints (torchft's healing); called once per fit after ``setup_optimizers``."""
+
     def begin_training(self) -> None:
         """Called once start-up (set-up, loading a checkpoint) is done and the loop begins."""
 

@@ -19,7 +19,6 @@ from plugins.precision.base import Precision
 from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook
 from plugins.strategies.parallel import ParallelStrategy
 
-
 # the methods whose gradients DDP synchronises: the Trainer's training_step, and forward for an own loop (Fabric)
 GRADIENT_STEPS = ("training_step", "forward")
 
@@ -35,6 +34,32 @@ class _StepModule(torch.nn.Module):
         return getattr(self.module, name)(*args, **kwargs)
 
 
+class DDPSteps:
+    """``training_step`` through a DDP wrapper's forward (``self.ddp``, around a ``_StepModule``); accumulation
+    steps inside its ``no_sync``. Shared by every strategy that wraps the module in a DDP."""
+
+    ddp: torch.nn.parallel.DistributedDataParallel | None
+    precision: Precision
+
+    def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
+        if name not in GRADIENT_STEPS or self.ddp is None:
+            return super().step_function(module, name)  # type: ignore[misc]
+        ddp, precision = self.ddp, self.precision
+        if type(precision).forward_context is Precision.forward_context:
+            return lambda *args, **kwargs: ddp(name, *args, **kwargs)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with precision.forward_context():
+                return ddp(name, *args, **kwargs)
+
+        return run
+
+    def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
+        if enabled and self.ddp is not None:
+            return self.ddp.no_sync()
+        return contextlib.nullcontext()
+
+
 def _buffer_sync(broadcast: bool) -> dict[str, bool]:
     """DDP's buffer synchronisation as Lightning's (and torch's) ``broadcast_buffers`` means it.
 
@@ -48,7 +73,7 @@ def _buffer_sync(broadcast: bool) -> dict[str, bool]:
     return {"forward_sync_buffers" if takes_new and broadcast else "broadcast_buffers": broadcast}
 
 
-class DDPStrategy(ParallelStrategy):
+class DDPStrategy(DDPSteps, ParallelStrategy):
     """``torch.nn.parallel.DistributedDataParallel`` with its options and gradient communication hooks."""
 
     name = "ddp"
@@ -121,24 +146,6 @@ class DDPStrategy(ParallelStrategy):
 
             return [wrap_post_local_sgd(o, self._hook_state, self.comm_hook_options) for o in optimizers]
         return optimizers
-
-    def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
-        if name not in GRADIENT_STEPS or self.ddp is None:
-            return super().step_function(module, name)
-        ddp, precision = self.ddp, self.precision
-        if type(precision).forward_context is Precision.forward_context:
-            return lambda *args, **kwargs: ddp(name, *args, **kwargs)
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with precision.forward_context():
-                return ddp(name, *args, **kwargs)
-
-        return run
-
-    def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
-        if enabled and self.ddp is not None:
-            return self.ddp.no_sync()
-        return contextlib.nullcontext()
 
     def teardown(self) -> None:
         self.ddp = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_worker(config_file: str) -> dict[str, Any]:
+def run_worker(
+    config_file: str, resume_from: str | None = None, on_checkpoint: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """One rank of a run that an engine started by calling a function (Ray Train, Spark's TorchDistributor).
 
     The same objects and stages as ``main``; errors propagate, so the engine sees the rank fail. Returns
     the final metrics and the newest checkpoint path (rank 0's are reported back to the engine).
+    ``resume_from``: the checkpoint an engine restored after a failure (its own ``ckpt_path`` wins);
+    ``on_checkpoint(path)``: called on every rank after each checkpoint is written, for the engine to track it.
     """
     from omegaconf import OmegaConf
 
@@ -56,7 +61,13 @@ def run_worker(config_file: str) -> dict[str, Any]:
     path = Path(config_file).resolve()
     cfg = OmegaConf.load(path)
     os.chdir(path.parent.parent)
+    if resume_from is not None and not cfg.get("ckpt_path"):
+        cfg.ckpt_path = resume_from
     trainer = build_trainer(cfg)
+    if on_checkpoint is not None:
+        from trainer.cli.engine_checkpoints import ReportCheckpoints
+
+        trainer.callbacks.insert(0, ReportCheckpoints(on_checkpoint))  # first: reports before others act
     metrics = run_stages(cfg, trainer)
     callback = trainer.checkpoint_callback
     newest = (callback.last_model_path or callback.best_model_path) if callback is not None else ""

@@ -38,6 +38,8 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoi
     optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
     trainer.optimizers = strategy.setup_optimizers(optimizers)
     trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
+    strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
+                                lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
     return restore
 
 
