@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler
 
+from trainer.seed import seed_loader_workers
 
 class ResumableSampler(Sampler[int]):
     """Shuffle with (seed, epoch), shard evenly over replicas (padding like DistributedSampler), skip a prefix."""
@@ -114,6 +115,7 @@ def prepare_loader(
 
     ``no_shuffle``: read a shuffled loader in order (``overfit_batches`` wants the same batches every epoch).
     """
+    seed_loader_workers(loader, rank)  # seed_everything(workers=True): Lightning's worker seeding
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
         if isinstance(loader, DataLoader) and loader.generator is None:

@@ -19,7 +19,7 @@ PACKAGES = {
     "strategies": "trainer.strategies",
     "plugins": "trainer.fabric.plugins",
 }
-_ENVIRONMENTS = ("cluster_environment", "kubeflow", "lightning", "mpi", "slurm", "torchelastic")
+_ENVIRONMENTS = ("cluster_environment", "kubeflow", "lightning", "lsf", "mpi", "slurm", "torchelastic")
 MODULES = {
     "utilities.rank_zero": "trainer.utilities.rank_zero",
     "utilities.warnings": "trainer.utilities.warnings",
