@@ -17,6 +17,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from trainer.seed import seed_loader_workers
 
+
 class ResumableSampler(Sampler[int]):
     """Shuffle with (seed, epoch), shard evenly over replicas (padding like DistributedSampler), skip a prefix."""
 
