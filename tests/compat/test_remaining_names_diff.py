@@ -125,3 +125,28 @@ def test_layer_sync_from_arguments():
     assert layer_sync_from(None, sync_batchnorm=False) is None
     with pytest.raises(ValueError, match="2 layer-sync plugins"):
         layer_sync_from([mine, TorchSyncBatchNorm()], sync_batchnorm=False)
+
+
+def test_lightning_module_paths_of_the_built_names_are_served():
+    """The deeper paths real code imports these names from (Lightning's own module files) work in the zero-edit mode."""
+    import importlib
+
+    from trainer.lightning_compat import install, uninstall
+
+    wanted = {
+        "lightning.pytorch.plugins.layer_sync": "TorchSyncBatchNorm",
+        "lightning.pytorch.plugins.environments.lsf": "LSFEnvironment",
+        "lightning.fabric.plugins.environments.lsf": "LSFEnvironment",
+        "lightning.fabric.accelerators.registry": "ACCELERATOR_REGISTRY",
+        "lightning.fabric.strategies.registry": "STRATEGY_REGISTRY",
+        "lightning.pytorch.demos.lstm": "SequenceSampler",
+        "lightning.pytorch.utilities.parameter_tying": "set_shared_parameters",
+        "lightning.fabric.accelerators.cuda": "find_usable_cuda_devices",
+        "lightning.fabric.utilities.seed": "pl_worker_init_function",
+    }
+    install(children=False)
+    try:
+        served = {path: getattr(importlib.import_module(path), name).__module__ for path, name in wanted.items()}
+    finally:
+        uninstall()
+    assert all(module.startswith(("trainer.", "plugins.")) for module in served.values()), served

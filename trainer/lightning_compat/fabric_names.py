@@ -31,7 +31,7 @@ MODULES = {
 }
 SUBMODULES = {
     "loggers": {"logger", "tensorboard", "csv_logs"},
-    "accelerators": {"accelerator", "cpu", "cuda", "mps", "xla"},
-    "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel", "deepspeed"},
+    "accelerators": {"accelerator", "cpu", "cuda", "mps", "xla", "registry"},
+    "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel", "deepspeed", "registry"},
     "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp"},
 }
