@@ -384,4 +384,28 @@ def _():
             "remote": is_shared_filesystem(trainer.strategy, "s3://bucket/x")}
 
 
+class HookNames(pl.Callback):
+    def __init__(self):
+        self.names = []
+
+    def __getattribute__(self, name):
+        if name.startswith("on_") and name.endswith(("_start", "_end")):
+            object.__getattribute__(self, "names").append(name)
+        return object.__getattribute__(self, name)
+
+
+@check("empty_train_loader")
+def _():
+    """Found while building the LSTM demo: fit with no training batches stops at once (Relay used to loop forever
+    under max_steps)."""
+    seen = {}
+    for limit in ({"max_steps": 2}, {"max_epochs": 2}):
+        hooks = HookNames()
+        trainer = pl.Trainer(callbacks=[hooks], **limit, **QUIET)
+        trainer.fit(WorkerModel(), DataLoader(TensorDataset(torch.zeros(0, 1)), batch_size=2))
+        seen[str(limit)] = [trainer.global_step, trainer.current_epoch,
+                            [n for n in hooks.names if "train" in n or "fit" in n]]
+    return seen
+
+
 emit(out)

@@ -105,6 +105,11 @@ def test_validate_and_test_loops(observed):
     assert seen["verbose"] == [True, False] and seen["during"][2] == [2, 3, 1, [3]]
 
 
+def test_fit_without_training_batches_stops_at_once(observed):
+    seen = pair(observed, "empty_train_loader")
+    assert all(steps == 0 and epoch == 0 and "on_train_start" not in hooks for steps, epoch, hooks in seen.values())
+
+
 def test_is_shared_filesystem_on_one_process(observed):
     assert pair(observed, "shared_filesystem_one_process") == {"same": True, "cwd": True, "remote": True}
 
