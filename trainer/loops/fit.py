@@ -15,7 +15,7 @@ from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.state import rescale_position
-from trainer.plan import FitSchedule, Loaders, LoaderSource, StagePlan
+from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
 from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
@@ -272,7 +272,7 @@ class FitLoop:
         self.trainer._hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         self.progress.end_epoch()
 
-    def _run_batches(self, batches: Any, batch_idx: int, limit: float, val_now: bool) -> bool:
+    def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
         """The epoch's batches, each with its hooks, logging, validation and stopping rules; True: stopped early.
 
         The hot path: everything a batch needs is looked up once here, not per batch."""
