@@ -26,8 +26,10 @@ from trainer.lightning_compat import relay_module_for
 
 FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's methods and properties, tested "
           "differentially in tests/compat/test_fabric_diff.py")
-XLA = "TPUs/XLA: no XLA backend in Relay"
-DEEPSPEED = "DeepSpeed precision is the ordinary `precision=` argument with strategy='deepspeed'"
+XLA = ("TPUs/XLA: Relay has no XLA backend (torch_xla needs TPU hardware nobody here can test on); run on "
+       "CUDA, ROCm or XPU GPUs or the CPU with accelerator='auto'")
+DEEPSPEED = ("a precision object for DeepSpeed is redundant in Relay: strategy='deepspeed' with `precision='bf16-mixed'` "
+             "(or '16-mixed') writes DeepSpeed's fp16/bf16 config")
 FINETUNING = ("also saves which parameters are frozen, so a fit resumed after the unfreezing epoch continues exactly "
               "(Lightning 2.6.6 resumes with those modules frozen again); under DDP it averages the gradients of "
               "parameters unfrozen after DDP was built, which DDP does not (Lightning issue #20340)")
@@ -52,8 +54,6 @@ NOTES: dict[str, tuple[str, str]] = {
                                      "`Trainer(stop_on_nonfinite_loss=False)`"),
     "lightning.pytorch.tuner:Tuner": ("difference", "`scale_batch_size` also takes `max_memory_bytes` (see "
                                                     "BatchSizeFinder); `lr_find` as in Lightning"),
-    "lightning.pytorch.trainer.states:LightningEnum": ("refused", "import it from `trainer.utilities` "
-                                                                  "(Lightning's `lightning.pytorch.utilities`)"),
     "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
     "RichProgressBar": ("difference", "draws Relay's one-line bar through a rich console (theme styles); "
                                       "`refresh_rate` 0 turns it off, otherwise redraws are time based; needs "
@@ -71,9 +71,6 @@ NOTES: dict[str, tuple[str, str]] = {
                                    "store (a server, SQLite) is `default_root_dir` where Lightning gives None"),
     "WandbLogger": ("difference", "needs `pip install 'relaytrain[wandb]'`; `offline=True` starts this run offline "
                                   "(`wandb.init(mode='offline')`) instead of setting WANDB_MODE for the whole process"),
-    "find_shared_parameters": ("refused", XLA),
-    "set_shared_parameters": ("refused", XLA),
-    "is_shared_filesystem": ("refused", "not implemented; Relay writes files from rank 0 only"),
     "lightning.fabric:Fabric": ("difference", "Lightning Fabric's API on Relay's plugins; `launch()` in a plain "
                                               "`python` run starts every rank as a new process and the launching "
                                               "process exits with their exit code (Lightning: it becomes rank 0); "
@@ -82,31 +79,21 @@ NOTES: dict[str, tuple[str, str]] = {
     "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object: Lightning's "
                                                             "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
                                                             "`teardown`, writes atomic, loading `weights_only` only"),
-    "lightning.fabric.accelerators:find_usable_cuda_devices": ("difference", "the first N CUDA devices, without "
-                                                                             "probing whether another process uses "
-                                                                             "them"),
     "lightning.fabric.accelerators:XLAAccelerator": ("difference", "never available: `is_available()` is False and "
                                                                    "`auto_device_count()` 0, so imports and checks "
                                                                    "work; constructing one raises (no XLA backend)"),
-    "ACCELERATOR_REGISTRY": ("refused", "accelerators register through Relay's plugin registry (`plugins.registry`, "
-                                        "entry points)"),
-    "STRATEGY_REGISTRY": ("refused", "strategies register through Relay's plugin registry (`plugins.registry`, "
-                                     "entry points)"),
-    "DataParallelStrategy": ("refused", "not implemented (torch's DataParallel); use DDPStrategy"),
+    "DataParallelStrategy": ("refused", "torch's `DataParallel` (one process driving several GPUs by threads) is "
+                                       "discouraged by PyTorch itself in favour of DDP, and Lightning's Trainer dropped "
+                                       "it in 2.0; use strategy='ddp' with the same devices"),
     "XLAStrategy": ("refused", XLA),
     "XLAFSDPStrategy": ("refused", XLA),
     "SingleDeviceXLAStrategy": ("refused", XLA),
-    "pl_worker_init_function": ("refused", "not implemented; pass your own `worker_init_fn` to the DataLoader"),
-    "LightningLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
-    "SimpleLSTM": ("refused", "not provided; the demos are BoringModel, DemoModel, Transformer"),
-    "SequenceSampler": ("refused", "not provided (it belongs to the LSTM demo)"),
     "WikiText2": ("difference", "reads `<data_dir>/wikitext-2/train.txt` and never downloads; a missing file "
                                 "is a FileNotFoundError naming the path"),
     "DeepSpeedStrategy": ("difference", "Relay's ZeRO strategy (extra `relaytrain[deepspeed]`): `stage`, "
                                         "`offload_optimizer`, `offload_parameters`, `config` as in Lightning; Lightning's other "
                                         "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
     "XLAAccelerator": ("refused", XLA),
-    "find_usable_cuda_devices": ("refused", "not implemented; pass `devices=[i, j]`"),
     "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
                                         "(parameters and optimizer state while the next step runs), one save in "
                                         "flight, removals queued behind writes, files still atomic; its "
@@ -117,16 +104,19 @@ NOTES: dict[str, tuple[str, str]] = {
     "TorchCheckpointIO": ("difference", "atomic (temporary, fsync, rename); paths may be fsspec URLs; "
                                         "`load_checkpoint(weights_only=False)` is refused"),
     "XLACheckpointIO": ("refused", XLA),
-    "BitsandbytesPrecision": ("refused", "not implemented (bitsandbytes quantization)"),
+    "BitsandbytesPrecision": ("refused", "needs the bitsandbytes CUDA library on an NVIDIA GPU, which Relay's CI "
+                                        "cannot exercise; replace layers with `bitsandbytes.nn.Linear8bitLt`/"
+                                        "`Linear4bit` in `configure_model`"),
     "DeepSpeedPrecision": ("refused", DEEPSPEED),
-    "TransformerEnginePrecision": ("refused", "not implemented (NVIDIA Transformer Engine)"),
-    "FSDPPrecision": ("refused", "FSDP takes the ordinary `precision=` argument"),
+    "TransformerEnginePrecision": ("refused", "needs NVIDIA Transformer Engine and an FP8-capable GPU (Hopper/Ada), "
+                                             "which Relay's CI cannot exercise; use `te.fp8_autocast()` around "
+                                             "your forward, or precision='bf16-mixed'"),
+    "FSDPPrecision": ("refused", "a precision object for FSDP is redundant in Relay: "
+                                "strategy='fsdp' with `precision='bf16-mixed'` (or '16-mixed', 'bf16-true') sets "
+                                "FSDP's mixed-precision policy"),
     "XLAPrecision": ("refused", XLA),
-    "LayerSync": ("refused", "use `Trainer(sync_batchnorm=True)`"),
-    "TorchSyncBatchNorm": ("refused", "use `Trainer(sync_batchnorm=True)`"),
     "MixedPrecision": ("difference", "constructor is `MixedPrecision(precision, device_type)`"),
     "XLAProfiler": ("refused", XLA),
-    "LSFEnvironment": ("refused", "not implemented; SLURM, MPI, torchrun and Kubernetes are"),
     "XLAEnvironment": ("refused", XLA),
     "KubeflowEnvironment": ("supported", "the same class as `KubernetesEnvironment`"),
     "LightningEnvironment": ("supported", "the same class as `LocalEnvironment`"),
@@ -171,15 +161,9 @@ MEMBERS: dict[str, tuple[str, str]] = {
                                                                "name); `hparams_file` is refused"),
     "LightningDataModule.from_datasets": ("difference", "`pin_memory` only when CUDA is available (Lightning: "
                                                         "always True)"),
-    "LightningModule.to_onnx": ("refused", "needs `onnx`/`onnxscript`, which Relay's CI does not install, so a "
-                                           "wrapper would go untested; call `torch.onnx.export(model.eval(), "
-                                           "(example_input,), \"model.onnx\")`"),
-    "LightningModule.to_tensorrt": ("refused", "needs `torch_tensorrt` and a CUDA GPU; call "
+    "LightningModule.to_tensorrt": ("refused", "needs `torch_tensorrt` (NVIDIA's TensorRT) and a CUDA GPU, which Relay's "
+                                               "CI cannot exercise; call "
                                                "`torch_tensorrt.compile(model, inputs=[...])`"),
-    "Trainer.validate_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
-                                         "`trainer.num_val_batches` and use the `on_validation_*` hooks"),
-    "Trainer.test_loop": ("refused", "Relay's evaluation runs are functions, not loop objects; read "
-                                     "`trainer.num_test_batches` and use the `on_test_*` hooks"),
     "Trainer.train_dataloader": ("difference", _LOADERS),
     "Trainer.val_dataloaders": ("difference", _LOADERS),
     "Trainer.test_dataloaders": ("difference", _LOADERS),

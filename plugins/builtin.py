@@ -57,6 +57,7 @@ ENVIRONMENTS = {
     "torchelastic": ("plugins.environments.torchelastic:TorchElasticEnvironment", "Started by torchrun / torch elastic"),
     "slurm": ("plugins.environments.slurm:SLURMEnvironment", "Started by srun in a SLURM job"),
     "mpi": ("plugins.environments.mpi:MPIEnvironment", "Started by mpirun / mpiexec / horovodrun"),
+    "lsf": ("plugins.environments.lsf:LSFEnvironment", "Started by jsrun in an IBM Spectrum LSF job"),
     "kubernetes": ("plugins.environments.kubernetes:KubernetesEnvironment", "A Kubeflow PyTorchJob pod"),
     "ray": ("plugins.environments.ray:RayEnvironment", "A Ray Train worker (TorchTrainer)"),
 }

@@ -72,6 +72,11 @@ class Registry:
             description = (target.__doc__ or "").strip().splitlines()[0] if target.__doc__ else ""
         self._entries[kind][name] = PluginEntry(kind, name, target, description, dict(defaults), source)
 
+    def unregister(self, kind: str, name: str) -> None:
+        """Forget ``name`` (a test's or a user's temporary plugin); an unknown name is the ``get`` error."""
+        self.get(kind, name)
+        del self._entries[kind][name]
+
     def _load_entry_points(self, kind: str) -> None:
         if kind not in self._pending_groups:
             return

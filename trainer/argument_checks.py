@@ -153,6 +153,9 @@ def environment(name: str, value: Any) -> Any:
 
     items = [] if value is None else [value] if isinstance(value, (str, ClusterEnvironment)) else (
         list(value) if isinstance(value, Iterable) else [value])
+    from plugins.layer_sync import LayerSync
+
+    items = [item for item in items if not isinstance(item, LayerSync)]  # the Trainer takes it: layer_sync_from
     if len(items) > 1:
         raise InvalidArgument
     item = items[0] if items else None

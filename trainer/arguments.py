@@ -20,7 +20,6 @@ from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError, suggest
 
 SAME: Any = object()  # "as in Relay" for ArgumentSpec.lightning_default
-CLOUD = "uploads to a third-party service; log with TensorBoardLogger/CSVLogger or subclass trainer.loggers.Logger"
 
 
 class ArgumentValueError(MisconfigurationError):
@@ -168,8 +167,8 @@ class TrainerArguments:
         "strategy and precision plugins go to their own arguments", "SLURMEnvironment()", checks.environment,
         group="environment", stored=False, status="difference",
         note="one ClusterEnvironment, or the name of a registered one (third-party packages add names through the "
-             "`relaytrain.environments` entry points), and/or one CheckpointIO (TorchCheckpointIO, AsyncCheckpointIO "
-             "or a subclass); precision and layer-sync plugins are refused")
+             "`relaytrain.environments` entry points), one CheckpointIO (TorchCheckpointIO, AsyncCheckpointIO or a "
+             "subclass) and one LayerSync (TorchSyncBatchNorm or a subclass); precision plugins are refused")
     detect_anomaly: bool = argument(False, "Run with torch.autograd's anomaly detection", "True or False", "True",
                                     checks.boolean)
     stop_on_nonfinite_loss: bool = argument(
@@ -205,7 +204,9 @@ class TrainerArguments:
     model_registry: str | None = argument(
         None, "Lightning's cloud model registry: not supported, only None", "None (Relay does not upload to "
         "Lightning's cloud registry)", "None", checks.only_none, stored=False, status="refused",
-        note=CLOUD + "; only None is accepted")
+        note="uploads checkpoints to Lightning AI's cloud model registry (an account and a network CI has not got); "
+             "only None is accepted: keep checkpoints with ModelCheckpoint (any fsspec URL) or a logger's "
+             "`log_model`")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

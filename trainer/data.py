@@ -15,6 +15,8 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler
 
+from trainer.seed import seed_loader_workers
+
 
 class ResumableSampler(Sampler[int]):
     """Shuffle with (seed, epoch), shard evenly over replicas (padding like DistributedSampler), skip a prefix."""
@@ -136,6 +138,7 @@ def prepare_loader(
         parts = [prepare_loader(part, seed=seed, num_replicas=num_replicas, rank=rank, pad=pad, no_shuffle=no_shuffle)
                  for part in loader.flattened]
         return CombinedLoaderPlan(loader, parts)
+    seed_loader_workers(loader, rank)  # seed_everything(workers=True): Lightning's worker seeding
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
         if isinstance(loader, DataLoader) and loader.generator is None:

@@ -45,3 +45,28 @@ def to_torchscript(
     if file_path is not None:
         torch.jit.save(scripted, os.fspath(file_path))
     return scripted
+
+
+def to_onnx(module: Module, file_path: str | os.PathLike | Any | None, input_sample: Any, **kwargs: Any) -> Any:
+    """Export ``module`` with ``torch.onnx.export`` (what it returns: an ``ONNXProgram`` with the default dynamo
+    exporter), tracing with ``input_sample`` or, when None, ``module.example_input_array``; the module's train/eval
+    mode is restored after. Needs ``onnx`` (and ``onnxscript`` for the dynamo exporter)."""
+    from lightning_utilities.core.imports import RequirementCache
+
+    if not RequirementCache("onnx"):
+        raise ModuleNotFoundError(f"`{type(module).__name__}.to_onnx()` requires `onnx` to be installed: "
+                                  "pip install onnx onnxscript")
+    if kwargs.get("dynamo", True) and not RequirementCache("onnxscript"):
+        raise ModuleNotFoundError(f"`{type(module).__name__}.to_onnx()` with the dynamo exporter (torch's default) "
+                                  "requires `onnxscript`: pip install onnxscript, or pass dynamo=False")
+    if input_sample is None:
+        input_sample = module.example_input_array
+    if input_sample is None:
+        raise ValueError("to_onnx() needs an input to trace with: pass input_sample=... or set "
+                         "module.example_input_array.")
+    was_training = module.training
+    try:
+        path = os.fspath(file_path) if isinstance(file_path, (str, os.PathLike)) else file_path  # or a BytesIO
+        return torch.onnx.export(module, _on_device(module, input_sample), path, **kwargs)
+    finally:
+        module.train(was_training)

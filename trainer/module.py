@@ -355,6 +355,13 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
 
+    def to_onnx(self, file_path: str | os.PathLike | Any = None, input_sample: Any = None, **kwargs: Any) -> Any:
+        """Export to ONNX (``torch.onnx.export``; ``kwargs`` go to it), tracing with ``input_sample`` or
+        ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
+        from trainer.export import to_onnx
+
+        return to_onnx(self, file_path, input_sample, **kwargs)
+
     def freeze(self) -> None:
         for p in self.parameters():
             p.requires_grad = False

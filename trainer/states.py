@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from lightning_utilities.core.enums import StrEnum
 
+from trainer.utilities.enums import LightningEnum  # Lightning serves it here too
+
 
 class TrainerStatus(StrEnum):
     INITIALIZING = "initializing"
@@ -64,4 +66,4 @@ class TrainerState:
         return self.status.stopped
 
 
-__all__ = ["RunningStage", "TrainerFn", "TrainerState", "TrainerStatus"]
+__all__ = ["LightningEnum", "RunningStage", "TrainerFn", "TrainerState", "TrainerStatus"]

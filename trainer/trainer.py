@@ -73,6 +73,9 @@ class Trainer(TrainerMembers):
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
         self.num_nodes = self.strategy.num_nodes  # num_nodes="auto": what the launcher reported
         apply_torch_switches(args.deterministic, args.benchmark)
+        from plugins.layer_sync import layer_sync_from
+
+        self._layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
@@ -85,12 +88,15 @@ class Trainer(TrainerMembers):
     def _init_loop_state(self, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int) -> None:
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
         from trainer.loops.evaluation import PredictLoop
+        from trainer.loops.evaluation_progress import EvaluationLoop
         from trainer.loops.fit import FitLoop
         from trainer.loops.progress import LoopProgress
 
         self.progress = LoopProgress()
         self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
         self.predict_loop = PredictLoop()
+        self.validate_loop = EvaluationLoop(self, "validate")  # Lightning's public members; loops/evaluation_progress.py
+        self.test_loop = EvaluationLoop(self, "test")
         self.should_stop = False
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
@@ -167,6 +173,7 @@ class Trainer(TrainerMembers):
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         key = "val" if stage == "validate" else "test"
+        (self.validate_loop if stage == "validate" else self.test_loop).verbose = verbose
         results = run_stage(self, stage, self._model_or_last(model), datamodule, {key: dataloaders}, ckpt_path)
         if verbose and self.is_global_zero and results:
             from trainer.loops.evaluation import print_results

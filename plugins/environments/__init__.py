@@ -16,10 +16,13 @@ DETECTION ORDER (``detect_environment``; the first match wins):
    mpirun/horovodrun ranks inside the step that disagree with ``SLURM_PROCID`` / ``SLURM_NTASKS``.
 4. **Kubernetes** (``KubernetesEnvironment``): a Kubeflow PyTorchJob pod, i.e.
    ``KUBERNETES_SERVICE_HOST``, ``MASTER_ADDR``, ``RANK``, ``WORLD_SIZE`` and no ``TORCHELASTIC_RUN_ID``.
-5. **MPI / horovodrun** (``MPIEnvironment``): ``HOROVOD_RANK``/``HOROVOD_SIZE`` (horovodrun --gloo),
+5. **LSF / jsrun** (``LSFEnvironment``): ``LSB_JOBID``, ``LSB_DJOB_RANKFILE``, ``JSM_NAMESPACE_LOCAL_RANK`` and
+   ``JSM_NAMESPACE_SIZE`` (an IBM Spectrum LSF job; ranks from jsrun, hosts from the rank file). Before MPI,
+   since jsrun tasks may also carry Spectrum MPI's ``OMPI_*`` variables.
+6. **MPI / horovodrun** (``MPIEnvironment``): ``HOROVOD_RANK``/``HOROVOD_SIZE`` (horovodrun --gloo),
    ``OMPI_COMM_WORLD_RANK``/``_SIZE`` (Open MPI), ``PMI_RANK``/``PMI_SIZE`` (MPICH, Intel MPI, Cray) or
    ``MV2_COMM_WORLD_RANK``/``_SIZE`` (MVAPICH2). Multi-node MPI runs must export ``MASTER_ADDR``.
-6. otherwise **local** (``LocalEnvironment``): nothing launched us; rank 0 of 1 until Relay's own
+7. otherwise **local** (``LocalEnvironment``): nothing launched us; rank 0 of 1 until Relay's own
    launcher starts workers on this machine.
 
 Every environment takes an explicit ``env`` mapping (default ``os.environ``), so detection can be
@@ -31,6 +34,7 @@ from plugins.environments.base import ClusterEnvironment
 from plugins.environments.detect import DETECTION_ORDER, detect_environment
 from plugins.environments.kubernetes import KubernetesEnvironment
 from plugins.environments.local import LocalEnvironment
+from plugins.environments.lsf import LSFEnvironment
 from plugins.environments.mpi import MPIEnvironment
 from plugins.environments.ray import RayEnvironment
 from plugins.environments.slurm import SLURMEnvironment, expand_hostlist, first_host
@@ -40,6 +44,7 @@ __all__ = [
     "DETECTION_ORDER",
     "ClusterEnvironment",
     "KubernetesEnvironment",
+    "LSFEnvironment",
     "LocalEnvironment",
     "MPIEnvironment",
     "RayEnvironment",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from plugins.environments.base import ClusterEnvironment, environ
 from plugins.environments.kubernetes import KubernetesEnvironment
 from plugins.environments.local import LocalEnvironment
+from plugins.environments.lsf import LSFEnvironment
 from plugins.environments.mpi import MPIEnvironment
 from plugins.environments.ray import RayEnvironment
 from plugins.environments.slurm import SLURMEnvironment
@@ -19,6 +20,7 @@ DETECTION_ORDER: tuple[type[ClusterEnvironment], ...] = (
     RayEnvironment,
     SLURMEnvironment,
     KubernetesEnvironment,
+    LSFEnvironment,  # before MPI: jsrun's tasks may carry Spectrum MPI's OMPI_* variables too
     MPIEnvironment,
 )
 

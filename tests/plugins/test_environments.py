@@ -17,6 +17,7 @@ from plugins.environments import (
     DETECTION_ORDER,
     ClusterEnvironment,
     KubernetesEnvironment,
+    LSFEnvironment,
     LocalEnvironment,
     MPIEnvironment,
     RayEnvironment,
@@ -372,7 +373,7 @@ def test_detection_order_is_documented_order() -> None:
     import plugins.environments as package
 
     assert DETECTION_ORDER == (TorchElasticEnvironment, RayEnvironment, SLURMEnvironment, KubernetesEnvironment,
-                               MPIEnvironment)
+                               LSFEnvironment, MPIEnvironment)
     doc = package.__doc__ or ""
     positions = [doc.index(f"``{cls.__name__}``") for cls in (*DETECTION_ORDER, LocalEnvironment)]
     assert positions == sorted(positions)

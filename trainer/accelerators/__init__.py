@@ -11,6 +11,7 @@ _EXPORTS = {
     "MPSAccelerator": "plugins.accelerators.mps",
     "ROCmAccelerator": "plugins.accelerators.rocm",
     "XPUAccelerator": "plugins.accelerators.xpu",
+    "find_usable_cuda_devices": "plugins.accelerators.usable_cuda",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

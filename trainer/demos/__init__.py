@@ -15,6 +15,9 @@ _EXPORTS = {
     "Transformer": "trainer.demos.transformer",
     "LightningTransformer": "trainer.demos.transformer",
     "WikiText2": "trainer.demos.transformer",
+    "LightningLSTM": "trainer.demos.lstm",
+    "SequenceSampler": "trainer.demos.lstm",
+    "SimpleLSTM": "trainer.demos.lstm",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

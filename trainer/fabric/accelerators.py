@@ -10,7 +10,9 @@ from plugins.accelerators.cpu import CPUAccelerator
 from plugins.accelerators.cuda import CUDAAccelerator
 from plugins.accelerators.mps import MPSAccelerator
 from plugins.accelerators.rocm import ROCmAccelerator
+from plugins.accelerators.usable_cuda import find_usable_cuda_devices
 from plugins.accelerators.xpu import XPUAccelerator
+from trainer.fabric.registries import ACCELERATOR_REGISTRY
 
 
 class XLAAccelerator(Accelerator):
@@ -31,14 +33,5 @@ class XLAAccelerator(Accelerator):
         return 0
 
 
-def find_usable_cuda_devices(num_devices: int = -1) -> list[int]:
-    """Indices of CUDA devices this process can use (all of them for -1); a clear error when there are too few."""
-    count = CUDAAccelerator.device_count() if CUDAAccelerator.is_available() else 0
-    wanted = count if num_devices == -1 else num_devices
-    if wanted > count:
-        raise RuntimeError(f"find_usable_cuda_devices({num_devices}): this machine has {count} CUDA device(s).")
-    return list(range(wanted))
-
-
-__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "ROCmAccelerator", "XLAAccelerator",
+__all__ = ["ACCELERATOR_REGISTRY", "Accelerator", "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "ROCmAccelerator", "XLAAccelerator",
            "XPUAccelerator", "find_usable_cuda_devices"]

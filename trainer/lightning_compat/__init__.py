@@ -62,6 +62,8 @@ MODULES = {
     "loggers.mlflow": "trainer.loggers.mlflow",
     "loggers.comet": "trainer.loggers.comet",
     "loggers.neptune": "trainer.loggers.neptune",
+    **{f"plugins.environments.{name}": "trainer.plugins.environments"
+       for name in ("cluster_environment", "kubeflow", "lightning", "lsf", "mpi", "slurm", "torchelastic")},
 }
 # Lightning modules deeper down whose names Relay's package namespace serves (it has no module of that name)
 SUBMODULES = {
@@ -72,7 +74,7 @@ SUBMODULES = {
     "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel"},
     "accelerators": {"accelerator", "cpu", "cuda", "mps"},
     "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp",
-                "io", "io.checkpoint_plugin", "io.torch_plugin", "io.async_plugin"},
+                "io", "io.checkpoint_plugin", "io.torch_plugin", "io.async_plugin", "layer_sync"},
 }
 
 

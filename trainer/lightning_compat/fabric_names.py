@@ -19,7 +19,7 @@ PACKAGES = {
     "strategies": "trainer.strategies",
     "plugins": "trainer.fabric.plugins",
 }
-_ENVIRONMENTS = ("cluster_environment", "kubeflow", "lightning", "mpi", "slurm", "torchelastic")
+_ENVIRONMENTS = ("cluster_environment", "kubeflow", "lightning", "lsf", "mpi", "slurm", "torchelastic")
 MODULES = {
     "utilities.rank_zero": "trainer.utilities.rank_zero",
     "utilities.warnings": "trainer.utilities.warnings",
@@ -31,7 +31,7 @@ MODULES = {
 }
 SUBMODULES = {
     "loggers": {"logger", "tensorboard", "csv_logs"},
-    "accelerators": {"accelerator", "cpu", "cuda", "mps", "xla"},
-    "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel", "deepspeed"},
+    "accelerators": {"accelerator", "cpu", "cuda", "mps", "xla", "registry"},
+    "strategies": {"strategy", "ddp", "fsdp", "single_device", "parallel", "model_parallel", "deepspeed", "registry"},
     "plugins": {"precision", "precision.precision", "precision.half", "precision.double", "precision.amp"},
 }

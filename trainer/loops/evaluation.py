@@ -8,6 +8,7 @@ import torch
 
 from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
+from trainer.loops.evaluation_progress import BatchProgress, progress_of
 from trainer.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
@@ -40,6 +41,9 @@ def run_evaluation(
     prev_results, prev_on_step = trainer._active_results, trainer._fx_on_step
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer._active_results, trainer._fx_on_step = results, False
+    counts = progress_of(trainer, stage, sanity)  # trainer.validate_loop / test_loop.batch_progress
+    if counts is not None:
+        counts.reset_on_run()
     modes = capture_modes(module)
     getattr(module, f"on_{prefix}_model_eval")()
     try:
@@ -48,7 +52,7 @@ def run_evaluation(
         multiple = len(plans) > 1
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
-                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple)
+                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts)
         hooks.call(f"on_{prefix}_epoch_end")
         results.finish_epoch(trainer.strategy.all_reduce)
         results.hide_steps()
@@ -76,7 +80,7 @@ def run_evaluation(
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
-                multiple: bool) -> None:
+                multiple: bool, counts: BatchProgress | None = None) -> None:
     hooks, move, results = trainer._hooks, BatchMover(trainer), trainer._active_results
     trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     try:
@@ -85,9 +89,17 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
                 break
             batch = move(batch, dl_idx)
             trainer._batch_for_size = batch
+            if counts is not None:
+                counts.increment_ready()
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
+            if counts is not None:
+                counts.increment_started()
             out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+            if counts is not None:
+                counts.increment_processed()
             hooks.call(f"on_{prefix}_batch_end", out, batch, batch_idx, dl_idx)
+            if counts is not None:
+                counts.increment_completed()
             if not trainer.sanity_checking:  # each evaluation batch's values, numbered per Trainer call
                 progress = trainer.progress
                 trainer._send_to_loggers(results.step_for_logger(), progress.eval_batches, add_epoch=False)

@@ -18,6 +18,7 @@ from trainer.loops.state import rescale_position
 from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
 from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
+from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress
@@ -196,6 +197,9 @@ class FitLoop:
                 run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             hooks.call("on_sanity_check_end")
         self._load_train()
+        if self.max_batches == 0:  # no training batches (an empty loader, limit_train_batches=0): Lightning ends the
+            rank_zero_info("`Trainer.fit` stopped: No training batches.")  # fit here, even with max_steps/max_time set
+            return
         if self.has_val:  # built with the training loader when no sanity check built it (as in Lightning)
             self._ensure_val()
         self.step = TrainingStep(t)

@@ -25,8 +25,8 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoi
     configure_model(model)
     if fit:
         check_has_parameters(model)
-    if getattr(trainer, "sync_batchnorm", False) and trainer.world_size > 1:
-        torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    if getattr(trainer, "_layer_sync", None) is not None and trainer.world_size > 1:
+        trainer._layer_sync.apply(model)  # sync_batchnorm=True or a LayerSync plugin; changes model in place
     strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
                                     trainer.gradient_clip_algorithm)
     strategy.setup_module(model)

@@ -16,6 +16,8 @@ _EXPORTS = {
     "CheckpointIO": "plugins.checkpoint_io",
     "TorchCheckpointIO": "plugins.checkpoint_io",
     "AsyncCheckpointIO": "plugins.async_checkpoint_io",
+    "LayerSync": "plugins.layer_sync",
+    "TorchSyncBatchNorm": "plugins.layer_sync",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

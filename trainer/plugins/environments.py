@@ -5,6 +5,7 @@ from __future__ import annotations
 from plugins.environments.base import ClusterEnvironment
 from plugins.environments.kubernetes import KubernetesEnvironment
 from plugins.environments.local import LocalEnvironment
+from plugins.environments.lsf import LSFEnvironment
 from plugins.environments.mpi import MPIEnvironment
 from plugins.environments.slurm import SLURMEnvironment
 from plugins.environments.torchelastic import TorchElasticEnvironment
@@ -13,4 +14,4 @@ KubeflowEnvironment = KubernetesEnvironment
 LightningEnvironment = LocalEnvironment
 
 __all__ = ["ClusterEnvironment", "KubeflowEnvironment", "KubernetesEnvironment", "LightningEnvironment",
-           "LocalEnvironment", "MPIEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+           "LSFEnvironment", "LocalEnvironment", "MPIEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]

@@ -14,6 +14,7 @@ _EXPORTS = {
     "DDPSpawnStrategy": "plugins.strategies.ddp_spawn",
     "DeepSpeedStrategy": "plugins.strategies.deepspeed",
     "HorovodStrategy": "plugins.strategies.horovod",
+    "STRATEGY_REGISTRY": "trainer.fabric.registries",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

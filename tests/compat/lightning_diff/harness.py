@@ -79,3 +79,15 @@ def run_both(script: str | os.PathLike, *args: str, env: dict[str, str] | None =
                 if proc.poll() is None:
                     proc.kill()
             pool.shutdown()
+    """``(lightning_json, relay_json)`` for the same program and arguments."""
+    return (run_one("lightning", script, *args, env=env, timeout=timeout),
+            run_one("relay", script, *args, env=env, timeout=timeout))
+
+
+def same_observation(observed: tuple[dict[str, Any], dict[str, Any]], key: str) -> Any:
+    """``observed[*][key]`` when both frameworks ran that check without an exception and saw the same thing."""
+    lightning, relay = (side[key] for side in observed)
+    for name, seen in (("Lightning", lightning), ("Relay", relay)):
+        assert not (isinstance(seen, dict) and "exception" in seen), f"{name}: {seen}"
+    assert relay == lightning
+    return relay

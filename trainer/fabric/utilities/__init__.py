@@ -11,6 +11,7 @@ _EXPORTS = {
     "Throughput": "trainer.fabric.utilities.throughput",
     "ThroughputMonitor": "trainer.fabric.utilities.throughput",
     "disable_possible_user_warnings": "trainer.utilities.warnings",
+    "is_shared_filesystem": "trainer.utilities.shared_filesystem",
     "measure_flops": "trainer.fabric.utilities.throughput",
     "move_data_to_device": "trainer.utilities.data",
     "rank_zero_deprecation": "trainer.utilities.rank_zero",

@@ -6,6 +6,7 @@ from typing import Any
 
 from trainer.errors import MisconfigurationException
 from trainer.hparams import AttributeDict
+from trainer.seed import pl_worker_init_function
 from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
 from trainer.utilities.enums import LightningEnum
 from trainer.utilities.rank_zero import rank_zero_warn
@@ -49,6 +50,7 @@ __all__ = [
     "has_iterable_dataset",
     "has_len",
     "move_data_to_device",
+    "pl_worker_init_function",
     "rank_zero_warn",
     "sized_len",
     "suggested_max_num_workers",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer.seed import global_seed, seed_everything
+from trainer.seed import global_seed, pl_worker_init_function, seed_everything
 from trainer.utilities.rank_zero import rank_prefixed_message, rank_zero_only, rank_zero_warn
 from trainer.utilities.seed import isolate_rng
 
@@ -15,5 +15,5 @@ def reset_seed() -> None:
     seed_everything(global_seed())
 
 
-__all__ = ["isolate_rng", "max_seed_value", "min_seed_value", "rank_prefixed_message", "rank_zero_only",
+__all__ = ["isolate_rng", "max_seed_value", "min_seed_value", "pl_worker_init_function", "rank_prefixed_message", "rank_zero_only",
            "rank_zero_warn", "reset_seed", "seed_everything"]
