@@ -121,38 +121,8 @@ class ModelCheckpoint(Checkpoint):
         verbose: bool = False,
         async_save: bool = False,
     ) -> None:
-        if mode not in ("min", "max"):
-            raise MisconfigurationError(f"ModelCheckpoint(mode={mode!r}) is not valid; use 'min' or 'max'.")
-        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
-            raise MisconfigurationError(
-                f"ModelCheckpoint(save_top_k={save_top_k!r}) must be an int >= -1 (-1: keep all, 0: keep none)."
-            )
-        for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise MisconfigurationError(f"ModelCheckpoint({name}={value!r}) must be an int >= 0 or None.")
-        if train_time_interval is not None and not isinstance(train_time_interval, datetime.timedelta):
-            raise MisconfigurationError(
-                f"ModelCheckpoint(train_time_interval={train_time_interval!r}) must be a datetime.timedelta, "
-                "e.g. timedelta(minutes=30)."
-            )
-        chosen = [name for name, value in (("every_n_train_steps", (every_n_train_steps or 0) > 0),
-                                           ("every_n_epochs", (every_n_epochs or 0) > 0),
-                                           ("train_time_interval", train_time_interval is not None)) if value]
-        if len(chosen) > 1:
-            raise MisconfigurationError(
-                f"ModelCheckpoint({', '.join(chosen)} all given): pick one; use several ModelCheckpoint callbacks "
-                "to save on several schedules."
-            )
-        if save_last not in (None, True, False, "link"):
-            raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False or None.")
-        if save_on_train_epoch_end not in (None, True, False):
-            raise MisconfigurationError(
-                f"ModelCheckpoint(save_on_train_epoch_end={save_on_train_epoch_end!r}) must be True, False or None."
-            )
-        if not isinstance(async_save, bool):
-            raise MisconfigurationError(
-                f"ModelCheckpoint(async_save={async_save!r}) must be True (write in the background) or False."
-            )
+        _check_arguments(mode, save_top_k, every_n_train_steps, every_n_epochs, train_time_interval, save_last,
+                         save_on_train_epoch_end, async_save)
         if filename is not None and filename.endswith(self.FILE_EXTENSION):
             filename = filename[: -len(self.FILE_EXTENSION)]
 
@@ -562,6 +532,44 @@ def _join(directory: str, name: str) -> str:
     from plugins.remote_paths import join
 
     return join(directory, name) if directory else name
+
+
+def _check_arguments(mode: str, save_top_k: int, every_n_train_steps: int | None, every_n_epochs: int | None,
+                     train_time_interval: datetime.timedelta | None, save_last: Any, save_on_train_epoch_end: Any,
+                     async_save: Any) -> None:
+    """Every argument checked before anything is kept: one line naming the argument, its value and what is valid."""
+    if mode not in ("min", "max"):
+        raise MisconfigurationError(f"ModelCheckpoint(mode={mode!r}) is not valid; use 'min' or 'max'.")
+    if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
+        raise MisconfigurationError(
+            f"ModelCheckpoint(save_top_k={save_top_k!r}) must be an int >= -1 (-1: keep all, 0: keep none)."
+        )
+    for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise MisconfigurationError(f"ModelCheckpoint({name}={value!r}) must be an int >= 0 or None.")
+    if train_time_interval is not None and not isinstance(train_time_interval, datetime.timedelta):
+        raise MisconfigurationError(
+            f"ModelCheckpoint(train_time_interval={train_time_interval!r}) must be a datetime.timedelta, "
+            "e.g. timedelta(minutes=30)."
+        )
+    chosen = [name for name, value in (("every_n_train_steps", (every_n_train_steps or 0) > 0),
+                                       ("every_n_epochs", (every_n_epochs or 0) > 0),
+                                       ("train_time_interval", train_time_interval is not None)) if value]
+    if len(chosen) > 1:
+        raise MisconfigurationError(
+            f"ModelCheckpoint({', '.join(chosen)} all given): pick one; use several ModelCheckpoint callbacks "
+            "to save on several schedules."
+        )
+    if save_last not in (None, True, False, "link"):
+        raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False or None.")
+    if save_on_train_epoch_end not in (None, True, False):
+        raise MisconfigurationError(
+            f"ModelCheckpoint(save_on_train_epoch_end={save_on_train_epoch_end!r}) must be True, False or None."
+        )
+    if not isinstance(async_save, bool):
+        raise MisconfigurationError(
+            f"ModelCheckpoint(async_save={async_save!r}) must be True (write in the background) or False."
+        )
 
 
 def _as_dirpath(dirpath: str | os.PathLike[str]) -> str:

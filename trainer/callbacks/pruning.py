@@ -69,6 +69,25 @@ class ModelPruning(Callback):
             if name not in self.PARAMETER_NAMES:
                 raise MisconfigurationError(
                     f"The provided `parameter_names` name: {name} isn't in {self.PARAMETER_NAMES}")
+        pruning_fn = self._resolve_pruning_fn(pruning_fn, use_global_unstructured, pruning_dim, pruning_norm)
+        if use_global_unstructured and pruning_fn.PRUNING_TYPE != "unstructured":
+            raise MisconfigurationError(
+                'Only the "unstructured" PRUNING_TYPE is supported with `use_global_unstructured=True`. Found method '
+                f"{pruning_fn} of type {pruning_fn.PRUNING_TYPE}. ")
+        self.pruning_fn = pruning_fn
+        self._apply_pruning = apply_pruning
+        self._make_pruning_permanent = make_pruning_permanent
+        if not (isinstance(amount, (int, float)) or callable(amount)):
+            raise MisconfigurationError(
+                "`amount` should be provided and be either an int, a float or Callable function.")
+        self.amount = amount
+        if verbose not in (0, 1, 2):
+            raise MisconfigurationError("`verbose` must be any of (0, 1, 2)")
+        self._verbose = verbose
+
+    def _resolve_pruning_fn(self, pruning_fn: Callable | str, use_global_unstructured: bool, pruning_dim: int | None,
+                            pruning_norm: int | None) -> Any:
+        """A built-in name (with the ``dim``/``n`` it needs) or a ``BasePruningMethod`` class, as Lightning takes."""
         if isinstance(pruning_fn, str):
             kwargs: dict[str, Any] = {}
             pruning_fn = pruning_fn.lower()
@@ -95,20 +114,7 @@ class ModelPruning(Callback):
             raise MisconfigurationError(
                 f"`pruning_fn` is expected to be a str in {list(_FUNCTIONS)} or a PyTorch `BasePruningMethod`. Found: "
                 f"{pruning_fn}. HINT: if passing a `BasePruningMethod`, pass the class, not an instance")
-        if use_global_unstructured and pruning_fn.PRUNING_TYPE != "unstructured":
-            raise MisconfigurationError(
-                'Only the "unstructured" PRUNING_TYPE is supported with `use_global_unstructured=True`. Found method '
-                f"{pruning_fn} of type {pruning_fn.PRUNING_TYPE}. ")
-        self.pruning_fn = pruning_fn
-        self._apply_pruning = apply_pruning
-        self._make_pruning_permanent = make_pruning_permanent
-        if not (isinstance(amount, (int, float)) or callable(amount)):
-            raise MisconfigurationError(
-                "`amount` should be provided and be either an int, a float or Callable function.")
-        self.amount = amount
-        if verbose not in (0, 1, 2):
-            raise MisconfigurationError("`verbose` must be any of (0, 1, 2)")
-        self._verbose = verbose
+        return pruning_fn
 
     def filter_parameters_to_prune(self, parameters_to_prune: ParamList = ()) -> ParamList:
         """Override to choose which ``(module, name)`` pairs are pruned."""
