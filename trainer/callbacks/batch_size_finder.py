@@ -83,6 +83,8 @@ class BatchSizeFinder(Callback):
         )
         if self._early_exit:
             raise _TunerExitException()
+        if trainer.state_fn != "fit":  # validate/test/predict go on with loaders of the size found (Lightning)
+            trainer._reload_eval_loaders = True
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         self.scale_batch_size(trainer, pl_module)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -30,9 +31,12 @@ def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
 
 
 def run_evaluation(
-    trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False
+    trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False,
+    reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None,
 ) -> list[dict[str, float]]:
-    """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics."""
+    """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics.
+
+    ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder)."""
     module, hooks = trainer.lightning_module, trainer._hooks
     prefix = "validation" if stage == "validate" else "test"
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
@@ -48,6 +52,7 @@ def run_evaluation(
     getattr(module, f"on_{prefix}_model_eval")()
     try:
         hooks.call(f"on_{prefix}_start")
+        plans, limits = reloaded(trainer, reload, plans, limits)
         hooks.call(f"on_{prefix}_epoch_start")
         multiple = len(plans) > 1
         with trainer.strategy.evaluation_context():
@@ -117,7 +122,15 @@ class PredictLoop:
         self.return_predictions = True
 
 
-def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float]) -> list[Any]:
+def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
+    """The loaders built again if a hook asked (``trainer._reload_eval_loaders``), else as they were."""
+    if reload is not None and trainer.__dict__.pop("_reload_eval_loaders", False):
+        return reload()
+    return plans, limits
+
+
+def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float],
+                reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None) -> list[Any]:
     module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
     step_fn = strategy.step_function(module, "predict_step")
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
@@ -129,6 +142,8 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     keep = trainer.predict_loop.return_predictions
     try:
         hooks.call("on_predict_start")
+        plans, limits = reloaded(trainer, reload, plans, limits)
+        multiple = len(plans) > 1
         hooks.call("on_predict_epoch_start")
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):

@@ -143,11 +143,15 @@ def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
 
 
 def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
-    loaders = build(plan.sources[plan.eval_key])
-    setattr(trainer, f"num_{plan.eval_key}_batches", shown_counts(loaders))  # num_val/test/predict_batches
+    def load() -> tuple[list[Any], list[int | float]]:
+        loaders = build(plan.sources[plan.eval_key])
+        setattr(trainer, f"num_{plan.eval_key}_batches", shown_counts(loaders))  # num_val/test/predict_batches
+        return loaders.plans, loaders.counts
+
+    plans, counts = load()
     if plan.stage == "predict":
-        return run_predict(trainer, loaders.plans, loaders.counts)
-    return run_evaluation(trainer, plan.stage, loaders.plans, loaders.counts)
+        return run_predict(trainer, plans, counts, reload=load)
+    return run_evaluation(trainer, plan.stage, plans, counts, reload=load)
 
 
 def shown_counts(loaders: Loaders) -> list[int | float]:
