@@ -98,19 +98,30 @@ class _Search:
         lightning_setattr(model, self.name, new)
         return new, new != size
 
+    def _at_max(self, size: int) -> bool:
+        if size >= self.max_val:
+            _info(f"Reached the maximum batch size limit of {self.max_val}. Stopping search.")
+            return True
+        return False
+
+    def _fits(self) -> bool:
+        """One trial; False when it ran out of memory (the memory is freed), any other error raised."""
+        try:
+            self.trial()
+        except BaseException as exc:
+            if not is_oom_error(exc):
+                raise
+            del exc
+            free_memory(after_failure=True)
+            return False
+        return True
+
     def power(self, size: int, max_trials: int) -> int:
         any_success = False
         for i in range(max_trials):
-            if size >= self.max_val:
-                _info(f"Reached the maximum batch size limit of {self.max_val}. Stopping search.")
+            if self._at_max(size):
                 break
-            try:
-                self.trial()
-            except BaseException as exc:
-                if not is_oom_error(exc):
-                    raise
-                del exc
-                free_memory(after_failure=True)
+            if not self._fits():
                 size, _ = self.adjust(factor=0.5, desc="failed")
                 if any_success:
                     break
@@ -126,16 +137,9 @@ class _Search:
     def binsearch(self, size: int, max_trials: int, margin: float) -> int:
         low, high, count = 1, None, 0
         while True:
-            if size >= self.max_val:
-                _info(f"Reached the maximum batch size limit of {self.max_val}. Stopping search.")
+            if self._at_max(size):
                 break
-            try:
-                self.trial()
-            except BaseException as exc:
-                if not is_oom_error(exc):
-                    raise
-                del exc
-                free_memory(after_failure=True)
+            if not self._fits():
                 high = size
                 size, _ = self.adjust(value=(high + low) // 2, desc="failed")
                 if high - low <= 1:
