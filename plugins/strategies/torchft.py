@@ -244,7 +244,7 @@ class TorchFTStrategy(DDPSteps, Strategy):
         return {
             "module": self.module.state_dict(),
             "optimizers": [o.state_dict() for o in self.optimizers],
-            "loops": self._loop_state[0]() if self._loop_state is not None else {},
+            "progress": self._loop_state[0]() if self._loop_state is not None else {},
         }
 
     def _load_replica_state(self, state: dict[str, Any]) -> None:
@@ -253,10 +253,10 @@ class TorchFTStrategy(DDPSteps, Strategy):
         self.module.load_state_dict(state["module"])
         for optimizer, optimizer_state in zip(self.optimizers, state["optimizers"]):
             optimizer.load_state_dict(optimizer_state)
-        if self._loop_state is not None and state["loops"]:
-            self._loop_state[1](state["loops"])
+        if self._loop_state is not None and state["progress"]:
+            self._loop_state[1](state["progress"])
         log.warning("torchft: replica group %s healed from a peer (global_step=%s)", self.replica_group_id,
-                    state["loops"].get("global_step"))
+                    state["progress"].get("global_step"))
 
     # --- one step ---------------------------------------------------------------------------------------
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
