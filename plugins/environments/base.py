@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import Any
 
 
 def environ(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -29,6 +30,19 @@ class ClusterEnvironment(ABC):
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env: Mapping[str, str] = environ(env)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (``ddp_spawn`` sends the Trainer to its workers): the live process environment is not sent;
+        the receiving process reads its own."""
+        state = dict(self.__dict__)
+        if state.get("env") is os.environ:
+            state["env"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.env is None:
+            self.env = os.environ
 
     @property
     @abstractmethod
