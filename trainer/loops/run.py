@@ -65,8 +65,6 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
     try:
-        if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback later
-            check_writable_dirs(_output_roots(trainer))
         run.restore = set_up_model(trainer, plan.model, plan.stage == "fit", run.restore)
         return _run_loop(trainer, plan, run)
     except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
@@ -118,6 +116,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
             owner.prepare_data()
     strategy.barrier("prepare_data")
     run.hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
+    if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback
+        check_writable_dirs(_output_roots(trainer))
     for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
         getattr(logger, "experiment", None)
     if datamodule is not None:
