@@ -26,6 +26,7 @@ def run_stage_in_workers(
     given: dict[str, Any], ckpt_path: Any,
 ) -> Any:
     environment, trainer.strategy.environment = trainer.strategy.environment, None  # holds os.environ: not picklable
+    trainer.__dict__.pop("_stage_plan", None)  # an earlier call's plan (read-only mappings): the workers make their own
     try:
         payload = launcher.launch_function(_worker_stage, trainer, stage, model, datamodule, given, ckpt_path)
     finally:
