@@ -114,9 +114,11 @@ class CombinedLoaderPlan:
     any position, without loading the batches skipped."""
 
     def __init__(self, loader: Any, parts: list[LoaderPlan]) -> None:
-        self.loader = loader
+        import copy
+
+        self.loader = copy.copy(loader)  # the user's CombinedLoader keeps its own loaders (a reload prepares them again)
         self.parts = parts
-        loader.flattened = [part.loader for part in parts]
+        self.loader.flattened = [part.loader for part in parts]
 
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
         """The batches alone (the ``training_step``'s ``batch``): a dict/list of each loader's batch."""

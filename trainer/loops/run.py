@@ -107,7 +107,10 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     set_rank_zero_only(strategy.global_rank)
     trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
-    restarted = strategy.environment is not None and strategy.environment.restart_count() > 0
+    env = strategy.environment  # a restart resumes once: the first fit of the restarted worker, not every later one
+    restarted = env is not None and env.restart_count() > 0 and not getattr(env, "_restart_resumed", False)
+    if restarted and plan.stage == "fit":
+        env._restart_resumed = True
     run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)
     trainer.ckpt_path = run.restore.path
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
@@ -210,8 +213,17 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
 
 def _finish(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """Loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
-    # an asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage)
-    finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
+    try:  # an asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage)
+        finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
+    except BaseException:
+        run.status = "failed"
+        trainer.state.status = TrainerStatus.INTERRUPTED
+        raise
+    finally:  # the stage ends whatever the write did: loggers, teardown, profiler, state
+        _end_stage(trainer, plan, run)
+
+
+def _end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     for logger in trainer.loggers:
         logger.finalize(run.status)
     fn = TrainerFn(plan.stage)

@@ -26,7 +26,10 @@ def run_stage_in_workers(
     given: dict[str, Any], ckpt_path: Any,
 ) -> Any:
     environment, trainer.strategy.environment = trainer.strategy.environment, None  # holds os.environ: not picklable
-    trainer.__dict__.pop("_stage_plan", None)  # an earlier call's plan (read-only mappings): the workers make their own
+    for name in ("_stage_plan", "_stage_inputs"):  # an earlier call's plan (read-only mappings): workers plan anew
+        trainer.__dict__.pop(name, None)
+    for name in ("sources", "build"):  # the fit loop's view of that plan
+        trainer.fit_loop.__dict__.pop(name, None)
     try:
         payload = launcher.launch_function(_worker_stage, trainer, stage, model, datamodule, given, ckpt_path)
     finally:
