@@ -21,6 +21,7 @@ from lightning_utilities.core.overrides import is_overridden
 from trainer.callbacks.base import Callback
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError, MisconfigurationException  # noqa: F401 (Lightning's name here)
+from trainer.fabric.utilities.cloud_io import get_filesystem  # noqa: F401 (also Lightning's name here)
 from trainer.module import Module
 from trainer.seed import seed_everything
 from trainer.trainer import Trainer
@@ -72,13 +73,6 @@ LRSchedulerType = Union[type[torch.optim.lr_scheduler.LRScheduler], type[torch.o
 ArgsType = Union[list[str], dict[str, Any], None]
 OptimizerCallable = Callable[[Iterable], torch.optim.Optimizer]
 LRSchedulerCallable = Callable[[torch.optim.Optimizer], LRSchedulerTypeUnion]
-
-
-def get_filesystem(path: str | os.PathLike, **kwargs: Any) -> Any:
-    """The fsspec filesystem for a local path or a URL (``s3://...``)."""
-    import fsspec
-
-    return fsspec.core.url_to_fs(str(path), **kwargs)[0]
 
 
 if _JSONARGPARSE:
