@@ -204,8 +204,8 @@ def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str
     if sharded:
         if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
             raise CheckpointNotFoundError(
-                f"{argument}={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} "
-                "and .metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a directory."
+                f"{argument}={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} and "
+                ".metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a directory."
             )
         ShardedState(path, None).metadata()  # the metadata is read (safely) before anything else
         loaded = io.load(path / META_FILE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
 from lightning_utilities.core.overrides import is_overridden
 
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpoint import finish_checkpoint_writes
+from trainer.data import num_batches
 from trainer.heartbeat import watch_ranks
 from trainer.hooks import Hooks, call_datamodule
 from trainer.input_checks import check_writable_dirs
@@ -19,9 +20,8 @@ from trainer.loops.evaluation import run_evaluation, run_predict
 from trainer.loops.model_setup import restore_after_fit_start, set_up_model
 from trainer.loops.spawned import run_stage_in_workers
 from trainer.loops.state import RestorePoint, checkpoint_dirs
-from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
+from trainer.plan import Loaders, LoaderSource, StagePlan, plan_stage
 from trainer.preemption import PreemptionHandler, guarded_fit
-from trainer.data import num_batches
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
 from trainer.strategy_calls import join_processes, start_processes
