@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 import torch
 
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
+from plugins.remote_paths import is_url, isfile, join, listdir, modified_ns, url_fs
 from trainer.errors import CheckpointNotFoundError, MisconfigurationError
+from trainer.strategy_calls import read_state
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
@@ -30,53 +33,28 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
 
     A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
+    Files and sharded directories are read by ``strategy_calls.read_state``, as ``Fabric.load`` reads them.
     """
     io = io or CheckpointIO()
-    from plugins.remote_paths import is_url
-
     if is_url(path):  # an object in an fsspec store: one file (sharded directories are written locally)
         return _load_url(os.fspath(path), io)
     path = Path(path)
-    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
-
-    sharded = path.is_dir()
-    if not sharded and not path.is_file():  # Lightning's words and type (a FileNotFoundError)
+    if not path.is_dir() and not path.is_file():  # Lightning's words and type (a FileNotFoundError)
         raise CheckpointNotFoundError(
             f"Checkpoint file not found: {path} (ckpt_path={str(path)!r} names no file; pass an existing .ckpt file, "
             "a checkpoint directory, or ckpt_path='last')."
         )
+    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint  # plugins.strategies: on use only
+
     try:
         if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
             return _load_deepspeed(path, io)
-        if sharded:
-            from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
-
-            if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
-                raise MisconfigurationError(
-                    f"ckpt_path={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} "
-                    "and .metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a "
-                    "directory."
-                )
-            ShardedState(path, None).metadata()  # the metadata is read (safely) before anything else
-            checkpoint = io.load(path / META_FILE)
-        else:
-            checkpoint = io.load(path)
+        return read_state(io, path, LAYOUT_KEYS, argument="ckpt_path", required=CHECKPOINT_KEYS)
     except CheckpointReadError as err:
         raise MisconfigurationError(str(err).replace(repr(str(path / "meta.pt")), repr(str(path)))) from None
-    if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
-        keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
-        raise MisconfigurationError(
-            f"ckpt_path={str(path)!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found {keys}."
-        )
-    checkpoint = dict(checkpoint)
-    if sharded:
-        attach_sharded_state(checkpoint, path, LAYOUT_KEYS)
-    return checkpoint
 
 
 def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
-    from plugins.remote_paths import isfile
-
     if not isfile(url):
         raise CheckpointNotFoundError(
             f"Checkpoint file not found: {url} (ckpt_path={url!r} names no object; pass an existing .ckpt object "
@@ -96,8 +74,6 @@ def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
 
 def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:
     """A checkpoint directory: a ``Path`` for a local one, the URL string for an fsspec store."""
-    from plugins.remote_paths import is_url, join
-
     if is_url(root):
         return join(root, *names)
     return Path(root, *names)
@@ -105,8 +81,6 @@ def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:
 
 def version_checkpoint_dirs(root: str | os.PathLike) -> list[Path | str]:
     """``<logger root>/*/checkpoints``: the checkpoint directories of every version of a logger's runs."""
-    from plugins.remote_paths import is_url, join, listdir
-
     if is_url(root):
         return sorted(join(root, name, "checkpoints") for name in listdir(root))
     return sorted(Path(root).glob("*/checkpoints"))
@@ -122,8 +96,6 @@ def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
     except Exception as err:
         if raise_errors:
             raise
-        import warnings
-
         warnings.warn(f"an asynchronous checkpoint write failed too: {err}", stacklevel=2)
 
 
@@ -181,8 +153,6 @@ def newest_checkpoint(roots: Iterable[str | os.PathLike], recursive: bool = Fals
     (it names its run's newest state; saves within one timestamp tick would tie otherwise), else any
     checkpoint; None when there is none. Hidden temporaries of a write are never candidates. A root may be
     an fsspec URL (the result is then a URL too)."""
-    from plugins.remote_paths import is_url, modified_ns
-
     found: list[Path | str] = []
     for root in roots:
         if is_url(root):
@@ -204,8 +174,6 @@ def newest_checkpoint(roots: Iterable[str | os.PathLike], recursive: bool = Fals
 
 
 def _url_checkpoints(root: str, recursive: bool) -> list[str]:
-    from plugins.remote_paths import url_fs
-
     fs, inner = url_fs(root)
     pattern = f"{inner.rstrip('/')}/{'**/' if recursive else ''}*.ckpt"
     return [fs.unstrip_protocol(p) for p in fs.glob(pattern) if not p.rsplit("/", 1)[-1].startswith(".")]

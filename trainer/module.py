@@ -315,7 +315,9 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``args``/``kwargs`` (e.g. ``retain_graph=True``) go on to ``Tensor.backward``."""
-        self.trainer.strategy.backward(loss, *args, **kwargs)
+        from trainer.strategy_calls import backward  # the call Fabric.backward makes
+
+        backward(self.trainer.strategy, loss, *args, **kwargs)
 
     def optimizer_step(
         self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Any = None

@@ -2,8 +2,14 @@
 
 Building the strategy from the user's arguments, starting or joining the processes, setting a module up,
 moving batches, backward under the precision, gathering, and saving or loading state in the strategy's
-(possibly sharded) layout: each is one function here, so neither front end owns a private copy.
-``plugins/`` never imports this module; it only talks to the plugins' small interfaces.
+(possibly sharded) layout: each is one function here, so neither front end owns a private copy
+(tests/trainer/test_one_layer.py checks both call these). ``plugins/`` never imports this module; it only
+talks to the plugins' small interfaces.
+
+``plugins.strategies`` (and ``plugins.selection``, which imports it) and ``trainer.module`` are imported inside the
+functions that need them: this module is reached from ``trainer.module`` (``Module.all_gather``) and
+``trainer.checkpoint``, and ``import trainer`` must not import the strategies (tests/trainer/test_imports.py),
+nor may the imports form a circle (tests/trainer/test_import_graph.py).
 """
 
 from __future__ import annotations
@@ -11,11 +17,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 
-from plugins.strategies.base import Strategy
+from plugins.checkpoint_io import CheckpointIO
+from plugins.environments.base import ClusterEnvironment
+from plugins.environments.torchelastic import TorchElasticEnvironment
+from plugins.precision.base import Precision
+from trainer.errors import CheckpointNotFoundError, MisconfigurationError
+from trainer.launch import launch_workers_and_exit, watch_launcher
+from trainer.ranks import set_rank_zero_only
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def resolve_strategy(
@@ -26,9 +42,6 @@ def resolve_strategy(
     ``plugins`` may hold one cluster environment, one precision and one checkpoint I/O object (Lightning's way
     to pass them); anything else is one clear error naming ``caller``.
     """
-    from plugins.checkpoint_io import CheckpointIO
-    from plugins.environments.base import ClusterEnvironment
-    from plugins.precision.base import Precision
     from plugins.selection import resolve_plugins
 
     items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
@@ -52,12 +65,14 @@ def resolve_strategy(
 
 
 def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
-                    carrier: Any) -> tuple[bool, Any]:
+                    carrier: Any, join: bool = True) -> tuple[bool, Any]:
     """Start the workers when this process must (``(True, rank 0's result)``), else ``(False, None)``.
 
     A re-running launcher (plain ``python script.py`` with several processes) runs the program again in
     every worker and ends this process with the group's exit code, as torchrun would. A spawning launcher
-    (``ddp_spawn``) runs ``function(carrier, *args)`` in every worker and hands rank 0's result back.
+    (``ddp_spawn``) runs ``function(carrier, *args)`` in every worker (``carrier.strategy`` is the strategy) and
+    hands rank 0's result back; with ``join`` the worker joins the group first, else ``function`` joins it
+    (``join_processes``) when its own start-up allows (the Trainer plans the call first).
     """
     launcher = getattr(strategy, "launcher", None)
     if launcher is None:
@@ -65,20 +80,17 @@ def start_processes(strategy: Strategy, function: Callable[..., Any] | None, arg
     if hasattr(launcher, "launch_function"):
         environment, strategy.environment = strategy.environment, None  # holds os.environ: not picklable
         try:
-            return True, launcher.launch_function(_spawned, carrier, function, args)
+            return True, launcher.launch_function(_spawned, carrier, function, args, join)
         finally:
             strategy.environment = environment
-    from trainer.launch import launch_workers_and_exit
-
     launch_workers_and_exit(launcher)
     return True, None  # not reached
 
 
-def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    from plugins.environments.torchelastic import TorchElasticEnvironment
-
+def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
     carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
-    join_processes(carrier.strategy)
+    if join:
+        join_processes(carrier.strategy)
     return function(carrier, *args)
 
 
@@ -86,9 +98,6 @@ def join_processes(strategy: Strategy, begin: bool = True) -> None:
     """In a worker (or the only process): die with Relay's launcher, join the group, select the device; with
     ``begin``, start-up is over at once (collectives wait at most the strategy's ``timeout`` from here on), else
     the caller calls ``strategy.begin_training()`` once its own start-up (loading a checkpoint) is done."""
-    from trainer.launch import watch_launcher
-    from trainer.ranks import set_rank_zero_only
-
     watch_launcher()
     strategy.setup_environment()
     set_rank_zero_only(strategy.global_rank)
@@ -132,20 +141,36 @@ def step_function(strategy: Strategy, holder: torch.nn.Module, name: str) -> Cal
     return strategy.step_function(holder, name)
 
 
+def overridden(strategy: Strategy, name: str) -> bool:
+    """Whether the strategy's method ``name`` differs from the base ``Strategy``'s: where it does not, a loop may
+    bind the direct call the base method would make once, instead of a layer per step."""
+    from plugins.strategies.base import Strategy
+
+    return getattr(type(strategy), name) is not getattr(Strategy, name)
+
+
 def move_to_device(strategy: Strategy, batch: Any) -> Any:
+    """``batch`` (tensors in any collection) on the strategy's device, in the precision's input dtype."""
     return strategy.batch_to_device(batch)
+
+
+def backward_function(strategy: Strategy) -> Callable[..., None]:
+    """What ``backward(strategy, loss, ...)`` runs, resolved once so a loop calls it with no layer in between:
+    ``Tensor.backward`` itself when neither the strategy nor the precision changes backward (what
+    ``Strategy.backward`` -> ``Precision.backward`` would call), else the strategy's."""
+    if not overridden(strategy, "backward") and type(strategy.precision).backward is Precision.backward:
+        return torch.Tensor.backward
+    return strategy.backward
 
 
 def backward(strategy: Strategy, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
     """``loss.backward`` under the precision (loss scaling) and the strategy (an engine's own backward)."""
-    strategy.backward(loss, *args, **kwargs)
+    backward_function(strategy)(loss, *args, **kwargs)
 
 
 def gather(strategy: Strategy, data: Any, device: torch.device, group: Any = None, sync_grads: bool = False) -> Any:
     """Every process's ``data`` (tensors, numbers, collections), each tensor stacked along a new first dimension;
     on one process the data come back as they are (numbers as tensors on ``device``)."""
-    from lightning_utilities.core.apply_func import apply_to_collection
-
     data = as_tensors(data, device)
     if strategy.world_size == 1:
         return data
@@ -154,8 +179,6 @@ def gather(strategy: Strategy, data: Any, device: torch.device, group: Any = Non
 
 def as_tensors(data: Any, device: torch.device) -> Any:
     """Numbers (bool, int, float) in ``data`` as tensors, every tensor on ``device``: what collectives take."""
-    from lightning_utilities.core.apply_func import apply_to_collection
-
     for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):  # CONVERSION_DTYPES
         data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))
     return apply_to_collection(data, torch.Tensor, lambda t: t.to(device))
@@ -168,30 +191,48 @@ def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str
     strategy.save_checkpoint(checkpoint, os.fspath(path), layout_keys=layout_keys)
 
 
-def read_state(strategy: Strategy, path: str | os.PathLike, layout_keys: tuple[str, ...]) -> dict[str, Any]:
-    """What ``save_state`` wrote, on the CPU, read as data (never code). For a sharded directory the entries in
-    ``layout_keys`` stay on disk as handles the strategy's ``load_*_state_dict`` read into the live layout."""
-    from plugins.strategies.sharded_checkpoint import META_FILE, attach_sharded_state
+def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str, ...], argument: str = "path",
+               required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What ``save_state`` wrote, on the CPU, read as data (never code) through ``io`` (the strategy's
+    ``checkpoint_io``). For a sharded directory the entries in ``layout_keys`` stay on disk as handles the
+    strategy's ``load_*_state_dict`` read into the live layout. Errors name ``argument`` (the caller's parameter)
+    and, when the state lacks one of the ``required`` keys, what was expected."""
+    from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
 
     path = Path(path)
-    if path.is_dir():
+    sharded = path.is_dir()
+    if sharded:
         if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
-            raise FileNotFoundError(
-                f"{str(path)!r} is a directory but not a sharded checkpoint (it needs {META_FILE} and .metadata, "
-                "written by a sharded strategy's save); pass a checkpoint file or such a directory."
+            raise CheckpointNotFoundError(
+                f"{argument}={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} and "
+                ".metadata, written by a sharded strategy's save_checkpoint); pass a .ckpt file or such a directory."
             )
-        checkpoint = dict(strategy.checkpoint_io.load(path / META_FILE))
-        attach_sharded_state(checkpoint, path, tuple(k for k in layout_keys if k in checkpoint))
-        return checkpoint
-    if not path.is_file():
-        raise FileNotFoundError(f"Checkpoint not found: {str(path)!r} names no file or directory.")
-    loaded = strategy.checkpoint_io.load(path)
-    if not isinstance(loaded, Mapping):
-        raise ValueError(f"{str(path)!r} holds a {type(loaded).__name__}, not a state dict.")
-    return dict(loaded)
+        ShardedState(path, None).metadata()  # the metadata is read (safely) before anything else
+        loaded = io.load(path / META_FILE)
+    elif path.is_file():
+        loaded = io.load(path)
+    else:
+        raise CheckpointNotFoundError(f"Checkpoint not found: {argument}={str(path)!r} names no file or directory.")
+    if not isinstance(loaded, Mapping) or not all(k in loaded for k in required):
+        found = sorted(loaded) if isinstance(loaded, Mapping) else type(loaded).__name__
+        if required:
+            raise MisconfigurationError(
+                f"{argument}={str(path)!r} is not a Relay checkpoint: expected keys {list(required)}, found {found}."
+            )
+        raise MisconfigurationError(f"{argument}={str(path)!r} holds a {found}, not a state dict.")
+    checkpoint = dict(loaded)
+    if sharded:
+        attach_sharded_state(checkpoint, path, layout_keys)
+    return checkpoint
+
+
+def module_state(strategy: Strategy, module: torch.nn.Module) -> dict[str, Any]:
+    """``module``'s state in the strategy's layout (shards under FSDP), for ``save_state``."""
+    return strategy.module_state_dict(module)
 
 
 def load_module_state(strategy: Strategy, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
+    """A saved module state (a plain state dict, or ``read_state``'s sharded handle) into ``module``'s layout."""
     strategy.load_module_state_dict(module, state, strict=strict)
 
 

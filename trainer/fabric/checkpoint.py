@@ -41,7 +41,7 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
     layout: list[str] = []
     for key, obj in unwrapped.items():
         if isinstance(obj, torch.nn.Module):
-            value, _ = strategy.module_state_dict(obj), layout.append(key)
+            value, _ = calls.module_state(strategy, obj), layout.append(key)
         elif isinstance(obj, torch.optim.Optimizer):
             value, _ = calls.optimizer_state(strategy, obj, _module_of(obj, modules)), layout.append(key)
         elif hasattr(obj, "state_dict") and callable(obj.state_dict):
@@ -62,7 +62,7 @@ def load(strategy: Strategy, path: str | os.PathLike, state: dict[str, Any] | No
     what the checkpoint holds beyond it (everything, when ``state`` is None)."""
     unwrapped, modules = _split(state or {})
     layout = tuple(k for k, v in unwrapped.items() if isinstance(v, (torch.nn.Module, torch.optim.Optimizer)))
-    checkpoint = calls.read_state(strategy, path, layout)
+    checkpoint = calls.read_state(strategy.checkpoint_io, path, layout)
     if state is None:
         return checkpoint
     missing = [k for k in unwrapped if k not in checkpoint]
@@ -89,7 +89,7 @@ def load_raw(strategy: Strategy, path: str | os.PathLike, obj: Any, strict: bool
     obj = unwrap(obj)
     if not isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):
         raise TypeError(f"Fabric.load_raw loads into a torch.nn.Module or an optimizer, not a {type(obj).__name__}.")
-    saved = calls.read_state(strategy, path, ())
+    saved = calls.read_state(strategy.checkpoint_io, path, ())
     if isinstance(obj, torch.nn.Module):
         calls.load_module_state(strategy, obj, saved, strict=strict)
     else:

@@ -3,9 +3,15 @@ only for overridden ones."""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
+from lightning_utilities.core.overrides import is_overridden
+
+from plugins.precision.base import Precision
 from trainer.data_hooks import TRANSFER_HOOKS
+from trainer.datamodule import DataModule
+from trainer.strategy_calls import move_to_device, overridden
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -13,16 +19,10 @@ if TYPE_CHECKING:
 
 def _transfer_hook(trainer: Trainer, name: str) -> Any:
     """The DataModule's override of ``name`` if it has one (Lightning's rule), else the Module's, else None."""
-    from lightning_utilities.core.overrides import is_overridden
-
-    from trainer.datamodule import DataModule
-
     datamodule, modules = trainer.datamodule, trainer._hooks.caller(name)
     if datamodule is None or not is_overridden(name, datamodule, DataModule):
         return modules
     if modules is not None:
-        import warnings
-
         warnings.warn(f"`{name}` is overridden in both the Module and the DataModule; the DataModule's runs.",
                       UserWarning, stacklevel=3)
     return getattr(datamodule, name)
@@ -34,21 +34,18 @@ class BatchMover:
     def __init__(self, trainer: Trainer) -> None:
         self.before, self.transfer, self.after = (_transfer_hook(trainer, name) for name in TRANSFER_HOOKS)
         self.strategy = strategy = trainer.strategy
-        from plugins.precision.base import Precision
-        from plugins.strategies.base import Strategy
-
         # nothing to run and a list/tuple of CPU tensors would come back unchanged: the loop checks the
         # tensors itself and skips the call (per-step overhead, benchmarks/overhead.py)
         self.cpu_passthrough = (
             self.before is None and self.transfer is None and self.after is None
-            and type(strategy).batch_to_device is Strategy.batch_to_device and strategy.root_device.type == "cpu"
+            and not overridden(strategy, "batch_to_device") and strategy.root_device.type == "cpu"
             and type(strategy.precision).convert_input is Precision.convert_input)
 
     def __call__(self, batch: Any, dataloader_idx: int = 0) -> Any:
         if self.before is not None:
             batch = self.before(batch, dataloader_idx)
         if self.transfer is None:
-            batch = self.strategy.batch_to_device(batch)
+            batch = move_to_device(self.strategy, batch)  # what Fabric's loaders call
         else:
             batch = self.transfer(self.strategy.precision.convert_input(batch), self.strategy.root_device,
                                   dataloader_idx)

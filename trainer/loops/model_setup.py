@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
 from lightning_utilities.core.overrides import is_overridden
 
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
@@ -13,6 +12,8 @@ from trainer.input_checks import check_has_parameters
 from trainer.loops.state import RestorePoint
 from trainer.module import Module
 from trainer.optimizers import OptimizerHandle, parse_optimizers
+from trainer.strategy_calls import load_module_state, load_optimizer_state, setup_module
+from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -29,7 +30,7 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoi
         trainer._layer_sync.apply(model)  # sync_batchnorm=True or a LayerSync plugin; changes model in place
     strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
                                     trainer.gradient_clip_algorithm)
-    strategy.setup_module(model)
+    setup_module(strategy, model)  # what Fabric.setup_module calls
     checkpoint = restore.checkpoint
     if checkpoint is not None:  # weights and callbacks first, as Lightning: configure_optimizers sees them
         restore_before_optimizers(trainer, checkpoint, callbacks=fit)
@@ -61,8 +62,6 @@ def configure_model(model: Module) -> None:
                 f"{name} overrides both configure_model and configure_sharded_model (its deprecated name); keep only "
                 "configure_model."
             )
-        from trainer.utilities.rank_zero import rank_zero_deprecation
-
         rank_zero_deprecation(f"{name}.configure_sharded_model is deprecated; rename it to configure_model.")
         model.configure_sharded_model()
     model.configure_model()
@@ -73,7 +72,7 @@ def restore_before_optimizers(trainer: Trainer, checkpoint: dict[str, Any], call
     module = trainer.lightning_module
     if hasattr(module, "on_load_checkpoint"):
         module.on_load_checkpoint(checkpoint)
-    trainer.strategy.load_module_state_dict(module, checkpoint["state_dict"], strict=module.strict_loading)
+    load_module_state(trainer.strategy, module, checkpoint["state_dict"], strict=module.strict_loading)
     if not callbacks:
         return
     saved = checkpoint.get("callbacks", {})
@@ -98,7 +97,7 @@ def restore_training_state(trainer: Trainer, checkpoint: dict[str, Any], path: s
             f"{len(trainer.optimizers)}."
         )
     for optimizer, state in zip(trainer.optimizers, states):
-        strategy.load_optimizer_state_dict(optimizer, state)
+        load_optimizer_state(strategy, optimizer, state)
     for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
         config.scheduler.load_state_dict(state)
     strategy.precision.load_state_dict(checkpoint.get("precision", {}))

@@ -7,9 +7,14 @@ from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.optim import optimizer as optim_module
 
+from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
+from trainer.module import Module
 from trainer.nonfinite import checked_loss
+from trainer.overrides import is_overridden
+from trainer.strategy_calls import backward_function, overridden
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -58,8 +63,6 @@ _CLOSURE_FIRST = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSp
 def _closure_runs_first(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``closure(); optimizer.step()`` is exactly ``optimizer.step(closure)`` (grad mode is on in the loop):
     a stock torch optimizer (not a subclass, not LBFGS) with no step pre-hooks, which would run before the closure."""
-    from torch.optim import optimizer as optim_module
-
     cls = type(optimizer)
     return (cls.__module__.startswith("torch.optim.") and cls.__name__ in _CLOSURE_FIRST
             and not optimizer._optimizer_step_pre_hooks and not optim_module._global_optimizer_pre_hooks)
@@ -81,10 +84,7 @@ class TrainingStep:
         self.accumulate = trainer.accumulate_grad_batches
         self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
         self.handle = trainer._optimizer_handles[0] if trainer._optimizer_handles else None
-        from trainer.overrides import is_overridden  # a hook wrapped on the instance counts (Lightning calls it)
-
-        from trainer.module import Module
-
+        # trainer.overrides' is_overridden: a hook wrapped on the instance counts (Lightning calls it)
         self.custom_step = is_overridden("optimizer_step", module, Module)
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
@@ -108,22 +108,14 @@ class TrainingStep:
         Measured on the tiny benchmark model (benchmarks/overhead.py case a): every layer of calls on the
         per-step path costs about 1% of a step; these resolve to the same calls the layers would make.
         """
-        from plugins.precision.base import Precision
-        from plugins.strategies.base import Strategy
-
         strategy, precision = self.strategy, self.strategy.precision
-        if self.custom_backward:
-            self.backward = self.module.backward
-        elif type(strategy).backward is Strategy.backward and type(precision).backward is Precision.backward:
-            self.backward = torch.Tensor.backward  # what Strategy.backward -> Precision.backward call
-        else:
-            self.backward = strategy.backward
-        self.forward_backward = None if type(strategy).forward_backward is Strategy.forward_backward \
-            else strategy.forward_backward
+        # strategy_calls.backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
+        self.backward = self.module.backward if self.custom_backward else backward_function(strategy)
+        self.forward_backward = strategy.forward_backward if overridden(strategy, "forward_backward") else None
         plain = (self.optimizer is not None and not trainer.gradient_clip_val
                  and not trainer._hooks.has("configure_gradient_clipping")  # the Module's own clipping runs each step
                  and trainer._hooks.caller("on_before_optimizer_step") is None
-                 and type(strategy).optimizer_step is Strategy.optimizer_step
+                 and not overridden(strategy, "optimizer_step")
                  and type(precision).optimizer_step is Precision.optimizer_step)
         # the optimizer step with the closure: directly when no hook, clipping or plugin sits in between
         self.step_optimizer = self.optimizer.step if plain else (

@@ -12,20 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpoint import finish_checkpoint_writes
+from trainer.data import num_batches
 from trainer.heartbeat import watch_ranks
 from trainer.hooks import Hooks, call_datamodule
 from trainer.input_checks import check_writable_dirs
-from trainer.launch import launch_workers_and_exit, watch_launcher
 from trainer.loops.evaluation import run_evaluation, run_predict
 from trainer.loops.model_setup import restore_after_fit_start, set_up_model
 from trainer.loops.spawned import run_stage_in_workers
 from trainer.loops.state import RestorePoint, checkpoint_dirs
-from trainer.plan import LoaderSource, Loaders, StagePlan, plan_stage
+from trainer.plan import Loaders, LoaderSource, StagePlan, plan_stage
 from trainer.preemption import PreemptionHandler, guarded_fit
-from trainer.ranks import set_rank_zero_only
-from trainer.data import num_batches
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
+from trainer.strategy_calls import join_processes, start_processes
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:
@@ -39,10 +38,10 @@ def run_stage(
     ckpt_path: Any,
 ) -> Any:
     plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
-    if plan.spawns:  # ddp_spawn: workers run it, results come back
-        return run_stage_in_workers(trainer, plan.launcher, stage, model, datamodule, given, ckpt_path)
+    if plan.spawns:  # ddp_spawn: workers run it (started by start_processes, as Fabric.launch), results come back
+        return run_stage_in_workers(trainer, stage, model, datamodule, given, ckpt_path)
     if plan.launcher is not None:  # plain `python script.py` with several processes: start them, then exit
-        launch_workers_and_exit(plan.launcher)
+        start_processes(plan.strategy, None, (), trainer)  # the call Fabric.launch makes; it does not return
     return run_plan(trainer, plan)
 
 
@@ -56,7 +55,6 @@ class StageRun:
 
 
 def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
-    watch_launcher()  # a worker Relay's launcher started dies with it
     run = StageRun()
     state = trainer.state
     try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
@@ -103,8 +101,9 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
     _reset(trainer, plan)
     strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
-    strategy.setup_environment()
-    set_rank_zero_only(strategy.global_rank)
+    # die with Relay's launcher, join the group, pick the device (as Fabric.launch); start-up ends in watch_ranks,
+    # once the checkpoint is loaded and the model set up
+    join_processes(strategy, begin=False)
     trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
     env = strategy.environment  # a restart resumes once: the first fit of the restarted worker, not every later one

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.strategy_calls import module_state, start_processes
+
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
     from trainer.module import Module
@@ -22,18 +24,16 @@ _COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test
 
 
 def run_stage_in_workers(
-    trainer: Trainer, launcher: Any, stage: str, model: Module, datamodule: DataModule | None,
-    given: dict[str, Any], ckpt_path: Any,
+    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
+    ckpt_path: Any,
 ) -> Any:
-    environment, trainer.strategy.environment = trainer.strategy.environment, None  # holds os.environ: not picklable
     for name in ("_stage_plan", "_stage_inputs"):  # an earlier call's plan (read-only mappings): workers plan anew
         trainer.__dict__.pop(name, None)
     for name in ("sources", "build"):  # the fit loop's view of that plan
         trainer.fit_loop.__dict__.pop(name, None)
-    try:
-        payload = launcher.launch_function(_worker_stage, trainer, stage, model, datamodule, given, ckpt_path)
-    finally:
-        trainer.strategy.environment = environment
+    # Fabric.launch's call; each worker joins the group in run_plan, after planning the call
+    _, payload = start_processes(trainer.strategy, _worker_stage, (stage, model, datamodule, given, ckpt_path),
+                                 trainer, join=False)
     if payload is None:
         raise RuntimeError(f"Trainer.{stage} with {type(trainer.strategy).__name__}: rank 0 sent no result back.")
     results = pickle.loads(payload)  # bytes this run's own rank 0 just made (not a file from elsewhere)
@@ -45,13 +45,11 @@ def _worker_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> bytes | None:
-    from plugins.environments.torchelastic import TorchElasticEnvironment
-    from trainer.loops.run import run_stage
+    from trainer.loops.run import run_stage  # run imports this module
 
-    trainer.strategy.environment = TorchElasticEnvironment()  # the launcher set torchrun's variables
-    _own_memory(model)
+    _own_memory(model)  # start_processes set the environment to torchrun's variables (the launcher set them)
     output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
-    state_dict = trainer.strategy.module_state_dict(model)
+    state_dict = module_state(trainer.strategy, model)
     if not trainer.is_global_zero:
         return None
     to_cpu = lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731

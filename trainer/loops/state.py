@@ -17,6 +17,7 @@ from trainer.checkpoint import (
 )
 from trainer.errors import MisconfigurationError
 from trainer.preemption import resume_note
+from trainer.strategy_calls import module_state, optimizer_state
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress
@@ -32,7 +33,7 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         "epoch": trainer.current_epoch,
         "global_step": trainer.global_step,
         "loops": trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
-        "state_dict": strategy.module_state_dict(module),
+        "state_dict": module_state(strategy, module),  # the calls Fabric.save makes
     }
     for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
         if owner is not None:
@@ -42,7 +43,7 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
                 if getattr(owner, "_hparams_type", None) is not None:  # a name, not the class: plain data
                     checkpoint[owner.CHECKPOINT_HYPER_PARAMS_TYPE] = owner._hparams_type
     if not weights_only:
-        checkpoint["optimizer_states"] = [strategy.optimizer_state_dict(o) for o in trainer.optimizers]
+        checkpoint["optimizer_states"] = [optimizer_state(strategy, o) for o in trainer.optimizers]
         checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
         checkpoint["precision"] = strategy.precision.state_dict()
         checkpoint["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
