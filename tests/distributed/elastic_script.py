@@ -23,6 +23,8 @@ from trainer.callbacks import ModelCheckpoint
 OUT = Path(sys.argv[1])
 SAMPLES, BATCH = int(os.environ.get("ELASTIC_SAMPLES", "48")), 2
 STEP_SECONDS = float(os.environ.get("ELASTIC_STEP_SECONDS", "0.25"))
+# the join test: accumulation 2 on one node, and the global batch kept (Trainer(elastic_batch=...)) when a node joins
+ACCUMULATE, ELASTIC_BATCH = int(os.environ.get("ELASTIC_ACCUMULATE", "1")), os.environ.get("ELASTIC_BATCH", "per_device")
 
 
 class Indexed(Dataset):
@@ -73,7 +75,7 @@ if __name__ == "__main__":
     seed_everything(0)
     trainer = Trainer(accelerator="cpu", strategy="ddp", devices=1, num_nodes="auto", max_epochs=2,
                       default_root_dir=str(OUT), logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      num_sanity_val_steps=0, accumulate_grad_batches=1,
+                      num_sanity_val_steps=0, accumulate_grad_batches=ACCUMULATE, elastic_batch=ELASTIC_BATCH,
                       callbacks=[ModelCheckpoint(dirpath=str(OUT / "ckpts"), every_n_train_steps=2, save_top_k=-1,
                                                  save_last=True)])
     trainer.fit(Net(), DataLoader(Indexed(), batch_size=BATCH, shuffle=True))

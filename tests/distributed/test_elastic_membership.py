@@ -3,9 +3,14 @@
 ``torchrun --nnodes=1:2``: a node that leaves (its agent and workers SIGKILLed) makes the other agent restart its
 workers at world size 1. Relay continues by itself from the run's newest checkpoint (no ``ckpt_path``; the restart
 count says it is a restart), and within each epoch every sample is trained exactly once across the change
-(tests/distributed/elastic_script.py records them). A node that joins is not tested here: on this machine the
-agents' second rendezvous timed out (``DistStoreError`` waiting for ``role_info``) after Relay's workers had
-checkpointed on the agent's SIGTERM; see the README's Reliability section.
+(tests/distributed/elastic_script.py records them).
+
+A node that joins: the running agent sees it waiting, stops its workers with SIGTERM (Relay checkpoints and leaves a
+preemption note), and both agents start workers at world size 2, which continue from that checkpoint. The agents run
+with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns on by default, an agent that was
+rank 0 keeps the previous round's bootstrap address and never writes ``MASTER_ADDR`` for the new round, so the new
+node waits for it and the old one waits for the new node's ``role_info`` until both time out (torch 2.13,
+``DynamicRendezvousHandler.next_rendezvous``; see the README's Reliability section).
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_node(port: int, out: Path, name: str) -> subprocess.Popen:
+def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None = None,
+               script: Path = SCRIPT, args: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "RANK", "LOCAL_RANK", "WORLD"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.update(extra_env or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-test",
            "--max-restarts=3", "--monitor-interval=0.5", "--rdzv-conf=join_timeout=90,last_call_timeout=3",
-           str(SCRIPT), str(out)]
+           str(script), str(out), *args]
     log = open(out / f"{name}.log", "w")  # noqa: SIM115 (the process owns it)
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -137,5 +144,37 @@ def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_che
     seen = starts(tmp_path)
     assert seen[0]["world"] == 2 and seen[-1]["world"] == 1 and seen[-1]["start_step"] >= 4, seen
     assert seen[-1]["restart"] >= 1  # the restart count said it was a restart
+    assert_every_sample_once(tmp_path)
+    assert (tmp_path / "final.pt").is_file()
+
+
+# the agents of a job that nodes may join (see the module docstring); one node accumulates 2 batches of 2, and
+# elastic_batch="keep_global" keeps that global batch of 4 at 2 nodes (accumulation 1), so the samples one node saw
+# are always a whole number of steps at two: without it, a join after an odd step count trains one batch twice
+# (rescale_position's warning)
+JOINABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "ELASTIC_ACCUMULATE": "2", "ELASTIC_BATCH": "keep_global"}
+
+
+def test_a_node_joining_restarts_both_at_world_size_two_from_the_newest_checkpoint(tmp_path):
+    port = free_port()
+    a = start_node(port, tmp_path, "node-a", JOINABLE)
+    b = None
+    try:
+        wait_for(lambda: checkpoint_at(tmp_path, 4), 120, "a checkpoint at step 4", [a], tmp_path)
+        b = start_node(port, tmp_path, "node-b", JOINABLE)
+        logs = lambda: "\n".join(p.read_text()[-3000:] for p in tmp_path.glob("node-*.log"))  # noqa: E731
+        assert a.wait(timeout=120) == 0, logs()
+        assert b.wait(timeout=30) == 0, logs()
+    finally:
+        for node in (a, b):
+            if node is not None and node.poll() is None:
+                kill_node(node)
+    seen = starts(tmp_path)
+    assert [(s["world"], s["rank"], s["accumulate"]) for s in seen] == [(1, 0, 2), (2, 0, 1), (2, 1, 1)], seen
+    resumed = seen[1]["start_step"]
+    assert resumed >= 4 and seen[2]["start_step"] == resumed, seen  # both continue from the same checkpoint
+    # the SIGTERM checkpoint is the newest one the single node wrote: no step after it was lost
+    samples_w1 = (tmp_path / f"samples-{seen[0]['key']}-rank0.jsonl").read_text().splitlines()
+    assert max(json.loads(line)["step"] for line in samples_w1) == resumed - 1
     assert_every_sample_once(tmp_path)
     assert (tmp_path / "final.pt").is_file()
