@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.chaos import free_port, hosts_store, kill, processes
+
 SCRIPT = Path(__file__).with_name("elastic_script.py")
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(420)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None = None,
@@ -53,30 +47,8 @@ def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None
 
 def kill_node(node: subprocess.Popen) -> None:
     """A node dies: its agent and its workers at once (the workers run in their own sessions)."""
-    import psutil
-
-    agent = psutil.Process(node.pid)
-    for proc in [agent, *agent.children(recursive=True)]:
-        try:
-            proc.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
+    kill(processes(node))
     node.wait(timeout=30)
-
-
-def hosts_rendezvous(node: subprocess.Popen, port: int) -> bool:
-    """Whether this node's agent serves the c10d rendezvous store (the first agent to bind the endpoint does; it
-    plays the stable rendezvous host a real cluster has, so the test takes the other node away)."""
-    import psutil
-
-    agent = psutil.Process(node.pid)
-    for proc in [agent, *agent.children(recursive=True)]:
-        try:
-            if any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in proc.net_connections()):
-                return True
-        except psutil.Error:
-            continue
-    return False
 
 
 def wait_for(predicate, timeout: float, what: str, nodes: list[subprocess.Popen], out: Path) -> None:
@@ -89,6 +61,10 @@ def wait_for(predicate, timeout: float, what: str, nodes: list[subprocess.Popen]
         time.sleep(0.2)
     logs = "\n".join(p.read_text()[-3000:] for p in out.glob("*.log"))
     raise AssertionError(f"timed out waiting for {what}:\n{logs}")
+
+
+def node_logs(out: Path) -> str:
+    return "\n".join(p.read_text()[-3000:] for p in out.glob("node-*.log"))
 
 
 def checkpoint_at(out: Path, step: int) -> bool:
@@ -133,10 +109,10 @@ def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_che
     b = start_node(port, tmp_path, "node-b")
     try:
         wait_for(lambda: checkpoint_at(tmp_path, 4), 180, "a checkpoint at step 4", [a, b], tmp_path)
-        if hosts_rendezvous(b, port):
+        if hosts_store(b, port):  # the store's host plays a cluster's stable rendezvous host: the other leaves
             a, b = b, a
         kill_node(b)
-        assert a.wait(timeout=240) == 0, "\n".join(p.read_text()[-3000:] for p in tmp_path.glob("node-*.log"))
+        assert a.wait(timeout=240) == 0, node_logs(tmp_path)
     finally:
         for node in (a, b):
             if node.poll() is None:
@@ -162,9 +138,8 @@ def test_a_node_joining_restarts_both_at_world_size_two_from_the_newest_checkpoi
     try:
         wait_for(lambda: checkpoint_at(tmp_path, 4), 120, "a checkpoint at step 4", [a], tmp_path)
         b = start_node(port, tmp_path, "node-b", JOINABLE)
-        logs = lambda: "\n".join(p.read_text()[-3000:] for p in tmp_path.glob("node-*.log"))  # noqa: E731
-        assert a.wait(timeout=120) == 0, logs()
-        assert b.wait(timeout=30) == 0, logs()
+        assert a.wait(timeout=120) == 0, node_logs(tmp_path)
+        assert b.wait(timeout=30) == 0, node_logs(tmp_path)
     finally:
         for node in (a, b):
             if node is not None and node.poll() is None:
