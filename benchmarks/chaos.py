@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ def start_agent(out: Path, name: str, port: int, nnodes: str, args: argparse.Nam
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=chaos-{port}",
            f"--max-restarts={args.failures + 1}", "--monitor-interval=0.5",
-           "--rdzv-conf=join_timeout=60,last_call_timeout=2", str(Path(__file__).resolve()), "--worker", str(out),
+           f"--rdzv-conf={args.rdzv_conf}", str(Path(__file__).resolve()), "--worker", str(out),
            "--seed", str(args.seed), "--steps", str(args.steps), "--every", str(args.every),
            "--batch-size", str(args.batch_size), "--step-seconds", str(args.step_seconds), "--n-layer", str(args.n_layer), "--n-embd", str(args.n_embd)]
     log = open(out / f"{name}.log", "a")  # noqa: SIM115 (the process owns it)
@@ -204,6 +205,21 @@ def surviving(out: Path, prefix: str) -> list[dict]:
     return kept
 
 
+def restarts(out: Path) -> list[tuple[float, int]]:
+    """Per start of the workers after the first: seconds without training (rank 0's last step before it to its first
+    step in it) and the steps it trained again (those after the checkpoint it resumed from)."""
+    records = {}
+    for s in starts(out):
+        if s["rank"] == 0:
+            records[s["key"]] = (s, read_jsonl(out.glob(f"losses-{s['key']}.jsonl")))
+    ordered = sorted(records.values(), key=lambda r: r[0]["time"])
+    gaps = []
+    for (_, before), (start, after) in pairwise(ordered):
+        if before and after:
+            gaps.append((after[0]["time"] - before[-1]["time"], before[-1]["step"] + 1 - start["start_step"]))
+    return gaps
+
+
 def sample_counts(out: Path) -> Counter:
     counts: Counter = Counter()
     for record in surviving(out, "samples"):
@@ -236,18 +252,7 @@ def run_job(out: Path, args: argparse.Namespace, mode: str, kills: list[int], rn
                 print(f"  failure {n + 1}: SIGKILL rank on node-{target} at step {newest_step(out)}", flush=True)
                 kill(victims)
             else:
-                leaving = 1 if hosts_store(nodes[0], port) else 0
-                print(f"  failure {n + 1}: SIGKILL node-{leaving} (agent and worker) at step {newest_step(out)}",
-                      flush=True)
-                kill(processes(nodes[leaving]))
-                nodes[leaving].wait(timeout=30)
-                seen = len(starts(out))
-                wait(lambda seen=seen: any(s["world"] == 1 for s in starts(out)[seen:]), deadline, "a restart at world size 1",
-                     nodes[:leaving] + nodes[leaving + 1:], out)
-                alone_from = newest_step(out)
-                wait(lambda alone_from=alone_from: newest_step(out) >= alone_from + args.alone_steps, deadline, "steps alone", [], out)
-                print(f"  node-{leaving} joins again at step {newest_step(out)}", flush=True)
-                nodes[leaving] = start_agent(out, f"node-{leaving}", port, nnodes, args)
+                node_leaves_and_joins(out, nodes, port, nnodes, args, deadline, n)
         for node in nodes:
             left = deadline - time.monotonic()
             if node.wait(timeout=max(left, 1)) != 0:
@@ -257,6 +262,25 @@ def run_job(out: Path, args: argparse.Namespace, mode: str, kills: list[int], rn
             if node.poll() is None:
                 kill(processes(node))
     return time.monotonic() - began
+
+
+def node_leaves_and_joins(out: Path, nodes: list[subprocess.Popen], port: int, nnodes: str,
+                          args: argparse.Namespace, deadline: float, n: int) -> None:
+    """The node that does not host the rendezvous store dies with its agent; the other trains alone at world size
+    1 for ``--alone-steps`` steps; then the node starts again and both continue at world size 2."""
+    leaving = 1 if hosts_store(nodes[0], port) else 0
+    print(f"  failure {n + 1}: SIGKILL node-{leaving} (agent and worker) at step {newest_step(out)}", flush=True)
+    kill(processes(nodes[leaving]))
+    nodes[leaving].wait(timeout=30)
+    survivor = nodes[1 - leaving]
+    seen = len(starts(out))
+    wait(lambda: any(s["world"] == 1 for s in starts(out)[seen:]), deadline, "a restart at world size 1", [survivor], out)
+    alone_from = newest_step(out)
+    wait(lambda: newest_step(out) >= alone_from + args.alone_steps, deadline, "steps alone", [survivor], out)
+    print(f"  node-{leaving} joins again at step {newest_step(out)}", flush=True)
+    seen = len(starts(out))
+    nodes[leaving] = start_agent(out, f"node-{leaving}", port, nnodes, args)
+    wait(lambda: any(s["world"] == 2 for s in starts(out)[seen:]), deadline, "a restart at world size 2", nodes, out)
 
 
 def wait(predicate, deadline: float, what: str, nodes: list[subprocess.Popen], out: Path) -> None:
@@ -278,6 +302,8 @@ def compare(mode: str, reference: Path, chaos: Path, args: argparse.Namespace) -
     import torch
 
     failures = []
+    for n, (gap, redone) in enumerate(restarts(chaos), 1):
+        print(f"  restart {n}: {gap:.1f} s without training, {redone} step(s) trained again")
     counts, size = sample_counts(chaos), args.steps * 2 * args.batch_size
     missing = set(range(size)) - set(counts)
     twice = sorted(s for s, c in counts.items() if c > 1)
@@ -317,6 +343,9 @@ def main() -> int:
     parser.add_argument("--n-layer", type=int, default=2)
     parser.add_argument("--n-embd", type=int, default=16)
     parser.add_argument("--alone-steps", type=int, default=10, help="steps the survivor trains before the node rejoins")
+    parser.add_argument("--rdzv-conf", default="join_timeout=60,last_call_timeout=2",
+                        help="torchrun's --rdzv-conf (keep_alive_interval x keep_alive_max_attempt, 5 x 3 s by default, "
+                             "is how long a dead node holds up the next rendezvous)")
     parser.add_argument("--window", type=int, default=30, help="the last steps whose loss is compared")
     parser.add_argument("--scenarios", help="rank, node or rank,node (default: both; --short: rank)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per job before giving up")
@@ -329,6 +358,7 @@ def main() -> int:
         return 0
     if args.short:
         args.steps, args.failures, args.every, args.window, args.timeout, args.step_seconds = 30, 1, 5, 10, 90, 0.02
+        args.alone_steps = 4
         args.scenarios = args.scenarios or "rank"  # a node leaving and joining: tests/distributed/test_elastic_membership.py
     rng = random.Random(args.seed)
     root = Path(args.out_dir or tempfile.mkdtemp(prefix="relay-chaos-"))
