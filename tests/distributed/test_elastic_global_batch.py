@@ -25,9 +25,20 @@ SCRIPT = Path(__file__).with_name("global_batch_script.py")
 pytestmark = pytest.mark.timeout(180)
 
 
-def run(out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True, check=False,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def run(jobs: dict[Path, list[str]]) -> dict[Path, subprocess.CompletedProcess]:
+    """The jobs side by side (each a few seconds, mostly start-up), each with a timeout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = {out: subprocess.Popen([sys.executable, str(SCRIPT), str(out), *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env) for out, args in jobs.items()}
+    done = {}
+    for out, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        done[out] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return done
 
 
 def result(out: Path) -> dict:
@@ -39,14 +50,17 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """The uninterrupted 2-process run, and the 4-step 2-process run resumed on 1 process each way."""
     base = tmp_path_factory.mktemp("global-batch")
     outs = {name: base / name for name in ("reference", "keep_global", "per_device", "indivisible")}
-    for name, args in (("reference", ["--devices", "2"]), ("keep_global", ["--devices", "2", "--max-steps", "4"])):
-        done = run(outs[name], *args)
+    first = run({outs["reference"]: ["--devices", "2"], outs["keep_global"]: ["--devices", "2", "--max-steps", "4"]})
+    for done in first.values():
         assert done.returncode == 0, done.stderr[-3000:]
     for name in ("per_device", "indivisible"):
         shutil.copytree(outs["keep_global"] / "ckpt", outs[name] / "ckpt")
-    for name, args in (("keep_global", ["--elastic-batch", "keep_global"]), ("per_device", []),
-                       ("indivisible", ["--elastic-batch", "keep_global", "--batch-size", "3"])):
-        outs[name + "-done"] = run(outs[name], "--devices", "1", "--resume", *args)
+    resumed = run({outs["keep_global"]: ["--devices", "1", "--resume", "--elastic-batch", "keep_global"],
+                   outs["per_device"]: ["--devices", "1", "--resume"],
+                   outs["indivisible"]: ["--devices", "1", "--resume", "--elastic-batch", "keep_global",
+                                         "--batch-size", "3"]})
+    for name in ("keep_global", "per_device", "indivisible"):
+        outs[name + "-done"] = resumed[outs[name]]
     return outs
 
 
