@@ -48,6 +48,8 @@ class Net(Module):
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         key = f"s{self.trainer.global_step:04d}-w{self.trainer.world_size}-r{restart}"
         self.records = open(OUT / f"samples-{key}-rank{self.global_rank}.jsonl", "a")  # noqa: SIM115 (closed later)
+        # slow steps only until the membership changes (the first start): the rest of the run goes at full speed
+        self.step_seconds = STEP_SECONDS if self.trainer.global_step == 0 else 0.0
         start = {"key": key, "restart": restart, "rank": self.global_rank, "world": self.trainer.world_size,
                  "start_step": self.trainer.global_step, "start_epoch": self.current_epoch,
                  "accumulate": self.trainer.accumulate_grad_batches}
@@ -59,7 +61,7 @@ class Net(Module):
         self.records.write(json.dumps({"step": self.trainer.global_step, "epoch": self.current_epoch,
                                        "samples": index.tolist()}) + "\n")
         self.records.flush()
-        time.sleep(STEP_SECONDS)  # slow enough for a node to leave mid-epoch
+        time.sleep(self.step_seconds)  # slow enough for a node to leave or join mid-epoch
         return torch.nn.functional.mse_loss(self.layer(x), y)
 
     def on_train_end(self) -> None:
