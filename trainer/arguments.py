@@ -148,6 +148,10 @@ class TrainerArguments:
         checks.integer(0))
     accumulate_grad_batches: int = argument(
         1, "Sum the gradients of n batches before each optimizer step", "an int >= 1", "4", checks.integer(1))
+    elastic_batch: str = argument(
+        "per_device", "On a resume at another world size: 'per_device' keeps batch and accumulation per process; "
+        "'keep_global' adapts accumulate_grad_batches so the global batch stays the checkpoint's",
+        "'per_device' or 'keep_global'", "'keep_global'", checks.one_of("per_device", "keep_global"), lightning=None)
     gradient_clip_val: float | None = argument(
         None, "Clip gradients to this norm or value (0 or None: no clipping)",
         "a number >= 0 or None (0 or None: no clipping; a negative value would reverse the gradients)", "1.0",

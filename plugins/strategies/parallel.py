@@ -258,8 +258,10 @@ class ParallelStrategy(Strategy):
     def _store(self) -> Any:
         """Where the ranks meet: rank 0's TCP store, or the elastic agent's when it shares one.
 
-        Keys are prefixed with the restart count: an agent's store outlives a failed attempt, and the
-        restarted ranks must not read the dead ranks' addresses.
+        An agent's store outlives a failed attempt, so there keys are prefixed with the restart count: the restarted
+        ranks must not read the dead ranks' addresses. Rank 0's own store is new at every attempt (torch elastic
+        publishes a new port each round), and needs no prefix: the restart count is not the same on every node (an
+        agent that restarts its workers for a peer's failure or a node that joins does not count up).
         """
         import torch.distributed as dist
 
@@ -270,7 +272,8 @@ class ParallelStrategy(Strategy):
             env.main_address, env.main_port, self.world_size, is_master=self.global_rank == 0 and not agent_store,
             timeout=self.startup_timeout, multi_tenant=True,
         )
-        return dist.PrefixStore(f"relay/attempt{variables.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        attempt = variables.get("TORCHELASTIC_RESTART_COUNT", "0") if agent_store else "0"
+        return dist.PrefixStore(f"relay/attempt{attempt}", store)
 
     def begin_training(self) -> None:
         """Start-up is over: collectives from here on wait at most ``timeout``."""

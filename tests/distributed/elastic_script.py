@@ -23,6 +23,8 @@ from trainer.callbacks import ModelCheckpoint
 OUT = Path(sys.argv[1])
 SAMPLES, BATCH = int(os.environ.get("ELASTIC_SAMPLES", "48")), 2
 STEP_SECONDS = float(os.environ.get("ELASTIC_STEP_SECONDS", "0.25"))
+# the join test: accumulation 2 on one node, and the global batch kept (Trainer(elastic_batch=...)) when a node joins
+ACCUMULATE, ELASTIC_BATCH = int(os.environ.get("ELASTIC_ACCUMULATE", "1")), os.environ.get("ELASTIC_BATCH", "per_device")
 
 
 class Indexed(Dataset):
@@ -46,6 +48,8 @@ class Net(Module):
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         key = f"s{self.trainer.global_step:04d}-w{self.trainer.world_size}-r{restart}"
         self.records = open(OUT / f"samples-{key}-rank{self.global_rank}.jsonl", "a")  # noqa: SIM115 (closed later)
+        # slow steps only until the membership changes (the first start): the rest of the run goes at full speed
+        self.step_seconds = STEP_SECONDS if self.trainer.global_step == 0 else 0.0
         start = {"key": key, "restart": restart, "rank": self.global_rank, "world": self.trainer.world_size,
                  "start_step": self.trainer.global_step, "start_epoch": self.current_epoch,
                  "accumulate": self.trainer.accumulate_grad_batches}
@@ -57,7 +61,7 @@ class Net(Module):
         self.records.write(json.dumps({"step": self.trainer.global_step, "epoch": self.current_epoch,
                                        "samples": index.tolist()}) + "\n")
         self.records.flush()
-        time.sleep(STEP_SECONDS)  # slow enough for a node to leave mid-epoch
+        time.sleep(self.step_seconds)  # slow enough for a node to leave or join mid-epoch
         return torch.nn.functional.mse_loss(self.layer(x), y)
 
     def on_train_end(self) -> None:
@@ -73,7 +77,7 @@ if __name__ == "__main__":
     seed_everything(0)
     trainer = Trainer(accelerator="cpu", strategy="ddp", devices=1, num_nodes="auto", max_epochs=2,
                       default_root_dir=str(OUT), logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      num_sanity_val_steps=0, accumulate_grad_batches=1,
+                      num_sanity_val_steps=0, accumulate_grad_batches=ACCUMULATE, elastic_batch=ELASTIC_BATCH,
                       callbacks=[ModelCheckpoint(dirpath=str(OUT / "ckpts"), every_n_train_steps=2, save_top_k=-1,
                                                  save_last=True)])
     trainer.fit(Net(), DataLoader(Indexed(), batch_size=BATCH, shuffle=True))

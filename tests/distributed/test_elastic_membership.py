@@ -3,17 +3,20 @@
 ``torchrun --nnodes=1:2``: a node that leaves (its agent and workers SIGKILLed) makes the other agent restart its
 workers at world size 1. Relay continues by itself from the run's newest checkpoint (no ``ckpt_path``; the restart
 count says it is a restart), and within each epoch every sample is trained exactly once across the change
-(tests/distributed/elastic_script.py records them). A node that joins is not tested here: on this machine the
-agents' second rendezvous timed out (``DistStoreError`` waiting for ``role_info``) after Relay's workers had
-checkpointed on the agent's SIGTERM; see the README's Reliability section.
+(tests/distributed/elastic_script.py records them).
+
+A node that joins: the running agent sees it waiting, stops its workers with SIGTERM (Relay checkpoints and leaves a
+preemption note), and both agents start workers at world size 2, which continue from that checkpoint. The agents run
+with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns on by default, an agent that was
+rank 0 keeps the previous round's bootstrap address and never writes ``MASTER_ADDR`` for the new round, so the new
+node waits for it and the old one waits for the new node's ``role_info`` until both time out (torch 2.13,
+``DynamicRendezvousHandler.next_rendezvous``; see the README's Reliability section).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,54 +25,30 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.chaos import free_port, hosts_store, kill, processes
+
 SCRIPT = Path(__file__).with_name("elastic_script.py")
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(420)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_node(port: int, out: Path, name: str) -> subprocess.Popen:
+def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None = None,
+               script: Path = SCRIPT, args: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "RANK", "LOCAL_RANK", "WORLD"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.update(extra_env or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-test",
            "--max-restarts=3", "--monitor-interval=0.5", "--rdzv-conf=join_timeout=90,last_call_timeout=3",
-           str(SCRIPT), str(out)]
+           str(script), str(out), *args]
     log = open(out / f"{name}.log", "w")  # noqa: SIM115 (the process owns it)
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def kill_node(node: subprocess.Popen) -> None:
     """A node dies: its agent and its workers at once (the workers run in their own sessions)."""
-    import psutil
-
-    agent = psutil.Process(node.pid)
-    for proc in [agent, *agent.children(recursive=True)]:
-        try:
-            proc.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
+    kill(processes(node))
     node.wait(timeout=30)
-
-
-def hosts_rendezvous(node: subprocess.Popen, port: int) -> bool:
-    """Whether this node's agent serves the c10d rendezvous store (the first agent to bind the endpoint does; it
-    plays the stable rendezvous host a real cluster has, so the test takes the other node away)."""
-    import psutil
-
-    agent = psutil.Process(node.pid)
-    for proc in [agent, *agent.children(recursive=True)]:
-        try:
-            if any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in proc.net_connections()):
-                return True
-        except psutil.Error:
-            continue
-    return False
 
 
 def wait_for(predicate, timeout: float, what: str, nodes: list[subprocess.Popen], out: Path) -> None:
@@ -82,6 +61,10 @@ def wait_for(predicate, timeout: float, what: str, nodes: list[subprocess.Popen]
         time.sleep(0.2)
     logs = "\n".join(p.read_text()[-3000:] for p in out.glob("*.log"))
     raise AssertionError(f"timed out waiting for {what}:\n{logs}")
+
+
+def node_logs(out: Path) -> str:
+    return "\n".join(p.read_text()[-3000:] for p in out.glob("node-*.log"))
 
 
 def checkpoint_at(out: Path, step: int) -> bool:
@@ -112,11 +95,11 @@ def starts(out: Path) -> list[dict]:
                   key=lambda s: (s["start_step"], s["rank"]))
 
 
-def assert_every_sample_once(out: Path) -> None:
+def assert_every_sample_once(out: Path, samples: int = 48) -> None:
     per_epoch = trained_per_epoch(out)
     assert sorted(per_epoch) == [0, 1]
     for epoch, counts in per_epoch.items():
-        assert sorted(counts) == list(range(48)), f"epoch {epoch}: missing {set(range(48)) - set(counts)}"
+        assert sorted(counts) == list(range(samples)), f"epoch {epoch}: missing {set(range(samples)) - set(counts)}"
         assert set(counts.values()) == {1}, f"epoch {epoch}: trained twice: {[s for s, c in counts.items() if c > 1]}"
 
 
@@ -126,10 +109,10 @@ def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_che
     b = start_node(port, tmp_path, "node-b")
     try:
         wait_for(lambda: checkpoint_at(tmp_path, 4), 180, "a checkpoint at step 4", [a, b], tmp_path)
-        if hosts_rendezvous(b, port):
+        if hosts_store(b, port):  # the store's host plays a cluster's stable rendezvous host: the other leaves
             a, b = b, a
         kill_node(b)
-        assert a.wait(timeout=240) == 0, "\n".join(p.read_text()[-3000:] for p in tmp_path.glob("node-*.log"))
+        assert a.wait(timeout=240) == 0, node_logs(tmp_path)
     finally:
         for node in (a, b):
             if node.poll() is None:
@@ -138,4 +121,37 @@ def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_che
     assert seen[0]["world"] == 2 and seen[-1]["world"] == 1 and seen[-1]["start_step"] >= 4, seen
     assert seen[-1]["restart"] >= 1  # the restart count said it was a restart
     assert_every_sample_once(tmp_path)
+    assert (tmp_path / "final.pt").is_file()
+
+
+# the agents of a job that nodes may join (see the module docstring); one node accumulates 2 batches of 2, and
+# elastic_batch="keep_global" keeps that global batch of 4 at 2 nodes (accumulation 1), so the samples one node saw
+# are always a whole number of steps at two: without it, a join after an odd step count trains one batch twice
+# (rescale_position's warning)
+# 96 samples: the single node's slow steps would last ~24 s, time enough for the second agent to start on a busy machine
+JOINABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "ELASTIC_ACCUMULATE": "2", "ELASTIC_BATCH": "keep_global",
+            "ELASTIC_SAMPLES": "96"}
+
+
+def test_a_node_joining_restarts_both_at_world_size_two_from_the_newest_checkpoint(tmp_path):
+    port = free_port()
+    a = start_node(port, tmp_path, "node-a", JOINABLE)
+    b = None
+    try:
+        wait_for(lambda: checkpoint_at(tmp_path, 4), 120, "a checkpoint at step 4", [a], tmp_path)
+        b = start_node(port, tmp_path, "node-b", JOINABLE)
+        assert a.wait(timeout=120) == 0, node_logs(tmp_path)
+        assert b.wait(timeout=30) == 0, node_logs(tmp_path)
+    finally:
+        for node in (a, b):
+            if node is not None and node.poll() is None:
+                kill_node(node)
+    seen = starts(tmp_path)
+    assert [(s["world"], s["rank"], s["accumulate"]) for s in seen] == [(1, 0, 2), (2, 0, 1), (2, 1, 1)], seen
+    resumed = seen[1]["start_step"]
+    assert resumed >= 4 and seen[2]["start_step"] == resumed, seen  # both continue from the same checkpoint
+    # the SIGTERM checkpoint is the newest one the single node wrote: no step after it was lost
+    samples_w1 = (tmp_path / f"samples-{seen[0]['key']}-rank0.jsonl").read_text().splitlines()
+    assert max(json.loads(line)["step"] for line in samples_w1) == resumed - 1
+    assert_every_sample_once(tmp_path, samples=96)
     assert (tmp_path / "final.pt").is_file()

@@ -12,6 +12,7 @@ import torch
 from trainer.checkpoint import restore_rng_states
 from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
+from trainer.loops.elastic_batch import keep_global_batch
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.state import rescale_position
@@ -112,6 +113,7 @@ class FitLoop:
         loaders = self.build(self.sources["train"])
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
+        keep_global_batch(self.trainer, p, p.resume_accumulation)
         rescale_position(p, p.train_batch_size, self.trainer.strategy.distributed_sampler_kwargs["num_replicas"])
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
@@ -162,7 +164,7 @@ class FitLoop:
             self.stop_agreed = t.should_stop = True
         if agreed[1]:
             self.time_up = True
-        if agreed[2]:
+        if agreed[2] and not self._accumulating():  # an accumulated step finishes first (every rank votes again)
             if self.pending is not None:  # every rank started this vote: finish it before leaving
                 self.pending()
                 self.pending = None
@@ -316,7 +318,8 @@ class FitLoop:
                 self._validate()
             if single:
                 preemption = t._preemption
-                if preemption is not None and preemption.received is not None:  # the step is done: checkpoint, exit
+                # the step is done (not between the batches of an accumulated one): checkpoint, exit
+                if preemption is not None and preemption.received is not None and not self._accumulating():
                     self._preempt()
                 max_steps, deadline = self.max_steps, self.deadline  # Trainer.max_steps reads self.max_steps
                 if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)

@@ -29,6 +29,7 @@ class LoopProgress:
     train_batch_size: int | None = None
     eval_batches: int = 0  # evaluation batches run in this Trainer call (their logger step)
     resume_position: tuple[int, int, int | None] | None = None  # (batches, data replicas, batch size) saved
+    resume_accumulation: int | None = None  # accumulate_grad_batches saved with it (elastic_batch)
     state: TrainerState = field(default_factory=TrainerState)
 
     def start_epoch(self) -> None:
@@ -75,6 +76,7 @@ class LoopProgress:
         self.batches_seen = loops["batches_seen"]
         replicas = loops.get("data_replicas", loops.get("world_size", 1))
         self.resume_position = (loops["batches_seen"], replicas, loops.get("batch_size"))
+        self.resume_accumulation = loops.get("accumulate_grad_batches")
         self.total_batches = loops.get("total_batches", 0)
         self.epoch_finished = loops["epoch_finished"]
         self.cut_short = False

@@ -108,6 +108,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
                            global_rank=strategy.global_rank)
     env = strategy.environment  # a restart resumes once: the first fit of the restarted worker, not every later one
     restarted = env is not None and env.restart_count() > 0 and not getattr(env, "_restart_resumed", False)
+    if env is not None and env.creates_processes_externally:  # agents count restarts differently (a peer's failure,
+        restarted = strategy.reduce_boolean_decision(restarted, all=False)  # a join): one restarted rank is enough
     if restarted and plan.stage == "fit":
         env._restart_resumed = True
     run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)

@@ -16,6 +16,7 @@ from trainer.checkpoint import (
     version_checkpoint_dirs,
 )
 from trainer.errors import MisconfigurationError
+from trainer.loops.elastic_batch import ACCUMULATION_KEY
 from trainer.preemption import resume_note
 from trainer.strategy_calls import module_state, optimizer_state
 
@@ -32,7 +33,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         "relay_format": FORMAT_VERSION,
         "epoch": trainer.current_epoch,
         "global_step": trainer.global_step,
-        "loops": trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
+        "loops": {**trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
+                  ACCUMULATION_KEY: trainer.accumulate_grad_batches},  # the global batch (elastic_batch)
         "state_dict": module_state(strategy, module),  # the calls Fabric.save makes
     }
     for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
