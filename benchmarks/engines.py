@@ -21,6 +21,7 @@ installed are left out.
   python benchmarks/engines.py                      # both parts, 3 repetitions
   python benchmarks/engines.py --part step --repeats 5 --steps 300
   python benchmarks/engines.py --quick              # smoke test; the figures mean nothing
+  python benchmarks/engines.py --part step --strategies ddp,deepspeed-3   # a subset of the step part
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def installed(module: str) -> bool:
 
 
 def part_step(args: argparse.Namespace) -> None:
-    names = ["ddp", *([n for n in STRATEGIES if n != "ddp"] if installed("deepspeed") else [])]
+    names = ["ddp", *([n for n in STRATEGIES if n != "ddp" and n in args.strategies] if installed("deepspeed") else [])]
     rows: dict[str, list[dict]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):
@@ -161,7 +162,13 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--part", choices=("step", "startup", "all"), default="all")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--strategies", default=",".join(STRATEGIES),
+                   help=f"the step part's contenders, comma-separated, from {', '.join(STRATEGIES)} (ddp always runs)")
     args = p.parse_args()
+    unknown = set(args.strategies.split(",")) - set(STRATEGIES)
+    if unknown:
+        p.error(f"--strategies {args.strategies}: {', '.join(sorted(unknown))} unknown; valid: {', '.join(STRATEGIES)}")
+    args.strategies = args.strategies.split(",")
     if args.child:
         child(args)
         return

@@ -111,7 +111,7 @@ def main() -> None:
     if args.timeout is not None:
         from plugins.strategies.ddp import DDPStrategy
 
-        strategy = DDPStrategy(timeout=args.timeout, shutdown_timeout=5)
+        strategy = DDPStrategy(timeout=args.timeout, shutdown_timeout=2)
     ckpt = ModelCheckpoint(dirpath=str(out / "ckpt"), save_last=True, save_top_k=args.top_k, every_n_train_steps=args.every)
     trainer = Trainer(
         strategy=strategy, devices=args.devices, accelerator="cpu", max_steps=args.max_steps, max_epochs=1000,

@@ -41,3 +41,14 @@ def single_b8_run(tmp_path_factory) -> Path:
 def single_b8(single_b8_run) -> dict[str, torch.Tensor]:
     """What 2 ranks with batch 4 each must reproduce."""
     return torch.load(single_b8_run / "final.pt", weights_only=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster for every Ray test of the run (Ray takes ~18 s to start on 2 cores); the launcher finds
+    it initialised and leaves it running."""
+    import ray
+
+    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()

@@ -123,10 +123,11 @@ def test_a_failing_rank_stops_every_rank_quickly(tmp_path, mode, expect):
 
 
 def test_a_collective_timeout_ends_the_run(tmp_path):
-    """Rank 1 hangs inside a step; rank 0 waits in the gradient all-reduce until the timeout, then all stop."""
+    """Rank 1 hangs inside a step; rank 0 waits in the gradient all-reduce until the timeout, then all stop (the
+    launcher gives the hung rank 3 s to exit before it kills it, instead of the default 30 s)."""
     start = time.monotonic()
     done = run(tmp_path, "--fail-rank", "1", "--fail-mode", "hang", "--timeout", "5", "--max-epochs", "50",
-               timeout=120)
+               "--shutdown-timeout", "3", timeout=120)
     assert done.returncode != 0
     assert time.monotonic() - start < 90
     assert "relay: rank 0" in done.stderr, done.stderr[-3000:]

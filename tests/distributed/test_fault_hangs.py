@@ -24,10 +24,10 @@ def run(out: Path, *args: str, timeout: float = 200) -> subprocess.CompletedProc
 
 
 def test_a_rank_stuck_in_training_step_is_named(tmp_path):
-    done = run(tmp_path, "--hang-rank", "1", "--timeout", "10", "--max-steps", "20", timeout=150)
+    done = run(tmp_path, "--hang-rank", "1", "--timeout", "6", "--max-steps", "20", timeout=150)
     assert done.returncode != 0
     err = done.stderr
-    assert "CollectiveTimeoutError: a collective on rank 0 waited 10 s (the strategy's timeout) for rank 1, which " \
+    assert "CollectiveTimeoutError: a collective on rank 0 waited 6 s (the strategy's timeout) for rank 1, which " \
            "never arrived" in err, err[-3000:]
     assert "rank 1: step 2, in training_step (tests/fault_script.py:" in err
     assert "rank 0: step 2, in " in err
@@ -35,8 +35,8 @@ def test_a_rank_stuck_in_training_step_is_named(tmp_path):
 
 
 def test_start_up_has_its_own_longer_timeout(tmp_path):
-    """Rank 1 starts 15 s late; with a 5 s training timeout the run still starts (start-up waits 900 s)."""
-    done = run(tmp_path, "--slow-start", "15", "--timeout", "5", "--max-steps", "4")
+    """Rank 1 starts 9 s late; with a 4 s training timeout the run still starts (start-up waits 900 s)."""
+    done = run(tmp_path, "--slow-start", "9", "--timeout", "4", "--max-steps", "4")
     assert done.returncode == 0, done.stderr[-3000:]
 
 

@@ -1,6 +1,6 @@
 """launcher=ray for real: 2 Ray Train workers (a local Ray cluster) running the bundled example.
 
-One Ray cluster serves every run of this module (Ray takes ~18 s to start on 2 cores): the fixture
+One Ray cluster (tests/distributed/conftest.py) serves every Ray run of the test session (Ray takes ~18 s to start on 2 cores): the fixture
 starts it in this process and the launcher joins it, as it joins a user's cluster. Each run has a hard
 timeout (pytest-timeout), so a hang fails instead of blocking CI.
 """
@@ -39,16 +39,6 @@ def test_the_failing_rank_is_the_one_whose_error_is_its_own():
 
 
 pytestmark = [need_mark("ray", "launcher=ray runs Ray Train workers"), pytest.mark.timeout(600)]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray cluster for the whole module; the launcher finds it initialised and leaves it running."""
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

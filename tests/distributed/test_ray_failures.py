@@ -14,15 +14,6 @@ from tests.optional import need_mark
 pytestmark = [need_mark("ray", "launcher=ray runs Ray Train workers"), pytest.mark.timeout(600)]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
-
-
 def test_a_worker_that_dies_once_is_restarted_by_ray_and_resumes_from_the_newest_checkpoint(
         ray_cluster, engine_reference, tmp_path, capfd):
     marker = tmp_path / "died"

@@ -1,0 +1,28 @@
+"""Settings for the whole test run.
+
+The suite runs on pytest-xdist workers (``-n auto --dist loadfile`` in pyproject.toml): one per core, at most
+four, each taking whole files so a module's launched job (a module-scoped fixture) is shared by its tests. Most
+of the suite's time is spent waiting on subprocesses (imports, rendezvous, timeouts), so two workers on CI's two
+cores finish it in a little over half the time. ``-p no:xdist`` or ``-n 0`` runs it in one process.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 (pytest's hook signature)
+    """``-n auto``: one worker per core, at most four (each multi-process test already starts 2-4 processes)."""
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+def pytest_configure(config) -> None:  # noqa: ANN001
+    """On an xdist worker, torch's own ops use one thread: several workers share the cores, and intra-op threads
+    spinning against each other's made single-process training tests several times slower. Subprocesses the
+    tests start choose their own threads, as a user's run would."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
