@@ -19,10 +19,13 @@ def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 (pytest's hook
 
 
 def pytest_configure(config) -> None:  # noqa: ANN001
-    """On an xdist worker, torch's own ops use one thread: several workers share the cores, and intra-op threads
-    spinning against each other's made single-process training tests several times slower. Subprocesses the
-    tests start choose their own threads, as a user's run would."""
+    """On an xdist worker, torch uses one intra-op thread, in the worker and (through ``OMP_NUM_THREADS``, unless
+    it is set already) in the programs the tests start: several workers share the cores, and OpenMP threads
+    spinning against each other's made single-process training tests several times slower (measured: the bundled
+    example's bf16 run, 10 s alone, took 149 s next to other jobs). tests/distributed/test_worker_threads.py
+    clears the variable where it tests the launcher's own choice."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
         torch.set_num_threads(1)
