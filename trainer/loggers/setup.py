@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.errors import MisconfigurationError
+from trainer.loggers.base import Logger
+from trainer.loggers.csv_logs import CSVLogger
+from trainer.loggers.tensorboard import TensorBoardLogger
 
 
 def is_sequence_of_items(value: Any) -> bool:
@@ -19,19 +22,13 @@ def is_sequence_of_items(value: Any) -> bool:
 
 
 def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
-    from trainer.loggers.base import Logger
-
     if logger is False:
         return []
     if logger is None or logger is True:
         from lightning_utilities.core.imports import RequirementCache
 
         if RequirementCache("tensorboard"):
-            from trainer.loggers.tensorboard import TensorBoardLogger
-
             return [TensorBoardLogger(save_dir=default_root_dir)]
-        from trainer.loggers.csv_logs import CSVLogger
-
         return [CSVLogger(save_dir=default_root_dir)]
     loggers = list(logger) if is_sequence_of_items(logger) else [logger]
     for item in loggers:
