@@ -14,8 +14,9 @@ from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.loops.progress import epoch_progress
 from trainer.loops.state import rescale_position
-from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
+from trainer.plan import FitSchedule, Loaders, LoaderSource, StagePlan
 from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
@@ -43,8 +44,6 @@ class FitLoop:
 
     @property
     def epoch_progress(self) -> Any:
-        from trainer.loops.progress import epoch_progress
-
         return epoch_progress(self.progress)
 
     @property

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from plugins.environments.torchelastic import TorchElasticEnvironment
+
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
     from trainer.module import Module
@@ -45,7 +47,8 @@ def _worker_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> bytes | None:
-    from plugins.environments.torchelastic import TorchElasticEnvironment
+    # local import: run.py starts these workers (run_stage -> run_stage_in_workers) and each worker runs the stage
+    # again: a recursion through the launcher, not a layering circle
     from trainer.loops.run import run_stage
 
     trainer.strategy.environment = TorchElasticEnvironment()  # the launcher set torchrun's variables
