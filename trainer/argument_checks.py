@@ -15,7 +15,6 @@ from typing import Any
 
 from trainer.errors import MisconfigurationError
 from trainer.limits import check_limit
-from trainer.preemption import parse_signals
 
 Check = Callable[[str, Any], Any]
 _DURATION = re.compile(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})")
@@ -141,6 +140,9 @@ def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
 
 
 def signals(name: str, value: Any) -> tuple[Any, ...]:
+    # local import: `from trainer import Trainer` stays light (preemption: +1.7 ms, subprocess and signal)
+    from trainer.preemption import parse_signals
+
     return parse_signals(value)
 
 

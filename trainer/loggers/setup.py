@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.errors import MisconfigurationError
-from trainer.loggers.base import Logger
-from trainer.loggers.csv_logs import CSVLogger
-from trainer.loggers.tensorboard import TensorBoardLogger
 
 
 def is_sequence_of_items(value: Any) -> bool:
@@ -22,6 +19,12 @@ def is_sequence_of_items(value: Any) -> bool:
 
 
 def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
+    # local import: `from trainer import Trainer` stays light (the loggers and the remote-path helpers: +5 ms;
+    # the Trainer's constructor loads them)
+    from trainer.loggers.base import Logger
+    from trainer.loggers.csv_logs import CSVLogger
+    from trainer.loggers.tensorboard import TensorBoardLogger
+
     if logger is False:
         return []
     if logger is None or logger is True:
