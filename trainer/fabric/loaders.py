@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-from plugins.strategies.base import Strategy
 from trainer.data import _loader_kwargs
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def with_distributed_sampler(loader: DataLoader, strategy: Strategy) -> DataLoader:

@@ -7,13 +7,15 @@ calling ``model.some_method()``, ``optimizer.param_groups`` or ``len(loader)`` a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from plugins.strategies.base import Strategy
 from trainer.module import Module
 from trainer.strategy_calls import move_to_device
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 # a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
 STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
