@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from plugins.registry import Registry
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plugins.registry import Registry
 
 ACCELERATORS = {
     "cpu": ("plugins.accelerators.cpu:CPUAccelerator", "The CPU; collectives over gloo"),

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from plugins.remote_paths import is_url, local_path, url_fs
+from plugins.remote_paths import exists, is_url, isfile, local_path, url_fs
 
 TEMP_MARK = ".relaytmp-"
 ASIDE_MARK = ".relayold-"
@@ -244,8 +244,6 @@ class CheckpointIO:
 
     def exists(self, path: str | os.PathLike) -> bool:
         """Whether a checkpoint is at ``path`` (an asynchronous writer also counts the one it is writing)."""
-        from plugins.remote_paths import exists
-
         return exists(path)
 
     # --- names ------------------------------------------------------------------------------------
@@ -407,8 +405,6 @@ class TorchCheckpointIO(CheckpointIO):
 
 
 def exists_file(path: str | os.PathLike) -> bool:
-    from plugins.remote_paths import isfile
-
     return isfile(path)
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from plugins.builtin import PRECISION_ALIASES, register_builtins
+
 KINDS = ("accelerator", "strategy", "precision", "environment")
 ENTRY_POINT_GROUPS = {
     "accelerator": "relaytrain.accelerators",
@@ -129,8 +131,6 @@ class Registry:
 @lru_cache(maxsize=1)
 def default_registry() -> Registry:
     """Relay's built-ins plus installed entry points (built once per process)."""
-    from plugins.builtin import register_builtins
-
     registry = Registry()
     register_builtins(registry)
     return registry
@@ -138,7 +138,7 @@ def default_registry() -> Registry:
 
 def selection_names() -> dict[str, dict[str, str]]:
     """Names every argument also accepts besides the registered plugins: ``auto``, ``gpu``, Lightning's aliases."""
-    from plugins.builtin import PRECISION_ALIASES
+    # local import: the registry imports no plugin module until one is used (detect imports every environment)
     from plugins.environments.detect import DETECTION_ORDER
 
     return {

@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.accelerators.base import Accelerator
+from plugins.accelerators.cuda import CUDAAccelerator
+from plugins.accelerators.mps import MPSAccelerator
+from plugins.accelerators.rocm import ROCmAccelerator
+from plugins.accelerators.xpu import XPUAccelerator
+from plugins.builtin import PRECISION_ALIASES
+from plugins.environments.detect import detect_environment
 from plugins.precision.base import Precision
+from plugins.registry import default_registry
+from plugins.strategies import horovod as horovod_strategy  # horovod_importable read through it: tests replace it
 from plugins.strategies.base import Strategy
+from plugins.strategies.horovod import INSTALL_COMMAND, horovod_missing_message
 
 GPU_KINDS = ("cuda", "rocm", "xpu", "mps")  # the order "auto" and "gpu" prefer
 
@@ -42,11 +51,6 @@ class Hardware:
 
     @classmethod
     def probe(cls) -> Hardware:
-        from plugins.accelerators.cuda import CUDAAccelerator
-        from plugins.accelerators.mps import MPSAccelerator
-        from plugins.accelerators.rocm import ROCmAccelerator
-        from plugins.accelerators.xpu import XPUAccelerator
-
         counts = {
             name: acc.device_count() if acc.is_available() else 0
             for name, acc in (("cuda", CUDAAccelerator), ("rocm", ROCmAccelerator), ("xpu", XPUAccelerator),
@@ -75,10 +79,8 @@ class LaunchInfo:
 
     @classmethod
     def from_environment(cls, env: Any) -> LaunchInfo:
-        from plugins.strategies.horovod import horovod_importable
-
         if not env.creates_processes_externally:
-            return cls(environment=env.name, horovod_importable=horovod_importable())
+            return cls(environment=env.name, horovod_importable=horovod_strategy.horovod_importable())
         return cls(
             environment=env.name,
             external=True,
@@ -86,7 +88,7 @@ class LaunchInfo:
             processes_per_node=env.local_world_size(),
             num_nodes=env.num_nodes(),
             horovod=bool(getattr(env, "is_horovod", False)),
-            horovod_importable=horovod_importable(load=bool(getattr(env, "is_horovod", False))),
+            horovod_importable=horovod_strategy.horovod_importable(load=bool(getattr(env, "is_horovod", False))),
             elastic=bool(getattr(env, "elastic", False)),
         )
 
@@ -112,8 +114,6 @@ def _unknown(arg: str, value: Any, valid: list[str] | tuple[str, ...]) -> ValueE
 
 
 def normalize_precision(precision: Any) -> str:
-    from plugins.builtin import PRECISION_ALIASES
-
     text = str(precision)
     return PRECISION_ALIASES.get(text, text)
 
@@ -224,13 +224,9 @@ def _choose_strategy(strategy: str, devices: Any, num_nodes: int, per_node: int,
         if launch.horovod and launch.horovod_importable:
             strategy = "horovod"
         elif launch.horovod:
-            from plugins.strategies.horovod import INSTALL_COMMAND
-
             note = (f"Started by horovodrun, but Horovod is not importable here, so strategy='auto' chose {strategy!r} "
                     f"(torch.distributed over horovodrun's processes). For Horovod: {INSTALL_COMMAND}")
     if strategy == "horovod":
-        from plugins.strategies.horovod import horovod_missing_message
-
         if not launch.horovod_importable:
             raise ValueError(horovod_missing_message("Trainer(strategy='horovod')"))
         if not launch.external and num_nodes > 1:
@@ -269,9 +265,6 @@ def resolve_plugins(
     environment: Any = None,
 ) -> Strategy:
     """Probe, choose, and build: the strategy, holding its accelerator, precision and environment."""
-    from plugins.environments.detect import detect_environment
-    from plugins.registry import default_registry
-
     registry = default_registry()
     env = environment if environment is not None and not isinstance(environment, str) else (
         registry.create("environment", environment) if isinstance(environment, str) else detect_environment()

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import sys
 
+from plugins.registry import describe
+from trainer.cli.app import main as hydra_main
+from trainer.cli.init_project import main as init_main
+from trainer.cli.install_horovod import main as install_main
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["plugins"]:
-        from plugins.registry import describe
-
         describe()
         return 0
     if argv[:1] == ["install-horovod"]:
-        from trainer.cli.install_horovod import main as install_main
-
         return install_main(argv[1:])
     if argv[:1] == ["init"]:
-        from trainer.cli.init_project import main as init_main
-
         return init_main(argv[1:])
-    from trainer.cli.app import main as hydra_main
-
     return hydra_main(argv)
 
 

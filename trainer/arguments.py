@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from trainer import argument_checks as checks
-from trainer.callbacks.base import Callback
+from trainer.callbacks.base import Callback  # at run time: the Hydra schema reads these hints (get_type_hints)
 from trainer.errors import MisconfigurationError, suggest
 
 SAME: Any = object()  # "as in Relay" for ArgumentSpec.lightning_default

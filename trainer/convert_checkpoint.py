@@ -16,22 +16,20 @@ import os
 import sys
 from pathlib import Path
 
+from plugins.checkpoint_io import atomic_save
+from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
+from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, read_full
+from trainer.checkpoint import load_checkpoint
 from trainer.errors import MisconfigurationError
 
 
 def convert_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    from plugins.checkpoint_io import atomic_save
-    from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, read_full
-    from trainer.checkpoint import load_checkpoint
-
     source, target = Path(source), Path(target)
     if source.is_file():
         raise MisconfigurationError(f"{str(source)!r} is already a single-file checkpoint; nothing to convert.")
     if target.resolve() == source.resolve() or target.is_dir():
         raise MisconfigurationError(f"The output {str(target)!r} must be a new file path, not the input or a directory.")
     checkpoint = load_checkpoint(source)
-    from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
-
     if isinstance(checkpoint["state_dict"], DeepSpeedState):
         # ZeRO's optimizer partitions are flat buffers in DeepSpeed's layout: the file holds the merged fp32
         # weights and the counters (evaluate, predict, fine-tune anywhere); resuming stays on DeepSpeed's files

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampl
 from torch.utils.data.distributed import DistributedSampler
 
 from trainer.seed import seed_loader_workers
+from trainer.utilities.combined_loader import CombinedLoader
 
 
 class ResumableSampler(Sampler[int]):
@@ -134,8 +135,6 @@ def prepare_loader(
     ``no_shuffle``: read a shuffled loader in order (``overfit_batches`` wants the same batches every epoch).
     A ``CombinedLoader`` has each of its loaders prepared so.
     """
-    from trainer.utilities.combined_loader import CombinedLoader
-
     if isinstance(loader, CombinedLoader):
         parts = [prepare_loader(part, seed=seed, num_replicas=num_replicas, rank=rank, pad=pad, no_shuffle=no_shuffle)
                  for part in loader.flattened]

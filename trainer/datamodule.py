@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from trainer.data_hooks import DataHooks
+from trainer.errors import LoaderNotImplementedError
 from trainer.hparams import HyperparametersMixin
 
 
@@ -53,6 +54,7 @@ class DataModule(DataHooks, HyperparametersMixin):
     ) -> Any:
         """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its
         ``state_dict`` restored. The file is read as data whatever ``weights_only`` says."""
+        # local import: `from trainer import DataModule` stays light (saving loads the checkpoint readers)
         from trainer.saving import load_from_checkpoint
 
         return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, None, **kwargs)
@@ -101,7 +103,5 @@ def _loaders_for(datasets: Any, batch_size: int, num_workers: int, shuffle: bool
 
 
 def _missing(datamodule: DataModule, method: str, why: str) -> Exception:
-    from trainer.errors import LoaderNotImplementedError
-
     ending = f"; {why}" if why else "."
     return LoaderNotImplementedError(f"{type(datamodule).__name__}.{method} is not implemented{ending}")

@@ -6,10 +6,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from trainer.overrides import is_overridden
-
 from trainer.callbacks.base import Callback
+from trainer.callbacks.early_stopping import EarlyStopping
+from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.module import Module
+from trainer.overrides import is_overridden
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule
@@ -18,9 +19,6 @@ if TYPE_CHECKING:
 
 def _is_monitoring(callback: Callback) -> bool:
     """Checkpointing and early stopping run after the module on epoch end so they see its metrics."""
-    from trainer.callbacks.early_stopping import EarlyStopping
-    from trainer.callbacks.model_checkpoint import ModelCheckpoint
-
     return isinstance(callback, (ModelCheckpoint, EarlyStopping))
 
 

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from plugins.launchers.elastic import record_failures
+from plugins.launchers.elastic import watch_launcher as watch
 from trainer.errors import MisconfigurationError
 
 _NOT_RERUNNABLE = ("pytest", "_pytest", "ipykernel", "IPython", "jupyter")
@@ -50,10 +52,6 @@ def watch_launcher() -> None:
     In any worker of an elastic agent (Relay's or torchrun's), an uncaught error is recorded for the agent, so
     the launcher's last line says what failed."""
     if os.environ.get("RELAY_LAUNCHER_PID"):
-        from plugins.launchers.elastic import watch_launcher as watch
-
         watch()
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        from plugins.launchers.elastic import record_failures
-
         record_failures()

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data_hooks import DataHooks
+from trainer.errors import LoaderNotImplementedError, MisconfigurationError
+from trainer.export import to_onnx, to_torchscript
 from trainer.hparams import HyperparametersMixin
 from trainer.ranks import set_rank_zero_only
 from trainer.results import reduce_name
@@ -153,6 +155,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         become tensors. Every process must call it with the same shapes. ``sync_grads=True`` lets gradients
         flow back through the gather.
         """
+        # local import: `from trainer import Module` stays light (strategy_calls loads the strategy plugins)
         from trainer.strategy_calls import gather
 
         trainer = self._trainer
@@ -182,8 +185,6 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
             return
         results = trainer._active_results
         if results is None:
-            from trainer.errors import MisconfigurationError
-
             raise MisconfigurationError(
                 f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
                 "training_step, validation_step, test_step or an on_* hook."
@@ -343,6 +344,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         ``strict`` defaults to ``strict_loading``. The file is always read as data (``weights_only`` is accepted
         for Lightning's signature; Relay never unpickles code from a checkpoint).
         """
+        # local import: `from trainer import Module` stays light (saving loads the checkpoint readers)
         from trainer.saving import load_from_checkpoint
 
         return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict, **kwargs)
@@ -353,15 +355,11 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     ) -> Any:
         """This module as a TorchScript module (``torch.jit.script``, or ``torch.jit.trace`` with ``method="trace"``),
         saved to ``file_path`` when given. TorchScript is deprecated in PyTorch: prefer ``torch.export.export``."""
-        from trainer.export import to_torchscript
-
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
 
     def to_onnx(self, file_path: str | os.PathLike | Any = None, input_sample: Any = None, **kwargs: Any) -> Any:
         """Export to ONNX (``torch.onnx.export``; ``kwargs`` go to it), tracing with ``input_sample`` or
         ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
-        from trainer.export import to_onnx
-
         return to_onnx(self, file_path, input_sample, **kwargs)
 
     def freeze(self) -> None:
@@ -447,8 +445,6 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
 
 def _no_loader(module: Module, method: str) -> Exception:
-    from trainer.errors import LoaderNotImplementedError
-
     return LoaderNotImplementedError(
         f"{type(module).__name__}.{method} is not implemented: define {method}() in the Module or its DataModule, "
         "or pass the loaders to the Trainer call."

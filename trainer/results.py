@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from trainer.errors import MisconfigurationError
+
 _REDUCE_NAMES = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
 
@@ -28,8 +30,6 @@ def reduce_name(reduce_fx: str | Callable) -> str:
     else:
         name = _REDUCE_CALLABLES.get(reduce_fx)
     if name is None:
-        from trainer.errors import MisconfigurationError
-
         raise MisconfigurationError(
             f"self.log(reduce_fx={reduce_fx!r}) is not supported; use 'mean', 'sum', 'max' or 'min' (or torch.mean, "
             "torch.sum, torch.max, torch.min, max, min, sum); for another reduction log a torchmetrics Metric."

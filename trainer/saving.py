@@ -72,9 +72,7 @@ def load_from_checkpoint(
     checkpoint = load_checkpoint(checkpoint_path)
     cls = _recorded_subclass(cls, checkpoint)
     obj = cls(**_init_kwargs(cls, checkpoint, kwargs))
-    from trainer.module import Module
-
-    if not isinstance(obj, Module):  # a DataModule: its own state, as the fit saved it
+    if not isinstance(obj, torch.nn.Module):  # a DataModule: its own state, as the fit saved it
         if "datamodule" in checkpoint:
             obj.load_state_dict(checkpoint["datamodule"])
         return obj
@@ -86,7 +84,9 @@ def load_from_checkpoint(
     strict = obj.strict_loading if strict is None else strict
     from lightning_utilities.core.overrides import is_overridden
 
-    if is_overridden("configure_model", obj, Module):  # layers built there must exist before the weights load
+    # the class that declares the hook (trainer.module.Module, which imports this module: not imported here)
+    declares = [c for c in type(obj).__mro__ if "configure_model" in vars(c)][-1]
+    if is_overridden("configure_model", obj, declares):  # layers built there must exist before the weights load
         obj.configure_model()
     obj.on_load_checkpoint(checkpoint)
     keys = obj.load_state_dict(checkpoint["state_dict"], strict=strict)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from plugins.environments.base import ClusterEnvironment, environ
+from plugins.environments.base import environ
 from plugins.environments.kubernetes import KubernetesEnvironment
 from plugins.environments.local import LocalEnvironment
 from plugins.environments.lsf import LSFEnvironment
@@ -12,6 +13,9 @@ from plugins.environments.mpi import MPIEnvironment
 from plugins.environments.ray import RayEnvironment
 from plugins.environments.slurm import SLURMEnvironment
 from plugins.environments.torchelastic import TorchElasticEnvironment
+
+if TYPE_CHECKING:
+    from plugins.environments.base import ClusterEnvironment
 
 # Innermost launcher first: torchrun can run inside an srun step or a pod, and carries its own ranks;
 # Ray Train workers can run inside a SLURM allocation or a pod (KubeRay).

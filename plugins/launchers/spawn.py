@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from plugins.launchers.base import Launcher
+from plugins.environments.local import find_free_port
+from plugins.launchers.base import Launcher, RankFailedError
 from plugins.launchers.elastic import LAUNCHER_PID
 
 # signals the launching process passes on to its workers (preemption: every worker checkpoints and exits)
@@ -81,7 +82,6 @@ class SpawnLauncher(Launcher):
                     "strategy='ddp_notebook' (fork) cannot start workers after CUDA was initialised in this process; "
                     "restart the kernel and create the Trainer before touching CUDA, or use strategy='ddp_spawn'."
                 )
-        from plugins.environments.local import find_free_port
 
         port = self.main_port or find_free_port(self.main_address)
         queue = mp.get_context(self.start_method).SimpleQueue()
@@ -132,8 +132,6 @@ def _collect(context: Any, queue: Any, nprocs: int) -> Any:
             if context.join(timeout=0.05):
                 break
         except ProcessException as err:  # the others were stopped by join()
-            from plugins.launchers.base import RankFailedError
-
             code = getattr(err, "exit_code", None)
             if isinstance(code, int) and code > 128:  # preempted: the workers wrote their checkpoint
                 raise SystemExit(code) from None

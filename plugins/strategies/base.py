@@ -30,6 +30,9 @@ import torch
 from plugins.accelerators.base import Accelerator
 from plugins.checkpoint_io import CheckpointIO
 from plugins.precision.base import Precision
+from plugins.strategies.init_context import tensor_init_context
+from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state, load_optimizer_state
+from plugins.strategies.state_layout import optimizer_state_by_index
 
 
 def constructor_arguments(cls: type) -> list[str]:
@@ -168,8 +171,6 @@ class Strategy:
     def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Modules built inside (``Trainer.init_module``) are made on the root device in the precision's dtype;
         ``empty_init=True`` skips their initialisation (weights about to be loaded). None: initialised."""
-        from plugins.strategies.init_context import tensor_init_context
-
         return tensor_init_context(self.root_device, self.precision.tensor_init_context(), empty_init)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -341,8 +342,6 @@ class Strategy:
         return module.state_dict()
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state
-
         if isinstance(state, ShardedState):
             load_module_state(state, module, strict)
         else:
@@ -352,9 +351,6 @@ class Strategy:
         return optimizer.state_dict()
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        from plugins.strategies.sharded_checkpoint import ShardedState, load_optimizer_state
-        from plugins.strategies.state_layout import optimizer_state_by_index
-
         if isinstance(state, ShardedState):
             load_optimizer_state(state, optimizer, self._state_module())
         else:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from plugins.precision.base import Precision
-from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook
+from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook, wrap_post_local_sgd
 from plugins.strategies.parallel import ParallelStrategy
 
 # the methods whose gradients DDP synchronises: the Trainer's training_step, and forward for an own loop (Fabric)
@@ -142,8 +142,6 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
 
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
         if self.comm_hook == "post_local_sgd":
-            from plugins.strategies.comm_hooks import wrap_post_local_sgd
-
             return [wrap_post_local_sgd(o, self._hook_state, self.comm_hook_options) for o in optimizers]
         return optimizers
 

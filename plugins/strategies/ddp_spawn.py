@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plugins.launchers.spawn import START_METHODS, SpawnLauncher
 from plugins.strategies.ddp import DDPStrategy
 
 
@@ -20,8 +21,6 @@ class DDPSpawnStrategy(DDPStrategy):
     name = "ddp_spawn"
 
     def __init__(self, *args: Any, start_method: str = "spawn", **kwargs: Any) -> None:
-        from plugins.launchers.spawn import START_METHODS
-
         if start_method not in START_METHODS:
             raise ValueError(
                 f"DDPSpawnStrategy(start_method={start_method!r}) is not valid; use one of {', '.join(START_METHODS)} "
@@ -42,7 +41,5 @@ class DDPSpawnStrategy(DDPStrategy):
         env = self.environment
         if env is None or env.creates_processes_externally or self.world_size == 1:
             return None
-        from plugins.launchers.spawn import SpawnLauncher
-
         port = env.main_port if "MASTER_PORT" in getattr(env, "env", {}) else None
         return SpawnLauncher(len(self.device_ids), self.start_method, env.main_address, port)

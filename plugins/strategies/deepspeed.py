@@ -30,7 +30,6 @@ import copy
 import datetime
 import io
 import json
-import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -41,6 +40,8 @@ import torch
 
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
+from plugins.strategies.ddp import _StepModule
+from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, save_deepspeed, weights_only_loads
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
 STAGES = (0, 1, 2, 3)
@@ -128,7 +129,6 @@ class DeepSpeedStrategy(ParallelStrategy):
                 f"DeepSpeedStrategy drives exactly one optimizer, but configure_optimizers returned {len(optimizers)}."
                 " Return one optimizer (with parameter groups if parts of the model need other settings)."
             )
-        from plugins.strategies.ddp import _StepModule
 
         deepspeed = import_deepspeed()
         self.engine, optimizer, _, _ = deepspeed.initialize(
@@ -233,8 +233,6 @@ class DeepSpeedStrategy(ParallelStrategy):
         return {}  # the engine saves every rank's partition
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
-
         if isinstance(state, DeepSpeedState) and self.engine is not None:
             self._load_engine_checkpoint(state.path, strict)
             return
@@ -253,8 +251,6 @@ class DeepSpeedStrategy(ParallelStrategy):
             self.engine.optimizer.refresh_fp32_params()  # ZeRO's fp32 master copy follows the loaded weights
 
     def _load_engine_checkpoint(self, path: str, strict: bool) -> None:
-        from plugins.strategies.deepspeed_checkpoint import TAG, weights_only_loads
-
         with weights_only_loads():
             loaded, _ = self.engine.load_checkpoint(os.fspath(path), tag=TAG, load_module_strict=strict,
                                                     load_optimizer_states=True, load_lr_scheduler_states=False)
@@ -262,8 +258,6 @@ class DeepSpeedStrategy(ParallelStrategy):
             raise ValueError(f"DeepSpeed could not load the checkpoint at {path}.")
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
-
         if isinstance(state, DeepSpeedState):
             return  # loaded with the module by engine.load_checkpoint
         raise ValueError(
@@ -274,8 +268,6 @@ class DeepSpeedStrategy(ParallelStrategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         if self.engine is None:
             return super().save_checkpoint(checkpoint, path, layout_keys)
-        from plugins.strategies.deepspeed_checkpoint import save_deepspeed
-
         save_deepspeed(checkpoint, path, self, layout_keys)
 
     def __repr__(self) -> str:

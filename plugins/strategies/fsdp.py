@@ -29,8 +29,12 @@ from typing import Any
 
 import torch
 
+from plugins.strategies.init_context import tensor_init_context
 from plugins.strategies.mesh import MeshLayout, submesh
 from plugins.strategies.parallel import ParallelStrategy
+from plugins.strategies.parallelize import apply_activation_checkpointing, apply_fsdp
+from plugins.strategies.sharded_checkpoint import ShardedState, save_sharded
+from plugins.strategies.state_layout import optimizer_state_by_name
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 STATE_DICT_TYPES = ("sharded", "full")
@@ -50,20 +54,6 @@ def _policy(value: Any, arg: str) -> Any:
         raise ValueError(f"FSDPStrategy({arg}=...) holds {bad[0]!r}, which is neither an nn.Module class nor a "
                          "class name; e.g. {Block} or ['Block'].")
     return frozenset(items)
-
-
-def _matches(module: torch.nn.Module, policy: frozenset) -> bool:
-    cls = type(module)
-    return any(module.__class__ is p or (isinstance(p, type) and isinstance(module, p)) or
-               (isinstance(p, str) and p in (cls.__name__, f"{cls.__module__}.{cls.__qualname__}")) for p in policy)
-
-
-def blocks_of(module: torch.nn.Module, policy: Any) -> list[torch.nn.Module]:
-    """The modules a policy selects, outermost first; ``None``: entries of ``nn.ModuleList``s that have parameters."""
-    if policy is None:
-        return [child for m in module.modules() if isinstance(m, torch.nn.ModuleList) for child in m
-                if any(True for _ in child.parameters())]
-    return [m for m in module.modules() if m is not module and _matches(m, policy)]
 
 
 def is_sharded(module: torch.nn.Module) -> bool:
@@ -224,7 +214,6 @@ class FSDPStrategy(ParallelStrategy):
                 "cannot be sharded: FSDP gathers parameters in a submodule's forward. Move them into a submodule "
                 "(e.g. self.model = nn.Module subclass), or apply fully_shard yourself in configure_model."
             )
-        from plugins.strategies.parallelize import apply_activation_checkpointing, apply_fsdp
 
         apply_activation_checkpointing(module, self.activation_checkpointing_policy)
         roots = [child for child in module.children() if any(True for _ in child.parameters())]
@@ -233,8 +222,6 @@ class FSDPStrategy(ParallelStrategy):
     def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Not on the device: the whole model would have to fit there before it is sharded. ``empty_init=True``:
         on the meta device, materialised shard by shard in ``setup_module``."""
-        from plugins.strategies.init_context import tensor_init_context
-
         device = torch.device("meta") if empty_init else None
         return tensor_init_context(device, self.precision.tensor_init_context(), empty_init=False)
 
@@ -274,8 +261,6 @@ class FSDPStrategy(ParallelStrategy):
         return get_model_state_dict(module, options=self._full_options())
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        from plugins.strategies.state_layout import optimizer_state_by_name
-
         module = self._state_module()
         if self.state_dict_type == "sharded":
             return optimizer_state_by_name(optimizer.state_dict(), optimizer, module)
@@ -284,8 +269,6 @@ class FSDPStrategy(ParallelStrategy):
         return get_optimizer_state_dict(module, optimizer, options=self._full_options())
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        from plugins.strategies.sharded_checkpoint import ShardedState
-
         if isinstance(state, ShardedState):
             return super().load_module_state_dict(module, state, strict)
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
@@ -293,13 +276,9 @@ class FSDPStrategy(ParallelStrategy):
         set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True, strict=strict))
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        from plugins.strategies.sharded_checkpoint import ShardedState
-
         if isinstance(state, ShardedState):
             return super().load_optimizer_state_dict(optimizer, state)
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        from plugins.strategies.state_layout import optimizer_state_by_name
 
         module = self._state_module()
         state = optimizer_state_by_name(state, optimizer, module)
@@ -308,8 +287,6 @@ class FSDPStrategy(ParallelStrategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         if self.state_dict_type == "full":
             return super().save_checkpoint(checkpoint, path, layout_keys)
-        from plugins.strategies.sharded_checkpoint import save_sharded
-
         save_sharded(checkpoint, path, self, layout_keys)
 
     def __repr__(self) -> str:

@@ -22,8 +22,10 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.launchers.horovod import HorovodLauncher
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
+from plugins.strategies.parallel import report_peer_failures_briefly
 
 INSTALL_COMMAND = "python -m trainer install-horovod"
 COMPRESSIONS = ("none", "fp16")
@@ -168,8 +170,6 @@ class HorovodStrategy(Strategy):
         env = self.environment
         if env is None or env.creates_processes_externally or self.world_size == 1:
             return None
-        from plugins.launchers.horovod import HorovodLauncher
-
         return HorovodLauncher(nprocs=len(self.device_ids), num_nodes=self.num_nodes)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -202,8 +202,6 @@ class HorovodStrategy(Strategy):
                 "horovodrun --mpi (or mpirun)."
             )
         super().setup_environment()  # pins this process to the device of its local rank
-        from plugins.strategies.parallel import report_peer_failures_briefly
-
         report_peer_failures_briefly(hvd.rank())
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:

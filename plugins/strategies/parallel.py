@@ -19,8 +19,10 @@ import torch
 
 from plugins.accelerators.base import Accelerator
 from plugins.launchers.base import is_peer_failure
+from plugins.launchers.elastic import ElasticLauncher
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
+from plugins.strategies.gather import all_gather_with_grad
 from plugins.strategies.mesh import DIMS, MeshLayout
 
 _REDUCE_OPS = ("mean", "sum", "max", "min")
@@ -211,8 +213,6 @@ class ParallelStrategy(Strategy):
         env = self.environment
         if env is None or env.creates_processes_externally or self.world_size == 1:
             return None
-        from plugins.launchers.elastic import ElasticLauncher
-
         return ElasticLauncher(
             nprocs=len(self.device_ids), main_address=env.main_address, main_port=env.main_port,
             max_restarts=self.max_restarts, shutdown_timeout=self.shutdown_timeout,
@@ -330,8 +330,6 @@ class ParallelStrategy(Strategy):
 
         tensor = tensor.contiguous()
         if sync_grads:  # each rank's gradient reaches the rank that made the slice
-            from plugins.strategies.gather import all_gather_with_grad
-
             return all_gather_with_grad(tensor, group)
         out = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
         dist.all_gather(out, tensor, group=group)

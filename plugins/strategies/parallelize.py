@@ -17,13 +17,25 @@ from typing import Any
 import torch
 
 
+def _matches(module: torch.nn.Module, policy: frozenset) -> bool:
+    cls = type(module)
+    return any(module.__class__ is p or (isinstance(p, type) and isinstance(module, p)) or
+               (isinstance(p, str) and p in (cls.__name__, f"{cls.__module__}.{cls.__qualname__}")) for p in policy)
+
+
+def blocks_of(module: torch.nn.Module, policy: Any) -> list[torch.nn.Module]:
+    """The modules a policy selects, outermost first; ``None``: entries of ``nn.ModuleList``s that have parameters."""
+    if policy is None:
+        return [child for m in module.modules() if isinstance(m, torch.nn.ModuleList) for child in m
+                if any(True for _ in child.parameters())]
+    return [m for m in module.modules() if m is not module and _matches(m, policy)]
+
+
 def apply_activation_checkpointing(module: torch.nn.Module, policy: Any) -> None:
     """Recompute the selected blocks' activations in backward (``True``: every ModuleList entry)."""
     if not policy:
         return
     from torch.distributed._composable import checkpoint
-
-    from plugins.strategies.fsdp import blocks_of
 
     for block in blocks_of(module, None if policy is True else policy):
         checkpoint(block)
@@ -32,8 +44,6 @@ def apply_activation_checkpointing(module: torch.nn.Module, policy: Any) -> None
 def apply_fsdp(module: torch.nn.Module, roots: list[torch.nn.Module], wrap_policy: Any, **kwargs: Any) -> None:
     """``fully_shard`` on every block (inner first), then on each root (what the step calls)."""
     from torch.distributed.fsdp import fully_shard
-
-    from plugins.strategies.fsdp import blocks_of
 
     for block in reversed(blocks_of(module, wrap_policy)):
         fully_shard(block, **kwargs)

@@ -23,8 +23,14 @@ from typing import Any
 
 import torch
 
+from plugins.strategies import pipeline_split as split
+from plugins.strategies.fsdp import grads_by_mesh, total_grad_norm
 from plugins.strategies.mesh import DIMS, MeshLayout, submesh
 from plugins.strategies.parallel import ParallelStrategy
+from plugins.strategies.parallelize import apply_activation_checkpointing, apply_ddp, apply_fsdp
+from plugins.strategies.pipeline_state import load_stage_module_state, load_stage_optimizer_state, merge_stage_meta
+from plugins.strategies.sharded_checkpoint import save_sharded
+from plugins.strategies.state_layout import optimizer_state_by_name
 
 # name -> (class in torch.distributed.pipelining, stages per rank: "single" 1, "looped" >= 2, "v" exactly 2)
 SCHEDULES = {
@@ -99,8 +105,6 @@ class PipelineStrategy(ParallelStrategy):
     def check_module(self, module: torch.nn.Module) -> None:
         """The stage split of a Module whose blocks exist already (one built in ``configure_model`` is checked by
         the workers): too few blocks for the stages, or split points that name no block."""
-        from plugins.strategies import pipeline_split as split
-
         try:
             pipelined = split.find_pipeline(module)
         except ValueError:
@@ -118,9 +122,6 @@ class PipelineStrategy(ParallelStrategy):
         return module
 
     def _cut(self, module: torch.nn.Module) -> None:
-        from plugins.strategies import pipeline_split as split
-        from plugins.strategies.parallelize import apply_activation_checkpointing, apply_ddp, apply_fsdp
-
         pipelined = split.find_pipeline(module)
         layout = self.layout
         starts = split.stage_starts(pipelined, self.n_stages, self.split_points)
@@ -203,8 +204,6 @@ class PipelineStrategy(ParallelStrategy):
     def forward_backward(self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int,
                          backward: Any) -> torch.Tensor | None:
         """The schedule instead of ``training_step`` + backward; gradients zeroed first, the loss reported after."""
-        from plugins.strategies import pipeline_split as split
-
         backward.zero_grad()
         module = self.module
         inputs, target = split.split_batch(module, batch)
@@ -263,8 +262,6 @@ class PipelineStrategy(ParallelStrategy):
 
     def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> None:
         """The norm over every stage: each rank's share (shards and TP included), summed over the pipeline."""
-        from plugins.strategies.fsdp import grads_by_mesh, total_grad_norm
-
         groups = grads_by_mesh(params)
         local = total_grad_norm(groups).to(self._collective_device)
         if self.layout.pp > 1:
@@ -318,27 +315,18 @@ class PipelineStrategy(ParallelStrategy):
     # --- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
         """A sharded directory: every rank writes its stage; rank 0's index names every stage's tensors."""
-        from plugins.strategies.pipeline_state import merge_stage_meta
-        from plugins.strategies.sharded_checkpoint import save_sharded
-
         def merge(meta: dict[str, Any]) -> dict[str, Any]:
             return merge_stage_meta(self.all_gather_object({k: meta[k] for k in layout_keys if k in meta}), meta)
 
         save_sharded(checkpoint, path, self, layout_keys, merge_meta=merge)
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        from plugins.strategies.state_layout import optimizer_state_by_name
-
         return optimizer_state_by_name(optimizer.state_dict(), optimizer, self._state_module())
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        from plugins.strategies.pipeline_state import load_stage_module_state
-
         load_stage_module_state(module, state, strict)
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        from plugins.strategies.pipeline_state import load_stage_optimizer_state
-
         load_stage_optimizer_state(optimizer, state, self._state_module())
 
     def teardown(self) -> None:

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, writing
+from plugins.remote_paths import is_url
+from plugins.strategies.state_layout import optimizer_state_by_index
 
 META_FILE = "meta.pt"
 _MARK = "__relay_dcp__"
@@ -95,8 +97,6 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
     import torch.distributed.checkpoint as dcp
 
     io: CheckpointIO = strategy.checkpoint_io
-    from plugins.remote_paths import is_url
-
     if is_url(path):
         raise CheckpointWriteError(path, OSError(
             "sharded checkpoints are written to a local or shared filesystem; for an object store use "
@@ -215,6 +215,7 @@ class ShardedState:
 
     def metadata(self) -> dict[str, Any]:
         if self._metadata is None:
+            # local import: dcp_reader loads torch.distributed.checkpoint (0.7 s), only when a sharded file is read
             from plugins.strategies.dcp_reader import SafeFileSystemReader, check_shard_files
 
             metadata = SafeFileSystemReader(self.path).read_metadata()
@@ -246,6 +247,7 @@ class ShardedState:
             import torch.distributed as dist
             import torch.distributed.checkpoint as dcp
 
+            # local import: dcp_reader loads torch.distributed.checkpoint (0.7 s), only when a sharded file is read
             from plugins.strategies.dcp_reader import SafeFileSystemReader
 
             single = not (dist.is_available() and dist.is_initialized())  # e.g. resuming on one process
@@ -290,8 +292,6 @@ def load_module_state(state: ShardedState, module: torch.nn.Module, strict: bool
 
 def load_optimizer_state(state: ShardedState, optimizer: torch.optim.Optimizer, module: torch.nn.Module) -> None:
     """Optimizer tensors shaped like their parameter are read into that parameter's layout (its shards)."""
-    from plugins.strategies.state_layout import optimizer_state_by_index
-
     skeleton = state.skeleton
     named = dict(module.named_parameters())
     metadata = state.metadata()

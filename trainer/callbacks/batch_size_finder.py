@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.tuner.attributes import lightning_hasattr
+from trainer.tuner.batch_size_scaling import scale_batch_size
+from trainer.tuner.memory import memory_limit_from
 from trainer.utilities.exceptions import _TunerExitException
+from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -32,7 +36,6 @@ class BatchSizeFinder(Callback):
         max_val: int = 8192,
         max_memory_bytes: int | str | None = None,
     ) -> None:
-        from trainer.tuner.memory import memory_limit_from
 
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in self.SUPPORTED_MODES:
@@ -50,8 +53,6 @@ class BatchSizeFinder(Callback):
         self._early_exit = False
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
-        from trainer.tuner.attributes import lightning_hasattr
-
         if trainer.world_size > 1:
             raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
         given = getattr(trainer, "_stage_inputs", None) or {}
@@ -66,8 +67,6 @@ class BatchSizeFinder(Callback):
             )
         hparams = getattr(pl_module, "hparams", None)
         if hasattr(pl_module, self._batch_arg_name) and hparams is not None and self._batch_arg_name in hparams:
-            from trainer.utilities.rank_zero import rank_zero_warn
-
             rank_zero_warn(
                 f"Field `model.{self._batch_arg_name}` and `model.hparams.{self._batch_arg_name}` are mutually "
                 f"exclusive! `model.{self._batch_arg_name}` will be used as the initial batch size for scaling. If "
@@ -75,8 +74,6 @@ class BatchSizeFinder(Callback):
             )
 
     def scale_batch_size(self, trainer: Trainer, pl_module: Module) -> None:
-        from trainer.tuner.batch_size_scaling import scale_batch_size
-
         self.optimal_batch_size = scale_batch_size(
             trainer, self._mode, self._steps_per_trial, self._init_val, self._max_trials, self._batch_arg_name,
             self._margin, self._max_val, self._max_memory_bytes,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from plugins.accelerators.cpu import CPUAccelerator
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
@@ -40,8 +41,6 @@ class DeviceStatsMonitor(Callback):
                 "pass a logger such as trainer.loggers.TensorBoardLogger, or drop the callback."
             )
         if self.cpu_stats and trainer.strategy.root_device.type != "cpu":
-            from plugins.accelerators.cpu import CPUAccelerator
-
             self._cpu = CPUAccelerator()
 
     def _stats(self, trainer: Trainer) -> dict[str, float]:

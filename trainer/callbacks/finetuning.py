@@ -13,6 +13,8 @@ from torch.nn import Module as TorchModule
 from torch.nn import ModuleDict
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from plugins.strategies.ddp import DDPStrategy
+from plugins.strategies.deepspeed import DeepSpeedStrategy
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 from trainer.utilities.rank_zero import rank_zero_warn
@@ -54,8 +56,6 @@ class BaseFinetuning(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         """Resuming: give each optimizer back the parameter groups it had (by parameter name), and the modules
         their frozen state."""
-        from plugins.strategies.ddp import DDPStrategy
-
         if trainer.world_size > 1 and isinstance(trainer.strategy, DDPStrategy):
             self._outside_ddp = [p for p in pl_module.parameters() if not p.requires_grad]
         if self._restarting:
@@ -162,8 +162,6 @@ class BaseFinetuning(Callback):
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         self.freeze_before_training(pl_module)
-        from plugins.strategies.deepspeed import DeepSpeedStrategy
-
         if isinstance(trainer.strategy, DeepSpeedStrategy):
             raise NotImplementedError(
                 "The Finetuning callback does not support running with the DeepSpeed strategy. Choose a different "

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainer.callbacks.base import Callback
+from trainer.errors import suggest
 
 _HOOKS = [name for name in vars(Callback) if name.startswith("on_") or name in ("setup", "teardown")]
 
@@ -16,8 +17,6 @@ class LambdaCallback(Callback):
     def __init__(self, **hooks: Callable[..., Any]) -> None:
         unknown = sorted(set(hooks) - set(_HOOKS))
         if unknown:
-            from trainer.errors import suggest
-
             raise TypeError(f"LambdaCallback got an unknown hook {unknown[0]!r}.{suggest(unknown[0], _HOOKS)}")
         self._hooks = hooks
 

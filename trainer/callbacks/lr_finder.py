@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainer.callbacks.base import Callback
+from trainer.tuner.lr_finder import lr_find
 from trainer.utilities.exceptions import _TunerExitException
 from trainer.utilities.seed import isolate_rng
 
@@ -43,8 +44,6 @@ class LearningRateFinder(Callback):
         self.optimal_lr: _LRFinder | None = None
 
     def lr_find(self, trainer: Trainer, pl_module: Module) -> None:
-        from trainer.tuner.lr_finder import lr_find
-
         with isolate_rng():
             self.optimal_lr = lr_find(trainer, pl_module, min_lr=self._min_lr, max_lr=self._max_lr,
                                       num_training=self._num_training_steps, mode=self._mode,

@@ -28,11 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from plugins.async_checkpoint_io import AsyncCheckpointIO
+from plugins.remote_paths import is_url, join, listdir, local_path
 from trainer.callbacks.base import Checkpoint
 from trainer.errors import MisconfigurationError
+from trainer.module import Module
+from trainer.nonfinite import refuse_nonfinite_save
+from trainer.plugins.checkpoint_io import track_optimizers
 
 if TYPE_CHECKING:
-    from trainer.module import Module
     from trainer.trainer import Trainer
 
 # ``{name}`` or ``{name:format_spec}``; names may contain '/', '.', '-' (anything but braces and ':')
@@ -196,10 +200,6 @@ class ModelCheckpoint(Checkpoint):
                 dirpath = trainer.strategy.broadcast(dirpath)
             self.dirpath = dirpath
         if self.async_save and not getattr(trainer.strategy.checkpoint_io, "is_async", False):
-            from plugins.async_checkpoint_io import AsyncCheckpointIO
-
-            from trainer.plugins.checkpoint_io import track_optimizers
-
             trainer.strategy.checkpoint_io = AsyncCheckpointIO(trainer.strategy.checkpoint_io)
             track_optimizers(trainer, trainer.strategy.checkpoint_io)
         if stage == "fit":
@@ -340,8 +340,6 @@ class ModelCheckpoint(Checkpoint):
         """``<save_dir>/<name>/<version>/checkpoints`` of the first logger (Lightning's layout: a TensorBoard
         ``sub_dir`` is not part of it; a logger without a local ``save_dir`` uses ``default_root_dir``); local
         directories are made absolute, an fsspec URL (``s3://...``) is kept as it is."""
-        from plugins.remote_paths import join
-
         if not trainer.loggers:
             return _as_dirpath(join(os.fspath(trainer.default_root_dir), "checkpoints"))
         logger = trainer.loggers[0]
@@ -353,8 +351,6 @@ class ModelCheckpoint(Checkpoint):
     def _warn_if_dir_not_empty(self, trainer: Trainer) -> None:
         if self.save_top_k == 0 or getattr(trainer, "ckpt_path", None) or not self.dirpath:
             return
-        from plugins.remote_paths import listdir
-
         names = listdir(self.dirpath)
         if any(n.endswith(self.FILE_EXTENSION) for n in names):
             warnings.warn(
@@ -388,8 +384,6 @@ class ModelCheckpoint(Checkpoint):
         """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice.
 
         Nothing is written, and nothing removed, while the model's weights are not finite."""
-        from trainer.nonfinite import refuse_nonfinite_save
-
         if refuse_nonfinite_save(trainer, self.dirpath):
             return
         previous_last = self.last_model_path
@@ -512,8 +506,6 @@ class ModelCheckpoint(Checkpoint):
         """Drop a ``last`` file that is a hard link before rewriting it, so a writer that writes in place (rather
         than rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to.
         A sharded directory is always replaced as a whole, never written in place."""
-        from plugins.remote_paths import is_url
-
         if trainer.is_global_zero and not is_url(path) and not os.path.isdir(path):
             try:
                 if os.stat(path).st_nlink > 1:
@@ -529,8 +521,6 @@ class ModelCheckpoint(Checkpoint):
 
 
 def _join(directory: str, name: str) -> str:
-    from plugins.remote_paths import join
-
     return join(directory, name) if directory else name
 
 
@@ -574,8 +564,6 @@ def _check_arguments(mode: str, save_top_k: int, every_n_train_steps: int | None
 
 def _as_dirpath(dirpath: str | os.PathLike[str]) -> str:
     """An fsspec URL as given (never a local folder named ``s3:``); a local path made absolute."""
-    from plugins.remote_paths import is_url, local_path
-
     text = os.fspath(dirpath)
     if is_url(text):
         return text.rstrip("/")
@@ -592,8 +580,6 @@ def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:
 def _fit_has_validation(trainer: Trainer) -> bool:
     """Whether this fit validates at all (loaders with batches and a ``validation_step``)."""
     from lightning_utilities.core.overrides import is_overridden
-
-    from trainer.module import Module
 
     loop = getattr(trainer, "fit_loop", None)
     if loop is not None and hasattr(loop, "has_val"):  # known before the val loaders are built

@@ -8,6 +8,10 @@ from typing import Any
 
 import torch
 
+from plugins.strategies.deepspeed import DeepSpeedStrategy
+from plugins.strategies.fsdp import FSDPStrategy
+from trainer.errors import MisconfigurationError
+
 
 @contextmanager
 def detached_from_trainer(module: torch.nn.Module) -> Iterator[None]:
@@ -24,10 +28,6 @@ def detached_from_trainer(module: torch.nn.Module) -> Iterator[None]:
 
 def refuse_sharded(trainer: Any, what: str) -> None:
     """Lightning does not average sharded models (FSDP, DeepSpeed); neither do we, with the same message."""
-    from plugins.strategies.deepspeed import DeepSpeedStrategy
-    from plugins.strategies.fsdp import FSDPStrategy
-    from trainer.errors import MisconfigurationError
-
     name = type(trainer.strategy).__name__
     if isinstance(trainer.strategy, (FSDPStrategy, DeepSpeedStrategy)):  # ModelParallelStrategy is an FSDPStrategy
         raise MisconfigurationError(

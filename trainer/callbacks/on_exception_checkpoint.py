@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.base import Checkpoint
+from trainer.states import TrainerStatus
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -33,8 +34,6 @@ class OnExceptionCheckpoint(Checkpoint):
     def teardown(self, trainer: Trainer, *_: Any, **__: Any) -> None:
         """A run that ends normally keeps no stale file from an earlier failure (as Lightning, which does not tear
         callbacks down after an exception: Relay does, so the file written then is kept here)."""
-        from trainer.states import TrainerStatus
-
         if trainer.state.status == TrainerStatus.INTERRUPTED:
             return
         if trainer.is_global_zero and os.path.exists(self.ckpt_path):

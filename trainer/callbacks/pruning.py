@@ -15,10 +15,10 @@ from torch import nn
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.module import Module
 from trainer.utilities.rank_zero import rank_zero_debug, rank_zero_only
 
 if TYPE_CHECKING:
-    from trainer.module import Module
     from trainer.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,6 @@ ParamList = Sequence[tuple[nn.Module, str]]
 
 
 def _containers() -> tuple[type, ...]:
-    from trainer.module import Module
-
     return (Module, nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 

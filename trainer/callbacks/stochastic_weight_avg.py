@@ -18,6 +18,7 @@ from torch import nn
 from trainer.callbacks.base import Callback
 from trainer.callbacks.model_copy import detached_from_trainer, refuse_sharded
 from trainer.errors import MisconfigurationError
+from trainer.optimizers import LRSchedulerConfig
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
@@ -148,8 +149,6 @@ class StochasticWeightAveraging(Callback):
 
     def _start_swa(self, trainer: Trainer, pl_module: Module) -> None:
         from torch.optim.swa_utils import SWALR
-
-        from trainer.optimizers import LRSchedulerConfig
 
         self._average_model = self._average_model.to(self._device or pl_module.device)
         optimizer = trainer.optimizers[0]

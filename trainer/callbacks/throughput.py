@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from plugins.accelerators.peak_flops import compute_dtype, device_name, peak_flops
+from plugins.strategies.base import Strategy
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
@@ -85,8 +87,6 @@ class ThroughputMonitor(Callback):
 
     # --- setup ---------------------------------------------------------------------------------------
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        from plugins.accelerators.peak_flops import compute_dtype, device_name, peak_flops
-
         device = trainer.strategy.root_device
         self.available_flops = peak_flops(device_name(device), compute_dtype(trainer.precision))
 
@@ -120,8 +120,6 @@ class ThroughputMonitor(Callback):
     def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
         if self._batches == 0 and self.flops_per_batch is None and self.measure_flops and self._counter is None:
             from lightning_utilities.core.overrides import is_overridden
-
-            from plugins.strategies.base import Strategy
 
             if is_overridden("forward_backward", trainer.strategy, Strategy):
                 return  # a pipeline schedule runs one stage here, under its own autograd calls: not countable

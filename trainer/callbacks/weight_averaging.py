@@ -12,6 +12,7 @@ import torch
 
 from trainer.callbacks.base import Callback
 from trainer.callbacks.model_copy import detached_from_trainer, refuse_sharded
+from trainer.module import Module as RelayModule
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ class WeightAveraging(Callback):
         refuse_sharded(trainer, type(self).__name__)
         from lightning_utilities.core.overrides import is_overridden
         from torch.optim.swa_utils import AveragedModel
-
-        from trainer.module import Module as RelayModule
 
         if is_overridden("configure_model", pl_module, RelayModule):
             rank_zero_warn(f"You're using the {type(self).__name__} callback with a model that overrides "

@@ -5,16 +5,10 @@ Nothing here is imported by ``import trainer``; hydra and omegaconf load only wh
 
 from __future__ import annotations
 
-from typing import Any
+from trainer.lazy import lazy_exports
 
 _LIGHTNING_CLI = ("LightningCLI", "LightningArgumentParser", "SaveConfigCallback", "ReduceLROnPlateau",
                   "instantiate_class")
 
-
-def __getattr__(name: str) -> Any:
-    """``from trainer.cli import LightningCLI`` without loading jsonargparse for ``import trainer.cli``."""
-    if name in _LIGHTNING_CLI:
-        from trainer.cli import lightning_cli
-
-        return getattr(lightning_cli, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``from trainer.cli import LightningCLI`` without loading jsonargparse for ``import trainer.cli``
+__getattr__, __dir__ = lazy_exports(__name__, {name: "trainer.cli.lightning_cli" for name in _LIGHTNING_CLI})

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer.cli.check import compose_checked
+from trainer.cli.console import console_to_log
 from trainer.cli.errors import ConfigError
+from trainer.cli.help import help_text
+from trainer.cli.job import RESOLVED_CONFIG, run_job
+from trainer.cli.overrides import canonical_precision, resume_in_place
+from trainer.cli.runs import launcher_overrides, new_invocation, register_resolvers, resolve_ckpt_path
+from trainer.cli.schema import register_configs
+from trainer.input_checks import _unwritable
+from trainer.resources import configs_dir
 
 # Hydra flags after which no job runs, so nothing needs checking first.
 _INFO_FLAGS = ("help", "hydra_help", "info", "shell_completion")
@@ -24,8 +33,6 @@ def _resolved_config(cfg: Any) -> Any:
     """The job's config with every interpolation resolved and ``ckpt_path=last`` made a concrete file."""
     from hydra.utils import get_original_cwd
     from omegaconf import OmegaConf
-
-    from trainer.cli.runs import resolve_ckpt_path
 
     data = OmegaConf.to_container(cfg, resolve=True)
     output_root = Path(get_original_cwd()) / str(data.get("output_root") or ".")
@@ -37,10 +44,6 @@ def _run_composed(cfg: Any) -> int:
     """The Hydra task: inside the run directory, on the composed config."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
-
-    from trainer.cli.job import RESOLVED_CONFIG, run_job
-
-    from trainer.cli.console import console_to_log
 
     output_subdir = HydraConfig.get().output_subdir  # None on ranks other than 0 (see runs.launcher_overrides)
     logging_here = output_subdir is not None  # one relay.log per run directory, from rank 0
@@ -60,10 +63,6 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     import hydra
     from hydra._internal.utils import get_args_parser
 
-    from trainer.cli.check import compose_checked
-    from trainer.cli.overrides import canonical_precision, resume_in_place
-    from trainer.cli.runs import launcher_overrides, new_invocation, register_resolvers
-
     register_resolvers()
     new_invocation()
 
@@ -71,8 +70,6 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     args = get_args_parser().parse_args(list(argv))
     config_name = args.config_name or config_name
     if args.help and not args.config_dir and not args.config_path:
-        from trainer.cli.help import help_text
-
         print(help_text(config_dir, config_name, args.overrides))
         return 0
     extra = launcher_overrides(args.overrides)
@@ -104,8 +101,6 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
 
 def _check_output_root(cfg: Any) -> None:
     """An output_root that cannot be written: one line now, not Hydra's traceback while it makes the run dir."""
-    from trainer.input_checks import _unwritable
-
     root = cfg.get("output_root") if cfg is not None else None
     problem = _unwritable(os.path.abspath(str(root))) if root else None
     if problem is not None:
@@ -116,9 +111,6 @@ def main(argv: Sequence[str] | None = None, config_dir: str | os.PathLike | None
          config_name: str = "config") -> int:
     """Entry point for ``python -m trainer`` and a project's own script (``config_dir``: its configs,
     which extend ours through the search path ``pkg://trainer.configs``; ``config_name``: its primary config)."""
-    from trainer.cli.schema import register_configs
-    from trainer.resources import configs_dir
-
     argv = list(sys.argv[1:] if argv is None else argv)
     register_configs()
     try:

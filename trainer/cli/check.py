@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trainer.cli.errors import ConfigError, explain, missing_node
+from trainer.cli.schema import register_configs
 
 REQUIRED_NODES = ("model", "data")
 
@@ -46,8 +47,6 @@ def compose_checked(config_dir: str, config_name: str, overrides: Sequence[str],
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
-
-    from trainer.cli.schema import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()

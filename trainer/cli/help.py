@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer.arguments import TrainerArguments, spec_of
+from trainer.cli.check import compose_checked
 
 PLUGIN_GROUPS = ("accelerator", "strategy", "precision", "environment", "logger", "callbacks", "profiler")
 
@@ -60,8 +61,6 @@ def help_text(config_dir: str, config_name: str, overrides: Sequence[str]) -> st
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
-
-    from trainer.cli.check import compose_checked
 
     compose_checked(config_dir, config_name, overrides)  # a mistake is the usual one-line error
     GlobalHydra.instance().clear()

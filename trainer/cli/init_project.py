@@ -9,14 +9,14 @@ import shutil
 import sys
 from pathlib import Path
 
+from trainer.resources import templates_dir
+
 PLACEHOLDER = "__project__"
 _SKIP = ("__pycache__", ".pytest_cache", "outputs")
 
 
 def create_project(name: str, parent: Path) -> Path:
     """Copy the template to ``parent/name`` with the placeholder replaced; errors if it cannot."""
-    from trainer.resources import templates_dir
-
     if not name.isidentifier() or name.startswith("_"):
         raise ValueError(f"init {name!r}: the name is also the Python package name, so use letters, digits and "
                          "underscores, not starting with a digit or underscore (e.g. my_project).")

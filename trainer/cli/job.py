@@ -1,91 +1,24 @@
-"""One run from a composed config: build the objects, then fit and/or test (or hand over to a launcher).
-
-Used by the Hydra entry (parent process) and by ``trainer.cli.worker`` (processes a launcher started),
-so both build exactly the same objects from the same resolved config.
+"""One run from a composed config, for the Hydra entry: build the objects, then fit and/or test (or hand over to a
+launcher). The objects come from ``trainer.cli.build``, which the workers a launcher started use too
+(``trainer.cli.worker``), so both build exactly the same objects from the same resolved config.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from plugins.launchers.base import FunctionLauncher, RankFailedError
+from plugins.strategies.base import Strategy
+from trainer.cli.build import build_node, build_trainer, run_stages
 from trainer.cli.check import require_nodes
 from trainer.cli.errors import ConfigError
+from trainer.cli.worker import run_worker
 
 RESOLVED_CONFIG = "resolved.yaml"  # in <run dir>/.hydra/, next to Hydra's own config.yaml
 WORKER_MODULE = "trainer.cli.worker"
-
-
-def _build(node: Any, what: str) -> Any:
-    """Instantiate one ``_target_`` node; a failure names the node and its class, in one line."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    if node is None or (isinstance(node, Mapping) and not node):
-        return None
-    try:
-        return instantiate(node, _convert_="all")
-    except InstantiationException as exc:
-        target = node.get("_target_", "?") if isinstance(node, Mapping) else "?"
-        cause = exc.__cause__ or exc
-        detail = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        raise ConfigError(f"Could not build {what} ({target}): {type(cause).__name__}: {detail}. "
-                          f"Check the {what}.* values (python -m trainer --cfg job shows them).") from None
-
-
-def build_trainer(cfg: Any) -> Any:
-    from trainer.errors import MisconfigurationError
-    from trainer.trainer import Trainer
-
-    logger = _build(cfg.get("logger"), "logger")
-    nodes = dict(cfg.get("callbacks") or {})
-    if logger is None and nodes.get("lr_monitor"):  # logger=none with the default callbacks
-        print("logger=none: callbacks.lr_monitor left out (it writes to a logger).")
-        nodes.pop("lr_monitor")
-    callbacks = [cb for name, node in nodes.items() if (cb := _build(node, f"callbacks.{name}")) is not None]
-    kwargs = {k: v for k, v in dict(cfg.trainer).items() if v is not None or k == "max_epochs"}
-    kwargs["default_root_dir"] = kwargs.get("default_root_dir") or os.getcwd()
-    try:
-        return Trainer(
-            accelerator=_build(cfg.get("accelerator"), "accelerator") or "auto",
-            strategy=_build(cfg.get("strategy"), "strategy") or "auto",
-            precision=_build(cfg.get("precision"), "precision") or "32-true",
-            plugins=_build(cfg.get("environment"), "environment"),
-            profiler=_build(cfg.get("profiler"), "profiler"),
-            logger=logger if logger is not None else False,
-            callbacks=callbacks,
-            **kwargs,
-        )
-    except (MisconfigurationError, ValueError, TypeError) as exc:
-        from trainer.cli.schema import override_for
-
-        raise ConfigError(f"{exc} (from the trainer, accelerator, strategy and precision configs){override_for(exc)}") from None
-
-
-def run_stages(cfg: Any, trainer: Any) -> dict[str, float]:
-    """Fit and/or test as the config asks, from ``cfg.ckpt_path`` if set; the final metrics (printed on rank 0)."""
-    from trainer.errors import MisconfigurationError
-    from trainer.seed import seed_everything
-
-    ckpt_path = cfg.get("ckpt_path")
-    seed_everything(cfg.get("seed", 0))
-    model = _build(cfg.model, "model")
-    data = _build(cfg.data, "data")
-    try:
-        if cfg.get("run_fit", True):
-            trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
-        if cfg.get("run_test", False):
-            trainer.test(model, datamodule=data, ckpt_path=None if cfg.get("run_fit", True) else ckpt_path)
-    except MisconfigurationError as exc:  # a setting that cannot work, found once the run started
-        raise ConfigError(str(exc)) from None
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    if trainer.is_global_zero:
-        shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()) if k.startswith(("val_", "test_")))
-        print(f"{shown}\nrun directory: {os.getcwd()}")
-    return metrics
 
 
 def worker_command(config_file: Path) -> list[str]:
@@ -99,7 +32,7 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     ``config_file`` is the resolved config the workers load (they never compose again).
     """
     require_nodes(cfg)
-    engine = _build(cfg.get("launcher"), "launcher")
+    engine = build_node(cfg.get("launcher"), "launcher")
     trainer = build_trainer(cfg) if engine is None else None  # an engine's driver may have no GPU: not built here
     launcher = getattr(trainer.strategy, "launcher", None) if trainer is not None else None
     if hasattr(launcher, "launch_function"):  # ddp_spawn starts its workers inside fit()
@@ -120,15 +53,13 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
 def check_model_before_launch(cfg: Any, strategy: Any) -> None:
     """A strategy that checks the Module's layout (pipeline stages) sees it here, built on the meta device (no
     memory, no weights), so a layout that cannot work is one line before any worker starts."""
-    from plugins.strategies.base import Strategy
-
     if type(strategy).check_module is Strategy.check_module:
         return
     import torch
 
     try:
         with torch.device("meta"):
-            model = _build(cfg.model, "model")
+            model = build_node(cfg.model, "model")
     except Exception:  # noqa: BLE001 (a model that cannot be built on meta: the workers build it for real)
         return
     if model is None:
@@ -169,9 +100,6 @@ def _local_gpus() -> int:
 
 def run_with_engine(engine: Any, cfg: Any, config_file: Path, env: dict[str, str]) -> int:
     """Hand the worker entry to an engine (Ray Train, Spark) for ``devices x num_nodes`` processes."""
-    from plugins.launchers.base import FunctionLauncher, RankFailedError
-    from trainer.cli.worker import run_worker
-
     if not isinstance(engine, FunctionLauncher):
         raise ConfigError(f"launcher._target_ must name a FunctionLauncher (e.g. launcher=ray or launcher=spark), "
                           f"got {type(engine).__name__}.")

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from plugins.builtin import PRECISION_ALIASES
+from trainer.checkpoint import newest_checkpoint
+
 
 def canonical_precision(argv: Sequence[str]) -> list[str]:
     """``precision=16`` / ``precision=bf16,32`` -> the registered names (``16-mixed``, ``bf16-mixed,32-true``)."""
-    from plugins.builtin import PRECISION_ALIASES
-
     out = []
     for item in argv:
         key, sep, value = item.partition("=")
@@ -42,8 +43,6 @@ def resume_in_place(cfg: Any, overrides: Sequence[str]) -> list[str]:
     """``hydra.run.dir=<the resumed run's directory>`` for ``ckpt_path=last`` (unless the run dir is given)."""
     if str(cfg.get("ckpt_path")) != "last" or any(o.lstrip("+").startswith("hydra.run.dir=") for o in overrides):
         return []
-    from trainer.checkpoint import newest_checkpoint
-
     output_root = Path(str(cfg.get("output_root") or "."))
     found = newest_checkpoint([output_root], recursive=True)
     run_dir = run_dir_of(found, output_root) if found is not None else None

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from plugins.environments.detect import detect_environment
+from trainer.checkpoint import newest_checkpoint
 from trainer.cli.errors import ConfigError
 
 _RESERVED: dict[str, str] = {}  # base path -> the directory this invocation reserved for it
@@ -59,8 +61,6 @@ def resolve_ckpt_path(ckpt_path: str | None, output_root: Path) -> str | None:
             raise ConfigError(f"ckpt_path={ckpt_path} does not exist. Pass a checkpoint path, or ckpt_path=last "
                               f"for the newest checkpoint under {output_root}.")
         return str(path.resolve())
-    from trainer.checkpoint import newest_checkpoint
-
     found = newest_checkpoint([output_root], recursive=True)
     if found is None:
         print(f"ckpt_path=last: no checkpoint under {output_root} yet; starting from scratch.")
@@ -88,8 +88,6 @@ def shared_run_id(env: Mapping[str, str]) -> str | None:
 def launcher_overrides(overrides: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
     """Extra Hydra overrides for a rank started by an external launcher: one shared run directory
     (unless the command sets ``hydra.run.dir``) and no ``.hydra/`` or log file from ranks other than 0."""
-    from plugins.environments.detect import detect_environment
-
     env = os.environ if env is None else env
     cluster = detect_environment(env)
     if not cluster.creates_processes_externally:

@@ -13,6 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from plugins.launchers.elastic import record_failure
+from trainer.cli.build import build_trainer, run_stages
+from trainer.cli.console import console_to_log
+from trainer.cli.engine_checkpoints import ReportCheckpoints
+from trainer.cli.errors import ConfigError
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -25,10 +31,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from omegaconf import OmegaConf
 
-    from trainer.cli.console import console_to_log
-    from trainer.cli.errors import ConfigError
-    from trainer.cli.job import build_trainer, run_stages
-
     cfg = OmegaConf.load(config_file)
     run_dir = config_file.parent.parent  # the run directory holds .hydra/
     os.chdir(run_dir)
@@ -37,8 +39,6 @@ def main(argv: list[str] | None = None) -> int:
             run_stages(cfg, build_trainer(cfg))
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
-            from plugins.launchers.elastic import record_failure
-
             record_failure(f"error: {err}")  # the launcher's line repeats it
             return 2
     return 0
@@ -56,8 +56,6 @@ def run_worker(
     """
     from omegaconf import OmegaConf
 
-    from trainer.cli.job import build_trainer, run_stages
-
     path = Path(config_file).resolve()
     cfg = OmegaConf.load(path)
     os.chdir(path.parent.parent)
@@ -65,8 +63,6 @@ def run_worker(
         cfg.ckpt_path = resume_from
     trainer = build_trainer(cfg)
     if on_checkpoint is not None:
-        from trainer.cli.engine_checkpoints import ReportCheckpoints
-
         trainer.callbacks.insert(0, ReportCheckpoints(on_checkpoint))  # first: reports before others act
     metrics = run_stages(cfg, trainer)
     callback = trainer.checkpoint_callback

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainer.examples.gpt import GPT, GPTConfig
+from trainer.examples.gpt import GPT, GPTConfig, tensor_parallel_plan
 from trainer.examples.sorting import IGNORE_INDEX
 from trainer.module import Module
 
@@ -79,8 +79,6 @@ class GPTModule(Module):
         if getattr(self, "_tp_applied", False):  # a later stage (test after fit) reuses the parallel model
             return
         if mesh is not None and "tp" in (mesh.mesh_dim_names or ()) and mesh["tp"].size() > 1:
-            from trainer.examples.gpt import tensor_parallel_plan
-
             tensor_parallel_plan(self.model, mesh["tp"])
             self._tp_applied = True
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from trainer import Trainer, seed_everything
+from trainer.examples.gpt_module import GPTModule
+from trainer.examples.sorting import SortingDataModule
+
 
 def train_sorting(default_root_dir: str | os.PathLike = ".", max_epochs: int = 5, seed: int = 0,
                   **trainer_kwargs: Any) -> dict[str, float]:
     """Fit, then report the final validation metrics; logs go to ``<default_root_dir>/relay_logs/version_<n>``."""
-    from trainer import Trainer, seed_everything
-    from trainer.examples.gpt_module import GPTModule
-    from trainer.examples.sorting import SortingDataModule
-
     seed_everything(seed)
     data = SortingDataModule(seed=seed)
     model = GPTModule(max_steps=max_epochs * 200)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from plugins.strategies.base import Strategy
 from trainer import strategy_calls as calls
 from trainer.fabric.wrappers import unwrap
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def _module_of(optimizer: torch.optim.Optimizer, modules: list[torch.nn.Module]) -> torch.nn.Module | None:

@@ -17,7 +17,12 @@ from typing import Any
 import torch
 
 from trainer import strategy_calls as calls
+from trainer.fabric import checkpoint
+from trainer.fabric.loaders import with_distributed_sampler
 from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
+from trainer.ranks import set_rank_zero_only
+from trainer.seed import seed_everything
+from trainer.utilities.rank_zero import rank_zero_warn
 
 # strategies whose loop a Fabric user cannot drive: the strategy name -> one line saying why and what to use
 UNSUPPORTED = {
@@ -61,8 +66,6 @@ class Fabric:
         self._launched = False
         self._models_setup = 0
         self._modules: list[torch.nn.Module] = []
-        from trainer.ranks import set_rank_zero_only
-
         set_rank_zero_only(self._strategy.global_rank)
 
     # --- who am I ---------------------------------------------------------------------------------
@@ -190,8 +193,6 @@ class Fabric:
         if any(not isinstance(d, DataLoader) for d in dataloaders):
             raise TypeError("Only PyTorch DataLoader are currently supported in `setup_dataloaders`.")
         self._check_launched()
-        from trainer.fabric.loaders import with_distributed_sampler
-
         out = [FabricDataLoader(with_distributed_sampler(d, self._strategy) if use_distributed_sampler else d,
                                 self._strategy if move_to_device else None) for d in dataloaders]
         return out[0] if len(out) == 1 else out
@@ -287,8 +288,6 @@ class Fabric:
             if method is None:
                 continue
             if not callable(method):
-                from trainer.utilities.rank_zero import rank_zero_warn
-
                 rank_zero_warn(f"Skipping the callback `{type(callback).__name__}.{hook_name}` because it is not "
                                "callable.")
                 continue
@@ -311,30 +310,22 @@ class Fabric:
     def save(self, path: str | os.PathLike, state: Mapping[str, Any],
              filter: Mapping[str, Callable[[str, Any], bool]] | None = None) -> None:
         """Save modules, optimizers and plain objects (under FSDP: each rank its shards, into a directory)."""
-        from trainer.fabric import checkpoint
-
         checkpoint.save(self._strategy, path, state, filter)
         self.barrier("fabric_save")
 
     def load(self, path: str | os.PathLike, state: dict[str, Any] | None = None, strict: bool = True,
              *, weights_only: bool | None = None) -> dict[str, Any]:
         """Restore ``state`` in place from ``path``; what the checkpoint holds beyond ``state`` comes back."""
-        from trainer.fabric import checkpoint
-
         remainder = checkpoint.load(self._strategy, path, state, strict)
         self.barrier("fabric_load")
         return remainder
 
     def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True) -> None:
-        from trainer.fabric import checkpoint
-
         checkpoint.load_raw(self._strategy, path, obj, strict)
 
     # --- seeding ------------------------------------------------------------------------------------
     @staticmethod
     def seed_everything(seed: int | None = None, workers: bool | None = None, verbose: bool = True) -> int:
-        from trainer.seed import seed_everything
-
         seed = seed_everything(seed, workers=True if workers is None else workers)
         os.environ["PL_GLOBAL_SEED"] = str(seed)  # what a distributed sampler's seed reads, as in Lightning
         return seed

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-from plugins.strategies.base import Strategy
+from trainer.data import _loader_kwargs
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def with_distributed_sampler(loader: DataLoader, strategy: Strategy) -> DataLoader:
@@ -21,7 +24,6 @@ def with_distributed_sampler(loader: DataLoader, strategy: Strategy) -> DataLoad
             f"Fabric.setup_dataloaders: the loader has a custom sampler ({type(sampler).__name__}) that Fabric cannot "
             "split over processes. Wrap it in a distributed one yourself and pass use_distributed_sampler=False."
         )
-    from trainer.data import _loader_kwargs
 
     seed = int(os.environ.get("PL_GLOBAL_SEED", os.environ.get("RELAY_GLOBAL_SEED", "0")))
     distributed = DistributedSampler(loader.dataset, shuffle=isinstance(sampler, RandomSampler), seed=seed,

@@ -7,11 +7,15 @@ calling ``model.some_method()``, ``optimizer.param_groups`` or ``len(loader)`` a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from plugins.strategies.base import Strategy
+from trainer.module import Module
+from trainer.strategy_calls import move_to_device
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 # a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
 STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
@@ -29,8 +33,6 @@ class FabricModule(torch.nn.Module):
         self._original_module = original
         self._fabric_strategy = strategy
         self._fabric_forward = strategy.step_function(holder, "forward")
-        from trainer.module import Module
-
         self._fabric_marked = set(STEP_METHODS) if isinstance(original, Module) else set()
 
     @property
@@ -134,8 +136,6 @@ class FabricDataLoader:
         if self._strategy is None:
             yield from self._loader
             return
-        from trainer.strategy_calls import move_to_device
-
         for batch in self._loader:
             yield move_to_device(self._strategy, batch)
 

@@ -11,6 +11,8 @@ import os
 import runpy
 import sys
 
+from trainer.lightning_compat import NotProvidedError, install
+
 USAGE = ("usage: python -m trainer.lightning_compat script.py [args...]\n"
          "       python -m trainer.lightning_compat -m package.module [args...]\n"
          "Runs an unmodified Lightning program on Relay (imports of lightning, lightning.pytorch and "
@@ -22,8 +24,6 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         raise SystemExit(0 if argv else 2)
-    from trainer.lightning_compat import NotProvidedError, install
-
     install()
     try:
         _run(argv)

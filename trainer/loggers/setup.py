@@ -19,7 +19,11 @@ def is_sequence_of_items(value: Any) -> bool:
 
 
 def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
+    # local import: `from trainer import Trainer` stays light (the loggers and the remote-path helpers: +5 ms;
+    # the Trainer's constructor loads them)
     from trainer.loggers.base import Logger
+    from trainer.loggers.csv_logs import CSVLogger
+    from trainer.loggers.tensorboard import TensorBoardLogger
 
     if logger is False:
         return []
@@ -27,11 +31,7 @@ def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
         from lightning_utilities.core.imports import RequirementCache
 
         if RequirementCache("tensorboard"):
-            from trainer.loggers.tensorboard import TensorBoardLogger
-
             return [TensorBoardLogger(save_dir=default_root_dir)]
-        from trainer.loggers.csv_logs import CSVLogger
-
         return [CSVLogger(save_dir=default_root_dir)]
     loggers = list(logger) if is_sequence_of_items(logger) else [logger]
     for item in loggers:

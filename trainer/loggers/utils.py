@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only
 
+from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file  # a local path or an fsspec URL
 from trainer.loggers.base import Logger
 
 _VERSION_DIR = re.compile(r"version_(\d+)")
@@ -35,8 +36,6 @@ def default_rank_from_env() -> None:
 
 def next_version(root_dir: str) -> int:
     """One more than the highest ``version_<n>`` under ``root_dir``; 0 when there is none."""
-    from plugins.remote_paths import isdir, is_url, join, listdir
-
     if is_url(root_dir):  # an fsspec store (s3://, memory://)
         names = [n for n in listdir(root_dir) if isdir(join(root_dir, n))]
     else:
@@ -169,8 +168,6 @@ def sanitize_hparams(params: Mapping[str, Any]) -> dict[str, int | float | str |
 
 def save_hparams_yaml(path: str, hparams: Mapping[str, Any]) -> None:
     import yaml  # lazy: keeps ``import trainer.loggers`` cheap
-
-    from plugins.remote_paths import makedirs, open_file  # a local path or an fsspec URL
 
     makedirs(os.path.dirname(path))
     with open_file(path, "w") as f:

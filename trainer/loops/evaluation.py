@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
-from trainer.loops.evaluation_progress import BatchProgress, progress_of
+from trainer.loops.evaluation_progress import progress_of
 from trainer.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
+    from trainer.data import LoaderPlan
+    from trainer.loops.evaluation_progress import BatchProgress
     from trainer.trainer import Trainer
 
 _STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainer.loops.progress import Tracker
+from trainer.states import TrainerFn
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -82,8 +83,6 @@ class EvaluationLoop:
 
 def progress_of(trainer: Any, stage: str, sanity: bool) -> BatchProgress | None:
     """The ``batch_progress`` a ``validate``/``test`` call counts into (None inside ``fit`` and its sanity check)."""
-    from trainer.states import TrainerFn
-
     if sanity or trainer.state.fn == TrainerFn.FITTING:
         return None
     loop = getattr(trainer, "validate_loop" if stage == "validate" else "test_loop", None)

@@ -10,19 +10,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.checkpoint import restore_rng_states
-from trainer.data import LoaderPlan
 from trainer.loops.batches import BatchMover
 from trainer.loops.elastic_batch import keep_global_batch
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.loops.progress import epoch_progress
 from trainer.loops.state import rescale_position
-from trainer.plan import FitSchedule, LoaderSource, Loaders, StagePlan
 from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
+    from trainer.data import LoaderPlan
     from trainer.loops.progress import LoopProgress
+    from trainer.plan import FitSchedule, Loaders, LoaderSource, StagePlan
     from trainer.trainer import Trainer
 
 
@@ -44,8 +45,6 @@ class FitLoop:
 
     @property
     def epoch_progress(self) -> Any:
-        from trainer.loops.progress import epoch_progress
-
         return epoch_progress(self.progress)
 
     @property

@@ -8,9 +8,12 @@ checkpoint's ``loops`` entry, and the Trainer's Lightning-style properties (``cu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.states import RunningStage, TrainerState
+from trainer.states import TrainerState
+
+if TYPE_CHECKING:
+    from trainer.states import RunningStage
 
 
 @dataclass

@@ -39,7 +39,7 @@ def run_stage(
 ) -> Any:
     plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
     if plan.spawns:  # ddp_spawn: workers run it (started by start_processes, as Fabric.launch), results come back
-        return run_stage_in_workers(trainer, stage, model, datamodule, given, ckpt_path)
+        return run_stage_in_workers(run_stage, trainer, stage, model, datamodule, given, ckpt_path)
     if plan.launcher is not None:  # plain `python script.py` with several processes: start them, then exit
         start_processes(plan.strategy, None, (), trainer)  # the call Fabric.launch makes; it does not return
     return run_plan(trainer, plan)

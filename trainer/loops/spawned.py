@@ -11,10 +11,13 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainer.strategy_calls import module_state, start_processes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trainer.datamodule import DataModule
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -24,16 +27,18 @@ _COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test
 
 
 def run_stage_in_workers(
-    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
-    ckpt_path: Any,
+    run_stage: Callable[..., Any], trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None,
+    given: dict[str, Any], ckpt_path: Any,
 ) -> Any:
+    """Run ``run_stage`` (the caller's, passed in: each worker runs the stage again) in the spawned workers, and
+    bring rank 0's results back to this process's trainer and model."""
     for name in ("_stage_plan", "_stage_inputs"):  # an earlier call's plan (read-only mappings): workers plan anew
         trainer.__dict__.pop(name, None)
     for name in ("sources", "build"):  # the fit loop's view of that plan
         trainer.fit_loop.__dict__.pop(name, None)
     # Fabric.launch's call; each worker joins the group in run_plan, after planning the call
-    _, payload = start_processes(trainer.strategy, _worker_stage, (stage, model, datamodule, given, ckpt_path),
-                                 trainer, join=False)
+    _, payload = start_processes(trainer.strategy, _worker_stage, (run_stage, stage, model, datamodule, given,
+                                                                   ckpt_path), trainer, join=False)
     if payload is None:
         raise RuntimeError(f"Trainer.{stage} with {type(trainer.strategy).__name__}: rank 0 sent no result back.")
     results = pickle.loads(payload)  # bytes this run's own rank 0 just made (not a file from elsewhere)
@@ -42,19 +47,15 @@ def run_stage_in_workers(
 
 
 def _worker_stage(
-    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
-    ckpt_path: Any,
+    trainer: Trainer, run_stage: Callable[..., Any], stage: str, model: Module, datamodule: DataModule | None,
+    given: dict[str, Any], ckpt_path: Any,
 ) -> bytes | None:
-    from trainer.loops.run import run_stage  # run imports this module
-
     _own_memory(model)  # start_processes set the environment to torchrun's variables (the launcher set them)
     output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
     state_dict = module_state(trainer.strategy, model)
     if not trainer.is_global_zero:
         return None
     to_cpu = lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
-    from lightning_utilities.core.apply_func import apply_to_collection
-
     results = {
         "state_dict": {k: to_cpu(v) for k, v in state_dict.items()},
         "progress": trainer.progress,

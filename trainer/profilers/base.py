@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import trainer.profilers as profilers
 from trainer.errors import MisconfigurationError
 
 
@@ -128,8 +129,6 @@ def resolve_profiler(profiler: Any) -> Profiler:
     if isinstance(profiler, Profiler):
         return profiler
     if isinstance(profiler, str) and profiler.lower() in _NAMES:
-        import trainer.profilers as profilers
-
         return getattr(profilers, _NAMES[profiler.lower()])()
     raise MisconfigurationError(
         f"Trainer(profiler={profiler!r}) is not valid; use one of {', '.join(map(repr, _NAMES))}, a "

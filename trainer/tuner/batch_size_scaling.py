@@ -13,12 +13,15 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from trainer.datamodule import DataModule
+from trainer.loops.run import rerun_loop
 from trainer.tuner.attributes import lightning_getattr, lightning_setattr
 from trainer.tuner.memory import MemoryLimit, free_memory, is_oom_error
+from trainer.tuner.snapshot import TrainerSnapshot
+from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
-    from trainer.tuner.snapshot import TrainerSnapshot
 
 log = logging.getLogger(__name__)
 BATCH_SIZE_MODES = ("power", "binsearch")
@@ -28,8 +31,6 @@ _LOADER_METHOD = {"fit": "train_dataloader", "validate": "val_dataloader", "test
 
 
 def _info(message: str) -> None:
-    from trainer.utilities.rank_zero import rank_zero_info
-
     rank_zero_info(message)
 
 
@@ -43,8 +44,6 @@ class _Search:
 
     def trial(self) -> None:
         """``steps_per_trial`` steps (or evaluation batches) at the current size, counters reset first."""
-        from trainer.loops.run import rerun_loop
-
         free_memory()
         self.snapshot.reset_counters()
         limit = MemoryLimit(self.max_memory_bytes) if self.max_memory_bytes else contextlib.nullcontext()
@@ -54,8 +53,6 @@ class _Search:
     def dataset_length(self) -> int | None:
         """Samples in the loader the stage would use now (None: an iterable dataset)."""
         from lightning_utilities.core.overrides import is_overridden
-
-        from trainer.datamodule import DataModule
 
         trainer = self.trainer
         stage = trainer.state_fn or "fit"
@@ -178,9 +175,6 @@ def scale_batch_size(
     max_memory_bytes: int | None = None,
 ) -> int | None:
     """The largest batch size whose trial fits, set on the model/datamodule attribute; everything else restored."""
-    from trainer.tuner.snapshot import TrainerSnapshot
-    from trainer.utilities.rank_zero import rank_zero_warn
-
     if trainer.fast_dev_run:
         rank_zero_warn("Skipping batch size scaler since `fast_dev_run` is enabled.")
         return None

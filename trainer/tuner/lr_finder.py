@@ -16,7 +16,11 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.loops.run import rerun_loop
+from trainer.optimizers import LRSchedulerConfig
 from trainer.tuner.attributes import lightning_hasattr, lightning_setattr
+from trainer.tuner.snapshot import TrainerSnapshot
+from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -94,8 +98,6 @@ class _LRFinder:
 
     def _exchange_scheduler(self, trainer: Trainer) -> None:
         """The one optimizer starts at ``lr_min``; the range scheduler steps it every batch."""
-        from trainer.optimizers import LRSchedulerConfig
-
         if len(trainer.optimizers) != 1:
             raise MisconfigurationError(
                 f"`model.configure_optimizers()` returned {len(trainer.optimizers)}, but learning rate finder only "
@@ -200,10 +202,6 @@ def lr_find(
 ) -> _LRFinder | None:
     """Run the range test inside the current ``fit`` and put everything back; sets the suggestion on the model
     (``update_attr``) and on the optimizer."""
-    from trainer.loops.run import rerun_loop
-    from trainer.tuner.snapshot import TrainerSnapshot
-    from trainer.utilities.rank_zero import rank_zero_warn
-
     if trainer.fast_dev_run:
         rank_zero_warn("Skipping learning rate finder since `fast_dev_run` is enabled.")
         return None

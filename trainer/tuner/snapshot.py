@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from trainer.checkpoint import load_checkpoint
+from trainer.hooks import Hooks
+from trainer.loops.model_setup import restore_before_optimizers, restore_training_state
+
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
@@ -48,8 +52,6 @@ class TrainerSnapshot:
     @contextmanager
     def tuning(self, callbacks: list[Any], **settings: Any) -> Iterator[None]:
         """The search's own callbacks (and no loggers, no progress bar) and limits while it runs."""
-        from trainer.hooks import Hooks
-
         trainer = self.trainer
         trainer.callbacks, trainer.loggers = callbacks, []
         trainer._hooks = Hooks(trainer, trainer.lightning_module, callbacks)
@@ -78,9 +80,6 @@ class TrainerSnapshot:
 
     def restore(self) -> None:
         """Settings, then the checkpoint's state, then the counters; the checkpoint file is removed."""
-        from trainer.checkpoint import load_checkpoint
-        from trainer.loops.model_setup import restore_before_optimizers, restore_training_state
-
         trainer = self.trainer
         self.put_settings_back()
         try:

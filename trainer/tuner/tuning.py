@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainer.callbacks.batch_size_finder import BatchSizeFinder
+from trainer.callbacks.lr_finder import LearningRateFinder
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
@@ -52,8 +54,6 @@ class Tuner:
         trainer = self._trainer
         if trainer.world_size > 1:
             raise ValueError("Tuning the batch size is currently not supported with distributed strategies.")
-        from trainer.callbacks.batch_size_finder import BatchSizeFinder
-
         if any(isinstance(cb, BatchSizeFinder) for cb in trainer.callbacks):
             raise ValueError("Trainer is already configured with a `BatchSizeFinder` callback. Please remove it if "
                              "you want to use the Tuner.")
@@ -87,8 +87,6 @@ class Tuner:
                 f"lr_find(method={method!r}): method='fit' is the only valid configuration to run lr finder."
             )
         _check_tuner_configuration(train_dataloaders, val_dataloaders, dataloaders, method)
-        from trainer.callbacks.lr_finder import LearningRateFinder
-
         if any(isinstance(cb, LearningRateFinder) for cb in self._trainer.callbacks):
             raise ValueError("Trainer is already configured with a `LearningRateFinder` callback. Please remove it "
                              "if you want to use the Tuner.")

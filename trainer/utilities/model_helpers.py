@@ -7,6 +7,10 @@ from typing import Any
 from lightning_utilities.core.imports import RequirementCache
 from lightning_utilities.core.overrides import is_overridden as _is_overridden
 
+from trainer.callbacks.base import Callback
+from trainer.datamodule import DataModule
+from trainer.module import Module
+
 
 def is_overridden(method_name: str, instance: Any = None, parent: type | None = None) -> bool:
     """True when ``instance``'s class (or a class between it and ``parent``) redefines ``method_name``.
@@ -16,10 +20,6 @@ def is_overridden(method_name: str, instance: Any = None, parent: type | None = 
     if instance is None:
         return False
     if parent is None:
-        from trainer.callbacks.base import Callback
-        from trainer.datamodule import DataModule
-        from trainer.module import Module
-
         parent = next((base for base in (Module, DataModule, Callback) if isinstance(instance, base)), None)
         if parent is None:
             raise ValueError(

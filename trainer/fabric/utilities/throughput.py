@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from plugins.accelerators.peak_flops import device_name, peak_flops
 from trainer.utilities.rank_zero import rank_zero_only, rank_zero_warn
 
 T = TypeVar("T", bound=float)
@@ -35,8 +36,6 @@ def measure_flops(model: torch.nn.Module, forward_fn: Callable[[], torch.Tensor]
 
 def get_available_flops(device: torch.device, dtype: torch.dtype | str) -> int | None:
     """Peak FLOP/s of ``device`` in ``dtype`` (None where unknown, e.g. the CPU)."""
-    from plugins.accelerators.peak_flops import device_name, peak_flops
-
     name = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
     peak = peak_flops(device_name(device), name)
     return int(peak) if peak is not None else None
