@@ -13,8 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from plugins.environments.base import ClusterEnvironment
+from plugins.layer_sync import LayerSync
 from trainer.errors import MisconfigurationError
 from trainer.limits import check_limit
+from trainer.preemption import parse_signals
 
 Check = Callable[[str, Any], Any]
 _DURATION = re.compile(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})")
@@ -140,19 +143,13 @@ def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
 
 
 def signals(name: str, value: Any) -> tuple[Any, ...]:
-    # local import: `from trainer import Trainer` stays light (preemption: +1.7 ms, subprocess and signal)
-    from trainer.preemption import parse_signals
-
     return parse_signals(value)
 
 
 def environment(name: str, value: Any) -> Any:
     """Lightning's ``plugins``: one ``ClusterEnvironment`` (an object, or a registered name such as one a
     third-party package adds through the ``relaytrain.environments`` entry points), or None to detect it."""
-    # local import: `from trainer import Trainer` stays light (the registry and the environments: +15 ms)
-    from plugins.environments.base import ClusterEnvironment
-    from plugins.layer_sync import LayerSync
-    from plugins.registry import default_registry
+    from plugins.registry import default_registry  # local import: the registry loads on use (+15 ms with it)
 
     items = [] if value is None else [value] if isinstance(value, (str, ClusterEnvironment)) else (
         list(value) if isinstance(value, Iterable) else [value])

@@ -44,7 +44,8 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
             f"Checkpoint file not found: {path} (ckpt_path={str(path)!r} names no file; pass an existing .ckpt file, "
             "a checkpoint directory, or ckpt_path='last')."
         )
-    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint  # plugins.strategies: on use only
+    # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
+    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
 
     try:
         if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
@@ -100,7 +101,7 @@ def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
 
 
 def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
-    from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state
+    from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state  # local import: as above
 
     checkpoint = io.load(path / META_FILE)
     if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer import strategy_calls as calls
 from trainer.data_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError, MisconfigurationError
 from trainer.export import to_onnx, to_torchscript
@@ -155,13 +156,10 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         become tensors. Every process must call it with the same shapes. ``sync_grads=True`` lets gradients
         flow back through the gather.
         """
-        # local import: `from trainer import Module` stays light (strategy_calls loads the strategy plugins)
-        from trainer.strategy_calls import gather
-
         trainer = self._trainer
         if trainer is None:  # raised here, not by the property: nn.Module would turn that into a bare AttributeError
             raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; all_gather runs inside a fit.")
-        return gather(trainer.strategy, data, self.device, group=group, sync_grads=sync_grads)
+        return calls.gather(trainer.strategy, data, self.device, group=group, sync_grads=sync_grads)
 
     # --- logging ----------------------------------------------------------------------------------
     def log(
@@ -316,9 +314,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``args``/``kwargs`` (e.g. ``retain_graph=True``) go on to ``Tensor.backward``."""
-        from trainer.strategy_calls import backward  # the call Fabric.backward makes
-
-        backward(self.trainer.strategy, loss, *args, **kwargs)
+        calls.backward(self.trainer.strategy, loss, *args, **kwargs)
 
     def optimizer_step(
         self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Any = None

@@ -42,7 +42,7 @@ def resolve_strategy(
     ``plugins`` may hold one cluster environment, one precision and one checkpoint I/O object (Lightning's way
     to pass them); anything else is one clear error naming ``caller``.
     """
-    from plugins.selection import resolve_plugins
+    from plugins.selection import resolve_plugins  # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
 
     items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     environment = checkpoint_io = None
@@ -128,7 +128,7 @@ def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.
     """``(module, holder)``: the module placed/wrapped by the strategy (its parameters now the strategy's), and what
     the strategy set up, for ``step_function``. A module that is not a Trainer Module is set up inside a
     ``ForwardRoot``."""
-    from trainer.module import Module
+    from trainer.module import Module  # local import: trainer.module imports this module (Module.backward, all_gather)
 
     holder = module if isinstance(module, Module) else ForwardRoot(module)
     holder = strategy.setup_module(holder)
@@ -144,7 +144,7 @@ def step_function(strategy: Strategy, holder: torch.nn.Module, name: str) -> Cal
 def overridden(strategy: Strategy, name: str) -> bool:
     """Whether the strategy's method ``name`` differs from the base ``Strategy``'s: where it does not, a loop may
     bind the direct call the base method would make once, instead of a layer per step."""
-    from plugins.strategies.base import Strategy
+    from plugins.strategies.base import Strategy  # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
 
     return getattr(type(strategy), name) is not getattr(Strategy, name)
 
@@ -197,6 +197,7 @@ def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str
     ``checkpoint_io``). For a sharded directory the entries in ``layout_keys`` stay on disk as handles the
     strategy's ``load_*_state_dict`` read into the live layout. Errors name ``argument`` (the caller's parameter)
     and, when the state lacks one of the ``required`` keys, what was expected."""
+    # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
     from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
 
     path = Path(path)

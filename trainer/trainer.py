@@ -13,18 +13,32 @@ from typing import Any
 
 import torch
 
+from plugins.layer_sync import layer_sync_from
 from trainer.arguments import TrainerArguments
 from trainer.callbacks.base import Callback
+from trainer.callbacks.model_checkpoint import ModelCheckpoint
+from trainer.callbacks.progress import ProgressBar
 from trainer.callbacks.setup import default_callbacks
+from trainer.checkpoint import LAYOUT_KEYS
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.lightning_args import apply_torch_switches
 from trainer.loggers.setup import make_loggers
+from trainer.loops.evaluation import PredictLoop, print_results
+from trainer.loops.evaluation_progress import EvaluationLoop
+from trainer.loops.fit import FitLoop
+from trainer.loops.optimization import optimizer_step
+from trainer.loops.progress import LoopProgress
+from trainer.loops.run import run_stage
+from trainer.loops.state import checkpoint_dirs, collect_checkpoint
 from trainer.module import Module
+from trainer.nonfinite import refuse_nonfinite_save
+from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
 from trainer.profilers.base import resolve_profiler
 from trainer.ranks import set_rank_zero_only
 from trainer.results import Results, as_tensor, to_float
 from trainer.states import RunningStage, TrainerState
+from trainer.strategy_calls import save_state
 from trainer.trainer_members import TrainerMembers
 
 set_rank_zero_only()
@@ -59,12 +73,11 @@ class Trainer(TrainerMembers):
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:
         """Every argument is declared, checked and documented in ``trainer/arguments.py`` (``TrainerArguments``)."""
-        from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
-
         # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/plugins/checkpoint_io.py)
         self._arguments = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
-        from plugins.selection import resolve_plugins  # lazy: plugins.strategies stays out of `import trainer`
+        # local import: `from trainer import Trainer` loads no strategy plugin (tests/trainer/test_imports.py)
+        from plugins.selection import resolve_plugins
 
         self.strategy = resolve_plugins(args.accelerator, args.devices, args.num_nodes, args.strategy, args.precision,
                                         environment=args.plugins)
@@ -74,8 +87,6 @@ class Trainer(TrainerMembers):
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
         self.num_nodes = self.strategy.num_nodes  # num_nodes="auto": what the launcher reported
         apply_torch_switches(args.deterministic, args.benchmark)
-        from plugins.layer_sync import layer_sync_from
-
         self._layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
         self.profiler = resolve_profiler(args.profiler)
@@ -88,11 +99,6 @@ class Trainer(TrainerMembers):
 
     def _init_loop_state(self, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int) -> None:
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
-        from trainer.loops.evaluation import PredictLoop
-        from trainer.loops.evaluation_progress import EvaluationLoop
-        from trainer.loops.fit import FitLoop
-        from trainer.loops.progress import LoopProgress
-
         self.progress = LoopProgress()
         self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
         self.predict_loop = PredictLoop()
@@ -128,8 +134,6 @@ class Trainer(TrainerMembers):
         """Train ``model``; ``ckpt_path`` (or ``"last"``) continues exactly where that checkpoint stopped."""
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
-        from trainer.loops.run import run_stage
-
         run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
 
     def validate(
@@ -160,8 +164,6 @@ class Trainer(TrainerMembers):
         return_predictions: bool | None = None,
         ckpt_path: str | os.PathLike | None = None,
     ) -> list[Any] | None:
-        from trainer.loops.run import run_stage
-
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         self.predict_loop.return_predictions = return_predictions is not False
@@ -169,16 +171,12 @@ class Trainer(TrainerMembers):
         return out if return_predictions is not False else None
 
     def _evaluate(self, stage, model, dataloaders, ckpt_path, verbose, datamodule) -> list[dict[str, float]]:
-        from trainer.loops.run import run_stage
-
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         key = "val" if stage == "validate" else "test"
         (self.validate_loop if stage == "validate" else self.test_loop).verbose = verbose
         results = run_stage(self, stage, self._model_or_last(model), datamodule, {key: dataloaders}, ckpt_path)
         if verbose and self.is_global_zero and results:
-            from trainer.loops.evaluation import print_results
-
             print_results(stage, results)
         return results
 
@@ -341,8 +339,6 @@ class Trainer(TrainerMembers):
     # --- callbacks -----------------------------------------------------------------------------------
     @property
     def checkpoint_callbacks(self) -> list[Any]:
-        from trainer.callbacks.model_checkpoint import ModelCheckpoint
-
         return [c for c in self.callbacks if isinstance(c, ModelCheckpoint)]
 
     @property
@@ -352,8 +348,6 @@ class Trainer(TrainerMembers):
 
     @property
     def progress_bar_callback(self) -> Any:
-        from trainer.callbacks.progress import ProgressBar
-
         return next((c for c in self.callbacks if isinstance(c, ProgressBar)), None)
 
     # --- metrics ---------------------------------------------------------------------------------------
@@ -423,8 +417,6 @@ class Trainer(TrainerMembers):
 
     def _optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
         """One optimizer step through the strategy; runs ``on_before_optimizer_step`` after the closure."""
-        from trainer.loops.optimization import optimizer_step
-
         return optimizer_step(self, optimizer, closure)
 
     # --- checkpoints -----------------------------------------------------------------------------------
@@ -434,10 +426,6 @@ class Trainer(TrainerMembers):
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
         # on use: the checkpoint modules (the plugins' I/O, environments) add ~30 ms to `from trainer import Trainer`
-        from trainer.checkpoint import LAYOUT_KEYS
-        from trainer.loops.state import collect_checkpoint
-        from trainer.nonfinite import refuse_nonfinite_save
-        from trainer.strategy_calls import save_state
 
         if refuse_nonfinite_save(self, filepath):
             return
@@ -446,8 +434,6 @@ class Trainer(TrainerMembers):
 
     def _checkpoint_dirs(self) -> list[Path]:
         """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
-        from trainer.loops.state import checkpoint_dirs
-
         return list(checkpoint_dirs(self.checkpoint_callbacks, self.logger if self.loggers else None,
                                     self.default_root_dir))
 

@@ -15,20 +15,20 @@ from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress
-    from trainer.trainer import Trainer
 
 ACCUMULATION_KEY = "accumulate_grad_batches"  # recorded in the checkpoint's ``loops`` entry
 
 
-def keep_global_batch(trainer: Trainer, progress: LoopProgress, accumulated: int | None) -> None:
-    """Set ``accumulate_grad_batches`` so the global batch is the one the checkpoint recorded (``accumulated``: its
-    accumulation; None: an older checkpoint, nothing to keep). Call before ``rescale_position`` reads the position."""
-    if trainer.elastic_batch != "keep_global" or progress.resume_position is None or accumulated is None:
-        return
+def kept_accumulation(progress: LoopProgress, replicas: int, accumulated: int | None) -> tuple[int, str] | None:
+    """The ``accumulate_grad_batches`` that keeps the global batch the checkpoint recorded, and the line that says
+    so; None where there is nothing to keep (a fresh fit; an older checkpoint (``accumulated`` None); a loader
+    without a batch size). Call before ``rescale_position`` reads the position."""
+    if progress.resume_position is None or accumulated is None:
+        return None
     _, old_replicas, old_batch = progress.resume_position
-    batch, replicas = progress.train_batch_size, trainer.strategy.distributed_sampler_kwargs["num_replicas"]
+    batch = progress.train_batch_size
     if old_batch is None or batch is None:  # a loader without a batch size: nothing to count in
-        return
+        return None
     global_batch, per_pass = old_replicas * old_batch * accumulated, replicas * batch
     if global_batch % per_pass:
         valid = sorted({global_batch // (n * batch) for n in range(1, global_batch + 1)
@@ -41,10 +41,6 @@ def keep_global_batch(trainer: Trainer, progress: LoopProgress, accumulated: int
             f"world size, or pass Trainer(elastic_batch='per_device') to keep batch and accumulation per process."
         )
     accumulate = global_batch // per_pass
-    if accumulate != trainer.accumulate_grad_batches and trainer.is_global_zero:  # said once, like the resume itself
-        print(
-            f"elastic_batch='keep_global': {replicas} process(es) x batch {batch} x accumulate_grad_batches "
-            f"{accumulate} = the checkpoint's global batch {global_batch} (was {old_replicas} x {old_batch} x "
-            f"{accumulated}).", flush=True,
-        )
-    trainer.accumulate_grad_batches = trainer.strategy.accumulate_grad_batches = accumulate
+    return accumulate, (f"elastic_batch='keep_global': {replicas} process(es) x batch {batch} x accumulate_grad_batches "
+                        f"{accumulate} = the checkpoint's global batch {global_batch} (was {old_replicas} x "
+                        f"{old_batch} x {accumulated}).")

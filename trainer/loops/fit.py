@@ -11,7 +11,7 @@ import torch
 
 from trainer.checkpoint import restore_rng_states
 from trainer.loops.batches import BatchMover
-from trainer.loops.elastic_batch import keep_global_batch
+from trainer.loops.elastic_batch import kept_accumulation
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.progress import epoch_progress
@@ -112,8 +112,14 @@ class FitLoop:
         loaders = self.build(self.sources["train"])
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
-        keep_global_batch(self.trainer, p, p.resume_accumulation)
-        rescale_position(p, p.train_batch_size, self.trainer.strategy.distributed_sampler_kwargs["num_replicas"])
+        replicas = self.trainer.strategy.distributed_sampler_kwargs["num_replicas"]
+        kept = kept_accumulation(p, replicas, p.resume_accumulation) if self.trainer.elastic_batch == "keep_global" \
+            else None
+        if kept is not None and kept[0] != self.trainer.accumulate_grad_batches:
+            if self.trainer.is_global_zero:  # said once, like the resume itself
+                print(kept[1], flush=True)
+            self.trainer.accumulate_grad_batches = self.trainer.strategy.accumulate_grad_batches = kept[0]
+        rescale_position(p, p.train_batch_size, replicas)
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)

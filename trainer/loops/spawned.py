@@ -42,7 +42,22 @@ def run_stage_in_workers(
     if payload is None:
         raise RuntimeError(f"Trainer.{stage} with {type(trainer.strategy).__name__}: rank 0 sent no result back.")
     results = pickle.loads(payload)  # bytes this run's own rank 0 just made (not a file from elsewhere)
-    _apply(trainer, model, datamodule, results)
+    # rank 0's results on this process's trainer, model and callbacks, as if the stage had run here
+    model.load_state_dict(results["state_dict"], strict=model.strict_loading)  # a partial state_dict may be on purpose
+    trainer.lightning_module, model.trainer = model, trainer
+    trainer.datamodule = datamodule
+    vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object
+    for name, value in results["counters"].items():
+        setattr(trainer, name, value)
+    trainer._results = results["results"]
+    trainer._logged_metrics = results["logged_metrics"]
+    for callback in trainer.callbacks:
+        state = results["callbacks"].get(callback.state_key)
+        if state is None:
+            continue
+        if getattr(callback, "dirpath", "") is None:  # ModelCheckpoint: the directory the workers chose
+            callback.dirpath = results["callback_dirs"].get(callback.state_key)
+        callback.load_state_dict(state)
     return results["output"]
 
 
@@ -78,21 +93,3 @@ def _own_memory(model: torch.nn.Module) -> None:
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:
             tensor.data = tensor.data.clone()
-
-
-def _apply(trainer: Trainer, model: Module, datamodule: DataModule | None, results: dict[str, Any]) -> None:
-    model.load_state_dict(results["state_dict"], strict=model.strict_loading)  # a partial state_dict may be on purpose
-    trainer.lightning_module, model.trainer = model, trainer
-    trainer.datamodule = datamodule
-    vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object
-    for name, value in results["counters"].items():
-        setattr(trainer, name, value)
-    trainer._results = results["results"]
-    trainer._logged_metrics = results["logged_metrics"]
-    for callback in trainer.callbacks:
-        state = results["callbacks"].get(callback.state_key)
-        if state is None:
-            continue
-        if getattr(callback, "dirpath", "") is None:  # ModelCheckpoint: the directory the workers chose
-            callback.dirpath = results["callback_dirs"].get(callback.state_key)
-        callback.load_state_dict(state)
