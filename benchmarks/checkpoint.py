@@ -2,6 +2,7 @@
 
     python benchmarks/checkpoint.py                      # 25M and 300M parameters, single process and FSDP x2
     python benchmarks/checkpoint.py --sizes 1 --quick    # what the smoke test runs (figures mean nothing)
+    python benchmarks/checkpoint.py --sizes 300 --fsdp-only --every 6 --saves 3   # one layout
 
 Each configuration is a fresh process (FSDP: 2 gloo processes) training an MLP with AdamW (so the checkpoint
 holds the weights and both moments, about 12 bytes per parameter) and saving every ``--every`` steps through
@@ -186,6 +187,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=4, help="steps between saves")
     parser.add_argument("--saves", type=int, default=4)
     parser.add_argument("--no-fsdp", action="store_true")
+    parser.add_argument("--fsdp-only", action="store_true", help="only the FSDP x2 layout")
     parser.add_argument("--quick", action="store_true", help="2 saves, single process only (smoke test)")
     parser.add_argument("--child", choices=["relay", "lightning"])
     parser.add_argument("--mode", default="sync")
@@ -205,7 +207,7 @@ def main() -> None:
     saves = 2 if args.quick else args.saves
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     for size in map(int, args.sizes.split(",")):
-        layouts = [False] if args.quick or args.no_fsdp else [False, True]
+        layouts = [False] if args.quick or args.no_fsdp else [True] if args.fsdp_only else [False, True]
         for fsdp in layouts:
             where = "FSDP x2 (gloo)" if fsdp else "single process"
             sync = child("relay", "sync", size, fsdp, args.every, saves)

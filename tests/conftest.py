@@ -1,9 +1,10 @@
 """Settings for the whole test run.
 
 The suite runs on pytest-xdist workers (``-n auto --dist loadfile`` in pyproject.toml): one per core, at most
-four, each taking whole files so a module's launched job (a module-scoped fixture) is shared by its tests. Most
-of the suite's time is spent waiting on subprocesses (imports, rendezvous, timeouts), so two workers on CI's two
-cores finish it in a little over half the time. ``-n 0`` runs it in one process.
+four, each taking whole files so a module's launched job (a module-scoped fixture) is shared by its tests; the
+files of one group (``SAME_WORKER``) go to one worker, so they share a session fixture too (one Ray cluster).
+Files are handed out longest first (``LONGEST_FIRST``, then the rest in collection order), so no worker is left
+with a long file at the end while the others idle. ``-n 0`` runs it in one process.
 """
 
 from __future__ import annotations
@@ -11,6 +12,16 @@ from __future__ import annotations
 import os
 
 MAX_WORKERS = 4
+SAME_WORKER = {"tests/distributed/test_launcher_ray.py": "ray", "tests/distributed/test_ray_failures.py": "ray"}
+# the files with the most test time (a run's --durations=0, 2026-11-25), longest first
+LONGEST_FIRST = (
+    "tests/distributed/test_ddp.py", "tests/distributed/test_launcher_ray.py", "tests/distributed/test_ray_failures.py",
+    "tests/trainer/test_benchmarks_smoke.py", "tests/distributed/test_fsdp.py", "tests/distributed/test_pipeline.py",
+    "tests/trainer/test_example_main.py", "tests/distributed/test_deepspeed.py", "tests/compat/test_loggers_diff.py",
+    "tests/compat/test_lightning_cli.py", "tests/plugins/test_precision.py", "tests/distributed/test_resume_exact.py",
+    "tests/distributed/test_fault_preemption.py", "tests/compat/test_tuner_diff.py",
+    "tests/compat/test_tuner_program.py", "tests/compat/test_lightning_compat.py",
+)
 
 
 def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 (pytest's hook signature)
@@ -30,3 +41,24 @@ def pytest_configure(config) -> None:  # noqa: ANN001
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+    """The longest files first (a stable sort: each file's tests keep their order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
+    """``--dist loadfile`` with the ``SAME_WORKER`` groups, in collection order (see the module docstring)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return SAME_WORKER.get(file, file)
+
+    config.option.loadscopereorder = False  # the order pytest_collection_modifyitems chose
+    return GroupedFiles(config, log)

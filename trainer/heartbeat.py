@@ -61,7 +61,12 @@ class Heartbeat:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop beating and wait for the thread: a daemon thread still inside the store's C++ call when the
+        interpreter finalizes is ended by ``pthread_exit``, whose unwinding through C++ frames aborts the process
+        ("terminate called without an active exception", SIGABRT after a run that succeeded)."""
         self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval + 10)
 
     def record(self) -> dict[str, Any]:
         where = main_thread_location()
