@@ -65,7 +65,7 @@ class AsyncCheckpointIO(CheckpointIO):
         (until their next step). Without it, every tensor is copied before ``save`` returns."""
         self._optimizers = optimizers
 
-    def _deferrable(self) -> set[int]:
+    def deferrable(self) -> set[int]:
         """Storage addresses of the tensors only an optimizer step changes (CPU tensors; others copy now)."""
         found: set[int] = set()
         for optimizer in (self._optimizers() if self._optimizers is not None else None) or []:
@@ -75,6 +75,19 @@ class AsyncCheckpointIO(CheckpointIO):
                 found.update(_address(v) for v in state.values() if isinstance(v, torch.Tensor))
         found.discard(None)
         return found
+
+    def hold_optimizer_steps(self, copied: Future) -> None:
+        """Until ``copied`` is done (its copy of the tensors an optimizer step changes: DCP's staging of the
+        shards), every optimizer step waits."""
+        self._hold_steps()
+        copied.add_done_callback(lambda _: self._copied.set())
+
+    def _hold_steps(self) -> None:
+        if self._step_hook is None:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+            self._step_hook = register_optimizer_step_pre_hook(self._wait_for_copy)
+        self._copied.clear()
 
     def _wait_for_copy(self, *_: Any) -> None:
         """Before any optimizer step: the copy of the state it would change must be finished."""
@@ -116,16 +129,12 @@ class AsyncCheckpointIO(CheckpointIO):
         """Wait for the previous save, copy ``checkpoint``'s tensors to CPU memory, write them in the background."""
         self.wait()
         later: list[tuple[torch.Tensor, torch.Tensor]] = []
-        snapshot = self.snapshot(checkpoint, self._deferrable(), later)
+        snapshot = self.snapshot(checkpoint, self.deferrable(), later)
         key = os.fspath(path)
         with self._lock:
             self._writing.add(key)
         if later:
-            if self._step_hook is None:
-                from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-                self._step_hook = register_optimizer_step_pre_hook(self._wait_for_copy)
-            self._copied.clear()
+            self._hold_steps()
         self.submit(self._write, snapshot, key, storage_options, later)
 
     def _write(self, snapshot: dict[str, Any], path: str, storage_options: Any,

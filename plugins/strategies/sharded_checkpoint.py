@@ -167,10 +167,21 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from lightning_utilities.core.apply_func import apply_to_collection
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
     meta = apply_to_collection(meta, torch.Tensor, lambda t: t.detach().cpu().clone())
     single = not (dist.is_available() and dist.is_initialized())
-    future = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=_checkpoint_group(strategy), no_dist=single)
+    # the tensors only an optimizer step changes (parameter and optimizer-state shards) are staged by DCP's thread
+    # while the next forward and backward run (the next optimizer step waits for it); the rest is copied now
+    later = io.deferrable() if hasattr(io, "deferrable") else set()
+    flat = {k: v if _storage(v) in later else v.detach().clone() for k, v in flat.items()}
+    stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False, use_async_staging=True,
+                                          use_non_blocking_copy=False))
+    response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=_checkpoint_group(strategy), no_dist=single,
+                              async_stager=stager)
+    future = getattr(response, "upload_completion", response)
+    if hasattr(response, "staging_completion") and hasattr(io, "hold_optimizer_steps"):
+        io.hold_optimizer_steps(response.staging_completion)
     inner: CheckpointIO = io.checkpoint_io
     is_zero = strategy.is_global_zero
 
@@ -189,10 +200,20 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
                 inner.save(meta, tmp / META_FILE)
                 inner.replace_dir(tmp, path)
         finally:
+            stager.close()
             if is_zero:
                 inner.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
 
     io.submit(finish)
+
+
+def _storage(tensor: torch.Tensor) -> int | None:
+    """The address of ``tensor``'s (local shard's) storage; None for one without (a meta or fake tensor)."""
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    try:
+        return local.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _fresh_dir(io: CheckpointIO, tmp: Path, path: Path) -> None:
