@@ -70,9 +70,9 @@ class AsyncCheckpointIO(CheckpointIO):
         found: set[int] = set()
         for optimizer in (self._optimizers() if self._optimizers is not None else None) or []:
             for group in optimizer.param_groups:
-                found.update(_address(p) for p in group["params"])
+                found.update(storage_address(p) for p in group["params"])
             for state in optimizer.state.values():
-                found.update(_address(v) for v in state.values() if isinstance(v, torch.Tensor))
+                found.update(storage_address(v) for v in state.values() if isinstance(v, torch.Tensor))
         found.discard(None)
         return found
 
@@ -227,7 +227,8 @@ class AsyncCheckpointIO(CheckpointIO):
                 buffer = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
                                      pin_memory=tensor.is_cuda and torch.cuda.is_available())
             on_gpu = on_gpu or tensor.device.type != "cpu"
-            if later is not None and deferrable and tensor.device.type == "cpu" and _address(tensor) in deferrable:
+            if (later is not None and deferrable and tensor.device.type == "cpu"
+                    and storage_address(tensor) in deferrable):
                 later.append((tensor, buffer))
             else:
                 buffer.copy_(tensor, non_blocking=tensor.is_cuda)
@@ -244,7 +245,9 @@ class AsyncCheckpointIO(CheckpointIO):
         return f"AsyncCheckpointIO(checkpoint_io={self.checkpoint_io!r})"
 
 
-def _address(tensor: Any) -> int | None:
+def storage_address(tensor: Any) -> int | None:
+    """Where ``tensor``'s (local shard's) storage is, to tell which tensors an optimizer step changes; None for
+    one without storage (a meta or fake tensor)."""
     local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
     try:
         return local.untyped_storage().data_ptr()

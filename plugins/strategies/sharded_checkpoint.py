@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from plugins.async_checkpoint_io import storage_address
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, writing
 from plugins.remote_paths import is_url
 from plugins.strategies.state_layout import optimizer_state_by_index
@@ -174,9 +175,10 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
     # the tensors only an optimizer step changes (parameter and optimizer-state shards) are staged by DCP's thread
     # while the next forward and backward run (the next optimizer step waits for it); the rest is copied now
     later = io.deferrable() if hasattr(io, "deferrable") else set()
-    flat = {k: v if _storage(v) in later else v.detach().clone() for k, v in flat.items()}
+    deferred = {k for k, v in flat.items() if storage_address(v) in later}
+    flat = {k: v if k in deferred else v.detach().clone() for k, v in flat.items()}
     stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False, use_async_staging=True,
-                                          use_non_blocking_copy=False))
+                                          use_non_blocking_copy=False)) if deferred else None
     response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=_checkpoint_group(strategy), no_dist=single,
                               async_stager=stager)
     future = getattr(response, "upload_completion", response)
@@ -200,20 +202,12 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
                 inner.save(meta, tmp / META_FILE)
                 inner.replace_dir(tmp, path)
         finally:
-            stager.close()
+            if stager is not None:
+                stager.close()
             if is_zero:
                 inner.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
 
     io.submit(finish)
-
-
-def _storage(tensor: torch.Tensor) -> int | None:
-    """The address of ``tensor``'s (local shard's) storage; None for one without (a meta or fake tensor)."""
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-    try:
-        return local.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _fresh_dir(io: CheckpointIO, tmp: Path, path: Path) -> None:
