@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 MAX_WORKERS = 4
 SAME_WORKER = {"tests/distributed/test_launcher_ray.py": "ray", "tests/distributed/test_ray_failures.py": "ray"}
 # the files with the most test time (a run's --durations=0, 2026-11-25), longest first
@@ -24,6 +26,7 @@ LONGEST_FIRST = (
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: no error where xdist is not installed
 def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 (pytest's hook signature)
     """``-n auto``: one worker per core, at most four (each multi-process test already starts 2-4 processes)."""
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
@@ -49,6 +52,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
     """``--dist loadfile`` with the ``SAME_WORKER`` groups, in collection order (see the module docstring)."""
     if config.getvalue("dist") != "loadfile":
