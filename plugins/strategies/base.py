@@ -106,6 +106,19 @@ def _valid_arguments(cls: type) -> frozenset[str]:
     return frozenset(constructor_arguments(cls))
 
 
+
+def under_forward_context(precision: Precision, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run inside the precision's forward context (autocast); ``fn`` itself where that context does
+    nothing (full precision), so the step path adds no layer."""
+    if type(precision).forward_context is Precision.forward_context:
+        return fn
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with precision.forward_context():
+            return fn(*args, **kwargs)
+
+    return run
+
 class Strategy:
     """Single-process defaults; distributed strategies override what differs."""
 
@@ -240,16 +253,7 @@ class Strategy:
         Looked up once per loop, so a strategy may wrap (DDP's forward, autocast) without per-step lookups;
         full precision gets the bare bound method.
         """
-        fn = getattr(module, name)
-        if type(self.precision).forward_context is Precision.forward_context:
-            return fn
-        precision = self.precision
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with precision.forward_context():
-                return fn(*args, **kwargs)
-
-        return run
+        return under_forward_context(self.precision, getattr(module, name))
 
     def forward_backward(
         self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int, backward: Any

@@ -9,6 +9,7 @@ directly: they need no gradient synchronisation. Accumulation steps run inside D
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from plugins.precision.base import Precision
+from plugins.strategies.base import under_forward_context
 from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook, wrap_post_local_sgd
 from plugins.strategies.parallel import ParallelStrategy
 
@@ -44,15 +46,7 @@ class DDPSteps:
     def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
         if name not in GRADIENT_STEPS or self.ddp is None:
             return super().step_function(module, name)  # type: ignore[misc]
-        ddp, precision = self.ddp, self.precision
-        if type(precision).forward_context is Precision.forward_context:
-            return lambda *args, **kwargs: ddp(name, *args, **kwargs)
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with precision.forward_context():
-                return ddp(name, *args, **kwargs)
-
-        return run
+        return under_forward_context(self.precision, functools.partial(self.ddp, name))
 
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         if enabled and self.ddp is not None:

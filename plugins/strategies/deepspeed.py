@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
+import functools
 import io
 import json
 import os
@@ -40,6 +41,7 @@ import torch
 
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
+from plugins.strategies.base import under_forward_context
 from plugins.strategies.ddp import _StepModule
 from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, save_deepspeed, weights_only_loads
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
@@ -176,15 +178,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         engine = self.engine
         if name != "training_step" or engine is None:
             return super().step_function(module, name)
-        precision = self.precision
-        if type(precision).forward_context is Precision.forward_context:
-            return lambda *args, **kwargs: engine(name, *args, **kwargs)
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with precision.forward_context():
-                return engine(name, *args, **kwargs)
-
-        return run
+        return under_forward_context(self.precision, functools.partial(engine, name))
 
     def forward_backward(
         self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int, backward: Any
