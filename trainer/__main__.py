@@ -1,29 +1,37 @@
 """``python -m trainer``: train with the Hydra config (by default the bundled GPT example on the CPU).
 
 ``python -m trainer plugins`` lists the plugins, ``python -m trainer init NAME`` creates a starter
-project and ``python -m trainer install-horovod`` builds Horovod for this torch; like ``import trainer``,
-they run without importing Hydra.
+project and ``python -m trainer install-horovod`` builds Horovod for this torch. Each subcommand imports
+only what it needs: ``install-horovod`` runs in CI right after torch is installed, before Relay's own
+dependencies (lightning_utilities, hydra, fsspec) are there.
 """
 
 from __future__ import annotations
 
 import sys
 
-from plugins.registry import describe
-from trainer.cli.app import main as hydra_main
-from trainer.cli.init_project import main as init_main
-from trainer.cli.install_horovod import main as install_main
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["plugins"]:
-        describe()
-        return 0
     if argv[:1] == ["install-horovod"]:
+        # local import: standard library only, so it runs before Relay's dependencies are installed
+        from trainer.cli.install_horovod import main as install_main
+
         return install_main(argv[1:])
     if argv[:1] == ["init"]:
+        # local import: writes template files; no Hydra or strategy import needed
+        from trainer.cli.init_project import main as init_main
+
         return init_main(argv[1:])
+    if argv == ["plugins"]:
+        # local import: the registry, without Hydra
+        from plugins.registry import describe
+
+        describe()
+        return 0
+    # local import: Hydra and the whole training stack load only for a run
+    from trainer.cli.app import main as hydra_main
+
     return hydra_main(argv)
 
 

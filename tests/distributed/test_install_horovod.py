@@ -28,8 +28,25 @@ def test_cache_key_names_horovod_torch_and_python(torch, expected):
     assert ih.cache_key("0.28.1", torch) == f"{expected}{sys.version_info.major}{sys.version_info.minor}"
 
 
+# Relay's dependencies besides torch: CI runs install-horovod before any of them is installed
+NOT_YET_INSTALLED = ("lightning_utilities", "hydra", "omegaconf", "fsspec", "tensorboard", "yaml", "numpy")
+BLOCKER = """
+import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked by the test)", name=name)
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+
 def test_print_cache_dir_is_outside_the_repository(tmp_path):
-    env = {**os.environ, "RELAY_CACHE_DIR": str(tmp_path)}
+    """Runs as CI runs it: only torch installed (the other dependencies cannot be imported)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(NOT_YET_INSTALLED)))
+    pythonpath = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "RELAY_CACHE_DIR": str(tmp_path), "PYTHONPATH": pythonpath}
     done = subprocess.run([sys.executable, "-m", "trainer", "install-horovod", "--print-cache-dir"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
