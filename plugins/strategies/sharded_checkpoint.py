@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from plugins.async_checkpoint_io import storage_address
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, writing
@@ -102,12 +104,12 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
         raise CheckpointWriteError(path, OSError(
             "sharded checkpoints are written to a local or shared filesystem; for an object store use "
             "FSDPStrategy(state_dict_type='full') (one file), or a dirpath on a shared mount"))
-    if getattr(io, "is_async", False):
-        _finish_previous(io, strategy)  # at most one save in flight; its failure fails every rank here
     path = Path(path)
     tmp = io.temporary(path, "dcp")
-    now = io.checkpoint_io if getattr(io, "is_async", False) else io  # synchronous steps are not queued
-    strategy.agree_on_rank_zero(lambda: _fresh_dir(now, tmp, path), "sharded_checkpoint_start")
+    if getattr(io, "is_async", False):
+        _start_async(io, strategy, tmp, path)
+    else:
+        strategy.agree_on_rank_zero(lambda: _fresh_dir(io, tmp, path), "sharded_checkpoint_start")
     flat: dict[str, torch.Tensor] = {}
     meta = dict(checkpoint)
     for key in layout_keys:
@@ -139,13 +141,19 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
             io.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
 
 
-def _finish_previous(io: Any, strategy: Any) -> None:
-    """Wait for the previous asynchronous save on every rank; a failure anywhere raises on every rank.
+def _start_async(io: Any, strategy: Any, tmp: Path, path: Path) -> None:
+    """Wait for the previous asynchronous save on every rank, then make the new temporary directory: one agreement,
+    so a failure of the previous save (rank 0's ``meta.pt`` or swap) or of the new directory raises on every rank.
 
-    DCP's own failures reach every rank; rank 0's part (``meta.pt``, the swap into place) is agreed on."""
+    DCP's own failures reach every rank."""
     if not strategy.is_global_zero:
         io.wait()
-    strategy.agree_on_rank_zero(io.wait, "the previous asynchronous checkpoint")
+
+    def start() -> None:
+        io.wait()
+        _fresh_dir(io.checkpoint_io, tmp, path)  # not queued: the worker is idle now
+
+    strategy.agree_on_rank_zero(start, "the previous asynchronous checkpoint, or a new one's directory")
 
 
 def _checkpoint_group(strategy: Any) -> Any:
@@ -163,35 +171,45 @@ def _checkpoint_group(strategy: Any) -> Any:
 
 def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], meta: dict[str, Any],
                         tmp: Path, path: Path) -> None:
-    """DCP ``async_save``: the shards are copied to CPU memory now and written by DCP's thread; rank 0 then
-    writes ``meta.pt`` and swaps the directory into place, in the checkpoint writer's queue."""
+    """DCP ``async_save``, called in the checkpoint writer's thread over a gloo group of its own, so its planning and
+    collectives do not stall training; rank 0 then writes ``meta.pt`` and swaps the directory into place there.
+
+    The tensors only an optimizer step changes (parameter and optimizer-state shards) are staged by DCP's stager
+    while the next forward and backward run, and the next optimizer step waits for that copy; the rest (buffers,
+    ``meta``) is copied now."""
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from lightning_utilities.core.apply_func import apply_to_collection
     from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
     meta = apply_to_collection(meta, torch.Tensor, lambda t: t.detach().cpu().clone())
     single = not (dist.is_available() and dist.is_initialized())
-    # the tensors only an optimizer step changes (parameter and optimizer-state shards) are staged by DCP's thread
-    # while the next forward and backward run (the next optimizer step waits for it); the rest is copied now
+    group = _checkpoint_group(strategy)  # made on this thread: creating a group is a collective of the default one
     later = io.deferrable() if hasattr(io, "deferrable") else set()
     deferred = {k for k, v in flat.items() if storage_address(v) in later}
     flat = {k: v if k in deferred else v.detach().clone() for k, v in flat.items()}
-    stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False, use_async_staging=True,
-                                          use_non_blocking_copy=False)) if deferred else None
-    response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=_checkpoint_group(strategy), no_dist=single,
-                              async_stager=stager)
-    future = getattr(response, "upload_completion", response)
-    if hasattr(response, "staging_completion") and hasattr(io, "hold_optimizer_steps"):
-        io.hold_optimizer_steps(response.staging_completion)
+    staged: Future = Future()
+    if deferred:
+        io.hold_optimizer_steps(staged)  # from now until the stager's copy is done
+    else:
+        staged.set_result(None)
     inner: CheckpointIO = io.checkpoint_io
     is_zero = strategy.is_global_zero
 
-    def finish() -> None:
+    def write() -> None:
+        import torch.distributed.checkpoint as dcp
+
+        stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
+                                              use_async_staging=True, use_non_blocking_copy=False)) if deferred else None
         try:
             try:
                 with writing(path):
-                    future.result()
+                    response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=group, no_dist=single,
+                                              async_stager=stager)
+                    copied = getattr(response, "staging_completion", None)
+                    if copied is None:
+                        staged.set_result(None)
+                    else:
+                        copied.add_done_callback(lambda _: staged.done() or staged.set_result(None))
+                    getattr(response, "upload_completion", response).result()
             except BaseException as exc:
                 _reraise_plain(exc)
                 cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
@@ -202,12 +220,14 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
                 inner.save(meta, tmp / META_FILE)
                 inner.replace_dir(tmp, path)
         finally:
+            if not staged.done():
+                staged.set_result(None)  # a failed save must not hold the optimizer steps
             if stager is not None:
                 stager.close()
             if is_zero:
                 inner.remove(tmp)  # gone after a swap; after a failure, its shards must not fill the disk
 
-    io.submit(finish)
+    io.submit(write)
 
 
 def _fresh_dir(io: CheckpointIO, tmp: Path, path: Path) -> None:

@@ -1,8 +1,10 @@
 """FSDP on 2 gloo processes with asynchronous sharded checkpoints (DCP ``async_save``).
 
-``python fsdp_async_script.py OUT TAG MAX_STEPS [--async] [--resume]``: trains a small MLP; with ``--async``
-``ModelCheckpoint(async_save=True)`` saves every 2 steps (top 2 and ``last``). Rank 0 writes OUT/TAG.json:
-the checkpoint names on disk after the fit and the final full weights (as lists).
+``python fsdp_async_script.py OUT TAG MAX_STEPS [--async] [--resume] [--fail-second-meta]``: trains a small MLP;
+with ``--async`` ``ModelCheckpoint(async_save=True)`` saves every 2 steps (top 2 and ``last``). Rank 0 writes
+OUT/TAG.json: the checkpoint names on disk after the fit and the final full weights (as lists).
+``--fail-second-meta``: ``plugins=[AsyncCheckpointIO(...)]`` whose writer fails on the second ``meta.pt`` (a full
+disk on rank 0, after DCP wrote the shards), so the fit must fail on both ranks at the next save.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from trainer import Module, Trainer, seed_everything
 from trainer.callbacks import ModelCheckpoint
+from trainer.plugins import AsyncCheckpointIO, TorchCheckpointIO
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -31,6 +34,17 @@ class MLP(Module):
         return torch.optim.AdamW(self.parameters(), lr=0.01)
 
 
+class FullDiskOnSecondMeta(TorchCheckpointIO):
+    metas = 0
+
+    def save(self, checkpoint, path):
+        if os.path.basename(os.fspath(path)) == "meta.pt":
+            type(self).metas += 1
+            if type(self).metas == 2:
+                raise OSError(28, "No space left on device (injected by the test)")
+        super().save(checkpoint, path)
+
+
 def main() -> None:
     out, tag, max_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     seed_everything(0)
@@ -39,8 +53,9 @@ def main() -> None:
     data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
     callbacks = [ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), every_n_train_steps=2, save_top_k=2,
                                  save_last=True, async_save="--async" in sys.argv)]
+    failing = "--fail-second-meta" in sys.argv
     trainer = Trainer(strategy="fsdp", devices=2, accelerator="cpu", max_steps=max_steps, callbacks=callbacks,
-                      logger=False, enable_progress_bar=False, enable_model_summary=False)
+                      plugins=[AsyncCheckpointIO(FullDiskOnSecondMeta())] if failing else None, logger=False, enable_progress_bar=False, enable_model_summary=False)
     model = MLP()
     trainer.fit(model, data, ckpt_path="last" if "--resume" in sys.argv else None)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict

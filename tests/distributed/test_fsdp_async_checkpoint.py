@@ -43,3 +43,20 @@ def test_fsdp_async_save_then_resume_matches_uninterrupted(tmp_path):
     resumed = run(tmp_path / "run", "resumed", 12, "--async", "--resume")
     assert resumed["step"] == 12
     assert resumed["weights"] == reference["weights"]
+
+
+def test_a_failed_async_write_fails_both_ranks_at_the_next_save_and_keeps_the_last_good_checkpoint(tmp_path):
+    """Rank 0's writer fails on the step-4 ``meta.pt`` (after DCP wrote every shard): the step-6 save raises on both
+    ranks (no rank waits for a save that gave up), and the step-2 checkpoint stays complete as ``last``."""
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "failed", "8", "--fail-second-meta"],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    assert done.returncode != 0
+    # which rank the launcher names first is a race; both stop at the step-6 save's agreement, none hangs
+    assert "No space left on device (injected by the test)" in done.stderr
+    ckpt = tmp_path / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["epoch=0-step=2.ckpt", "last.ckpt"]  # no temporary left
+    from trainer.checkpoint import load_checkpoint
+
+    assert load_checkpoint(ckpt / "last.ckpt")["global_step"] == 2
