@@ -197,14 +197,21 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
+    p.add_argument("--contenders", default="raw,relay,relay-torchrun,lightning",
+                   help="comma-separated; raw is always run (the reference); lightning only where it is installed")
     args = p.parse_args()
     if args.child:
         {"raw": child_raw, "relay": child_relay, "lightning": child_lightning}[args.child](args)
         return
     if args.quick:
         args.steps, args.warmup, args.repeats = 2 * BLOCK + 5, 2, 1
-    contenders = ["raw", "relay", "relay-torchrun"]
-    if subprocess.run([sys.executable, "-c", "import lightning"], capture_output=True).returncode == 0:
+    wanted = [c for c in args.contenders.split(",") if c]
+    unknown = sorted(set(wanted) - {"raw", "relay", "relay-torchrun", "lightning"})
+    if unknown:
+        p.error(f"--contenders: unknown {unknown}; choose from raw, relay, relay-torchrun, lightning")
+    contenders = ["raw"] + [c for c in ("relay", "relay-torchrun") if c in wanted]
+    if "lightning" in wanted and subprocess.run([sys.executable, "-c", "import lightning"],
+                                                capture_output=True).returncode == 0:
         contenders.append("lightning")
     results: dict[str, list[dict]] = {c: [] for c in contenders}
     with tempfile.TemporaryDirectory() as tmp:
@@ -228,7 +235,7 @@ def main() -> None:
         extra = statistics.median(r["first_step_s"] - raw["first_step_s"] for r, raw in zip(results[name], results["raw"]))
         summary[name] = {"step_ms": step, "step_ratio": ratio, "first_step_s": first, "first_step_extra_s": extra}
         print(f"{name:<15} {step:8.2f} {ratio:6.2f} {first:13.2f} {extra:+8.2f}")
-    for name in ("relay", "relay-torchrun"):
+    for name in (c for c in ("relay", "relay-torchrun") if c in summary):
         r = summary[name]
         print(f"{name}: step <= 1.05x raw: {'met' if r['step_ratio'] <= 1.05 else 'NOT met'} "
               f"({r['step_ratio']:.3f}); first step <= raw + 1 s: "

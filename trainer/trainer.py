@@ -425,8 +425,6 @@ class Trainer(TrainerMembers):
 
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
-        # on use: the checkpoint modules (the plugins' I/O, environments) add ~30 ms to `from trainer import Trainer`
-
         if refuse_nonfinite_save(self, filepath):
             return
         checkpoint = collect_checkpoint(self, weights_only)
