@@ -5,6 +5,9 @@ four, each taking whole files so a module's launched job (a module-scoped fixtur
 files of one group (``SAME_WORKER``) go to one worker, so they share a session fixture too (one Ray cluster).
 Files are handed out longest first (``LONGEST_FIRST``, then the rest in collection order), so no worker is left
 with a long file at the end while the others idle. ``-n 0`` runs it in one process.
+
+``--max-worker-restart=0``: a worker process that dies (a test killed it) ends the run, naming the test. With
+restarts, xdist 3.8's file scheduler re-queues the dead worker's file and can wait forever for it (seen in CI).
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ def watch_launcher(env: dict[str, str] | None = None, interval: float = 0.5) -> 
     if not value or not value.isdigit() or any(t.name == "relay-launcher-watchdog" for t in threading.enumerate()):
         return False
     launcher = int(value)
+    if os.getppid() != launcher:  # inherited by a process the worker started (a subprocess, a Spark or Ray task):
+        return False              # the launcher is not its parent, so its parent's death is not the launcher's
 
     def watch() -> None:
         while os.getppid() == launcher:

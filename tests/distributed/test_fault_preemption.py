@@ -139,6 +139,16 @@ def test_no_worker_outlives_its_launcher(tmp_path, sig):
     wait_for(lambda: not any(alive(pid) for pid in workers), "the workers to exit", timeout=60)
 
 
+def test_a_process_a_worker_starts_is_not_killed_by_the_inherited_launcher_watch(tmp_path):
+    """A worker's environment names its launcher; a process the worker starts (a subprocess, a Spark or Ray task)
+    inherits it but has another parent, and must not take its parent's start for the launcher's death."""
+    code = ("import time, trainer.launch; trainer.launch.watch_launcher(); time.sleep(1.5); print('alive')")
+    env = {**os.environ, "RELAY_LAUNCHER_PID": "1"}  # a launcher that is not this process's parent
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "alive", (done.returncode, done.stderr[-2000:])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
