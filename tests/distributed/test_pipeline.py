@@ -171,6 +171,10 @@ def cli_run(root: Path, *overrides: str, timeout: float = 240) -> dict[str, torc
                           capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     (last,) = root.glob("*/*/checkpoints/last.ckpt")
+    return last_weights(last)
+
+
+def last_weights(last: Path) -> dict[str, torch.Tensor]:
     if last.is_file():
         return torch.load(last, weights_only=True)["state_dict"]
     from plugins.strategies.sharded_checkpoint import read_full
@@ -178,11 +182,29 @@ def cli_run(root: Path, *overrides: str, timeout: float = 240) -> dict[str, torc
     return {k.split("/", 1)[1]: v for k, v in read_full(last).items() if k.startswith("state_dict/")}
 
 
+@pytest.fixture(scope="module")
+def every_schedule(tmp_path_factory) -> dict[str, Path]:
+    """The issue's command for every schedule, as one Hydra multirun (one driver process, one job per schedule,
+    each launching its 2 workers): schedule -> the job's ``last.ckpt``."""
+    root = tmp_path_factory.mktemp("schedules")
+    done = subprocess.run([sys.executable, "-m", "trainer", "--multirun", *CLI_TINY, "strategy=pipeline",
+                           "trainer.devices=2", f"strategy.schedule={','.join(SCHEDULES)}", f"output_root={root}"],
+                          capture_output=True, text=True, timeout=600, env=_env(), cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = {}
+    for job in root.glob("multirun/*/*/[0-9]*"):
+        overrides = (job / ".hydra" / "overrides.yaml").read_text()
+        (schedule,) = [s for s in SCHEDULES if f"strategy.schedule={s}\n" in overrides]
+        found[schedule] = job / "checkpoints" / "last.ckpt"
+    assert sorted(found) == sorted(SCHEDULES)
+    return found
+
+
+@pytest.mark.timeout(660)
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-def test_every_schedule_ends_with_the_single_process_weights(tmp_path, cli_single, schedule):
+def test_every_schedule_ends_with_the_single_process_weights(every_schedule, cli_single, schedule):
     """The issue's command, per schedule: 2 stages (interleaved/zbv: 4 stages, 2 per rank) of a 4-block GPT."""
-    got = cli_run(tmp_path, "strategy=pipeline", "trainer.devices=2", f"strategy.schedule={schedule}")
-    assert_same_weights(got, cli_single)
+    assert_same_weights(last_weights(every_schedule[schedule]), cli_single)
 
 
 @pytest.mark.timeout(400)
