@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -187,10 +187,17 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
     deferred = {k for k, v in flat.items() if storage_address(v) in later}
     flat = {k: v if k in deferred else v.detach().clone() for k, v in flat.items()}
     staged: Future = Future()
+
+    def release(*_: Any) -> None:  # called from the stager's thread or the writer's, whichever comes first
+        try:
+            staged.set_result(None)
+        except InvalidStateError:
+            pass
+
     if deferred:
         io.hold_optimizer_steps(staged)  # from now until the stager's copy is done
     else:
-        staged.set_result(None)
+        release()
     inner: CheckpointIO = io.checkpoint_io
     is_zero = strategy.is_global_zero
 
@@ -206,9 +213,9 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
                                               async_stager=stager)
                     copied = getattr(response, "staging_completion", None)
                     if copied is None:
-                        staged.set_result(None)
+                        release()
                     else:
-                        copied.add_done_callback(lambda _: staged.done() or staged.set_result(None))
+                        copied.add_done_callback(release)
                     getattr(response, "upload_completion", response).result()
             except BaseException as exc:
                 _reraise_plain(exc)
@@ -220,8 +227,7 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
                 inner.save(meta, tmp / META_FILE)
                 inner.replace_dir(tmp, path)
         finally:
-            if not staged.done():
-                staged.set_result(None)  # a failed save must not hold the optimizer steps
+            release()  # a failed save must not hold the optimizer steps
             if stager is not None:
                 stager.close()
             if is_zero:
