@@ -62,7 +62,8 @@ def test_horovod_quick_runs_and_prints_ratios() -> None:
 @pytest.mark.timeout(400)
 def test_ddp_quick_runs_and_prints_ratios() -> None:
     """README: `python benchmarks/ddp.py --repeats 5 --steps 200`; --quick runs each contender once. Not
-    relay-torchrun here: it is ``child_relay`` under torchrun, which tests/distributed/test_ddp.py trains already."""
+    relay-torchrun here: it runs the same ``child_relay`` as the relay contender, only launched by torchrun, and
+    Relay under torchrun is trained in tests/distributed/test_ddp.py."""
     import importlib.util
 
     out = _run("ddp.py", "--quick", "--contenders", "raw,relay,lightning", timeout=360)
