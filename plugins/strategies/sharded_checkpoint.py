@@ -17,9 +17,10 @@ checkpoint belong to the Trainer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,21 @@ def _reraise_plain(exc: BaseException) -> None:
     for err in underlying_errors(exc):
         if isinstance(err, (CheckpointReadError, CheckpointWriteError)):
             raise err from None
+
+
+@contextlib.contextmanager
+def dcp_writing(path: str | os.PathLike) -> Iterator[None]:
+    """``writing(path)`` around a DCP write: DCP wraps every rank's error, so raise the first one a user can act on
+    (a ``CheckpointWriteError``, or one naming the ``OSError`` behind it)."""
+    try:
+        with writing(path):
+            yield
+    except BaseException as exc:
+        _reraise_plain(exc)
+        cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
+        if cause is not None:
+            raise CheckpointWriteError(path, cause) from None
+        raise
 
 
 def split_tensors(tree: Any, prefix: str, flat: dict[str, torch.Tensor]) -> Any:
@@ -121,15 +137,8 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
         _save_sharded_async(io, strategy, flat, meta, tmp, path)
         return
     try:
-        try:
-            with writing(path):
-                dcp.save(flat, checkpoint_id=str(tmp))
-        except BaseException as exc:
-            _reraise_plain(exc)
-            cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
-            if cause is not None:
-                raise CheckpointWriteError(path, cause) from None
-            raise
+        with dcp_writing(path):
+            dcp.save(flat, checkpoint_id=str(tmp))
 
         def finish() -> None:
             io.save(meta, tmp / META_FILE)
@@ -207,22 +216,15 @@ def _save_sharded_async(io: Any, strategy: Any, flat: dict[str, torch.Tensor], m
         stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
                                               use_async_staging=True, use_non_blocking_copy=False)) if deferred else None
         try:
-            try:
-                with writing(path):
-                    response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=group, no_dist=single,
-                                              async_stager=stager)
-                    copied = getattr(response, "staging_completion", None)
-                    if copied is None:
-                        release()
-                    else:
-                        copied.add_done_callback(release)
-                    getattr(response, "upload_completion", response).result()
-            except BaseException as exc:
-                _reraise_plain(exc)
-                cause = next((e for e in underlying_errors(exc) if isinstance(e, OSError)), None)
-                if cause is not None:
-                    raise CheckpointWriteError(path, cause) from None
-                raise
+            with dcp_writing(path):
+                response = dcp.async_save(flat, checkpoint_id=str(tmp), process_group=group, no_dist=single,
+                                          async_stager=stager)
+                copied = getattr(response, "staging_completion", None)
+                if copied is None:
+                    release()
+                else:
+                    copied.add_done_callback(release)
+                getattr(response, "upload_completion", response).result()
             if is_zero:
                 inner.save(meta, tmp / META_FILE)
                 inner.replace_dir(tmp, path)
