@@ -19,6 +19,7 @@ Ratios are medians of the per-repetition ratios to raw-hvd.
   python benchmarks/horovod.py                # 5 repetitions
   python benchmarks/horovod.py --repeats 9 --steps 300
   python benchmarks/horovod.py --quick        # smoke test; the figures mean nothing
+  python benchmarks/horovod.py --quick --contenders relay-hvd   # what the smoke test runs
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help=f"comma-separated, from {', '.join(CONTENDERS)} (raw-hvd, the reference, always runs)")
     args = p.parse_args()
     if args.child:
         if args.child == "raw-hvd":
@@ -146,14 +149,18 @@ def main() -> None:
         return
     if args.quick:
         args.steps, args.warmup, args.repeats = 2 * BLOCK + 5, 2, 1
-    results: dict[str, list[dict]] = {c: [] for c in CONTENDERS}
+    wanted = set(args.contenders.split(","))
+    if wanted - set(CONTENDERS):
+        p.error(f"--contenders: unknown {sorted(wanted - set(CONTENDERS))}; choose from {', '.join(CONTENDERS)}")
+    contenders = [c for c in CONTENDERS if c == "raw-hvd" or c in wanted]
+    results: dict[str, list[dict]] = {c: [] for c in contenders}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):
-            order = CONTENDERS[rep % len(CONTENDERS):] + CONTENDERS[: rep % len(CONTENDERS)]
+            order = contenders[rep % len(contenders):] + contenders[: rep % len(contenders)]
             for name in order:
                 results[name].append(run_one(name, args, os.path.join(tmp, f"{name}-{rep}.json")))
             line = "  ".join(f"{c} {results[c][-1]['step_ms']:.2f} ms / {results[c][-1]['first_step_s']:.2f} s"
-                             for c in CONTENDERS)
+                             for c in contenders)
             print(f"repetition {rep + 1}/{args.repeats}: {line}", flush=True)
     import horovod
     import torch
@@ -163,7 +170,7 @@ def main() -> None:
     print(f"{'contender':<10} {'step ms':>8} {'x raw-hvd':>9} {'first step s':>13} {'- raw-hvd s':>11}")
     summary = {}
     raw = results["raw-hvd"]
-    for name in CONTENDERS:
+    for name in contenders:
         step = statistics.median(r["step_ms"] for r in results[name])
         first = statistics.median(r["first_step_s"] for r in results[name])
         ratio = statistics.median(r["step_ms"] / b["step_ms"] for r, b in zip(results[name], raw))
