@@ -1,10 +1,12 @@
-"""Loggers as a user sees them, on either framework: ``python loggers_program.py lightning|relay CHECK [ARG]``.
+"""Loggers as a user sees them, on either framework: ``python loggers_program.py lightning|relay CHECK[@ARG] ...``.
 
 Checks: ``layout`` (TensorBoard/CSV directories for every name/version/sub_dir/default_root_dir combination),
 ``csv_experiment``, ``mlflow URI`` (what the store holds, read back with ``MlflowClient``; ``file`` for a file store
 under the working directory), ``wandb`` (an offline run, read back with wandb's own reader of the ``.wandb`` log),
 ``comet`` (an offline experiment's archived messages).
-Paths are reported relative to the working directory and run/experiment ids as placeholders.
+Paths are reported relative to the working directory and run/experiment ids as placeholders. Several checks run in
+one process (one import of the framework and the trackers, the suite's dearest part), each in a directory of its
+own, and each one's result is emitted under its spec.
 """
 
 from __future__ import annotations
@@ -341,16 +343,24 @@ def comet_run(fw, framework: str) -> dict:
     return seen
 
 
-def main(framework: str, check: str, *args: str) -> None:
+def main(framework: str, *specs: str) -> None:
     warnings.filterwarnings("ignore")
     fw = load(framework)
     checks = {"layout": layout, "csv_experiment": csv_experiment, "mlflow": mlflow, "wandb": wandb_run,
               "comet": comet_run}
-    try:
-        result = checks[check](fw, framework, *args)
-    except Exception as err:  # an exception is an observation too
-        result = exception(err)
-    emit({check: result})
+    results = {}
+    for number, spec in enumerate(specs):
+        check, _, arg = spec.partition("@")
+        home = os.path.abspath(f"check{number}")
+        os.makedirs(home)
+        os.chdir(home)
+        try:
+            results[spec] = checks[check](fw, framework, *([arg] if arg else []))
+        except Exception as err:  # an exception is an observation too
+            results[spec] = exception(err)
+        finally:
+            os.chdir("..")
+    emit(results)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ server with a SQLite backend), an offline W&B run read with wandb's own reader, 
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,29 +17,49 @@ pytestmark = [need_mark("lightning", "differential tests against Lightning"), py
 PROGRAM = Path(__file__).with_name("loggers_program.py")
 
 
-@pytest.fixture
-def logger_env(tmp_path) -> dict[str, str]:
-    """Offline W&B with its caches under ``tmp_path``, offline Comet; MLflow's file store allowed (mlflow 3 refuses it otherwise);
-    ``RELAY_LIGHTNING_COMPAT=1`` so Relay's default log name is Lightning's ``lightning_logs``."""
+def logger_env(root: Path) -> dict[str, str]:
+    """Offline W&B with its caches under ``root``, offline Comet; MLflow's file store allowed (mlflow 3 refuses it
+    otherwise); ``RELAY_LIGHTNING_COMPAT=1`` so Relay's default log name is Lightning's ``lightning_logs``."""
     return {"RELAY_LIGHTNING_COMPAT": "1", "MLFLOW_ALLOW_FILE_STORE": "true", "WANDB_MODE": "offline",
-            "WANDB_SILENT": "true", "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"),
-            "WANDB_DATA_DIR": str(tmp_path / "wandb-data"), "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config"),
+            "WANDB_SILENT": "true", "WANDB_CACHE_DIR": str(root / "wandb-cache"),
+            "WANDB_DATA_DIR": str(root / "wandb-data"), "WANDB_CONFIG_DIR": str(root / "wandb-config"),
             "COMET_START_ONLINE": "0", "COMET_OFFLINE_DIRECTORY": "comet-offline",
             "WANDB_SERVICE": ""}  # never the wandb-core service a W&B test in this pytest process started
 
 
-def both(check: str, *args: str, env: dict[str, str]) -> tuple[dict, dict]:
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> tuple[dict, dict]:
+    """Every check in one process per framework (12 processes took 144 s of CPU, most of it importing Lightning and
+    the trackers), the MLflow tracking server up meanwhile; the checks whose tracker is not installed are left out
+    (their tests skip, or fail in CI)."""
     from tests.compat.lightning_diff.harness import run_both
+    from tests.compat.mlflow_server import mlflow_server
 
-    lightning, relay = run_both(PROGRAM, check, *args, env=env, timeout=500)
-    lightning, relay = lightning[check], relay[check]
+    root = tmp_path_factory.mktemp("loggers")
+    specs = ["layout", "csv_experiment"]
+    specs += ["wandb"] * _present("wandb") + ["comet"] * _present("comet_ml")
+    with contextlib.ExitStack() as stack:
+        if _present("mlflow"):
+            uri = stack.enter_context(mlflow_server(root))
+            specs += ["mlflow@file", f"mlflow@{uri}"]
+        lightning, relay = run_both(PROGRAM, *specs, env=logger_env(root), timeout=500)
+    return {spec.split("@http")[0]: result for spec, result in lightning.items()}, \
+        {spec.split("@http")[0]: result for spec, result in relay.items()}
+
+
+def _present(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def both(observed: tuple[dict, dict], check: str) -> tuple[dict, dict]:
+    lightning, relay = observed[0][check], observed[1][check]
     assert "exception" not in lightning, lightning
     assert "exception" not in relay, relay
     return lightning, relay
 
 
-def test_tensorboard_and_csv_directory_layout(logger_env):
-    lightning, relay = both("layout", env=logger_env)
+def test_tensorboard_and_csv_directory_layout(observed):
+    lightning, relay = both(observed, "layout")
     assert len(lightning) == 36 + 18 + 2  # TensorBoard, CSV, and the default logger, with and without default_root_dir
     failed = {case: seen for case, seen in lightning.items() if "exception" in seen}
     assert not failed
@@ -47,8 +69,8 @@ def test_tensorboard_and_csv_directory_layout(logger_env):
         assert relay[case] == lightning[case], case
 
 
-def test_csv_logger_experiment(logger_env):
-    lightning, relay = both("csv_experiment", env=logger_env)
+def test_csv_logger_experiment(observed):
+    lightning, relay = both(observed, "csv_experiment")
     assert lightning["type"] == "ExperimentWriter" and lightning["csv_rows"]
     assert relay == lightning
 
@@ -63,28 +85,25 @@ def _compare_mlflow(lightning: dict, relay: dict, skip: tuple[str, ...] = ()) ->
             assert relay[key] == lightning[key], key
 
 
-def test_mlflow_file_store(logger_env):
+def test_mlflow_file_store(observed):
     need("mlflow", "MLFlowLogger")
-    lightning, relay = both("mlflow", "file", env=logger_env)
+    lightning, relay = both(observed, "mlflow@file")
     assert lightning["artifact_location_used"] is True
     _compare_mlflow(lightning, relay)
 
 
-def test_mlflow_tracking_server(logger_env, tmp_path):
+def test_mlflow_tracking_server(observed):
     need("mlflow", "MLFlowLogger")
-    from tests.compat.mlflow_server import mlflow_server
-
-    with mlflow_server(tmp_path) as uri:
-        lightning, relay = both("mlflow", uri, env=logger_env)
+    lightning, relay = both(observed, "mlflow")  # the spec with the server's URI
     assert lightning["save_dir"] is None
     # Lightning's trainer.log_dir is None for a logger without a local directory; Relay gives default_root_dir
     assert lightning["trainer.log_dir"] is None and relay["trainer.log_dir"] == "."
     _compare_mlflow(lightning, relay, skip=("trainer.log_dir",))
 
 
-def test_wandb_offline_run(logger_env):
+def test_wandb_offline_run(observed):
     need("wandb", "WandbLogger")
-    lightning, relay = both("wandb", env=logger_env)
+    lightning, relay = both(observed, "wandb")
     assert [a["name"] for a in lightning["artifacts"] if a["type"] == "model"] == ["model-RUN", "model-RUN"]
     assert lightning["config"]["opt"] == {"betas": [0.9, 0.99], "name": "sgd"}
     assert (lightning["config"]["act"], lightning["config"]["factory"]) == ("ReLU", 3)  # classes, callables
@@ -96,9 +115,9 @@ def test_wandb_offline_run(logger_env):
         assert relay[key] == lightning[key], key
 
 
-def test_comet_offline_experiment(logger_env):
+def test_comet_offline_experiment(observed):
     need("comet_ml", "CometLogger")
-    lightning, relay = both("comet", env=logger_env)
+    lightning, relay = both(observed, "comet")
     assert lightning["experiment"] == "OfflineExperiment" and lightning["version_is_key"]
     assert lightning["params"] == {"lr": 0.05, "opt|name": "sgd", "width": 4}
     assert {name for name, *_ in lightning["metrics"]} == {"train_train_loss", "train_val_loss"}  # prefix, no epoch
