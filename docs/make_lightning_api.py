@@ -74,8 +74,11 @@ NOTES: dict[str, tuple[str, str]] = {
     "lightning.fabric:Fabric": ("difference", "Lightning Fabric's API on Relay's plugins; `launch()` in a plain "
                                               "`python` run starts every rank as a new process and the launching "
                                               "process exits with their exit code (Lightning: it becomes rank 0); "
-                                              "strategy='pipeline' and 'deepspeed' are refused in one line (their "
-                                              "engines need the Trainer's loop); FSDP is FSDP2 (`fully_shard`)"),
+                                              "strategy='pipeline' is refused in one line (its schedule needs the "
+                                              "Trainer's loop); strategy='deepspeed' drives one engine per Fabric "
+                                              "(Lightning: one per model), and `setup_module` alone places the model "
+                                              "without an engine (Lightning: an inference engine); FSDP is FSDP2 "
+                                              "(`fully_shard`)"),
     "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object: Lightning's "
                                                             "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
                                                             "`teardown`, writes atomic, loading `weights_only` only"),

@@ -33,7 +33,7 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
 
     A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
-    Files and sharded directories are read by ``strategy_calls.read_state``, as ``Fabric.load`` reads them.
+    Files, sharded and DeepSpeed directories are read by ``strategy_calls.read_state``, as ``Fabric.load`` reads them.
     """
     io = io or CheckpointIO()
     if is_url(path):  # an object in an fsspec store: one file (sharded directories are written locally)
@@ -44,12 +44,7 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
             f"Checkpoint file not found: {path} (ckpt_path={str(path)!r} names no file; pass an existing .ckpt file, "
             "a checkpoint directory, or ckpt_path='last')."
         )
-    # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
-    from plugins.strategies.deepspeed_checkpoint import is_deepspeed_checkpoint
-
     try:
-        if is_deepspeed_checkpoint(path):  # DeepSpeed's files for module and optimizer, Relay's meta.pt for the rest
-            return _load_deepspeed(path, io)
         return read_state(io, path, LAYOUT_KEYS, argument="ckpt_path", required=CHECKPOINT_KEYS)
     except CheckpointReadError as err:
         raise MisconfigurationError(str(err).replace(repr(str(path / "meta.pt")), repr(str(path)))) from None
@@ -98,17 +93,6 @@ def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
         if raise_errors:
             raise
         warnings.warn(f"an asynchronous checkpoint write failed too: {err}", stacklevel=2)
-
-
-def _load_deepspeed(path: Path, io: Any) -> dict[str, Any]:
-    from plugins.strategies.deepspeed_checkpoint import META_FILE, attach_deepspeed_state  # local import: as above
-
-    checkpoint = io.load(path / META_FILE)
-    if not isinstance(checkpoint, Mapping) or "loops" not in checkpoint:
-        raise MisconfigurationError(f"ckpt_path={str(path)!r} has a DeepSpeed directory but no Relay {META_FILE}.")
-    checkpoint = dict(checkpoint)
-    attach_deepspeed_state(checkpoint, path, LAYOUT_KEYS)
-    return checkpoint
 
 
 def plain_data(value: Any) -> Any:

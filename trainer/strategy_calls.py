@@ -135,6 +135,13 @@ def setup_module(strategy: Strategy, module: torch.nn.Module) -> tuple[torch.nn.
     return (holder if isinstance(module, Module) else holder.module), holder
 
 
+def setup_optimizers(strategy: Strategy, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+    """The optimizers of the module ``setup_module`` set up last, made ready for the strategy: Horovod's
+    ``DistributedOptimizer`` around each, or DeepSpeed's engine built around that module and its one optimizer
+    (whose ZeRO optimizer comes back)."""
+    return strategy.setup_optimizers(list(optimizers))
+
+
 def step_function(strategy: Strategy, holder: torch.nn.Module, name: str) -> Callable[..., Any]:
     """The callable that runs ``holder.<name>`` the strategy's way: through DDP's wrapper for the methods that
     produce gradients (``training_step``, ``forward``), under the precision's autocast."""
@@ -194,15 +201,19 @@ def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str
 def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str, ...], argument: str = "path",
                required: tuple[str, ...] = ()) -> dict[str, Any]:
     """What ``save_state`` wrote, on the CPU, read as data (never code) through ``io`` (the strategy's
-    ``checkpoint_io``). For a sharded directory the entries in ``layout_keys`` stay on disk as handles the
-    strategy's ``load_*_state_dict`` read into the live layout. Errors name ``argument`` (the caller's parameter)
+    ``checkpoint_io``). For a sharded (or DeepSpeed) directory the entries in ``layout_keys`` stay on disk as handles
+    the strategy's ``load_*_state_dict`` read into the live layout. Errors name ``argument`` (the caller's parameter)
     and, when the state lacks one of the ``required`` keys, what was expected."""
     # local import: `from trainer import Trainer, Module` loads no strategy plugin (tests/trainer/test_imports.py)
+    from plugins.strategies.deepspeed_checkpoint import attach_deepspeed_state, is_deepspeed_checkpoint
     from plugins.strategies.sharded_checkpoint import META_FILE, ShardedState, attach_sharded_state
 
     path = Path(path)
-    sharded = path.is_dir()
-    if sharded:
+    deepspeed = is_deepspeed_checkpoint(path)  # the engine's files for module and optimizer, meta.pt for the rest
+    sharded = path.is_dir() and not deepspeed
+    if deepspeed:
+        loaded = io.load(path / META_FILE)
+    elif sharded:
         if not (path / META_FILE).is_file() or not (path / ".metadata").is_file():
             raise CheckpointNotFoundError(
                 f"{argument}={str(path)!r} is a directory but not a sharded Relay checkpoint (it needs {META_FILE} and "
@@ -224,6 +235,8 @@ def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str
     checkpoint = dict(loaded)
     if sharded:
         attach_sharded_state(checkpoint, path, layout_keys)
+    elif deepspeed:
+        attach_deepspeed_state(checkpoint, path, layout_keys)
     return checkpoint
 
 

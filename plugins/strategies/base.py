@@ -123,6 +123,14 @@ class Strategy:
     """Single-process defaults; distributed strategies override what differs."""
 
     name = ""
+    # What a user's own loop (Fabric) may ask of this strategy; an engine that wraps module and optimizer together
+    # (DeepSpeed) answers differently from the strategies that leave the loop in charge:
+    # the module and its optimizer are set up in one call (the engine is built around both and saves both itself)
+    joint_setup = False
+    # the loop may skip the gradient synchronisation on accumulation steps (``no_backward_sync``)
+    loop_backward_sync = True
+    # why the loop may not clip gradients itself (the engine clips inside its step), or None where it may
+    loop_clipping_refused: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

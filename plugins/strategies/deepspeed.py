@@ -15,6 +15,11 @@ The Trainer's loop stays the same; the engine takes the parts DeepSpeed must own
   into a single file of full weights.
 - bf16: ``precision=bf16-mixed`` (or ``bf16-true``) turns on DeepSpeed's bf16 (bf16 weights, fp32 master
   copy in the optimizer); ``16-mixed`` its fp16 with dynamic loss scaling (GPUs).
+- A user's own loop (``Fabric``) drives the same engine as Lightning Fabric does: ``setup(model, optimizer)``
+  builds it around both, ``forward`` runs through it, ``backward`` is ``engine.backward`` and the optimizer's
+  step ``engine.step()``. Accumulation and clipping then come from DeepSpeed's config alone, so the loop's
+  ``no_backward_sync`` is a no-op (with Lightning's warning) and its ``clip_gradients`` an error; the config
+  Relay writes leaves both keys to DeepSpeed there (its default clips at norm 1.0, as under Lightning Fabric).
 
 DeepSpeed builds a C++ op (``deepspeed_shm_comm``) with the machine's compiler the first time it starts
 its communication layer (about a minute, once): ``TORCH_EXTENSIONS_DIR`` defaults to Relay's cache, one
@@ -42,19 +47,25 @@ import torch
 from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.base import under_forward_context
-from plugins.strategies.ddp import _StepModule
+from plugins.strategies.ddp import GRADIENT_STEPS, _StepModule
 from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, save_deepspeed, weights_only_loads
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
 STAGES = (0, 1, 2, 3)
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 EXTENSIONS_CACHE = Path("~/.cache/relay/torch_extensions")
+# Lightning Fabric's words for a loop that clips under DeepSpeed
+CLIPPING_REFUSED = ("DeepSpeed handles gradient clipping automatically within the optimizer. Make sure to set the "
+                    "`gradient_clipping` value in your Config.")
 
 
 class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed.initialize`` around the Module and its optimizer, one process per device."""
 
     name = "deepspeed"
+    joint_setup = True  # deepspeed.initialize takes the module and its optimizer together
+    loop_backward_sync = False  # the engine accumulates from its config (gradient_accumulation_steps)
+    loop_clipping_refused = CLIPPING_REFUSED  # and clips from it (gradient_clipping), inside engine.step()
 
     def __init__(
         self,
@@ -89,6 +100,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         self.logging_level = logging_level.upper()
         self.accumulate_grad_batches = 1
         self.gradient_clip_val: float | None = None
+        self._trainer_settings = False  # configure_optimization called: the Trainer's settings go into the config
         self.engine: Any = None
         self._accumulating = False
         self._resume_from: tuple[str, bool] | None = None
@@ -119,6 +131,7 @@ class DeepSpeedStrategy(ParallelStrategy):
             )
         self.accumulate_grad_batches = accumulate_grad_batches
         self.gradient_clip_val = gradient_clip_val or None
+        self._trainer_settings = True
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         module = module.to(self.root_device)  # DeepSpeed converts dtypes itself (bf16/fp16 from its config)
@@ -149,11 +162,15 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     def deepspeed_config(self) -> dict[str, Any]:
         """DeepSpeed's config: the user's (``config=``) or built from ``stage`` and the offload options,
-        with the Trainer's accumulation and clipping and the precision's dtype filled in."""
+        with the Trainer's accumulation and clipping and the precision's dtype filled in. A user's own loop (Fabric)
+        sets neither: DeepSpeed's config (its defaults: no accumulation, clipping at norm 1.0) decides, as under
+        Lightning Fabric."""
         config = copy.deepcopy(self.user_config) if self.user_config is not None else {
             "zero_optimization": self._zero_section()}
-        _agree(config, "gradient_accumulation_steps", self.accumulate_grad_batches, "trainer.accumulate_grad_batches")
-        _agree(config, "gradient_clipping", float(self.gradient_clip_val or 0.0), "trainer.gradient_clip_val")
+        if self._trainer_settings:
+            _agree(config, "gradient_accumulation_steps", self.accumulate_grad_batches,
+                   "trainer.accumulate_grad_batches")
+            _agree(config, "gradient_clipping", float(self.gradient_clip_val or 0.0), "trainer.gradient_clip_val")
         config.setdefault("train_micro_batch_size_per_gpu", 1)  # Relay's loaders decide the batch
         config.setdefault("zero_allow_untested_optimizer", True)  # the user's torch optimizer
         config.setdefault("zero_force_ds_cpu_optimizer", False)
@@ -175,8 +192,10 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     # --- one step -------------------------------------------------------------------------------
     def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
+        """``training_step`` (the Trainer) and ``forward`` (a user's loop) run through the engine, whose forward
+        gathers ZeRO-3's partitioned parameters and counts the micro-steps."""
         engine = self.engine
-        if name != "training_step" or engine is None:
+        if name not in GRADIENT_STEPS or engine is None:
             return super().step_function(module, name)
         return under_forward_context(self.precision, functools.partial(engine, name))
 
@@ -192,12 +211,20 @@ class DeepSpeedStrategy(ParallelStrategy):
         if loss is None:
             return backward.finished(output)
         engine.set_gradient_accumulation_boundary(not self._accumulating)
-        engine.backward(loss)  # divides by gradient_accumulation_steps, reduces at the boundary
+        self.backward(loss)
         if self._accumulating:
             engine.step()  # DeepSpeed counts micro-steps in step(); no update inside the window
         return backward.finished(output)
 
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """``engine.backward``: divides by gradient_accumulation_steps, reduces the gradients at the boundary (and
+        applies DeepSpeed's fp16 loss scale); a loss made before the engine exists goes the plain way."""
+        if self.engine is None:
+            return super().backward(loss, *args, **kwargs)
+        self.engine.backward(loss, *args, **kwargs)
+
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
+        """The Trainer's accumulation window: the engine is told which backward ends it (``forward_backward``)."""
         return self._window(enabled)
 
     @contextlib.contextmanager

@@ -180,13 +180,6 @@ class HorovodStrategy(Strategy):
                 f"HorovodStrategy with {self.world_size} processes was set up in the launching process; the Trainer "
                 "starts the workers first (Trainer.fit/validate/test/predict do)."
             )
-        passes = self.backward_passes_per_step
-        if passes is not None and passes != self.accumulate_grad_batches:
-            raise ValueError(
-                f"HorovodStrategy(backward_passes_per_step={passes}) differs from Trainer(accumulate_grad_batches="
-                f"{self.accumulate_grad_batches}): Horovod would average gradients on the wrong backward pass. Use "
-                f"strategy.backward_passes_per_step=null (it follows accumulate_grad_batches)."
-            )
         expected = self.world_size
         hvd.init()
         if hvd.size() != expected:
@@ -203,6 +196,19 @@ class HorovodStrategy(Strategy):
             )
         super().setup_environment()  # pins this process to the device of its local rank
         report_peer_failures_briefly(hvd.rank())
+
+    def configure_optimization(
+        self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
+    ) -> None:
+        """The Trainer's accumulation must be Horovod's; a user's own loop (Fabric) sets ``backward_passes_per_step``
+        to the backward passes it runs per ``optimizer.step()`` (under ``no_backward_sync`` but the last)."""
+        passes = self.backward_passes_per_step
+        if passes is not None and passes != accumulate_grad_batches:
+            raise ValueError(
+                f"HorovodStrategy(backward_passes_per_step={passes}) differs from Trainer(accumulate_grad_batches="
+                f"{accumulate_grad_batches}): Horovod would average gradients on the wrong backward pass. Use "
+                f"strategy.backward_passes_per_step=null (it follows accumulate_grad_batches)."
+            )
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         module = super().setup_module(module)
@@ -225,13 +231,17 @@ class HorovodStrategy(Strategy):
             wrapped.append(hvd.DistributedOptimizer(
                 optimizer, named_parameters=named,
                 compression=hvd.Compression.fp16 if self.compression == "fp16" else hvd.Compression.none,
-                backward_passes_per_step=self.backward_passes_per_step or self.accumulate_grad_batches,
+                backward_passes_per_step=self._passes_per_step(),
                 op={"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}[self.op], **options,
             ))
             self._broadcast_optimizer_state(wrapped[-1])
             self._built_from[id(wrapped[-1])] = optimizer
         self._optimizers = wrapped
         return wrapped
+
+    def _passes_per_step(self) -> int:
+        """Backward passes Horovod counts before it averages: the option, else the Trainer's accumulation."""
+        return self.backward_passes_per_step or self.accumulate_grad_batches
 
     def _broadcast_optimizer_state(self, optimizer: Any) -> None:
         """Rank 0's optimizer state to every rank; a fresh optimizer has none to send.
@@ -250,6 +260,12 @@ class HorovodStrategy(Strategy):
     # --- one step -------------------------------------------------------------------------------
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         """Accumulation: Horovod's hooks count backward passes themselves; only remember not to synchronize."""
+        if enabled and self._passes_per_step() == 1:  # Horovod would fail on the next backward with an AssertionError
+            raise ValueError(
+                "HorovodStrategy(backward_passes_per_step=1) averages the gradients of every backward pass, so they "
+                "cannot accumulate under no_backward_sync; for N backward passes per optimizer step pass "
+                "HorovodStrategy(backward_passes_per_step=N) (the Trainer sets it from accumulate_grad_batches)."
+            )
         return _flag(self, enabled)
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
@@ -269,15 +285,21 @@ class HorovodStrategy(Strategy):
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
         if not self._synchronizes(optimizer):  # one process (a plain optimizer), or Adasum
             return super().optimizer_step(optimizer, closure)
+        # A loop's own backward (Fabric) ran before this step and waited for the averages; Horovod's step() clears
+        # the flag before it calls the closure, so it is read here
+        synchronized = optimizer._synchronized
 
         def closure_synchronized() -> Any:
             result = closure()
-            if not optimizer._synchronized:  # a backward that did not pass through this strategy
+            if not (synchronized or optimizer._synchronized):  # a backward that did not pass through this strategy
                 optimizer.synchronize()
             return result
 
         with optimizer.skip_synchronize():
             out = self.precision.optimizer_step(optimizer, closure_synchronized)
+        # the next backward's gradients are new: its all-reduces are waited for again (a flag left set made a loop's
+        # clip_gradients read gradients still being averaged)
+        optimizer._synchronized = False
         # The wrapper shares the user's param groups, so LR schedulers built on the user's optimizer drive it;
         # torch's schedulers watch that optimizer for their "scheduler stepped before optimizer" warning.
         original = self._built_from.get(id(optimizer))

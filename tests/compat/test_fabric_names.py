@@ -82,12 +82,23 @@ def test_throughput_rates_over_the_window():
         throughput.update(time=5.0, batches=5, samples=1)
 
 
-@pytest.mark.parametrize("strategy", ["pipeline", "deepspeed"])
-def test_a_strategy_fabric_cannot_drive_is_one_clear_line(strategy):
+def test_a_strategy_fabric_cannot_drive_is_one_clear_line():
     from trainer.fabric import Fabric
 
-    with pytest.raises(ValueError, match=rf"^Fabric\(strategy='{strategy}'\) is not supported: .*use Trainer"):
-        Fabric(accelerator="cpu", devices=1, strategy=strategy)
+    with pytest.raises(ValueError, match=r"^Fabric\(strategy='pipeline'\) is not supported: .*use Trainer"):
+        Fabric(accelerator="cpu", devices=1, strategy="pipeline")
+
+
+def test_deepspeed_under_fabric_sets_model_and_optimizer_up_together():
+    """Relay's DeepSpeed strategy (stage 2 by name, as Lightning's); the loop itself runs in
+    tests/distributed/test_fabric_deepspeed.py."""
+    from trainer.fabric import Fabric
+
+    fabric = Fabric(accelerator="cpu", devices=1, strategy="deepspeed")
+    assert type(fabric.strategy).__name__ == "DeepSpeedStrategy" and fabric.strategy.stage == 2
+    with pytest.raises(RuntimeError, match=r"^The `DeepSpeedStrategy` requires the model and optimizer\(s\) to be "
+                                           r"set up jointly through `.setup\(model, optimizer, ...\)`.$"):
+        fabric.setup_optimizers(torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1))
 
 
 def test_one_process_fabric_basics(tmp_path):

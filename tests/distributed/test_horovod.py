@@ -6,6 +6,7 @@ failure: ``.ci/run`` builds it). Every run is a subprocess with a hard timeout, 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -174,6 +175,37 @@ def test_one_process_without_horovodrun_is_plain_training(tmp_path, single_b8):
     assert done.returncode == 0, done.stderr[-3000:]
     assert_close(weights(tmp_path), single_b8)
     assert [r["world_size"] for r in ranks(tmp_path)] == [1]
+
+
+@HOROVOD
+def test_a_fabric_loop_under_horovod_matches_one_process_and_resumes_exactly(tmp_path):
+    """``Fabric(strategy=HorovodStrategy(backward_passes_per_step=2)).launch()`` in a plain ``python`` run starts 2
+    ranks through horovodrun; ``clip_gradients`` sees the averaged gradients (a flag Horovod's step left set made
+    it clip gradients still being all-reduced), accumulation under ``no_backward_sync`` averages once per step,
+    and a save -> load resume continues bit for bit. The reference is the same loop on one process."""
+    from tests.compat.test_fabric_diff import max_relative
+    from tests.distributed.fabric_horovod_script import train
+    from trainer.fabric import Fabric
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "distributed" / "fabric_horovod_script.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    line = [x for x in done.stdout.splitlines() if '{"weights"' in x][-1]  # horovodrun prefixes "[0]<stdout>:"
+    seen = json.loads(line[line.index("{"):])
+    one = train(Fabric(accelerator="cpu", devices=1), str(tmp_path / "one.ckpt"))
+    assert seen["world_size"] == 2 and seen["restored_step"] == 6
+    assert max_relative(seen["weights"], one["weights"]) <= 1e-5
+    assert seen["resumed"] == seen["weights"]
+
+
+@HOROVOD
+def test_accumulating_with_one_backward_pass_per_step_is_one_line():
+    from plugins.strategies.horovod import HorovodStrategy
+
+    with pytest.raises(ValueError, match=r"pass HorovodStrategy\(backward_passes_per_step=N\)"):
+        HorovodStrategy().no_backward_sync(True)
 
 
 def test_each_rank_is_pinned_to_the_gpu_of_its_local_rank(monkeypatch):

@@ -1,6 +1,7 @@
 """One layer under both front ends: the Trainer and Fabric reach the plugins through the same functions
-(``trainer/strategy_calls.py``) to start processes, set a module up, move batches, run backward and save or load
-state, and nothing else in ``trainer/`` calls those strategy methods itself.
+(``trainer/strategy_calls.py``) to start processes, set a module and its optimizers up (an engine such as
+DeepSpeed's is built there), move batches, run backward and save or load state, and nothing else in ``trainer/``
+calls those strategy methods itself.
 
 The first tests read the source (like tests/trainer/test_import_graph.py), so they hold for code paths no test
 runs; the last ones check that what the shared calls do is what both front ends observe.
@@ -28,7 +29,7 @@ TRAINER_SITES = {
     ("loops/run.py", "run_stage"): {"start_processes"},
     ("loops/spawned.py", "run_stage_in_workers"): {"start_processes"},
     ("loops/run.py", "_begin"): {"join_processes"},
-    ("loops/model_setup.py", "set_up_model"): {"setup_module"},
+    ("loops/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
     ("loops/batches.py", "BatchMover.__call__"): {"move_to_device"},
     ("loops/optimization.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
     ("module.py", "Module.backward"): {"backward"},
@@ -40,14 +41,16 @@ TRAINER_SITES = {
 }
 FABRIC_SITES = {
     ("fabric/fabric.py", "Fabric.launch"): {"start_processes", "join_processes"},
+    ("fabric/fabric.py", "Fabric.setup"): {"setup_module", "setup_optimizers"},
     ("fabric/fabric.py", "Fabric.setup_module"): {"setup_module"},
+    ("fabric/fabric.py", "Fabric.setup_optimizers"): {"setup_optimizers"},
     ("fabric/wrappers.py", "FabricDataLoader.__iter__"): {"move_to_device"},
     ("fabric/fabric.py", "Fabric.backward"): {"backward"},
     ("fabric/checkpoint.py", "save"): {"save_state", "module_state", "optimizer_state"},
     ("fabric/checkpoint.py", "load"): {"read_state", "load_module_state", "load_optimizer_state"},
 }
 # the strategy (and launcher) methods only trainer/strategy_calls.py may call: anything else goes through it
-LAYER_ONLY = {"setup_environment", "setup_module", "batch_to_device", "backward", "launch_function",
+LAYER_ONLY = {"setup_environment", "setup_module", "setup_optimizers", "batch_to_device", "backward", "launch_function",
               "save_checkpoint", "module_state_dict", "optimizer_state_dict", "load_module_state_dict",
               "load_optimizer_state_dict"}
 

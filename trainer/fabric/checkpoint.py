@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer import strategy_calls as calls
-from trainer.fabric.wrappers import unwrap
+from trainer.fabric.wrappers import FabricOptimizer, unwrap
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -26,10 +26,13 @@ def _module_of(optimizer: torch.optim.Optimizer, modules: list[torch.nn.Module])
     return next((m for m in modules if any(id(p) in ids for p in m.parameters())), None)
 
 
-def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[torch.nn.Module]]:
+def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[torch.nn.Module], set[str]]:
+    """The state's objects unwrapped, its modules, and the keys of its optimizers: a torch optimizer, or one that
+    ``Fabric.setup`` handed back (DeepSpeed's ZeRO optimizer is not a ``torch.optim.Optimizer``)."""
     unwrapped = {key: unwrap(value) for key, value in state.items()}
     modules = [v for v in unwrapped.values() if isinstance(v, torch.nn.Module)]
-    return unwrapped, modules
+    optimizers = {k for k, v in state.items() if isinstance(v, (torch.optim.Optimizer, FabricOptimizer))}
+    return unwrapped, modules, optimizers
 
 
 def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
@@ -38,13 +41,17 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
         raise TypeError(f"Filter should be a dictionary, given {filter!r}")
     if filter is not None and filter.keys() - state.keys():
         raise ValueError(f"The filter keys {filter.keys() - state} are not present in the state keys {set(state)}.")
-    unwrapped, modules = _split(state)
+    if filter is not None and strategy.joint_setup:  # Lightning Fabric's words: the engine saves module and optimizer
+        name = type(strategy).__name__
+        raise TypeError(f"`{name}.save_checkpoint(..., filter=...)` is not supported because `{name}` manages the "
+                        "state serialization internally.")
+    unwrapped, modules, optimizers = _split(state)
     checkpoint: dict[str, Any] = {}
     layout: list[str] = []
     for key, obj in unwrapped.items():
         if isinstance(obj, torch.nn.Module):
             value, _ = calls.module_state(strategy, obj), layout.append(key)
-        elif isinstance(obj, torch.optim.Optimizer):
+        elif key in optimizers:
             value, _ = calls.optimizer_state(strategy, obj, _module_of(obj, modules)), layout.append(key)
         elif hasattr(obj, "state_dict") and callable(obj.state_dict):
             value = obj.state_dict()
@@ -62,8 +69,8 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
 def load(strategy: Strategy, path: str | os.PathLike, state: dict[str, Any] | None, strict: bool) -> dict[str, Any]:
     """Restore ``state`` in place (modules, optimizers, objects with ``load_state_dict``, plain values) and return
     what the checkpoint holds beyond it (everything, when ``state`` is None)."""
-    unwrapped, modules = _split(state or {})
-    layout = tuple(k for k, v in unwrapped.items() if isinstance(v, (torch.nn.Module, torch.optim.Optimizer)))
+    unwrapped, modules, optimizers = _split(state or {})
+    layout = tuple(k for k, v in unwrapped.items() if isinstance(v, torch.nn.Module) or k in optimizers)
     checkpoint = calls.read_state(strategy.checkpoint_io, path, layout)
     if state is None:
         return checkpoint
@@ -77,7 +84,7 @@ def load(strategy: Strategy, path: str | os.PathLike, state: dict[str, Any] | No
         saved = checkpoint.pop(key)
         if isinstance(obj, torch.nn.Module):
             calls.load_module_state(strategy, obj, saved, strict=strict)
-        elif isinstance(obj, torch.optim.Optimizer):
+        elif key in optimizers:
             calls.load_optimizer_state(strategy, obj, saved, _module_of(obj, modules))
         elif hasattr(obj, "load_state_dict") and callable(obj.load_state_dict):
             obj.load_state_dict(saved)

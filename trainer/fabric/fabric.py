@@ -23,14 +23,12 @@ from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimi
 from trainer.ranks import set_rank_zero_only
 from trainer.seed import seed_everything
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.warnings import PossibleUserWarning
 
 # strategies whose loop a Fabric user cannot drive: the strategy name -> one line saying why and what to use
 UNSUPPORTED = {
     "pipeline": "a pipeline schedule runs forward and backward together over micro-batches, which a loop calling "
                 "model(x) and fabric.backward(loss) cannot drive; use Trainer(strategy='pipeline')",
-    "deepspeed": "DeepSpeed's engine owns forward, backward and the optimizer step, and Relay's DeepSpeed strategy "
-                 "drives it from the Trainer's loop only; use Trainer(strategy='deepspeed'), or strategy='fsdp' "
-                 "for sharding under Fabric",
 }
 
 
@@ -65,6 +63,7 @@ class Fabric:
         self._loggers = _as_list(loggers)
         self._launched = False
         self._models_setup = 0
+        self._engines_built = 0  # under a joint-setup strategy (DeepSpeed): setup(model, optimizer) calls
         self._modules: list[torch.nn.Module] = []
         set_rank_zero_only(self._strategy.global_rank)
 
@@ -142,18 +141,21 @@ class Fabric:
     def setup(self, module: torch.nn.Module, *optimizers: torch.optim.Optimizer, move_to_device: bool = True,
               _reapply_compile: bool = True) -> Any:
         """The module (and optimizers) ready for this strategy; optimizers made before a sharding strategy
-        replaced the parameters are pointed at the new ones."""
+        replaced the parameters are pointed at the new ones, and an engine (DeepSpeed) is built around both before
+        the module's forward is bound to it."""
         self._check_setup(module, optimizers)
+        self._before_setup_module(module, engine=bool(optimizers))
         names = {id(p): n for n, p in module.named_parameters()}
-        wrapped = self.setup_module(module, move_to_device=move_to_device)
+        module, holder = calls.setup_module(self._strategy, module)
         live = dict(module.named_parameters())
         for optimizer in optimizers:
             for group in optimizer.param_groups:
                 group["params"] = [live.get(names.get(id(p), ""), p) for p in group["params"]]
+        prepared = calls.setup_optimizers(self._strategy, list(optimizers)) if optimizers else []
+        wrapped = self._wrap_module(holder, module)
         if not optimizers:
             return wrapped
-        prepared = self.setup_optimizers(*optimizers)
-        return (wrapped, *(prepared if isinstance(prepared, tuple) else (prepared,)))
+        return (wrapped, *(FabricOptimizer(o, self._strategy) for o in prepared))
 
     def _check_setup(self, module: Any, optimizers: Iterable[Any]) -> None:
         if is_wrapped(module):
@@ -161,24 +163,46 @@ class Fabric:
         if any(is_wrapped(o) for o in optimizers):
             raise ValueError("An optimizer should be passed only once to the `setup` method.")
 
-    def setup_module(self, module: torch.nn.Module, move_to_device: bool = True,
-                     _reapply_compile: bool = True) -> FabricModule:
-        if is_wrapped(module):
-            raise ValueError("A model should be passed only once to the `setup_module` method.")
+    def _before_setup_module(self, module: torch.nn.Module, engine: bool = False) -> None:
+        """Joined the group, a tensor-parallel plan applied; with ``engine``, a joint-setup strategy builds its
+        engine around module and optimizer, and Relay's Fabric drives one such engine."""
         self._check_launched()
         _check_tensor_parallel_plan(self._strategy, module)
-        module, holder = calls.setup_module(self._strategy, module)
+        if not (engine and self._strategy.joint_setup):
+            return
+        if self._engines_built:
+            name = type(self._strategy).__name__
+            raise ValueError(
+                f"The `{name}` builds one engine around a model and its optimizer, and this Fabric already set one up "
+                "with `.setup(model, optimizer)`; Relay drives one engine per Fabric: put the models in one "
+                "nn.Module and set that up with one optimizer (parameter groups for different settings)."
+            )
+        self._engines_built += 1
+
+    def _wrap_module(self, holder: torch.nn.Module, module: torch.nn.Module) -> FabricModule:
+        """The set-up module as the loop calls it; built once the strategy (and its engine) is ready."""
         self._modules.append(module)
         self._models_setup += 1
         return FabricModule(holder, module, self._strategy)
 
+    def setup_module(self, module: torch.nn.Module, move_to_device: bool = True,
+                     _reapply_compile: bool = True) -> FabricModule:
+        if is_wrapped(module):
+            raise ValueError("A model should be passed only once to the `setup_module` method.")
+        self._before_setup_module(module)
+        module, holder = calls.setup_module(self._strategy, module)
+        return self._wrap_module(holder, module)
+
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
+        if self._strategy.joint_setup:  # Lightning Fabric's words
+            raise RuntimeError(f"The `{type(self._strategy).__name__}` requires the model and optimizer(s) to be set "
+                               "up jointly through `.setup(model, optimizer, ...)`.")
         if not optimizers:
             raise ValueError("`setup_optimizers` requires at least one optimizer as input.")
         if any(is_wrapped(o) for o in optimizers):
             raise ValueError("An optimizer should be passed only once to the `setup_optimizers` method.")
         self._check_launched()
-        prepared = self._strategy.setup_optimizers(list(optimizers))
+        prepared = calls.setup_optimizers(self._strategy, list(optimizers))
         wrapped = [FabricOptimizer(o, self._strategy) for o in prepared]
         return wrapped[0] if len(wrapped) == 1 else tuple(wrapped)
 
@@ -212,6 +236,8 @@ class Fabric:
                              "clipping algorithm!")
         if clip_val is None and max_norm is None:
             raise ValueError("You have to specify either `clip_val` or `max_norm` to do gradient clipping!")
+        if self._strategy.loop_clipping_refused:  # an engine that clips inside its own step (DeepSpeed)
+            raise NotImplementedError(self._strategy.loop_clipping_refused)
         optimizer = unwrap(optimizer)
         self._strategy.precision.unscale_gradients(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -232,10 +258,16 @@ class Fabric:
         return self._strategy.precision.forward_context()
 
     def no_backward_sync(self, module: Any, enabled: bool = True) -> contextlib.AbstractContextManager:
-        """Skip the gradient all-reduce (DDP's ``no_sync``, FSDP's) on gradient-accumulation steps."""
+        """Skip the gradient all-reduce (DDP's ``no_sync``, FSDP's) on gradient-accumulation steps; a no-op with
+        Lightning's warning where an engine accumulates from its own config (DeepSpeed)."""
         if not isinstance(module, FabricModule):
             raise TypeError("You need to set up the model first before you can call `fabric.no_backward_sync()`: "
                             "`model = fabric.setup(model, ...)`")
+        if not self._strategy.loop_backward_sync:
+            rank_zero_warn(f"The `{type(self._strategy).__name__}` does not support skipping the gradient "
+                           "synchronization. Remove `.no_backward_sync()` from your code or choose a different "
+                           "strategy.", category=PossibleUserWarning)
+            return contextlib.nullcontext()
         return self._strategy.no_backward_sync(enabled)
 
     def init_module(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:

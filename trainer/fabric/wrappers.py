@@ -89,8 +89,10 @@ class FabricOptimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._strategy.optimizer_step(self._optimizer, closure or _no_closure)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self._optimizer.zero_grad(set_to_none=set_to_none)
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        """The wrapped optimizer's, called as the user called it: Horovod's ``DistributedOptimizer.zero_grad`` takes
+        no ``set_to_none``."""
+        self._optimizer.zero_grad(*args, **kwargs)
 
     def state_dict(self) -> dict[str, Any]:
         return self._optimizer.state_dict()

@@ -12,7 +12,7 @@ from trainer.input_checks import check_has_parameters
 from trainer.loops.state import RestorePoint
 from trainer.module import Module
 from trainer.optimizers import OptimizerHandle, parse_optimizers
-from trainer.strategy_calls import load_module_state, load_optimizer_state, setup_module
+from trainer.strategy_calls import load_module_state, load_optimizer_state, setup_module, setup_optimizers
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, restore: RestorePoi
     if not fit:
         return restore
     optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
-    trainer.optimizers = strategy.setup_optimizers(optimizers)
+    trainer.optimizers = setup_optimizers(strategy, optimizers)  # what Fabric.setup calls
     trainer._optimizer_handles = [OptimizerHandle(o, trainer) for o in trainer.optimizers]
     strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
                                 lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
