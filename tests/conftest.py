@@ -25,7 +25,8 @@ LONGEST_FIRST = (
     "tests/trainer/test_example_main.py", "tests/distributed/test_deepspeed.py", "tests/compat/test_loggers_diff.py",
     "tests/compat/test_lightning_cli.py", "tests/plugins/test_precision.py", "tests/distributed/test_resume_exact.py",
     "tests/distributed/test_fault_preemption.py", "tests/compat/test_tuner_diff.py",
-    "tests/compat/test_tuner_program.py", "tests/compat/test_lightning_compat.py",
+    "tests/compat/test_tuner_program.py", "tests/compat/test_lightning_compat.py", "tests/distributed/test_horovod.py",
+    "tests/distributed/test_fabric_deepspeed.py",
 )
 
 
