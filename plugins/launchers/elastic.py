@@ -11,6 +11,7 @@ adds one line saying which rank failed and how.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -24,29 +25,34 @@ from collections.abc import Iterator
 from typing import Any
 
 from plugins.launchers.base import Launcher, first_line
+from plugins.launchers.forked_worker import forked_from
+from plugins.launchers.forkserver import Forkserver, worker_forkserver
 from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
 LAUNCHER_PID = "RELAY_LAUNCHER_PID"  # set for the workers: the process they must not outlive
 # signals the launcher passes on to its workers (SIGTERM, SIGINT: torch's agent already does)
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
+# each worker starts as ``python -S orphan_guard.py <launcher pid> ...`` (stdlib only: no site-packages to scan)
+GUARD = (sys.executable, "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py"))
 
 
 def watch_launcher(env: dict[str, str] | None = None, interval: float = 0.5) -> bool:
     """In a worker Relay's launcher started: a daemon thread that kills this process when the launcher dies.
 
     Backs up the parent-death signal the worker got at start (``orphan_guard.py``): the worker must never
-    train on unsupervised, writing checkpoints that race a resumed job. Returns whether it watches.
+    train on unsupervised, writing checkpoints that race a resumed job. A worker forked by the launch's
+    forkserver watches the forkserver, its parent, which dies with the launcher. Returns whether it watches.
     """
     value = (os.environ if env is None else env).get(LAUNCHER_PID)
     if not value or not value.isdigit() or any(t.name == "relay-launcher-watchdog" for t in threading.enumerate()):
         return False
-    launcher = int(value)
-    if os.getppid() != launcher:  # inherited by a process the worker started (a subprocess, a Spark or Ray task):
-        return False              # the launcher is not its parent, so its parent's death is not the launcher's
+    parent = os.getppid()
+    if parent not in (int(value), forked_from()):  # inherited by a process the worker started (a subprocess, a
+        return False                              # Spark or Ray task): its parent's death is not the launcher's
 
     def watch() -> None:
-        while os.getppid() == launcher:
+        while os.getppid() == parent:
             time.sleep(interval)
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -88,45 +94,21 @@ class ElasticLauncher(Launcher):
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         """Run ``command`` in every worker; the exit code of the group (0 when all succeeded)."""
-        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
         check_port_free(self.main_address, self.main_port)
-        import dataclasses
-
-        options: dict[str, Any] = {}
-        if "shutdown_timeout" in {f.name for f in dataclasses.fields(LaunchConfig)}:  # torch >= 2.12
-            options["shutdown_timeout"] = max(1, int(round(self.shutdown_timeout)))
-        config = LaunchConfig(
-            min_nodes=1, max_nodes=1, nproc_per_node=self.nprocs, run_id=f"relay-{uuid.uuid4().hex[:12]}",
-            rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
-            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
-        )
+        config = self._config()
         threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
         if message:
-            print(message, file=__import__("sys").stderr, flush=True)
+            print(message, file=sys.stderr, flush=True)
         saved_env = dict(os.environ)
         os.environ.update({**threads, **(env or {})})
         os.environ[LAUNCHER_PID] = str(os.getpid())
-        guard = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py")
-        command = [sys.executable, guard, str(os.getpid()), *command]
         previous = _forward_signals()
         levels = {name: logging.getLogger(name).level for name in _QUIET}
         for name in _QUIET:  # the agent's own INFO/WARNING chatter would bury the worker's traceback
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        from torch.distributed.elastic.multiprocessing.api import SignalException
-
         try:
-            with _stop_within_shutdown_timeout(self.shutdown_timeout):
-                elastic_launch(config, command[0])(*command[1:])
-        except ChildFailedError as err:
-            rank, failure = root_failure(err.failures)
-            print(describe_failure(rank, failure, self.nprocs), file=sys.stderr, flush=True)
-            return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
-        except SignalException as err:  # the workers got the signal, saved, and were waited for
-            print(f"relay: {signal.Signals(err.sigval).name} received; passed on to the workers, which have "
-                  "stopped.", file=sys.stderr, flush=True)
-            return 128 + int(err.sigval)
+            with worker_forkserver(command) as forkserver:  # after the variables: the zygote imports under them
+                return self._run(config, [*GUARD, str(os.getpid()), *forkserver.guard_args, *command], forkserver)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -134,6 +116,37 @@ class ElasticLauncher(Launcher):
                 logging.getLogger(name).setLevel(level)
             os.environ.clear()
             os.environ.update(saved_env)
+
+    def _config(self) -> Any:
+        from torch.distributed.launcher.api import LaunchConfig
+
+        options: dict[str, Any] = {}
+        if "shutdown_timeout" in {f.name for f in dataclasses.fields(LaunchConfig)}:  # torch >= 2.12
+            options["shutdown_timeout"] = max(1, int(round(self.shutdown_timeout)))
+        return LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=self.nprocs, run_id=f"relay-{uuid.uuid4().hex[:12]}",
+            rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
+            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
+        )
+
+    def _run(self, config: Any, command: list[str], forkserver: Forkserver) -> int:
+        """The elastic agent over ``command``; a failure or a passed-on signal as Relay's one line and exit code."""
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import elastic_launch
+
+        try:
+            with _stop_within_shutdown_timeout(self.shutdown_timeout):
+                elastic_launch(config, command[0])(*command[1:])
+        except ChildFailedError as err:
+            rank, failure = root_failure(err.failures)
+            print(describe_failure(rank, failure, self.nprocs, forkserver.worker_pid(failure.pid)), file=sys.stderr,
+                  flush=True)
+            return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
+        except SignalException as err:  # the workers got the signal, saved, and were waited for
+            print(f"relay: {signal.Signals(err.sigval).name} received; passed on to the workers, which have "
+                  "stopped.", file=sys.stderr, flush=True)
+            return 128 + int(err.sigval)
         return 0
 
 
@@ -233,8 +246,10 @@ def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
     return rank, pool[rank]
 
 
-def describe_failure(rank: int, failure: Any, nprocs: int) -> str:
-    """One line: which rank failed, how (its error, when it recorded one), and that the others were stopped."""
+def describe_failure(rank: int, failure: Any, nprocs: int, pid: int | None = None) -> str:
+    """One line: which rank failed, how (its error, when it recorded one), and that the others were stopped.
+
+    ``pid``: the worker's own, where torch elastic knows only the process standing in for it (a forked worker)."""
     code = failure.exitcode
     how = f"was killed by {failure.signal_name()}" if code is not None and code < 0 else f"exited with code {code}"
     message = failure.error_file_data.get("message")
@@ -242,4 +257,4 @@ def describe_failure(rank: int, failure: Any, nprocs: int) -> str:
         how += f" ({message['message']})"
     others = "the other rank was stopped" if nprocs == 2 else "the other ranks were stopped"
     where = "its traceback is above" if code is not None and code > 0 else "it printed no traceback"
-    return f"relay: rank {rank} (pid {failure.pid}) {how}; {others} ({where})."
+    return f"relay: rank {rank} (pid {failure.pid if pid is None else pid}) {how}; {others} ({where})."

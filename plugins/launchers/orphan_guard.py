@@ -1,20 +1,35 @@
-"""Run a worker command so that it dies with the launcher: ``python orphan_guard.py <launcher pid> <cmd...>``.
+"""Run a worker command so that it dies with the launcher: ``python orphan_guard.py <launcher pid> [--zygote
+ADDRESS PIDS] <cmd...>``.
 
 Sets the parent-death signal (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), which survives ``exec``, checks the
 launcher did not already die, then becomes the worker command. Run by file path, so it imports nothing but
 the standard library and starts in milliseconds. Where prctl does not exist, the worker's watchdog thread
 (``plugins.launchers.elastic.watch_launcher``) still ends it within a second of the launcher's death.
+
+With ``--zygote`` it first asks the launch's forkserver (``plugins/launchers/zygote.py``) to fork the worker, and
+then stands in for it towards torch elastic: the signals it gets go to the worker's process group, and it ends
+the way the worker ended (exit code or signal). Whenever the forkserver does not fork it, it execs as above.
 """
 
+from __future__ import annotations
+
+import marshal
 import os
 import signal
+import socket
+import struct
 import sys
 
 PR_SET_PDEATHSIG = 1
+HEADER, PID, STATUS = struct.Struct("!I"), struct.Struct("!q"), struct.Struct("!i")  # as plugins/launchers/zygote.py
+REPLY_SECONDS = 120.0  # the forkserver imports torch first; after this the worker is exec'd instead
+# what torch elastic sends a worker (its death signal, or the launcher's signal passed on)
+FORWARDED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+                  if hasattr(signal, name))
 
 
-def main() -> None:
-    launcher, command = int(sys.argv[1]), sys.argv[2:]
+def die_with(parent: int) -> bool:
+    """Arm SIGKILL for when this process's parent dies; whether ``parent`` is still that parent."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -22,9 +37,99 @@ def main() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    if os.getppid() != launcher:  # the launcher died before the signal was armed
+    return os.getppid() == parent
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    launcher, command = int(args[0]), args[1:]
+    zygote = None
+    if command[:1] == ["--zygote"]:
+        zygote, command = command[1], command[2:]
+    if not die_with(launcher):  # the launcher died before the signal was armed
         sys.exit(1)
+    if zygote:
+        stand_in(zygote, command)  # returns only when the forkserver did not fork the worker
     os.execv(command[0], command)
+
+
+def stand_in(address: str, command: list[str]) -> None:
+    """Have the forkserver fork the worker, pass it the signals, and exit as it did; return when it was not forked."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # none lost between the fork and the handlers
+    pid, conn = request_worker(address, command)
+    if pid is None or conn is None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        return
+    for sig in FORWARDED:
+        signal.signal(sig, lambda signum, frame: signal_group(pid, signum))
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    reply = receive(conn, 1 + STATUS.size)
+    end_as(STATUS.unpack(reply[1:])[0] if reply[:1] == b"X" else None)
+
+
+def request_worker(address: str, command: list[str]) -> tuple[int | None, socket.socket | None]:
+    """The forked worker's pid and the connection its exit status comes on; (None, None) when it was not forked."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(REPLY_SECONDS)
+    fds = [fd for fd in (0, 1, 2) if is_open(fd)]
+    payload = marshal.dumps({"argv": command, "env": dict(os.environ), "cwd": os.getcwd(), "fds": fds,
+                             "leader": os.getsid(0) == os.getpid(), "pgid": os.getpgid(0)})
+    try:
+        conn.connect("\0" + address.removeprefix("@"))
+        socket.send_fds(conn, [HEADER.pack(len(payload))], fds)
+        conn.sendall(payload)
+        reply = receive(conn, 1 + PID.size)
+    except OSError:
+        reply = b""
+    if reply[:1] != b"P":
+        conn.close()
+        return None, None
+    conn.settimeout(None)
+    return PID.unpack(reply[1:])[0], conn
+
+
+def receive(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """As torch elastic's ``os.killpg`` would have reached the worker and the processes of its group."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signum)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def end_as(status: int | None) -> None:
+    """Exit with the worker's code, or die of its signal (no core file of this stand-in); no status: the forkserver
+    died, and its workers with it (SIGKILL)."""
+    if status is not None and os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else int(signal.SIGKILL)
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if sig != signal.SIGKILL:
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,210 @@
+"""The forkserver of one launch: imports what the workers need once, then forks one worker per request.
+
+Started by ``plugins.launchers.forkserver.worker_forkserver`` (``python -c BOOT``): ``sys.path[0]`` is the one the
+workers' program gets, stdin is a pipe from the launcher (end of file: the launch is over), and a listening socket
+is inherited. Each request comes from the ``orphan_guard.py`` torch elastic started for a rank: the command, its
+environment, working directory and standard streams. The zygote forks (``forked_worker.become_worker`` runs the
+program in the child), replies with the worker's pid and later its wait status. When that stand-in dies (torch
+elastic's SIGKILL after ``shutdown_timeout``, the launcher's death) the worker's process group is killed too.
+
+Single-threaded and never touching CUDA: forking is safe only then (checked before every fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import marshal
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+from plugins.launchers.forked_worker import Request, become_worker
+from plugins.launchers.forkserver import Program, program_of
+from plugins.launchers.orphan_guard import die_with
+
+HEADER = struct.Struct("!I")  # the request's length, sent with the caller's standard streams
+PID = struct.Struct("!q")
+STATUS = struct.Struct("!i")
+REQUEST_SECONDS = 30.0
+SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
+
+
+def main(argv: list[str]) -> None:
+    """``<listening fd> <launcher pid> <pid directory> <module>=<the launcher's file of it>...``"""
+    listener = socket.socket(fileno=int(argv[0]))
+    launcher, pid_dir = int(argv[1]), argv[2]
+    if not die_with(launcher):
+        return
+    environ = dict(os.environ)  # what the preloaded imports saw; a request with other PYTHON* variables is exec'd
+    mismatch = preload(dict(spec.split("=", 1) for spec in argv[3:]))
+    if mismatch:
+        print(f"relay: {mismatch}; the workers start with exec", file=sys.stderr, flush=True)
+    Zygote(listener, environ, pid_dir, forking=not mismatch).serve()
+
+
+def preload(expected: dict[str, str]) -> str:
+    """Import the modules; "" when each is the file the launching program has (or it has none yet), else why not."""
+    for name, file in expected.items():
+        with contextlib.suppress(Exception):  # the worker imports it again and sees the error itself
+            importlib.import_module(name)
+        found = getattr(sys.modules.get(name), "__file__", None) or ""
+        if file and os.path.realpath(found) != os.path.realpath(file):
+            return f"the forkserver's {name} is {found or 'missing'}, the program's {file}"
+    return ""
+
+
+def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """The caller's request and descriptors, or None (a caller of another user, or a broken one)."""
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid():
+        return None
+    conn.settimeout(REQUEST_SECONDS)
+    fds: list[int] = []
+    request = None
+    try:
+        header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+        size = HEADER.unpack(header)[0] if len(header) == HEADER.size else 0
+        payload = b""
+        while len(payload) < size:
+            chunk = conn.recv(size - len(payload))
+            if not chunk:
+                break
+            payload += chunk
+        request = marshal.loads(payload) if payload and len(payload) == size else None
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    if not isinstance(request, dict):
+        for fd in fds:
+            os.close(fd)  # a stand-in's stdout held here would keep its reader waiting
+        return None
+    return request, list(fds)
+
+
+def forkable(request: dict[str, Any], environ: dict[str, str]) -> Program | None:
+    """The request's program when a worker forked from here runs it as a fresh ``python`` would, else None.
+
+    The interpreter's own variables (``PYTHON*``) must be the ones this process started with, the program's
+    ``sys.path[0]`` the one the preloaded modules were found with, and CUDA untouched here.
+    """
+    program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
+    env = request.get("env", {})
+    python_vars = {k for k in (*env, *environ) if k.startswith("PYTHON")}
+    if program is None or any(env.get(k) != environ.get(k) for k in python_vars):
+        return None
+    if not sys.flags.safe_path and program.path0 != sys.path[0]:
+        return None
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return None
+    return program
+
+
+class Zygote:
+    """The serving loop: requests, the workers' exits (SIGCHLD), stand-ins that went away, and the end of the launch."""
+
+    def __init__(self, listener: socket.socket, environ: dict[str, str], pid_dir: str, forking: bool = True) -> None:
+        self.listener, self.environ, self.pid_dir, self.forking = listener, environ, pid_dir, forking
+        self.pid = os.getpid()
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.workers: dict[int, socket.socket] = {}  # worker pid -> its stand-in's connection
+        self.serving = True
+
+    def serve(self) -> None:
+        for sock in (self.wake_r, self.wake_w):
+            sock.setblocking(False)
+        signal.set_wakeup_fd(self.wake_w.fileno())
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # the wakeup byte is what matters
+        self.selector.register(self.listener, selectors.EVENT_READ, self.accept)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, self.reap)
+        self.selector.register(sys.stdin.fileno(), selectors.EVENT_READ, self.launch_over)
+        while self.serving:
+            for key, _ in self.selector.select():
+                key.data(key.fileobj)
+        self.end_workers()
+
+    def accept(self, _: Any) -> None:
+        conn, _ = self.listener.accept()
+        got = read_request(conn)
+        program = forkable(got[0], self.environ) if got and self.forking else None
+        if got is None or program is None or not self.fork(conn, program, *got):
+            with contextlib.suppress(OSError):
+                conn.sendall(b"F")  # the stand-in starts the worker with exec
+            for fd in got[1] if got else []:
+                os.close(fd)
+            conn.close()
+
+    def fork(self, conn: socket.socket, program: Program, request: dict[str, Any], fds: list[int]) -> bool:
+        """Fork the worker and tell its stand-in its pid; False when the system refused a new process."""
+        stand_in = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, SO_PEERCRED, struct.calcsize("3i")))[0]
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            return False
+        if pid == 0:
+            owned = [self.listener, self.wake_r, self.wake_w, conn, *self.workers.values()]
+            become_worker(Request(program, request, fds, self.pid), self.selector, owned)
+        for fd in fds:
+            os.close(fd)
+        self.workers[pid] = conn
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.pid_dir, str(stand_in)), "w") as fp:
+                fp.write(str(pid))  # the launcher's failure line names the worker, not its stand-in
+        try:
+            conn.sendall(b"P" + PID.pack(pid))
+        except OSError:  # the stand-in gave up waiting: nobody would supervise this worker
+            kill_group(pid)
+        self.selector.register(conn, selectors.EVENT_READ, lambda c, pid=pid: self.stand_in_gone(pid))
+        return True
+
+    def reap(self, _: Any) -> None:
+        with contextlib.suppress(OSError):
+            while self.wake_r.recv(4096):
+                pass
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.workers.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"X" + STATUS.pack(status))
+                with contextlib.suppress(KeyError, ValueError):  # unregistered already when its stand-in died
+                    self.selector.unregister(conn)
+                conn.close()
+
+    def stand_in_gone(self, pid: int) -> None:
+        """Its stand-in died (SIGKILL from torch elastic or with the launcher): so does the worker, as it would have."""
+        conn = self.workers.get(pid)
+        if conn is not None:
+            self.selector.unregister(conn)
+            kill_group(pid)
+
+    def launch_over(self, _: Any) -> None:
+        if not os.read(sys.stdin.fileno(), 4096):
+            self.serving = False
+
+    def end_workers(self) -> None:
+        """The launch is over: a worker still running has no supervisor left."""
+        for pid in list(self.workers):
+            kill_group(pid)
+        for pid in list(self.workers):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL to the worker's process group (its session, as torch elastic's ``killpg`` reaches), or to it alone."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
