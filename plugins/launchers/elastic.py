@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from plugins.launchers.base import Launcher, first_line
@@ -139,7 +139,7 @@ class ElasticLauncher(Launcher):
             with _stop_within_shutdown_timeout(self.shutdown_timeout):
                 elastic_launch(config, command[0])(*command[1:])
         except ChildFailedError as err:
-            rank, failure = root_failure(err.failures)
+            rank, failure = root_failure(err.failures, forkserver.ended_at)
             print(describe_failure(rank, failure, self.nprocs, forkserver.worker_pid(failure.pid)), file=sys.stderr,
                   flush=True)
             return 1 if failure.exitcode in (0, None) or failure.exitcode < 0 else failure.exitcode
@@ -236,14 +236,24 @@ def record_failure(message: str, callstack: str = "") -> None:
         pass
 
 
-def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
-    """The rank whose error started it: the earliest recorded error, else torch's choice (the earliest exit).
+def root_failure(failures: dict[int, Any], ended_at: Callable[[int], float | None] | None = None) -> tuple[int, Any]:
+    """The rank whose error started it: the earliest recorded error, else the rank that ended first.
 
-    Ties keep torch's order (``ChildFailedError.get_first_failure``), which lists the rank that ended first."""
+    That is torch's order (``ChildFailedError.get_first_failure``: whole-second timestamps, ties in the order it saw
+    the ranks end, a poll apart) unless ``ended_at`` knows when each one ended (the forkserver's note, by the pid of
+    the worker's stand-in): a forked peer that exits at once after its collective failed can end within the same
+    poll as the rank that was killed.
+    """
     recorded = {r: f for r, f in failures.items() if f.error_file_data.get("message") not in (None, "<NONE>")}
-    pool = recorded or failures
-    rank = min(pool, key=lambda r: pool[r].timestamp)
-    return rank, pool[rank]
+    if recorded:
+        rank = min(recorded, key=lambda r: recorded[r].timestamp)
+        return rank, recorded[rank]
+    ended = {r: ended_at(f.pid) for r, f in failures.items()} if ended_at else {}
+    if ended and all(t is not None for t in ended.values()):
+        rank = min(ended, key=lambda r: ended[r] or 0.0)
+    else:
+        rank = min(failures, key=lambda r: failures[r].timestamp)
+    return rank, failures[rank]
 
 
 def describe_failure(rank: int, failure: Any, nprocs: int, pid: int | None = None) -> str:

@@ -76,20 +76,31 @@ def forkserver_wanted(environ: Mapping[str, str] | None = None) -> bool:
 
 @dataclass(frozen=True)
 class Forkserver:
-    """What a launch needs from its forkserver: ``orphan_guard.py``'s arguments (none: every worker is exec'd) and
-    the worker's own pid for the pid of the stand-in torch elastic reports."""
+    """What a launch needs from its forkserver: ``orphan_guard.py``'s arguments (none: every worker is exec'd), and
+    for the stand-in torch elastic reports, the worker's own pid and when it ended."""
 
     guard_args: tuple[str, ...] = ()
     pid_dir: str | None = None
 
     def worker_pid(self, stand_in: int) -> int:
-        if self.pid_dir is None:
-            return stand_in
+        note = self._note(str(stand_in))
+        return int(note) if note.isdigit() else stand_in  # not forked (exec'd after all): the stand-in became it
+
+    def ended_at(self, stand_in: int) -> float | None:
+        """When the forked worker of ``stand_in`` ended (its forkserver reaped it), None when unknown."""
         try:
-            with open(os.path.join(self.pid_dir, str(stand_in))) as fp:
-                return int(fp.read())
-        except (OSError, ValueError):  # not forked (exec'd after all): the stand-in became the worker
-            return stand_in
+            return float(self._note(f"{stand_in}.ended"))
+        except ValueError:
+            return None
+
+    def _note(self, name: str) -> str:
+        if self.pid_dir is None:
+            return ""
+        try:
+            with open(os.path.join(self.pid_dir, name)) as fp:
+                return fp.read().strip()
+        except OSError:
+            return ""
 
 
 @contextlib.contextmanager

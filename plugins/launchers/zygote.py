@@ -21,6 +21,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 from plugins.launchers.forked_worker import Request, become_worker
@@ -113,6 +114,7 @@ class Zygote:
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()
         self.workers: dict[int, socket.socket] = {}  # worker pid -> its stand-in's connection
+        self.stand_ins: dict[int, int] = {}  # worker pid -> its stand-in's pid
         self.serving = True
 
     def serve(self) -> None:
@@ -153,10 +155,8 @@ class Zygote:
             become_worker(Request(program, request, fds, self.pid), self.selector, owned)
         for fd in fds:
             os.close(fd)
-        self.workers[pid] = conn
-        with contextlib.suppress(OSError):
-            with open(os.path.join(self.pid_dir, str(stand_in)), "w") as fp:
-                fp.write(str(pid))  # the launcher's failure line names the worker, not its stand-in
+        self.workers[pid], self.stand_ins[pid] = conn, stand_in
+        self.note(stand_in, str(pid))  # the launcher's failure line names the worker, not its stand-in
         try:
             conn.sendall(b"P" + PID.pack(pid))
         except OSError:  # the stand-in gave up waiting: nobody would supervise this worker
@@ -175,6 +175,8 @@ class Zygote:
                 return
             if pid == 0:
                 return
+            if pid in self.stand_ins:  # when it ended, to the ms: torch elastic sees its stand-in up to a poll later
+                self.note(self.stand_ins.pop(pid), repr(time.time()), ".ended")
             conn = self.workers.pop(pid, None)
             if conn is not None:
                 with contextlib.suppress(OSError):
@@ -182,6 +184,12 @@ class Zygote:
                 with contextlib.suppress(KeyError, ValueError):  # unregistered already when its stand-in died
                     self.selector.unregister(conn)
                 conn.close()
+
+    def note(self, stand_in: int, text: str, suffix: str = "") -> None:
+        """A note for the launcher about the worker of a stand-in: its pid, or (``.ended``) when it ended."""
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.pid_dir, f"{stand_in}{suffix}"), "w") as fp:
+                fp.write(text)
 
     def stand_in_gone(self, pid: int) -> None:
         """Its stand-in died (SIGKILL from torch elastic or with the launcher): so does the worker, as it would have."""

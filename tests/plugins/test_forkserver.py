@@ -180,3 +180,22 @@ def test_the_preload_asks_cuda_nothing():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[] False"
+
+
+def test_the_rank_that_ended_first_is_named_when_torch_saw_both_end_in_one_poll():
+    """A forked peer leaves at once (no interpreter teardown) after its collective failed, so torch elastic can see
+    it end in the same poll as the rank that was killed, and list it first; the forkserver's notes decide then."""
+    from types import SimpleNamespace
+
+    from plugins.launchers.elastic import root_failure
+
+    def failure(pid: int, exitcode: int) -> SimpleNamespace:
+        return SimpleNamespace(pid=pid, exitcode=exitcode, timestamp=1000, error_file_data={})
+
+    failures = {0: failure(10, 1), 1: failure(11, -9)}  # torch's order: rank 0 first
+    assert root_failure(failures)[0] == 0
+    assert root_failure(failures, {10: 5.30, 11: 5.21}.get)[0] == 1
+    assert root_failure(failures, {10: 5.30}.get)[0] == 0  # one exec'd after all: torch's order
+    recorded = {**failures, 0: SimpleNamespace(pid=10, exitcode=1, timestamp=1000,
+                                               error_file_data={"message": {"message": "ValueError: boom"}})}
+    assert root_failure(recorded, {10: 5.30, 11: 5.21}.get)[0] == 0  # a recorded error still comes first
