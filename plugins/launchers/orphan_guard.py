@@ -21,7 +21,7 @@ import struct
 import sys
 
 PR_SET_PDEATHSIG = 1
-HEADER, PID, STATUS = struct.Struct("!I"), struct.Struct("!q"), struct.Struct("!i")  # as plugins/launchers/zygote.py
+HEADER, PID, STATUS = struct.Struct("!I"), struct.Struct("!q"), struct.Struct("!i")  # the forkserver imports these
 REPLY_SECONDS = 120.0  # the forkserver imports torch first; after this the worker is exec'd instead
 # what torch elastic sends a worker (its death signal, or the launcher's signal passed on)
 FORWARDED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")

@@ -26,11 +26,9 @@ from typing import Any
 
 from plugins.launchers.forked_worker import Request, become_worker
 from plugins.launchers.forkserver import Program, program_of
-from plugins.launchers.orphan_guard import die_with
+# the wire format is orphan_guard.py's (the request's length, sent with the caller's standard streams; pid; status)
+from plugins.launchers.orphan_guard import HEADER, PID, STATUS, die_with
 
-HEADER = struct.Struct("!I")  # the request's length, sent with the caller's standard streams
-PID = struct.Struct("!q")
-STATUS = struct.Struct("!i")
 REQUEST_SECONDS = 30.0
 SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
 
