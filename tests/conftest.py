@@ -48,6 +48,28 @@ def pytest_configure(config) -> None:  # noqa: ANN001
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         torch.set_num_threads(1)
+    from tests import forked_programs
+
+    forked_programs.install()  # after OMP_NUM_THREADS: the warm interpreter starts with this environment
+
+
+def pytest_unconfigure(config) -> None:  # noqa: ANN001
+    from tests import forked_programs
+
+    forked_programs.uninstall()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201
+    """A test marked ``fresh_python`` (and its fixtures) starts its programs with exec."""
+    from tests import forked_programs
+
+    fresh = item.get_closest_marker("fresh_python") is not None
+    forked_programs.POOL.paused = fresh
+    try:
+        return (yield)
+    finally:
+        forked_programs.POOL.paused = False
 
 
 def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001

@@ -88,19 +88,31 @@ def forkable(request: dict[str, Any], environ: dict[str, str]) -> Program | None
     """The request's program when a worker forked from here runs it as a fresh ``python`` would, else None.
 
     The interpreter's own variables (``PYTHON*``) must be the ones this process started with, the program's
-    ``sys.path[0]`` the one the preloaded modules were found with, and CUDA untouched here.
+    ``sys.path[0]`` the one the preloaded modules were found with or a directory that holds none of the modules
+    imported here, and CUDA untouched here.
     """
     program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
     env = request.get("env", {})
     python_vars = {k for k in (*env, *environ) if k.startswith("PYTHON")}
     if program is None or any(env.get(k) != environ.get(k) for k in python_vars):
         return None
-    if not sys.flags.safe_path and program.path0 != sys.path[0]:
+    if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(program.path0):
         return None
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return None
     return program
+
+
+def shadows_imports(path0: str) -> bool:
+    """Whether ``path0`` holds a file or directory named like a module imported here: a fresh ``python`` with it
+    first on ``sys.path`` might import that one instead (conservative: any such name counts)."""
+    try:
+        entries = os.listdir(path0 or ".")
+    except OSError:
+        return True
+    imported = {name.partition(".")[0] for name in sys.modules}
+    return any(entry.partition(".")[0] in imported for entry in entries)
 
 
 class Zygote:

@@ -348,6 +348,7 @@ def _openmpi_rank(rank: int, port: int) -> dict[str, str]:
     }
 
 
+@pytest.mark.fresh_python  # it compares the ranks' pids with the processes it started
 @pytest.mark.parametrize("launcher_env", [_slurm_task, _openmpi_rank], ids=["srun", "mpirun"])
 def test_processes_started_by_srun_or_mpirun_are_not_launched_again(tmp_path, ddp_run, launcher_env):
     """This test plays the launcher: it starts both processes with that launcher's variables."""

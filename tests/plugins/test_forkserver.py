@@ -146,13 +146,20 @@ def test_the_opt_out_and_other_platforms_exec(monkeypatch):
 
 
 def test_a_request_with_other_interpreter_variables_is_execd(tmp_path, monkeypatch):
-    """The zygote imported torch under its own PYTHON* variables and sys.path[0]: a request with others is exec'd."""
+    """The zygote imported torch under its own PYTHON* variables and sys.path[0]: a request with other variables is
+    exec'd, and so is one whose sys.path[0] holds a module named like one the zygote imported (it might shadow it)."""
     (tmp_path / "train.py").write_text("")
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path[1:]])
     request = {"argv": [sys.executable, "train.py"], "cwd": str(tmp_path), "env": {"PYTHONPATH": "/a"}}
     environ = {"PYTHONPATH": "/a"}
     assert forkable(request, environ) is not None
-    assert forkable({**request, "cwd": str(tmp_path.parent), "argv": [sys.executable, "-m", "train"]}, environ) is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "train.py").write_text("")
+    as_module = {**request, "cwd": str(elsewhere), "argv": [sys.executable, "-m", "train"]}
+    assert forkable(as_module, environ) is not None  # nothing there is named like an imported module
+    (elsewhere / "os.py").write_text("")
+    assert forkable(as_module, environ) is None
     assert forkable({**request, "env": {"PYTHONPATH": "/b"}}, environ) is None
     assert forkable({**request, "env": {"PYTHONPATH": "/a", "PYTHONOPTIMIZE": "1"}}, environ) is None
 

@@ -1,0 +1,141 @@
+"""The programs the tests start (``[sys.executable, script | -m module, ...]``) are forked from a warm interpreter.
+
+Most of the suite's CPU is start-up: each ``python script.py`` a test runs imports torch (2.3 s of CPU on CI's
+cores), ``torch._dynamo`` when it builds DDP (2.5 s more) and Relay before it does any work. The launcher's own
+forkserver (``plugins/launchers/forkserver.py``) already removes that cost for the workers of one launch; this
+module applies the same machinery to the programs themselves. Per pytest process, a forkserver
+(``plugins/launchers/zygote.py``) imports those modules once, and ``subprocess.Popen`` starts a plain Python
+program as ``orphan_guard.py``'s stand-in, which has the forkserver fork it: the child runs the program from the
+top as a fresh ``python`` would (argv, ``__main__``, ``sys.path[0]``, environment, streams, exit status), and the
+test still sees a real process (its pid, signals, exit code, pipes).
+
+A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set
+no forkserver has is exec'd the first time and forked from the second on. Exec'd as before: any other command,
+one from a thread other than the main one (the stand-in's parent-death signal follows its creating thread),
+``pass_fds``/``preexec_fn``/``executable``/``shell``, ``RELAY_FORKSERVER=0`` in its environment, a test marked
+``fresh_python``, and everything when ``RELAY_TEST_FORK=0``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from plugins.launchers import forkserver as product
+
+ROOT = Path(__file__).resolve().parents[1]
+GUARD = ROOT / "plugins" / "launchers" / "orphan_guard.py"
+OFF_VARIABLE = "RELAY_TEST_FORK"
+# read when a module is imported (or when its runtime loads): a forkserver serves only commands that agree on these
+IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TORCH", "PYTORCH", "CUDA", "LD_", "MALLOC",
+               "TMPDIR", "TEMP", "TMP", "RELAY_LIGHTNING_COMPAT")
+# besides what a Relay worker imports (the launcher's PRELOAD): what ``python -m trainer`` imports
+PRELOAD_MORE = ("hydra", "omegaconf")
+MAX_FORKSERVERS = 4  # per pytest process; each holds torch in memory (~0.5 GB)
+
+
+def import_time_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME)))
+
+
+class _Forkserver:
+    """One warm interpreter: started with the environment of the first command of its key, ended with the session."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.address = f"relay-test-programs-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.pid_dir = tempfile.mkdtemp(prefix="relay-test-programs-")
+        spec = [*product.preload_spec(), *(f"{name}=" for name in PRELOAD_MORE)]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind("\0" + self.address)
+            listener.listen(64)
+            self.process = _EXEC_POPEN(
+                [sys.executable, "-c", product.BOOT, str(ROOT), str(listener.fileno()), str(os.getpid()),
+                 self.pid_dir, *spec], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[listener.fileno()],
+                env=dict(env), cwd=ROOT)
+
+    def command(self, args: list[str]) -> list[str]:
+        return [sys.executable, "-S", str(GUARD), str(os.getpid()), "--zygote", "@" + self.address, *args]
+
+    def stop(self) -> None:
+        product.stop_zygote(self.process)
+        shutil.rmtree(self.pid_dir, ignore_errors=True)
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.servers: dict[tuple, _Forkserver] = {}
+        self.seen: Counter = Counter()
+        self.home_key = import_time_key(os.environ)
+        self.paused = False
+
+    def command(self, args: object, kwargs: Mapping[str, object]) -> object:
+        """``args`` as the stand-in of a forked program, or unchanged when it must be exec'd."""
+        env = kwargs.get("env")
+        env = os.environ if env is None else env
+        if not self._may_fork(args, kwargs, env):
+            return args
+        key = import_time_key(env)  # type: ignore[arg-type]
+        self.seen[key] += 1
+        server = self.servers.get(key)
+        if server is None:
+            if (key != self.home_key and self.seen[key] < 2) or len(self.servers) >= MAX_FORKSERVERS:
+                return args
+            server = self.servers[key] = _Forkserver(env)  # type: ignore[arg-type]
+        return server.command(list(args))  # type: ignore[arg-type]
+
+    def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str]) -> bool:
+        if self.paused or threading.current_thread() is not threading.main_thread():
+            return False
+        if not isinstance(args, (list, tuple)) or not args or args[0] != sys.executable:
+            return False
+        if any(kwargs.get(name) for name in ("shell", "executable", "preexec_fn", "pass_fds", "user", "group",
+                                               "extra_groups", "umask", "process_group")):
+            return False
+        if str(env.get(product.FORKSERVER_VARIABLE, "1")).strip().lower() in ("0", "false", "no", "off"):
+            return False
+        cwd = kwargs.get("cwd")
+        return product.program_of([str(a) for a in args], os.fspath(cwd) if cwd else os.getcwd()) is not None
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            with contextlib.suppress(Exception):
+                server.stop()
+        self.servers.clear()
+
+
+_EXEC_POPEN = subprocess.Popen
+POOL = _Pool()
+
+
+class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
+    """``subprocess.Popen`` (and so ``run``, ``check_output``...) with plain Python programs forked (see above)."""
+
+    def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 (Popen's own signature)
+        if not rest:
+            args = POOL.command(args, kwargs)
+        super().__init__(args, *rest, **kwargs)
+
+
+def install() -> bool:
+    """Route this process's ``subprocess.Popen`` through the pool; False where it stays as it is."""
+    if os.environ.get(OFF_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if not product.forkserver_wanted():
+        return False
+    subprocess.Popen = _RoutedPopen  # type: ignore[misc]
+    return True
+
+
+def uninstall() -> None:
+    subprocess.Popen = _EXEC_POPEN  # type: ignore[misc]
+    POOL.stop()
