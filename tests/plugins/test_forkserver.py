@@ -84,6 +84,7 @@ def test_interpreter_options_start_the_worker_with_exec(tmp_path):
 
 
 @linux
+@pytest.mark.fresh_python  # a launcher forked from the tests' warm interpreter has imported Relay already
 def test_a_program_that_imports_another_relay_at_run_time_is_execd(tmp_path):
     """The zygote preloads from the start-up ``sys.path``; a program that changes it before importing Relay (or
     torch) gets what it imports, so its workers start with exec."""
