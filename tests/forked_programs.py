@@ -7,7 +7,8 @@ module applies the same machinery to the programs themselves. Per pytest process
 (``plugins/launchers/zygote.py``) imports those modules once, and ``subprocess.Popen`` starts a plain Python
 program as ``orphan_guard.py``'s stand-in, which has the forkserver fork it: the child runs the program from the
 top as a fresh ``python`` would (argv, ``__main__``, ``sys.path[0]``, environment, streams, exit status), and the
-test still sees a real process (its pid, signals, exit code, pipes).
+test still sees a real process (its pid, signals, exit code, pipes). A Relay launch in such a program forks its
+workers from the same warm interpreter (tests/forked_launches.py).
 
 A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set
 no forkserver has is exec'd the first time and forked from the second on. Exec'd as before: any other command,
@@ -36,6 +37,7 @@ from plugins.launchers import forkserver as product
 ROOT = Path(__file__).resolve().parents[1]
 GUARD = ROOT / "plugins" / "launchers" / "orphan_guard.py"
 OFF_VARIABLE = "RELAY_TEST_FORK"
+SHARED_VARIABLE = "RELAY_TEST_FORKSERVER"  # "<address>\n<pid directory>" in the warm interpreter (forked_launches)
 # read when a module is imported (or when its runtime loads): a forkserver serves only commands that agree on these
 IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TORCH", "PYTORCH", "CUDA", "LD_", "MALLOC",
                "TMPDIR", "TEMP", "TMP", "RELAY_LIGHTNING_COMPAT")
@@ -54,14 +56,15 @@ class _Forkserver:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.address = f"relay-test-programs-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.pid_dir = tempfile.mkdtemp(prefix="relay-test-programs-")
-        spec = [*product.preload_spec(), *(f"{name}=" for name in PRELOAD_MORE)]
+        # tests.forked_launches first: the launches of the programs forked from here fork their workers here too
+        spec = ["tests.forked_launches=", *product.preload_spec(), *(f"{name}=" for name in PRELOAD_MORE)]
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind("\0" + self.address)
             listener.listen(64)
             self.process = _EXEC_POPEN(
                 [sys.executable, "-c", product.BOOT, str(ROOT), str(listener.fileno()), str(os.getpid()),
                  self.pid_dir, *spec], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[listener.fileno()],
-                env=dict(env), cwd=ROOT)
+                env={**env, SHARED_VARIABLE: f"{self.address}\n{self.pid_dir}"}, cwd=ROOT)
 
     def command(self, args: list[str]) -> list[str]:
         return [sys.executable, "-S", str(GUARD), str(os.getpid()), "--zygote", "@" + self.address, *args]

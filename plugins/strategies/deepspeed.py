@@ -116,8 +116,9 @@ class DeepSpeedStrategy(ParallelStrategy):
             deepspeed = import_deepspeed()
             deepspeed.utils.logger.setLevel(self.logging_level)
             # joins the process group Relay created (or the one Ray/torchrun made); never makes its own
-            deepspeed.init_distributed(dist_backend=self.process_group_backend, auto_mpi_discovery=False,
-                                       timeout=self.timeout, dist_init_required=False)
+            with _without_shared_memory_inference_op(deepspeed):
+                deepspeed.init_distributed(dist_backend=self.process_group_backend, auto_mpi_discovery=False,
+                                           timeout=self.timeout, dist_init_required=False)
         # DeepSpeed's ZeRO calls collectives that torch renamed: a warning per rank and run, not the user's to fix
         warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
 
@@ -306,6 +307,25 @@ def _quiet(level: str) -> Iterator[None]:
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore", UserWarning)
         yield
+
+
+@contextlib.contextmanager
+def _without_shared_memory_inference_op(deepspeed: Any) -> Iterator[None]:
+    """DeepSpeed's CPU backend builds its shared-memory all-reduce op (C++, compiled on first use) when it starts,
+    for ``inference_all_reduce``, which training never calls. Building it first probes every op with the compiler,
+    then compiles for 1-3 min on 2 cores while every other rank waits on the build folder's lock (measured: a Ray
+    ZeRO-3 test spent ~100 s there). While Relay starts DeepSpeed's backend, that op's builder is "not available",
+    which DeepSpeed handles by using torch.distributed's all-reduce."""
+    accelerator = deepspeed.accelerator.get_accelerator()
+    own, create = vars(accelerator).get("create_op_builder"), accelerator.create_op_builder
+    accelerator.create_op_builder = lambda name: None if name == "ShareMemCommBuilder" else create(name)
+    try:
+        yield
+    finally:
+        if own is None:
+            del accelerator.create_op_builder  # the class's method again
+        else:
+            accelerator.create_op_builder = own
 
 
 def extensions_cache() -> Path:

@@ -22,7 +22,8 @@ from plugins.launchers.zygote import forkable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).with_name("forkserver_probe.py")
-pytestmark = pytest.mark.timeout(240)
+# the launchers here are exec'd: their workers come from the launch's own forkserver, not the tests' warm interpreter
+pytestmark = [pytest.mark.timeout(240), pytest.mark.fresh_python]
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forkserver is Linux-only")
 
 
@@ -84,7 +85,6 @@ def test_interpreter_options_start_the_worker_with_exec(tmp_path):
 
 
 @linux
-@pytest.mark.fresh_python  # a launcher forked from the tests' warm interpreter has imported Relay already
 def test_a_program_that_imports_another_relay_at_run_time_is_execd(tmp_path):
     """The zygote preloads from the start-up ``sys.path``; a program that changes it before importing Relay (or
     torch) gets what it imports, so its workers start with exec."""

@@ -1,0 +1,40 @@
+"""Imported by the tests' warm interpreter (tests/forked_programs.py) before it forks any program: a Relay launch
+inside a program forked from it has its workers forked from that same interpreter.
+
+Without this, each multi-process launch starts its own forkserver (``plugins/launchers/forkserver.py``), a fresh
+``python`` that imports torch and ``torch._dynamo`` again: ~5 s of CPU per launch, most of a 2-process test's
+start-up. The warm interpreter already holds those imports and runs the same serving loop
+(``plugins/launchers/zygote.py``), so the launch's stand-ins (``orphan_guard.py``) ask it instead. Only where its
+forkserver would have imported under the same variables (tests/forked_programs.py's ``IMPORT_TIME`` key); otherwise
+the launch starts its own as usual. tests/plugins/test_forkserver.py keeps testing the per-launch forkserver (its
+programs are exec'd).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from plugins.launchers import elastic, forkserver
+from tests.forked_programs import SHARED_VARIABLE, import_time_key
+
+_ADDRESS, _, _PID_DIR = os.environ.get(SHARED_VARIABLE, "").partition("\n")
+_KEY = import_time_key(os.environ)  # what this interpreter imported under
+_SERVER_PID = os.getpid()
+_own_forkserver = forkserver.worker_forkserver
+
+
+@contextlib.contextmanager
+def shared_forkserver(command: list[str]) -> Iterator[forkserver.Forkserver]:
+    """``worker_forkserver`` for a program forked from the warm interpreter: the warm interpreter itself."""
+    if (_ADDRESS and os.getpid() != _SERVER_PID and forkserver.forkserver_wanted()
+            and import_time_key(os.environ) == _KEY and forkserver.program_of(command, os.getcwd()) is not None):
+        yield forkserver.Forkserver(("--zygote", "@" + _ADDRESS), _PID_DIR)
+        return
+    with _own_forkserver(command) as own:
+        yield own
+
+
+if _ADDRESS:
+    forkserver.worker_forkserver = elastic.worker_forkserver = shared_forkserver
