@@ -9,7 +9,8 @@ optimizer state restored). Rank 0 prints the weights, the losses, what ``load`` 
 
 Lightning Fabric's DeepSpeed strategy refuses a CPU accelerator (its ``setup_environment`` checks for CUDA) and
 hands DeepSpeed the device index as the process's rank on the node (None for ``cpu``): the subclass below skips
-that one check and numbers the CPU devices by local rank; everything else is Lightning's own code.
+that one check and numbers the CPU devices by local rank, and starts DeepSpeed's backend without compiling its
+inference-only op, as Relay's strategy does; everything else is Lightning's own code.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ def lightning_fabric(stage: int) -> tuple[type, object]:
         def setup_environment(self) -> None:
             self.parallel_devices = [torch.device("cpu", i) for i in range(len(self.parallel_devices))]
             DDPStrategy.setup_environment(self)  # LightningDeepSpeed's own refuses every accelerator but CUDA
+
+        def _init_deepspeed_distributed(self) -> None:
+            """As Relay's strategy starts DeepSpeed's backend on the CPU: without compiling its inference-only
+            shared-memory op (1-3 min of C++ on 2 cores, no effect on training)."""
+            import deepspeed
+
+            from plugins.strategies.deepspeed import _without_shared_memory_inference_op
+
+            with _without_shared_memory_inference_op(deepspeed):
+                super()._init_deepspeed_distributed()
 
     return Fabric, DeepSpeedStrategy(stage=stage)
 
