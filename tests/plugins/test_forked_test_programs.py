@@ -1,0 +1,46 @@
+"""The suite's own start-up saver (tests/forked_programs.py): a program a test starts is forked from the warm
+interpreter, and still behaves as ``python script.py`` (``__main__``, argv, streams, exit code)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import forked_programs
+
+PROGRAM = "import sys\nprint('torch' in sys.modules, __name__, sys.argv[1:])\nprint('to stderr', file=sys.stderr)\n"
+pytestmark = pytest.mark.skipif(
+    subprocess.Popen is not forked_programs._RoutedPopen, reason="RELAY_TEST_FORK=0 or not Linux: every program is exec'd")
+
+
+def _run(tmp_path) -> subprocess.CompletedProcess:
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM + "sys.exit(3)\n")
+    return subprocess.run([sys.executable, str(script), "a b"], capture_output=True, text=True, timeout=120)
+
+
+def test_a_started_program_is_forked_warm_and_behaves_as_python_would(tmp_path):
+    done = _run(tmp_path)
+    assert done.returncode == 3 and done.stderr == "to stderr\n"
+    assert done.stdout == "True __main__ ['a b']\n"  # torch was imported before the program's first line
+
+
+@pytest.mark.fresh_python
+def test_a_test_marked_fresh_python_gets_an_execd_interpreter(tmp_path):
+    done = _run(tmp_path)
+    assert done.returncode == 3 and done.stdout == "False __main__ ['a b']\n"
+
+
+def test_a_command_with_other_import_time_variables_is_execd_the_first_time(tmp_path):
+    (tmp_path / "x.py").write_text("")
+    env = {**os.environ, "OMP_NUM_THREADS": "3", "PYTHONUNBUFFERED": "x"}
+    key = forked_programs.import_time_key(env)
+    assert key != forked_programs.POOL.home_key and key not in forked_programs.POOL.servers
+    command = [sys.executable, "x.py"]
+    assert forked_programs.POOL.command(command, {"env": env, "cwd": str(tmp_path)}) == command
+    forked_programs.POOL.seen[key] -= 1
+    home = forked_programs.POOL.command(command, {"cwd": str(tmp_path)})
+    assert home[:3] == [sys.executable, "-S", str(forked_programs.GUARD)] and home[-2:] == command
