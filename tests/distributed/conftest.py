@@ -54,6 +54,7 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown of the test's fixtures
 def pytest_runtest_teardown(item, nextitem) -> None:  # noqa: ANN001 (pytest's hook signature)
     """Stop the Ray cluster as soon as the next test does not use it, instead of at the end of the session: idle,
     its daemons (log monitor, raylet, GCS, autoscaler) took ~4 CPU-seconds a minute from the 2 cores for the rest of
