@@ -31,6 +31,7 @@ def temporaries(directory: Path) -> list[Path]:
     return [p for p in directory.iterdir() if ".relaytmp-" in p.name]
 
 
+@pytest.mark.fresh_python  # the SIGKILL must land on the writing process itself, at once (not on a stand-in)
 def test_sigkill_during_async_write_keeps_previous_checkpoint(tmp_path):
     proc = start(tmp_path, 50)
     last = tmp_path / "last.ckpt"
