@@ -78,7 +78,8 @@ class _Pool:
     def __init__(self) -> None:
         self.servers: dict[tuple, _Forkserver] = {}
         self.seen: Counter = Counter()
-        self.home_key = import_time_key(os.environ)
+        self.home_env = dict(os.environ)  # the pytest process's at start (tests may change os.environ later)
+        self.home_key = import_time_key(self.home_env)
         self.paused = False
 
     def command(self, args: object, kwargs: Mapping[str, object]) -> object:

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(
 def _run(tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM + "sys.exit(3)\n")
-    return subprocess.run([sys.executable, str(script), "a b"], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, str(script), "a b"], capture_output=True, text=True, timeout=120,
+                          env=forked_programs.POOL.home_env)  # this process's may have changed since the start
 
 
 def test_a_started_program_is_forked_warm_and_behaves_as_python_would(tmp_path):
@@ -42,5 +43,5 @@ def test_a_command_with_other_import_time_variables_is_execd_the_first_time(tmp_
     command = [sys.executable, "x.py"]
     assert forked_programs.POOL.command(command, {"env": env, "cwd": str(tmp_path)}) == command
     forked_programs.POOL.seen[key] -= 1
-    home = forked_programs.POOL.command(command, {"cwd": str(tmp_path)})
+    home = forked_programs.POOL.command(command, {"cwd": str(tmp_path), "env": forked_programs.POOL.home_env})
     assert home[:3] == [sys.executable, "-S", str(forked_programs.GUARD)] and home[-2:] == command
