@@ -1,9 +1,9 @@
 """The programs the tests start (``[sys.executable, script | -m module, ...]``) are forked from a warm interpreter.
 
-Most of the suite's CPU is start-up: each ``python script.py`` a test runs imports torch (2.3 s of CPU on a 2-core
-machine like CI's), ``torch._dynamo`` when it builds DDP (2.5 s more) and Relay before it does any work. The launcher's own
-forkserver (``plugins/launchers/forkserver.py``) already removes that cost for the workers of one launch; this
-module applies the same machinery to the programs themselves. Per pytest process, a forkserver
+Most of the suite's CPU is start-up: each ``python script.py`` a test runs imports torch (2.3 s of CPU on a
+2-core machine like CI's), ``torch._dynamo`` when it builds DDP (2.5 s more) and Relay before it does any work.
+The launcher's own forkserver (``plugins/launchers/forkserver.py``) already removes that cost for the workers of
+one launch; this module applies the same machinery to the programs themselves. Per pytest process, a forkserver
 (``plugins/launchers/zygote.py``) imports those modules once, and ``subprocess.Popen`` starts a plain Python
 program as ``orphan_guard.py``'s stand-in, which has the forkserver fork it: the child runs the program from the
 top as a fresh ``python`` would (argv, ``__main__``, ``sys.path[0]``, environment, streams, exit status), and the

@@ -12,8 +12,8 @@ import pytest
 from tests import forked_programs
 
 PROGRAM = "import sys\nprint('torch' in sys.modules, __name__, sys.argv[1:])\nprint('to stderr', file=sys.stderr)\n"
-pytestmark = pytest.mark.skipif(
-    subprocess.Popen is not forked_programs._RoutedPopen, reason="RELAY_TEST_FORK=0 or not Linux: every program is exec'd")
+pytestmark = pytest.mark.skipif(subprocess.Popen is not forked_programs._RoutedPopen,
+                                reason="RELAY_TEST_FORK=0 or not Linux: every program is exec'd")
 
 
 def _run(tmp_path) -> subprocess.CompletedProcess:
