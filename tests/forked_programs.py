@@ -11,8 +11,8 @@ test still sees a real process (its pid, signals, exit code, pipes). A Relay lau
 workers from the same warm interpreter (tests/forked_launches.py).
 
 A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set
-no forkserver has is exec'd the first time and forked from the second on; past 4 forkservers, the least recently
-used idle one is stopped for the new one. Exec'd as before: any other command,
+no forkserver has is exec'd the first time and forked from the second on (at most 4 forkservers; later sets are
+exec'd). Exec'd as before: any other command,
 one from a thread other than the main one (the stand-in's parent-death signal follows its creating thread),
 ``pass_fds``/``preexec_fn``/``executable``/``shell``, ``RELAY_FORKSERVER=0`` in its environment, a test marked
 ``fresh_python``, and everything when ``RELAY_TEST_FORK=0``.
@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -60,8 +59,6 @@ class _Forkserver:
         self.pid_dir = tempfile.mkdtemp(prefix="relay-test-programs-")
         # tests.forked_launches first: the launches of the programs forked from here fork their workers here too
         spec = ["tests.forked_launches=", *product.preload_spec(), *(f"{name}=" for name in PRELOAD_MORE)]
-        self.programs: list[subprocess.Popen] = []  # the stand-ins of the programs forked here
-        self.used = time.monotonic()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind("\0" + self.address)
             listener.listen(64)
@@ -71,13 +68,7 @@ class _Forkserver:
                 env={**env, SHARED_VARIABLE: f"{self.address}\n{self.pid_dir}"}, cwd=ROOT)
 
     def command(self, args: list[str]) -> list[str]:
-        self.used = time.monotonic()
         return [sys.executable, "-S", str(GUARD), str(os.getpid()), "--zygote", "@" + self.address, *args]
-
-    def idle(self) -> bool:
-        """No program forked from here is running (nor, so, a launch's workers)."""
-        self.programs = [p for p in self.programs if p.poll() is None]
-        return not self.programs
 
     def stop(self) -> None:
         product.stop_zygote(self.process)
@@ -92,30 +83,20 @@ class _Pool:
         self.home_key = import_time_key(self.home_env)
         self.paused = False
 
-    def command(self, args: object, kwargs: Mapping[str, object]) -> tuple[object, _Forkserver | None]:
-        """``args`` as the stand-in of a forked program and its forkserver, or unchanged (None) for exec."""
+    def command(self, args: object, kwargs: Mapping[str, object]) -> object:
+        """``args`` as the stand-in of a forked program, or unchanged when it must be exec'd."""
         env = kwargs.get("env")
         env = os.environ if env is None else env
         if not self._may_fork(args, kwargs, env):
-            return args, None
+            return args
         key = import_time_key(env)  # type: ignore[arg-type]
         self.seen[key] += 1
         server = self.servers.get(key)
         if server is None:
-            if (key != self.home_key and self.seen[key] < 2) or not self._room():
-                return args, None
+            if (key != self.home_key and self.seen[key] < 2) or len(self.servers) >= MAX_FORKSERVERS:
+                return args
             server = self.servers[key] = _Forkserver(env)  # type: ignore[arg-type]
-        return server.command(list(args)), server  # type: ignore[arg-type]
-
-    def _room(self) -> bool:
-        """Room for one more forkserver: under the limit, or after stopping the least recently used idle one."""
-        if len(self.servers) < MAX_FORKSERVERS:
-            return True
-        idle = sorted((s.used, key) for key, s in self.servers.items() if s.idle())
-        if not idle:
-            return False
-        self.servers.pop(idle[0][1]).stop()
-        return True
+        return server.command(list(args))  # type: ignore[arg-type]
 
     def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str]) -> bool:
         if self.paused or threading.current_thread() is not threading.main_thread():
@@ -145,12 +126,9 @@ class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
     """``subprocess.Popen`` (and so ``run``, ``check_output``...) with plain Python programs forked (see above)."""
 
     def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 (Popen's own signature)
-        server = None
         if not rest:
-            args, server = POOL.command(args, kwargs)
+            args = POOL.command(args, kwargs)
         super().__init__(args, *rest, **kwargs)
-        if server is not None:
-            server.programs.append(self)
 
 
 def install() -> bool:

@@ -41,28 +41,7 @@ def test_a_command_with_other_import_time_variables_is_execd_the_first_time(tmp_
     key = forked_programs.import_time_key(env)
     assert key != forked_programs.POOL.home_key and key not in forked_programs.POOL.servers
     command = [sys.executable, "x.py"]
-    assert forked_programs.POOL.command(command, {"env": env, "cwd": str(tmp_path)}) == (command, None)
+    assert forked_programs.POOL.command(command, {"env": env, "cwd": str(tmp_path)}) == command
     forked_programs.POOL.seen[key] -= 1
-    home, server = forked_programs.POOL.command(command, {"cwd": str(tmp_path), "env": forked_programs.POOL.home_env})
+    home = forked_programs.POOL.command(command, {"cwd": str(tmp_path), "env": forked_programs.POOL.home_env})
     assert home[:3] == [sys.executable, "-S", str(forked_programs.GUARD)] and home[-2:] == command
-    assert server is forked_programs.POOL.servers[forked_programs.POOL.home_key]
-
-
-def test_past_the_limit_the_least_recently_used_idle_forkserver_makes_room():
-    class Stub:
-        def __init__(self, used: float, idle: bool) -> None:
-            self.used, self._idle, self.stopped = used, idle, False
-
-        def idle(self) -> bool:
-            return self._idle
-
-        def stop(self) -> None:
-            self.stopped = True
-
-    pool = forked_programs._Pool()
-    stubs = {"a": Stub(1, False), "b": Stub(3, True), "c": Stub(2, True), "d": Stub(0, False)}
-    pool.servers = dict(stubs)  # type: ignore[arg-type]
-    assert pool._room() and stubs["c"].stopped and sorted(pool.servers) == ["a", "b", "d"]
-    assert pool._room()  # under the limit now
-    pool.servers = {key: Stub(0, False) for key in "abcd"}  # type: ignore[misc]
-    assert not pool._room()  # every one is running a program: the new command is exec'd
