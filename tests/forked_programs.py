@@ -12,10 +12,10 @@ workers from the same warm interpreter (tests/forked_launches.py).
 
 A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set
 no forkserver has is exec'd the first time and forked from the second on (at most 4 forkservers; later sets are
-exec'd). Exec'd as before: any other command,
-one from a thread other than the main one (the stand-in's parent-death signal follows its creating thread),
-``pass_fds``/``preexec_fn``/``executable``/``shell``, ``RELAY_FORKSERVER=0`` in its environment, a test marked
-``fresh_python``, and everything when ``RELAY_TEST_FORK=0``.
+exec'd). Exec'd as before: any other command, one from a thread other than the main one (the stand-in's
+parent-death signal follows its creating thread), ``pass_fds``/``preexec_fn``/``executable``/``shell``,
+``-m torch.distributed.run``, ``RELAY_FORKSERVER=0`` in its environment, a test marked ``fresh_python``, and
+everything when ``RELAY_TEST_FORK=0``.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ class _Pool:
             return False
         if str(env.get(product.FORKSERVER_VARIABLE, "1")).strip().lower() in ("0", "false", "no", "off"):
             return False
+        if list(args[1:3]) == ["-m", "torch.distributed.run"]:
+            return False  # torchrun's elastic agent: exec'd (a forked one hung in a membership test once)
         cwd = kwargs.get("cwd")
         return product.program_of([str(a) for a in args], os.fspath(cwd) if cwd else os.getcwd()) is not None
 

@@ -21,7 +21,9 @@ import torch
 from tests.helpers import Regression, loader, quiet
 from tests.optional import need_mark
 
-pytestmark = need_mark("torchft", "strategy=torchft")  # CI installs relaytrain[torchft]: never skipped there
+# CI installs relaytrain[torchft]: never skipped there. Replica groups killed and healed: exec'd processes (a
+# replica forked from the tests' warm interpreter rejoined too early once, run 4 of stop 27)
+pytestmark = [need_mark("torchft", "strategy=torchft"), pytest.mark.fresh_python]
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, KILL_AT, HOLD_AT = 90, 15, 55
