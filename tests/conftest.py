@@ -16,6 +16,8 @@ import os
 
 import pytest
 
+from tests import forked_programs  # stdlib and plugins.launchers.forkserver only: nothing heavy at collection
+
 MAX_WORKERS = 4
 SAME_WORKER = {"tests/distributed/test_launcher_ray.py": "ray", "tests/distributed/test_ray_failures.py": "ray"}
 # the files with the most test time (a run's --durations=0, 2026-11-25), longest first
@@ -48,22 +50,16 @@ def pytest_configure(config) -> None:  # noqa: ANN001
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         torch.set_num_threads(1)
-    from tests import forked_programs
-
     forked_programs.install()  # after OMP_NUM_THREADS: the warm interpreter starts with this environment
 
 
 def pytest_unconfigure(config) -> None:  # noqa: ANN001
-    from tests import forked_programs
-
     forked_programs.uninstall()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201
     """A test marked ``fresh_python`` (and its fixtures) starts its programs with exec."""
-    from tests import forked_programs
-
     fresh = item.get_closest_marker("fresh_python") is not None
     forked_programs.POOL.paused = fresh
     try:
