@@ -10,12 +10,12 @@ top as a fresh ``python`` would (argv, ``__main__``, ``sys.path[0]``, environmen
 test still sees a real process (its pid, signals, exit code, pipes). A Relay launch in such a program forks its
 workers from the same warm interpreter (tests/forked_launches.py).
 
-A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set
-no forkserver has is exec'd the first time and forked from the second on (at most 4 forkservers; later sets are
-exec'd). Exec'd as before: any other command, one from a thread other than the main one (the stand-in's
-parent-death signal follows its creating thread), ``pass_fds``/``preexec_fn``/``executable``/``shell``,
-``-m torch.distributed.run``, ``RELAY_FORKSERVER=0`` in its environment, a test marked ``fresh_python``, and
-everything when ``RELAY_TEST_FORK=0``.
+A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set no
+forkserver has is exec'd the first time and forked from the second on (at most 4 forkservers, one of them kept for
+the pytest process's own set; later sets are exec'd). Exec'd as before: any other command, one from a thread other
+than the main one (the stand-in's parent-death signal follows its creating thread),
+``pass_fds``/``preexec_fn``/``executable``/``shell``, ``-m torch.distributed.run``, ``RELAY_FORKSERVER=0`` in its
+environment, a test marked ``fresh_python``, and everything when ``RELAY_TEST_FORK=0``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ class _Pool:
         self.seen[key] += 1
         server = self.servers.get(key)
         if server is None:
-            if (key != self.home_key and self.seen[key] < 2) or len(self.servers) >= MAX_FORKSERVERS:
+            # the home key's slot is kept for it: it is the one most programs have
+            reserved = key != self.home_key and self.home_key not in self.servers
+            if (key != self.home_key and self.seen[key] < 2) or len(self.servers) + reserved >= MAX_FORKSERVERS:
                 return args
             server = self.servers[key] = _Forkserver(env)  # type: ignore[arg-type]
         return server.command(list(args))  # type: ignore[arg-type]

@@ -45,3 +45,15 @@ def test_a_command_with_other_import_time_variables_is_execd_the_first_time(tmp_
     forked_programs.POOL.seen[key] -= 1
     home = forked_programs.POOL.command(command, {"cwd": str(tmp_path), "env": forked_programs.POOL.home_env})
     assert home[:3] == [sys.executable, "-S", str(forked_programs.GUARD)] and home[-2:] == command
+
+
+def test_the_pytest_process_own_variables_keep_a_warm_interpreter_slot(tmp_path):
+    """Other sets of variables fill at most all slots but one: the programs most tests start (this process's own
+    variables) are never left without a warm interpreter (CI once ran a file's tests after 4 other sets)."""
+    (tmp_path / "x.py").write_text("")
+    pool = forked_programs._Pool()
+    taken = [(("OMP_NUM_THREADS", str(n)),) for n in range(forked_programs.MAX_FORKSERVERS - 1)]
+    pool.servers = dict.fromkeys(taken)  # slots held by other sets (no interpreter behind them: not asked here)
+    command, env = [sys.executable, "x.py"], {**pool.home_env, "OMP_NUM_THREADS": "99"}
+    pool.seen[forked_programs.import_time_key(env)] = 5
+    assert pool.command(command, {"env": env, "cwd": str(tmp_path)}) == command
