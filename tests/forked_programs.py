@@ -48,7 +48,8 @@ MAX_FORKSERVERS = 4  # per pytest process; each holds torch in memory (~0.5 GB)
 
 
 def import_time_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME)))
+    """``PYTHONUNBUFFERED`` is not part of it: a forked program makes its standard streams by its own environment."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME) and k != "PYTHONUNBUFFERED"))
 
 
 class _Forkserver:
@@ -67,8 +68,10 @@ class _Forkserver:
                  self.pid_dir, *spec], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[listener.fileno()],
                 env={**env, SHARED_VARIABLE: f"{self.address}\n{self.pid_dir}"}, cwd=ROOT)
 
-    def command(self, args: list[str]) -> list[str]:
-        return [sys.executable, "-S", str(GUARD), str(os.getpid()), "--zygote", "@" + self.address, *args]
+    def command(self, args: list[str], parent: int | None = None) -> list[str]:
+        """The stand-in's command; ``parent`` 0 where its parent is not this process (a shell horovodrun starts)."""
+        parent = os.getpid() if parent is None else parent
+        return [sys.executable, "-S", str(GUARD), str(parent), "--zygote", "@" + self.address, *args]
 
     def stop(self) -> None:
         product.stop_zygote(self.process)
@@ -89,16 +92,21 @@ class _Pool:
         env = os.environ if env is None else env
         if not self._may_fork(args, kwargs, env):
             return args
-        key = import_time_key(env)  # type: ignore[arg-type]
+        server = self.server_for(env)  # type: ignore[arg-type]
+        return args if server is None else server.command(list(args))  # type: ignore[arg-type]
+
+    def server_for(self, env: Mapping[str, str]) -> _Forkserver | None:
+        """The warm interpreter for a program with this environment; None: exec it (see the module docstring)."""
+        key = import_time_key(env)
         self.seen[key] += 1
         server = self.servers.get(key)
         if server is None:
             # the home key's slot is kept for it: it is the one most programs have
             reserved = key != self.home_key and self.home_key not in self.servers
             if (key != self.home_key and self.seen[key] < 2) or len(self.servers) + reserved >= MAX_FORKSERVERS:
-                return args
-            server = self.servers[key] = _Forkserver(env)  # type: ignore[arg-type]
-        return server.command(list(args))  # type: ignore[arg-type]
+                return None
+            server = self.servers[key] = _Forkserver(env)
+        return server
 
     def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str]) -> bool:
         if self.paused or threading.current_thread() is not threading.main_thread():
@@ -133,6 +141,16 @@ class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
         if not rest:
             args = POOL.command(args, kwargs)
         super().__init__(args, *rest, **kwargs)
+
+
+def stand_in_prefix(env: Mapping[str, str]) -> list[str]:
+    """What to put before ``sys.executable script.py`` in a command that horovodrun's shell runs, so that its workers
+    are forked warm too; [] where they must be exec'd. ``env``: the workers' (horovodrun adds only its own
+    ``HOROVOD_*`` variables and ``PYTHONUNBUFFERED``, which no warm interpreter depends on)."""
+    if subprocess.Popen is not _RoutedPopen or POOL.paused or not product.forkserver_wanted(env):
+        return []
+    server = POOL.server_for(env)
+    return [] if server is None else server.command([], parent=0)
 
 
 def install() -> bool:

@@ -7,7 +7,9 @@ its workers (Ray Train, Spark's ``TorchDistributor``). Neither rendezvous nor co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -25,6 +27,19 @@ class Launcher:
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         raise NotImplementedError
+
+
+@contextlib.contextmanager
+def workers_environment(env: Mapping[str, str]) -> Iterator[None]:
+    """This process's variables plus ``env`` for the launch, as before after it: the launch's forkserver imports
+    torch under the workers' variables, and the workers inherit them."""
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 class RankFailedError(RuntimeError):

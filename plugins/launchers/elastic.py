@@ -24,17 +24,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from plugins.launchers.base import Launcher, first_line
+from plugins.launchers.base import Launcher, first_line, workers_environment
 from plugins.launchers.forked_worker import forked_from
-from plugins.launchers.forkserver import Forkserver, worker_forkserver
+from plugins.launchers.forkserver import GUARD, Forkserver, worker_forkserver
 from plugins.launchers.threads import worker_thread_env
 
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher")
 LAUNCHER_PID = "RELAY_LAUNCHER_PID"  # set for the workers: the process they must not outlive
 # signals the launcher passes on to its workers (SIGTERM, SIGINT: torch's agent already does)
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
-# each worker starts as ``python -S orphan_guard.py <launcher pid> ...`` (stdlib only: no site-packages to scan)
-GUARD = (sys.executable, "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py"))
 
 
 def watch_launcher(env: dict[str, str] | None = None, interval: float = 0.5) -> bool:
@@ -99,23 +97,19 @@ class ElasticLauncher(Launcher):
         threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
         if message:
             print(message, file=sys.stderr, flush=True)
-        saved_env = dict(os.environ)
-        os.environ.update({**threads, **(env or {})})
-        os.environ[LAUNCHER_PID] = str(os.getpid())
         previous = _forward_signals()
         levels = {name: logging.getLogger(name).level for name in _QUIET}
         for name in _QUIET:  # the agent's own INFO/WARNING chatter would bury the worker's traceback
             logging.getLogger(name).setLevel(logging.CRITICAL)
         try:
-            with worker_forkserver(command) as forkserver:  # after the variables: the zygote imports under them
+            with workers_environment({**threads, **(env or {}), LAUNCHER_PID: str(os.getpid())}), \
+                    worker_forkserver(command) as forkserver:  # after the variables: the zygote imports under them
                 return self._run(config, [*GUARD, str(os.getpid()), *forkserver.guard_args, *command], forkserver)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             for name, level in levels.items():
                 logging.getLogger(name).setLevel(level)
-            os.environ.clear()
-            os.environ.update(saved_env)
 
     def _config(self) -> Any:
         from torch.distributed.launcher.api import LaunchConfig

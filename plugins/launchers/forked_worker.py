@@ -113,12 +113,13 @@ def _as_fresh_interpreter(program: Program, orig_argv: list[str]) -> None:
 
 def _fresh_stream(fd: int, old: Any) -> Any:
     """What CPython's ``create_stdio`` makes for ``fd`` (encoding and errors as this interpreter's, same environment):
-    line buffered on a terminal and for stderr, write-through under ``-u``/``PYTHONUNBUFFERED``."""
+    line buffered on a terminal and for stderr, write-through under ``PYTHONUNBUFFERED`` (the worker's own
+    environment's: horovodrun sets it for its workers; the forkserver never runs under ``-u``)."""
     try:
         os.fstat(fd)
     except OSError:
         return None
-    unbuffered = bool(getattr(old, "write_through", False))
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     write = fd != 0
     buffer = io.open(fd, "wb" if write else "rb", buffering=0 if unbuffered and write else -1, closefd=False)
     raw = buffer if isinstance(buffer, io.FileIO) else buffer.raw

@@ -34,6 +34,8 @@ BOOT = ("import sys\nif not sys.flags.safe_path: sys.path[0] = sys.argv[1]\n"
         "    sys.exit(f'relay: no forkserver ({error}); the workers start with exec')\n"
         "main(sys.argv[2:])")
 STOP_SECONDS = 10.0
+# each worker starts as ``python -S orphan_guard.py <launcher pid> ...`` (stdlib only: no site-packages to scan)
+GUARD = (sys.executable, "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_guard.py"))
 
 
 @dataclass(frozen=True)

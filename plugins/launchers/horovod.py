@@ -4,6 +4,10 @@
 ``horovodrun -np 2 --gloo -H localhost:2 <this program again>``: the workers see ``HOROVOD_RANK`` & co.,
 detect the MPI environment and never launch again. horovodrun stops the other workers when one fails
 and exits non-zero; each worker's output comes back prefixed with its rank.
+
+The workers are forked from the launch's forkserver (``plugins/launchers/forkserver.py``) where the command allows
+it: horovodrun's shell starts ``orphan_guard.py``, which stands in for the forked worker (signals, exit status), so
+each worker skips Python's start-up and ``import torch``, as under Relay's own launcher.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import os
 import subprocess
 import sys
 
-from plugins.launchers.base import Launcher
+from plugins.launchers.base import Launcher, workers_environment
+from plugins.launchers.forkserver import GUARD, worker_forkserver
 
 # horovodrun's entry point, run with this interpreter (no reliance on PATH); its own "a process failed"
 # RuntimeError becomes one line, since the failing worker's traceback is already printed above it
@@ -44,8 +49,10 @@ class HorovodLauncher(Launcher):
         self.nprocs = nprocs
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
-        full = horovodrun_command(self.nprocs, command)
-        done = subprocess.run(full, env={**os.environ, **(env or {})})
+        with workers_environment(env or {}), worker_forkserver(command) as forkserver:
+            # the stand-in's parent is horovodrun's shell, not this process ("0")
+            workers = [*GUARD, "0", *forkserver.guard_args, *command] if forkserver.guard_args else command
+            done = subprocess.run(horovodrun_command(self.nprocs, workers))
         if done.returncode != 0:
             print(f"relay: horovodrun exited with code {done.returncode}; the failing rank's traceback is above "
                   "(lines prefixed [rank]).", file=sys.stderr, flush=True)

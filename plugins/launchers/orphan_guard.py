@@ -1,5 +1,6 @@
 """Run a worker command so that it dies with the launcher: ``python orphan_guard.py <launcher pid> [--zygote
-ADDRESS PIDS] <cmd...>``.
+ADDRESS PIDS] <cmd...>``
+(launcher pid 0: its parent, whatever it is, as under horovodrun, whose shell starts each worker).
 
 Sets the parent-death signal (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), which survives ``exec``, checks the
 launcher did not already die, then becomes the worker command. Run by file path, so it imports nothing but
@@ -46,7 +47,7 @@ def main() -> None:
     zygote = None
     if command[:1] == ["--zygote"]:
         zygote, command = command[1], command[2:]
-    if not die_with(launcher):  # the launcher died before the signal was armed
+    if not die_with(launcher) and launcher:  # the launcher died before the signal was armed
         sys.exit(1)
     if zygote:
         stand_in(zygote, command)  # returns only when the forkserver did not fork the worker

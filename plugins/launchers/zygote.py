@@ -87,13 +87,14 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None
 def forkable(request: dict[str, Any], environ: dict[str, str]) -> Program | None:
     """The request's program when a worker forked from here runs it as a fresh ``python`` would, else None.
 
-    The interpreter's own variables (``PYTHON*``) must be the ones this process started with, the program's
-    ``sys.path[0]`` the one the preloaded modules were found with or a directory that holds none of the modules
-    imported here, and CUDA untouched here.
+    The interpreter's own variables (``PYTHON*`` but ``PYTHONUNBUFFERED``) must be the ones this process started
+    with, the program's ``sys.path[0]`` the one the preloaded modules were found with or a directory that holds none
+    of the modules imported here, and CUDA untouched here.
     """
     program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
     env = request.get("env", {})
-    python_vars = {k for k in (*env, *environ) if k.startswith("PYTHON")}
+    # PYTHONUNBUFFERED only shapes the standard streams, which the worker makes anew (forked_worker._fresh_stream)
+    python_vars = {k for k in (*env, *environ) if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
     if program is None or any(env.get(k) != environ.get(k) for k in python_vars):
         return None
     if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(program.path0):

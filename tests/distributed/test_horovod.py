@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 import torch
 
 from plugins.launchers.horovod import horovodrun_command
+from tests.forked_programs import stand_in_prefix
 from tests.optional import need_mark
 from tests.distributed.test_ddp import assert_close, ranks, run, weights
 
@@ -28,9 +30,15 @@ TINY = ["experiment=smoke", "trainer.limit_train_batches=2", "trainer.limit_val_
 pytestmark = pytest.mark.timeout(300)
 
 
+def horovodrun(env: Mapping[str, str] | None = None) -> list[str]:
+    """``HOROVODRUN`` with its workers forked from the tests' warm interpreter where tests/forked_programs.py can
+    (``env``: the variables horovodrun gets; it adds only its own)."""
+    return horovodrun_command(2, [*stand_in_prefix(os.environ if env is None else env), sys.executable])
+
+
 def hvd(out: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
     """tests/distributed/ddp_script.py under horovodrun, 2 ranks of batch 4 unless told otherwise."""
-    return run(out, "--strategy", "horovod", *args, timeout=timeout, launcher=HOROVODRUN)
+    return run(out, "--strategy", "horovod", *args, timeout=timeout, launcher=horovodrun())
 
 
 @pytest.fixture(scope="module")
@@ -224,10 +232,12 @@ def test_each_rank_is_pinned_to_the_gpu_of_its_local_rank(monkeypatch):
         assert strategy.launcher is None  # horovodrun started the processes
 
 
-def _cli(args: list[str], cwd: Path, launcher: list[str] | None = None, timeout: float = 200) -> subprocess.CompletedProcess:
+def _cli(args: list[str], cwd: Path, under_horovodrun: bool = False,
+         timeout: float = 200) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    command = [*(launcher or [sys.executable]), "-m", "trainer", *args, *TINY, f"output_root={cwd}"]
+    command = [*(horovodrun(env) if under_horovodrun else [sys.executable]), "-m", "trainer", *args, *TINY,
+               f"output_root={cwd}"]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -241,7 +251,7 @@ def _one_run_trained_by_two(root: Path) -> Path:
 @HOROVOD
 def test_cli_under_horovodrun(tmp_path):
     """`horovodrun -np 2 --gloo -H localhost:2 python -m trainer strategy=horovod` (as in the README)."""
-    done = _cli(["strategy=horovod"], tmp_path, launcher=HOROVODRUN)
+    done = _cli(["strategy=horovod"], tmp_path, under_horovodrun=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = _one_run_trained_by_two(tmp_path)
     assert run_dir.name.startswith("horovodrun-")  # every rank found the same directory
@@ -285,7 +295,7 @@ ONE = ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"]
 
 def _launched(args: list[str]) -> dict:
     """Horovod runs go through horovodrun here (the plain-python path is tested above)."""
-    return {"launcher": HOROVODRUN} if args[1] == "horovod" else {}
+    return {"launcher": horovodrun()} if args[1] == "horovod" else {}
 
 
 @HOROVOD

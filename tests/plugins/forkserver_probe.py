@@ -1,5 +1,6 @@
 """A program for tests/plugins/test_forkserver.py: started with plain ``python`` (or ``python -m``), it launches itself
-once with Relay's ``ElasticLauncher`` (1 worker), as a Trainer would; the worker writes what it sees to OUT/worker.json.
+once with Relay's ``ElasticLauncher`` (1 worker; ``PROBE_LAUNCHER=horovod``: ``HorovodLauncher``, through horovodrun),
+as a Trainer would; the worker writes what it sees to OUT/worker.json.
 
 Worker behaviour (environment of the launching process): ``PROBE_END=raise|exit3|sleep``; by default it returns;
 ``PROBE_SHADOW=DIR`` puts DIR first on ``sys.path`` and imports ``trainer`` from there. It
@@ -19,7 +20,8 @@ import time
 from pathlib import Path
 
 # the worker's view, with the variables that differ between two launches left out
-PER_LAUNCH = ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "MASTER_PORT", "RELAY_LAUNCHER_PID", "RELAY_FORKSERVER")
+PER_LAUNCH = ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "MASTER_PORT", "RELAY_LAUNCHER_PID", "RELAY_FORKSERVER",
+              "HOROVOD_GLOO_RENDEZVOUS_PORT")
 
 
 def launch(out: Path) -> int:
@@ -29,8 +31,13 @@ def launch(out: Path) -> int:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     (out / "launcher.pid").write_text(str(os.getpid()))
+    command, env = [sys.executable, *sys.orig_argv[1:]], {"PROBE_USER_VARIABLE": "set by launch(env=...)"}
+    if os.environ.get("PROBE_LAUNCHER") == "horovod":
+        from plugins.launchers.horovod import HorovodLauncher
+
+        return HorovodLauncher(1).launch(command, env=env)
     return ElasticLauncher(1, main_port=port, shutdown_timeout=5).launch(
-        [sys.executable, *sys.orig_argv[1:]], env={"PROBE_USER_VARIABLE": "set by launch(env=...)"})
+        command, env=env)
 
 
 def view() -> dict:
@@ -70,6 +77,6 @@ if __name__ == "__main__":
         sys.path.insert(0, os.environ["PROBE_SHADOW"])
         import trainer  # noqa: F401
     OUT = Path(sys.argv[1])
-    if "RANK" not in os.environ:
+    if "RANK" not in os.environ and "HOROVOD_RANK" not in os.environ:
         sys.exit(launch(OUT))
     work(OUT)

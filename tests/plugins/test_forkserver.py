@@ -19,6 +19,7 @@ import pytest
 
 from plugins.launchers.forkserver import FORKSERVER_VARIABLE, Program, forkserver_wanted, program_of
 from plugins.launchers.zygote import forkable
+from tests.optional import need_mark
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).with_name("forkserver_probe.py")
@@ -73,6 +74,25 @@ def test_a_forked_worker_sees_what_an_execd_one_sees_and_ends_the_same(tmp_path,
         assert tracebacks[0].splitlines()[1].startswith(f'  File "{PROBE}", line '), tracebacks[0]
     last = runs["forked"].stderr.strip().splitlines()[-1]  # the worker's own pid, not its stand-in's
     assert last.startswith(f"relay: rank 0 (pid {worker(tmp_path / 'forked')['pid']}) exited with code"), last
+
+
+@linux
+@need_mark("horovod", "HorovodLauncher starts its workers through horovodrun")
+def test_a_horovodrun_worker_is_forked_and_sees_what_an_execd_one_sees(tmp_path):
+    """Through horovodrun's shell: the stand-in's parent is not the launcher, and ``PYTHONUNBUFFERED`` (which
+    horovodrun sets for its workers) shapes the forked worker's streams as it would a fresh interpreter's."""
+    runs = {mode: probe(tmp_path / mode, forkserver=mode == "forked", PROBE_LAUNCHER="horovod")
+            for mode in ("forked", "execd")}
+    assert [done.returncode for done in runs.values()] == [0, 0], runs["forked"].stderr[-3000:]
+    forked, execd = worker(tmp_path / "forked"), worker(tmp_path / "execd")
+    assert forked.pop("forked_from") == forked["ppid"] and execd.pop("forked_from") is None
+    for mode, view in (("forked", forked), ("execd", execd)):
+        del view["pid"], view["ppid"]
+        for key in ("argv", "orig_argv"):
+            view[key] = ["OUT" if a == str(tmp_path / mode) else a for a in view[key]]
+    assert forked == execd
+    assert forked["env"]["PYTHONUNBUFFERED"] == "1" and forked["streams"][1][3]  # write-through stdout
+    assert "last words" in runs["forked"].stdout
 
 
 @linux
