@@ -10,6 +10,7 @@ which heavy modules ended up in ``sys.modules``.
 
   python benchmarks/import_time.py                # 7 repetitions
   python benchmarks/import_time.py --repeats 15 --json imports.json
+  python benchmarks/import_time.py --quick        # one repetition, no warm-up round: that the script runs
 """
 
 from __future__ import annotations
@@ -58,37 +59,42 @@ def run_once(stmt: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def importable(name: str) -> bool:
-    return subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True).returncode == 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", metavar="PATH", help="also write every measurement to this JSON file")
+    parser.add_argument("--quick", action="store_true",
+                        help="one repetition and no warm-up round (the figures then include a cold file cache)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
 
     names = list(STATEMENTS)
     notes = []
-    if not importable("lightning"):
-        names.remove("lightning")
-        notes.append(f"Lightning skipped: `import lightning` does not work in {sys.executable}.")
     print(f"python {sys.version.split()[0]} at {sys.executable}; repeats {args.repeats}")
-    for note in notes:
-        print("note:", note)
     sys.stdout.flush()
 
-    for name in names:  # one discarded round: fills the OS file cache so the first statement is not penalised
-        run_once(STATEMENTS[name])
     runs: dict[str, list[dict]] = {n: [] for n in names}
-    extra: dict[str, list[float]] = {n: [] for n in names}
+    # one round first: it fills the OS file cache so the first statement is not penalised (discarded, but under
+    # --quick), and finds out whether Lightning imports here
+    for name in list(names):
+        try:
+            first = run_once(STATEMENTS[name])
+        except RuntimeError:
+            if name != "lightning":
+                raise
+            names.remove(name)
+            notes.append(f"Lightning skipped: `import lightning` does not work in {sys.executable}.")
+            print("note:", notes[-1], flush=True)
+            continue
+        if args.quick:
+            runs[name].append(first)
     started = time.monotonic()
-    for rep in range(args.repeats):
+    for rep in range(0 if args.quick else args.repeats):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
-            r = run_once(STATEMENTS[name])
-            runs[name].append(r)
-            extra[name].append(r["extra"])
+            runs[name].append(run_once(STATEMENTS[name]))
+    extra = {name: [r["extra"] for r in runs[name]] for name in names}
     print(f"  {args.repeats} repetitions in {time.monotonic() - started:.0f} s")
 
     torch_heavy = set(runs["torch"][0]["heavy"])

@@ -33,7 +33,7 @@ def test_overhead_quick_runs_and_prints_ratios() -> None:
 
 @pytest.mark.timeout(150)
 def test_import_time_runs_and_prints_extra_over_torch() -> None:
-    out = _run("import_time.py", "--repeats", "1")
+    out = _run("import_time.py", "--quick")
     assert re.search(r"torch\+trainer .*[+-]\d+\.\d+ s", out), out
     assert "target: `import trainer` adds" in out, out
 
