@@ -13,9 +13,10 @@ workers from the same warm interpreter (tests/forked_launches.py).
 A forkserver is kept per set of variables read at import (``PYTHON*``, OpenMP, torch, ...): a command whose set no
 forkserver has is exec'd the first time and forked from the second on (at most 4 forkservers, one of them kept for
 the pytest process's own set; later sets are exec'd). Exec'd as before: any other command, one from a thread other
-than the main one (the stand-in's parent-death signal follows its creating thread),
-``pass_fds``/``preexec_fn``/``executable``/``shell``, ``-m torch.distributed.run``, ``RELAY_FORKSERVER=0`` in its
-environment, a test marked ``fresh_python``, and everything when ``RELAY_TEST_FORK=0``.
+than the main one unless ``subprocess.run`` waits for it there (the stand-in's parent-death signal follows its
+creating thread), ``pass_fds``/``preexec_fn``/``executable``/``shell``, ``-m torch.distributed.run``,
+``RELAY_FORKSERVER=0`` in its environment, a test marked ``fresh_python``, and everything when
+``RELAY_TEST_FORK=0``.
 """
 
 from __future__ import annotations
@@ -86,11 +87,12 @@ class _Pool:
         self.home_key = import_time_key(self.home_env)
         self.paused = False
 
-    def command(self, args: object, kwargs: Mapping[str, object]) -> object:
-        """``args`` as the stand-in of a forked program, or unchanged when it must be exec'd."""
+    def command(self, args: object, kwargs: Mapping[str, object], waited: bool = False) -> object:
+        """``args`` as the stand-in of a forked program, or unchanged when it must be exec'd. ``waited``: the caller
+        waits for the program's end in this thread (``subprocess.run``), so any thread may start it."""
         env = kwargs.get("env")
         env = os.environ if env is None else env
-        if not self._may_fork(args, kwargs, env):
+        if not self._may_fork(args, kwargs, env, waited):
             return args
         server = self.server_for(env)  # type: ignore[arg-type]
         return args if server is None else server.command(list(args))  # type: ignore[arg-type]
@@ -105,11 +107,13 @@ class _Pool:
             reserved = key != self.home_key and self.home_key not in self.servers
             if (key != self.home_key and self.seen[key] < 2) or len(self.servers) + reserved >= MAX_FORKSERVERS:
                 return None
+            if threading.current_thread() is not threading.main_thread():
+                return None  # a warm interpreter would die with this thread (its parent-death signal)
             server = self.servers[key] = _Forkserver(env)
         return server
 
-    def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str]) -> bool:
-        if self.paused or threading.current_thread() is not threading.main_thread():
+    def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str], waited: bool) -> bool:
+        if self.paused or (threading.current_thread() is not threading.main_thread() and not waited):
             return False
         if not isinstance(args, (list, tuple)) or not args or args[0] != sys.executable:
             return False
@@ -139,7 +143,7 @@ class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
 
     def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 (Popen's own signature)
         if not rest:
-            args = POOL.command(args, kwargs)
+            args = POOL.command(args, kwargs, waited=sys._getframe(1).f_code is subprocess.run.__code__)
         super().__init__(args, *rest, **kwargs)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -27,6 +28,19 @@ def test_a_started_program_is_forked_warm_and_behaves_as_python_would(tmp_path):
     done = _run(tmp_path)
     assert done.returncode == 3 and done.stderr == "to stderr\n"
     assert done.stdout == "True __main__ ['a b']\n"  # torch was imported before the program's first line
+
+
+def test_subprocess_run_in_another_thread_forks_and_a_bare_popen_there_is_execd(tmp_path):
+    """A thread that waits for its program (``subprocess.run``) outlives it, so the stand-in's parent-death signal
+    cannot fire early; a bare ``Popen`` there might outlive its thread."""
+    _run(tmp_path)  # the warm interpreter is started from this (the main) thread
+    script = tmp_path / "program.py"
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(_run, tmp_path).result()
+        popen = pool.submit(subprocess.Popen, [sys.executable, str(script), "a b"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=forked_programs.POOL.home_env).result()
+    assert done.returncode == 3 and done.stdout == "True __main__ ['a b']\n"
+    assert popen.communicate(timeout=120)[0] == "False __main__ ['a b']\n" and popen.returncode == 3
 
 
 @pytest.mark.fresh_python
