@@ -105,10 +105,24 @@ def _as_fresh_interpreter(program: Program, orig_argv: list[str]) -> None:
     main.__annotations__ = {}
     main.__builtins__ = builtins  # type: ignore[attr-defined]
     sys.modules["__main__"] = main
-    sys.stdin, sys.stdout, sys.stderr = (_fresh_stream(fd, old) for fd, old in enumerate(
-        (sys.stdin, sys.stdout, sys.stderr)))
+    old = (sys.stdin, sys.stdout, sys.stderr)
+    sys.stdin, sys.stdout, sys.stderr = (_fresh_stream(fd, stream) for fd, stream in enumerate(old))
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+    _repoint_log_handlers({id(was): now for was, now in zip(old[1:], (sys.stdout, sys.stderr)) if now is not None})
     _redraw_random_state()
+
+
+def _repoint_log_handlers(streams: dict[int, Any]) -> None:
+    """A ``logging.StreamHandler`` a preloaded module made at import (torch makes dozens) holds the forkserver's
+    stdout or stderr; in a fresh interpreter it would hold that interpreter's own, so it gets the new one."""
+    import logging
+
+    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(x, logging.Logger))]
+    for handler in {h for lg in loggers for h in lg.handlers}:
+        new = streams.get(id(getattr(handler, "stream", None)))
+        if isinstance(handler, logging.StreamHandler) and new is not None:
+            handler.stream = new
 
 
 def _fresh_stream(fd: int, old: Any) -> Any:

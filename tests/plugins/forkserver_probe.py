@@ -54,8 +54,26 @@ def view() -> dict:
         "streams": [None if s is None else (s.encoding, s.errors, s.line_buffering, s.write_through, s.name)
                     for s in (sys.stdin, sys.stdout, sys.stderr)],
         "session_leader": os.getsid(0) == os.getpid(),
+        "stray_log_streams": stray_log_streams(),
         "pid": os.getpid(), "ppid": os.getppid(), "forked_from": forked_from(),
     }
+
+
+def stray_log_streams() -> list[str]:
+    """Loggers whose handler writes to file descriptor 1 or 2 through another object than sys.stdout/sys.stderr."""
+    import logging
+
+    stray = []
+    for name, lg in [("root", logging.getLogger()), *logging.Logger.manager.loggerDict.items()]:
+        for handler in getattr(lg, "handlers", []):
+            stream = getattr(handler, "stream", None)
+            try:
+                fd = stream.fileno()
+            except (AttributeError, OSError, ValueError):
+                continue
+            if fd in (1, 2) and stream not in (sys.stdout, sys.stderr):
+                stray.append(name)
+    return stray
 
 
 def work(out: Path) -> None:
