@@ -49,8 +49,11 @@ MAX_FORKSERVERS = 4  # per pytest process; each holds torch in memory (~0.5 GB)
 
 
 def import_time_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """``PYTHONUNBUFFERED`` is not part of it: a forked program makes its standard streams by its own environment."""
-    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME) and k != "PYTHONUNBUFFERED"))
+    """Not part of it: ``PYTHONUNBUFFERED`` (a forked program makes its standard streams by its own environment) and
+    ``PYTHONPATH`` (it puts its own entries on ``sys.path``; the warm interpreter execs it where they would make it
+    import something else, ``plugins/launchers/zygote.py``)."""
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith(IMPORT_TIME) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")))
 
 
 class _Forkserver:

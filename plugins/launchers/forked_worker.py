@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib.machinery import SourceFileLoader
 from typing import Any, NoReturn
 
-from plugins.launchers.forkserver import Program
+from plugins.launchers.forkserver import Program, pythonpath_entries
 from plugins.launchers.orphan_guard import die_with
 
 SETUP_FAILED = 70  # the child could not become the worker (it prints why)
@@ -40,6 +40,7 @@ class Request:
     fields: dict[str, Any]
     fds: list[int]
     zygote: int
+    pythonpath: tuple[str, ...] | None = None  # the zygote's PYTHONPATH entries after sys.path[0] (None: unknown)
 
 
 def forked_from() -> int | None:
@@ -63,7 +64,7 @@ def become_worker(request: Request, selector: Any, owned: list[Any]) -> NoReturn
         os.chdir(request.fields["cwd"])
         os.environ.clear()
         os.environ.update(request.fields["env"])
-        _as_fresh_interpreter(request.program, request.fields["argv"])
+        _as_fresh_interpreter(request.program, request.fields["argv"], request.pythonpath)
     except BaseException:  # noqa: BLE001 (whatever it is, the worker cannot run: say why, never return to serving)
         traceback.print_exc()
         _exit(SETUP_FAILED)
@@ -94,11 +95,15 @@ def _take_streams(numbers: list[int], fds: list[int]) -> None:
             os.close(fd)
 
 
-def _as_fresh_interpreter(program: Program, orig_argv: list[str]) -> None:
-    """``sys.argv``, ``sys.orig_argv``, ``sys.path[0]``, a new ``__main__`` and new standard streams, as CPython's
-    start-up makes them; random state that a fresh process would draw anew is drawn anew."""
+def _as_fresh_interpreter(program: Program, orig_argv: list[str], pythonpath: tuple[str, ...] | None = None) -> None:
+    """``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and the worker's ``PYTHONPATH`` entries, a new ``__main__``
+    and new standard streams, as CPython's start-up makes them; random state that a fresh process would draw anew is
+    drawn anew."""
     sys.argv = list(program.argv)
     sys.orig_argv = list(orig_argv)
+    if pythonpath is not None:  # None: the zygote forks only a worker with its own PYTHONPATH
+        first = 0 if sys.flags.safe_path else 1
+        sys.path[first:first + len(pythonpath)] = pythonpath_entries(os.environ.get("PYTHONPATH"), os.getcwd())
     if not sys.flags.safe_path:
         sys.path[0] = program.path0
     main = types.ModuleType("__main__")

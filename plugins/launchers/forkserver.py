@@ -68,6 +68,11 @@ def program_of(command: list[str], cwd: str) -> Program | None:
     return Program(path, None, tuple(command[1:]), os.path.dirname(os.path.realpath(path)))
 
 
+def pythonpath_entries(value: str | None, cwd: str) -> list[str]:
+    """``PYTHONPATH``'s entries as CPython puts them on ``sys.path``: empty ones dropped, each made absolute."""
+    return [os.path.abspath(os.path.join(cwd, entry)) for entry in (value or "").split(os.pathsep) if entry]
+
+
 def forkserver_wanted(environ: Mapping[str, str] | None = None) -> bool:
     """Linux (the parent-death signal that keeps a forked worker from outliving its launcher), not opted out."""
     environ = os.environ if environ is None else environ

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from plugins.launchers.forked_worker import Request, become_worker
-from plugins.launchers.forkserver import Program, program_of
+from plugins.launchers.forkserver import Program, program_of, pythonpath_entries
 # the wire format is orphan_guard.py's (the request's length, sent with the caller's standard streams; pid; status)
 from plugins.launchers.orphan_guard import HEADER, PID, STATUS, die_with
 
@@ -84,19 +84,28 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None
     return request, list(fds)
 
 
-def forkable(request: dict[str, Any], environ: dict[str, str]) -> Program | None:
+def forkable(request: dict[str, Any], environ: dict[str, str], own_path: tuple[str, ...] | None = None
+             ) -> Program | None:
     """The request's program when a worker forked from here runs it as a fresh ``python`` would, else None.
 
     The interpreter's own variables (``PYTHON*`` but ``PYTHONUNBUFFERED``) must be the ones this process started
     with, the program's ``sys.path[0]`` the one the preloaded modules were found with or a directory that holds none
-    of the modules imported here, and CUDA untouched here.
+    of the modules imported here, and CUDA untouched here. Another ``PYTHONPATH`` is forked (the worker puts its
+    entries on ``sys.path``, ``forked_worker``) when ``own_path`` locates this process's entries, no module imported
+    here came from one the program lacks, and none it adds holds another module of a name imported here.
     """
     program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
     env = request.get("env", {})
     # PYTHONUNBUFFERED only shapes the standard streams, which the worker makes anew (forked_worker._fresh_stream)
-    python_vars = {k for k in (*env, *environ) if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
+    python_vars = {k for k in (*env, *environ)
+                   if k.startswith("PYTHON") and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")}
     if program is None or any(env.get(k) != environ.get(k) for k in python_vars):
         return None
+    if env.get("PYTHONPATH") != environ.get("PYTHONPATH"):
+        theirs = pythonpath_entries(env.get("PYTHONPATH"), str(request.get("cwd", "")))
+        if (own_path is None or any(shadows_imports(entry) for entry in theirs if entry not in own_path)
+                or any(imported_from(entry) for entry in own_path if entry not in theirs)):
+            return None
     if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(program.path0):
         return None
     torch = sys.modules.get("torch")
@@ -106,14 +115,39 @@ def forkable(request: dict[str, Any], environ: dict[str, str]) -> Program | None
 
 
 def shadows_imports(path0: str) -> bool:
-    """Whether ``path0`` holds a file or directory named like a module imported here: a fresh ``python`` with it
-    first on ``sys.path`` might import that one instead (conservative: any such name counts)."""
+    """Whether ``path0`` holds a file or directory named like a module imported here, other than the one imported: a
+    fresh ``python`` with it early on ``sys.path`` might import that one instead (conservative: any such name)."""
     try:
         entries = os.listdir(path0 or ".")
     except OSError:
         return True
-    imported = {name.partition(".")[0] for name in sys.modules}
-    return any(entry.partition(".")[0] in imported for entry in entries)
+    for entry in entries:
+        module = sys.modules.get(entry.partition(".")[0])
+        if module is not None and not _found_in(module, os.path.join(path0 or ".", entry)):
+            return True
+    return False
+
+
+def _found_in(module: Any, location: str) -> bool:
+    """Whether ``module`` was imported from ``location`` (its file, or its package directory)."""
+    where = [getattr(module, "__file__", None) or "", *(getattr(module, "__path__", None) or [])]
+    location = os.path.realpath(location)
+    return any(w and (os.path.realpath(w) == location or os.path.realpath(w).startswith(location + os.sep))
+               for w in where)
+
+
+def imported_from(entry: str) -> bool:
+    """Whether a module imported here came from the ``sys.path`` entry ``entry``."""
+    prefix = os.path.realpath(entry) + os.sep
+    return any(os.path.realpath(getattr(m, "__file__", None) or "").startswith(prefix)
+               for m in list(sys.modules.values()) if getattr(m, "__file__", None))
+
+
+def own_pythonpath(environ: dict[str, str]) -> tuple[str, ...] | None:
+    """This process's ``PYTHONPATH`` entries where they sit on ``sys.path`` right after ``sys.path[0]``, else None."""
+    own = pythonpath_entries(environ.get("PYTHONPATH"), os.getcwd())
+    first = 0 if sys.flags.safe_path else 1
+    return tuple(own) if sys.path[first:first + len(own)] == own else None
 
 
 class Zygote:
@@ -121,6 +155,7 @@ class Zygote:
 
     def __init__(self, listener: socket.socket, environ: dict[str, str], pid_dir: str, forking: bool = True) -> None:
         self.listener, self.environ, self.pid_dir, self.forking = listener, environ, pid_dir, forking
+        self.own_path = own_pythonpath(environ)
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()
@@ -144,7 +179,7 @@ class Zygote:
     def accept(self, _: Any) -> None:
         conn, _ = self.listener.accept()
         got = read_request(conn)
-        program = forkable(got[0], self.environ) if got and self.forking else None
+        program = forkable(got[0], self.environ, self.own_path) if got and self.forking else None
         if got is None or program is None or not self.fork(conn, program, *got):
             with contextlib.suppress(OSError):
                 conn.sendall(b"F")  # the stand-in starts the worker with exec
@@ -163,7 +198,7 @@ class Zygote:
             return False
         if pid == 0:
             owned = [self.listener, self.wake_r, self.wake_w, conn, *self.workers.values()]
-            become_worker(Request(program, request, fds, self.pid), self.selector, owned)
+            become_worker(Request(program, request, fds, self.pid, self.own_path), self.selector, owned)
         for fd in fds:
             os.close(fd)
         self.workers[pid], self.stand_ins[pid] = conn, stand_in

@@ -3,6 +3,7 @@ interpreter, and still behaves as ``python script.py`` (``__main__``, argv, stre
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,25 @@ def test_subprocess_run_in_another_thread_forks_and_a_bare_popen_there_is_execd(
                             stderr=subprocess.DEVNULL, text=True, env=forked_programs.POOL.home_env).result()
     assert done.returncode == 3 and done.stdout == "True __main__ ['a b']\n"
     assert popen.communicate(timeout=120)[0] == "False __main__ ['a b']\n" and popen.returncode == 3
+
+
+def test_a_program_with_its_own_pythonpath_is_forked_and_imports_from_it(tmp_path):
+    """As Relay's CLI starts its workers (the project's directory on PYTHONPATH): sys.path as a fresh interpreter's."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "mymodule.py").write_text("")
+    (tmp_path / "program.py").write_text(
+        "import json, sys, mymodule\nprint(json.dumps(['torch' in sys.modules, mymodule.__file__, sys.path]))\n")
+    seen = {}
+    for forked in (True, False):
+        env = {**forked_programs.POOL.home_env, "PYTHONPATH": f"project{os.pathsep}{forked_programs.ROOT}",
+               **({} if forked else {"RELAY_FORKSERVER": "0"})}
+        done = subprocess.run([sys.executable, "program.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen[forked] = json.loads(done.stdout)
+    assert seen[True][0] and not seen[False][0]  # forked warm / exec'd
+    assert seen[True][1:] == seen[False][1:]
+    assert seen[True][2][1:3] == [str(tmp_path / "project"), str(forked_programs.ROOT)]
 
 
 @pytest.mark.fresh_python

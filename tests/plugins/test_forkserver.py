@@ -185,6 +185,36 @@ def test_a_request_with_other_interpreter_variables_is_execd(tmp_path, monkeypat
     assert forkable({**request, "env": {"PYTHONPATH": "/a", "PYTHONOPTIMIZE": "1"}}, environ) is None
 
 
+def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_path, monkeypatch):
+    """The worker puts its own PYTHONPATH entries on sys.path (Relay's CLI adds the project's directory for its
+    workers); exec'd instead where a fresh interpreter would import something else than the zygote did."""
+    import torch  # noqa: F401 (imported here as in a zygote: a PYTHONPATH entry holding another torch shadows it)
+
+    (tmp_path / "train.py").write_text("")
+    for folder, module in (("mine", "mymodule.py"), ("other", "torch"), ("gone", "relay_probe_gone.py")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / module).mkdir() if "." not in module else (tmp_path / folder / module).write_text("")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path[1:]])
+
+    def request(pythonpath: str) -> dict:
+        return {"argv": [sys.executable, "train.py"], "cwd": str(tmp_path), "env": {"PYTHONPATH": pythonpath}}
+
+    assert forkable(request(str(tmp_path / "mine")), {}, ()) is not None
+    assert forkable(request("mine"), {}, ()) is not None  # relative to the worker's directory, as CPython does
+    assert forkable(request(str(ROOT)), {}, ()) is not None  # its trainer/ and plugins/ are the ones imported here
+    assert forkable(request(str(tmp_path / "other")), {}, ()) is None  # another torch would be imported
+    assert forkable(request(str(tmp_path / "mine")), {}, None) is None  # the zygote's own entries are unknown
+    monkeypatch.syspath_prepend(str(tmp_path / "gone"))
+    import relay_probe_gone  # noqa: F401 (imported from an entry the worker's PYTHONPATH lacks)
+
+    try:
+        own = (str(tmp_path / "gone"),)
+        assert forkable(request(str(tmp_path / "mine")), {"PYTHONPATH": own[0]}, own) is None
+        assert forkable(request(f"{own[0]}:{tmp_path / 'mine'}"), {"PYTHONPATH": own[0]}, own) is not None
+    finally:
+        del sys.modules["relay_probe_gone"]
+
+
 def test_the_preload_asks_cuda_nothing():
     """A child cannot use CUDA once its parent initialised it: importing what the zygote preloads must make no CUDA
     call (the zygote also checks ``torch.cuda.is_initialized()`` before each fork). A CPU build takes the same
