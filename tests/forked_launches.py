@@ -1,5 +1,6 @@
 """Imported by the tests' warm interpreter (tests/forked_programs.py) before it forks any program: a Relay launch
-inside a program forked from it has its workers forked from that same interpreter.
+inside a program forked from it has its workers forked from that same interpreter, and so has a plain Python program
+such a program starts itself (a benchmark's contenders, Lightning's DDP workers).
 
 Without this, each multi-process launch starts its own forkserver (``plugins/launchers/forkserver.py``), a fresh
 ``python`` that imports torch and ``torch._dynamo`` again: ~5 s of CPU per launch, most of a 2-process test's
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator
 
 from plugins.launchers import elastic, forkserver
-from tests.forked_programs import SHARED_VARIABLE, import_time_key
+from tests.forked_programs import SHARED_VARIABLE, import_time_key, may_fork, waited_for
 
 _ADDRESS, _, _PID_DIR = os.environ.get(SHARED_VARIABLE, "").partition("\n")
 _KEY = import_time_key(os.environ)  # what this interpreter imported under
@@ -36,5 +38,18 @@ def shared_forkserver(command: list[str]) -> Iterator[forkserver.Forkserver]:
         yield own
 
 
+class _NestedPopen(subprocess.Popen):  # type: ignore[misc, valid-type]
+    """In a forked program: ``Popen`` of a plain Python program under this interpreter's variables starts the
+    program's stand-in (``orphan_guard.py``, its parent this program), which has the warm interpreter fork it."""
+
+    def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 (Popen's own signature)
+        env = os.environ if kwargs.get("env") is None else kwargs["env"]
+        if (not rest and os.getpid() != _SERVER_PID and import_time_key(env) == _KEY
+                and may_fork(args, kwargs, env, waited_for())):
+            args = [*forkserver.GUARD, str(os.getpid()), "--zygote", "@" + _ADDRESS, *args]
+        super().__init__(args, *rest, **kwargs)
+
+
 if _ADDRESS:
     forkserver.worker_forkserver = elastic.worker_forkserver = shared_forkserver
+    subprocess.Popen = _NestedPopen  # type: ignore[misc]

@@ -82,6 +82,28 @@ class _Forkserver:
         shutil.rmtree(self.pid_dir, ignore_errors=True)
 
 
+def may_fork(args: object, kwargs: Mapping[str, object], env: Mapping[str, str], waited: bool) -> bool:
+    """Whether ``Popen(args, **kwargs)`` starts a plain Python program that a warm interpreter may fork."""
+    if threading.current_thread() is not threading.main_thread() and not waited:
+        return False
+    if not isinstance(args, (list, tuple)) or not args or args[0] != sys.executable:
+        return False
+    if any(kwargs.get(name) for name in ("shell", "executable", "preexec_fn", "pass_fds", "user", "group",
+                                           "extra_groups", "umask", "process_group")):
+        return False
+    if str(env.get(product.FORKSERVER_VARIABLE, "1")).strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if list(args[1:3]) == ["-m", "torch.distributed.run"]:
+        return False  # torchrun's elastic agent: exec'd (a forked one hung in a membership test once)
+    cwd = kwargs.get("cwd")
+    return product.program_of([str(a) for a in args], os.fspath(cwd) if cwd else os.getcwd()) is not None
+
+
+def waited_for(frame_depth: int = 2) -> bool:
+    """Whether ``Popen`` was called by ``subprocess.run``, which waits for the program in the calling thread."""
+    return sys._getframe(frame_depth).f_code is subprocess.run.__code__
+
+
 class _Pool:
     def __init__(self) -> None:
         self.servers: dict[tuple, _Forkserver] = {}
@@ -95,7 +117,7 @@ class _Pool:
         waits for the program's end in this thread (``subprocess.run``), so any thread may start it."""
         env = kwargs.get("env")
         env = os.environ if env is None else env
-        if not self._may_fork(args, kwargs, env, waited):
+        if self.paused or not may_fork(args, kwargs, env, waited):
             return args
         server = self.server_for(env)  # type: ignore[arg-type]
         return args if server is None else server.command(list(args))  # type: ignore[arg-type]
@@ -115,21 +137,6 @@ class _Pool:
             server = self.servers[key] = _Forkserver(env)
         return server
 
-    def _may_fork(self, args: object, kwargs: Mapping[str, object], env: Mapping[str, str], waited: bool) -> bool:
-        if self.paused or (threading.current_thread() is not threading.main_thread() and not waited):
-            return False
-        if not isinstance(args, (list, tuple)) or not args or args[0] != sys.executable:
-            return False
-        if any(kwargs.get(name) for name in ("shell", "executable", "preexec_fn", "pass_fds", "user", "group",
-                                               "extra_groups", "umask", "process_group")):
-            return False
-        if str(env.get(product.FORKSERVER_VARIABLE, "1")).strip().lower() in ("0", "false", "no", "off"):
-            return False
-        if list(args[1:3]) == ["-m", "torch.distributed.run"]:
-            return False  # torchrun's elastic agent: exec'd (a forked one hung in a membership test once)
-        cwd = kwargs.get("cwd")
-        return product.program_of([str(a) for a in args], os.fspath(cwd) if cwd else os.getcwd()) is not None
-
     def stop(self) -> None:
         for server in self.servers.values():
             with contextlib.suppress(Exception):
@@ -146,7 +153,7 @@ class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
 
     def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 (Popen's own signature)
         if not rest:
-            args = POOL.command(args, kwargs, waited=sys._getframe(1).f_code is subprocess.run.__code__)
+            args = POOL.command(args, kwargs, waited=waited_for())
         super().__init__(args, *rest, **kwargs)
 
 

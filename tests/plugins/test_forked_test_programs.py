@@ -63,6 +63,26 @@ def test_a_program_with_its_own_pythonpath_is_forked_and_imports_from_it(tmp_pat
     assert seen[True][2][1:3] == [str(tmp_path / "project"), str(forked_programs.ROOT)]
 
 
+def test_a_program_started_by_a_forked_program_is_forked_too(tmp_path):
+    """A benchmark starts its contenders, Lightning its DDP workers: forked from the same warm interpreter, with the
+    starting program as the stand-in's parent; one under other import-time variables is exec'd."""
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    outer = tmp_path / "outer.py"
+    outer.write_text(
+        "import os, subprocess, sys\n"
+        f"warm = subprocess.run([sys.executable, {str(script)!r}, 'a b'], capture_output=True, text=True)\n"
+        f"cold = subprocess.run([sys.executable, {str(script)!r}, 'a b'], capture_output=True, text=True,\n"
+        "                      env={**os.environ, 'OMP_NUM_THREADS': '7'})\n"
+        "print(repr((warm.stdout, cold.stdout, warm.stderr)))\n")
+    _run(tmp_path)  # the warm interpreter is up: the outer program is forked from it
+    done = subprocess.run([sys.executable, str(outer)], capture_output=True, text=True, timeout=120,
+                          env=forked_programs.POOL.home_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warm, cold, stderr = eval(done.stdout)  # noqa: S307 (our own repr)
+    assert (warm, cold, stderr) == ("True __main__ ['a b']\n", "False __main__ ['a b']\n", "to stderr\n")
+
+
 @pytest.mark.fresh_python
 def test_a_test_marked_fresh_python_gets_an_execd_interpreter(tmp_path):
     done = _run(tmp_path)
