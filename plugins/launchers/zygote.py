@@ -92,7 +92,8 @@ def forkable(request: dict[str, Any], environ: dict[str, str], own_path: tuple[s
     with, the program's ``sys.path[0]`` the one the preloaded modules were found with or a directory that holds none
     of the modules imported here, and CUDA untouched here. Another ``PYTHONPATH`` is forked (the worker puts its
     entries on ``sys.path``, ``forked_worker``) when ``own_path`` locates this process's entries, no module imported
-    here came from one the program lacks, and none it adds holds another module of a name imported here.
+    here came from one the program lacks, and none it adds holds another module of a name imported here or a
+    ``sitecustomize``/``usercustomize`` (a fresh interpreter runs those at start-up).
     """
     program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
     env = request.get("env", {})
@@ -103,7 +104,8 @@ def forkable(request: dict[str, Any], environ: dict[str, str], own_path: tuple[s
         return None
     if env.get("PYTHONPATH") != environ.get("PYTHONPATH"):
         theirs = pythonpath_entries(env.get("PYTHONPATH"), str(request.get("cwd", "")))
-        if (own_path is None or any(shadows_imports(entry) for entry in theirs if entry not in own_path)
+        added = [entry for entry in theirs if entry not in own_path] if own_path is not None else []
+        if (own_path is None or any(shadows_imports(entry) or runs_at_start(entry) for entry in added)
                 or any(imported_from(entry) for entry in own_path if entry not in theirs)):
             return None
     if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(program.path0):
@@ -134,6 +136,14 @@ def _found_in(module: Any, location: str) -> bool:
     location = os.path.realpath(location)
     return any(w and (os.path.realpath(w) == location or os.path.realpath(w).startswith(location + os.sep))
                for w in where)
+
+
+def runs_at_start(entry: str) -> bool:
+    """Whether ``entry`` holds a ``sitecustomize`` or ``usercustomize``, which a fresh interpreter runs at start-up."""
+    try:
+        return any(name.partition(".")[0] in ("sitecustomize", "usercustomize") for name in os.listdir(entry))
+    except OSError:
+        return False
 
 
 def imported_from(entry: str) -> bool:

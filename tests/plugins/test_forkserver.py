@@ -204,6 +204,9 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
     assert forkable(request(str(ROOT)), {}, ()) is not None  # its trainer/ and plugins/ are the ones imported here
     assert forkable(request(str(tmp_path / "other")), {}, ()) is None  # another torch would be imported
     assert forkable(request(str(tmp_path / "mine")), {}, None) is None  # the zygote's own entries are unknown
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "sitecustomize.py").write_text("")
+    assert forkable(request(str(tmp_path / "boot")), {}, ()) is None  # a fresh interpreter would run it first
     monkeypatch.syspath_prepend(str(tmp_path / "gone"))
     import relay_probe_gone  # noqa: F401 (imported from an entry the worker's PYTHONPATH lacks)
 
