@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import time
 from typing import Any
 
 import torch
@@ -30,6 +31,9 @@ _REDUCE_OPS = ("mean", "sum", "max", "min")
 
 DEFAULT_TIMEOUT = 300  # s a training collective waits: a stuck rank ends the run within minutes
 DEFAULT_STARTUP_TIMEOUT = 900  # s for start-up: slow node starts, rank 0's prepare_data (downloads)
+# s a rank stopped by a peer's failure waits before it exits: the launcher then sees the failed rank end first and
+# names it (a forked peer's end reaches the launcher through its stand-in, a moment after the peer died)
+PEER_FAILURE_GRACE = 2.0
 
 
 def as_timeout(value: float | datetime.timedelta | None, name: str = "timeout",
@@ -50,7 +54,9 @@ _EXIT = {"failed": False}  # set by the excepthook below; read once, at exit
 def report_peer_failures_briefly(rank: int) -> None:
     """When another rank dies, the survivors' collectives fail too; print one line for those, not a traceback.
 
-    The failing rank's own traceback is the one worth reading, and the launcher points at it.
+    The failing rank's own traceback is the one worth reading, and the launcher points at it: this rank leaves
+    ``PEER_FAILURE_GRACE`` seconds later, so that the launcher sees the failed rank end first (seen on a loaded
+    2-core machine: a SIGKILLed rank was reported after its peer, and the peer named as the failure).
     """
     previous = sys.excepthook
 
@@ -60,6 +66,7 @@ def report_peer_failures_briefly(rank: int) -> None:
         if issubclass(kind, RuntimeError) and is_peer_failure(text):  # gloo/NCCL errors
             print(f"[rank{rank}]: stopped: another rank failed first ({kind.__name__}: {text.splitlines()[0][:200]})",
                   file=sys.stderr, flush=True)
+            time.sleep(PEER_FAILURE_GRACE)
             return
         previous(kind, value, tb)
 
