@@ -31,7 +31,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from plugins.launchers import forkserver as product
@@ -167,16 +167,45 @@ def stand_in_prefix(env: Mapping[str, str]) -> list[str]:
     return [] if server is None else server.command([], parent=0)
 
 
+_OWN_FORKSERVER = product.worker_forkserver
+_LAUNCHING_MODULES = ("plugins.launchers.forkserver", "plugins.launchers.elastic", "plugins.launchers.horovod")
+
+
+@contextlib.contextmanager
+def _pool_forkserver(command: list[str]) -> Iterator[product.Forkserver]:
+    """``worker_forkserver`` for a launch made in this process (a test calling ``trainer.__main__.main``): the
+    workers are forked from the warm interpreter of this process's variables, as a forked program's are."""
+    server = None
+    if (not POOL.paused and threading.current_thread() is threading.main_thread() and product.forkserver_wanted()
+            and product.program_of(command, os.getcwd()) is not None):
+        server = POOL.server_for(os.environ)
+    if server is None:
+        with _OWN_FORKSERVER(command) as own:
+            yield own
+        return
+    yield product.Forkserver(("--zygote", "@" + server.address), server.pid_dir)
+
+
+def _set_worker_forkserver(function: object) -> None:
+    for name in _LAUNCHING_MODULES:
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "worker_forkserver"):
+            module.worker_forkserver = function  # type: ignore[attr-defined]
+
+
 def install() -> bool:
-    """Route this process's ``subprocess.Popen`` through the pool; False where it stays as it is."""
+    """Route this process's ``subprocess.Popen`` (and its own launches' workers) through the pool; False where it
+    stays as it is."""
     if os.environ.get(OFF_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
         return False
     if not product.forkserver_wanted():
         return False
     subprocess.Popen = _RoutedPopen  # type: ignore[misc]
+    _set_worker_forkserver(_pool_forkserver)
     return True
 
 
 def uninstall() -> None:
     subprocess.Popen = _EXEC_POPEN  # type: ignore[misc]
+    _set_worker_forkserver(_OWN_FORKSERVER)
     POOL.stop()
