@@ -59,13 +59,20 @@ def pytest_unconfigure(config) -> None:  # noqa: ANN001
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201
-    """A test marked ``fresh_python`` (and its fixtures) starts its programs with exec."""
+    """A test marked ``fresh_python`` (and its fixtures) starts its programs with exec. Variables read at import
+    (``forked_programs.IMPORT_TIME``) are as before the test afterwards: code run in-process may set some (Relay's
+    DeepSpeed strategy sets ``TORCH_EXTENSIONS_DIR``), and every later program would then need another warm
+    interpreter."""
     fresh = item.get_closest_marker("fresh_python") is not None
     forked_programs.POOL.paused = fresh
+    before = {k: v for k, v in os.environ.items() if k.startswith(forked_programs.IMPORT_TIME)}
     try:
         return (yield)
     finally:
         forked_programs.POOL.paused = False
+        for name in [k for k in os.environ if k.startswith(forked_programs.IMPORT_TIME) and k not in before]:
+            del os.environ[name]
+        os.environ.update(before)
 
 
 def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
