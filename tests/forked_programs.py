@@ -200,6 +200,10 @@ def install() -> bool:
         return False
     if not product.forkserver_wanted():
         return False
+    # the environment the tests start from: after conftest's pytest_configure set OMP_NUM_THREADS, not at this
+    # module's import (a home key without it was a key no program had, and its kept slot went unused)
+    POOL.home_env = dict(os.environ)
+    POOL.home_key = import_time_key(POOL.home_env)
     subprocess.Popen = _RoutedPopen  # type: ignore[misc]
     _set_worker_forkserver(_pool_forkserver)
     return True

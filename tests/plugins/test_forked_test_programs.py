@@ -101,6 +101,12 @@ def test_a_command_with_other_import_time_variables_is_execd_the_first_time(tmp_
     assert home[:3] == [sys.executable, "-S", str(forked_programs.GUARD)] and home[-2:] == command
 
 
+def test_the_home_variables_are_the_ones_the_tests_run_under():
+    """Taken when the routing is installed (after conftest set OMP_NUM_THREADS), not at import: otherwise no program
+    has the home key, and the slot kept for it goes unused (seen: every file after DeepSpeed's ran exec'd)."""
+    assert forked_programs.import_time_key(os.environ) == forked_programs.POOL.home_key
+
+
 def test_the_pytest_process_own_variables_keep_a_warm_interpreter_slot(tmp_path):
     """Other sets of variables fill at most all slots but one: the programs most tests start (this process's own
     variables) are never left without a warm interpreter (CI once ran a file's tests after 4 other sets)."""
