@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from plugins.launchers.base import FunctionLauncher, RankFailedError, first_line, is_peer_failure
+from plugins.launchers.base import FunctionLauncher, RankFailedError, first_line, is_peer_failure, workers_environment
 
 
 class SparkLauncher(FunctionLauncher):
@@ -54,7 +54,7 @@ class SparkLauncher(FunctionLauncher):
         status = Path(self.status_dir or Path.cwd() / ".relay-spark").expanduser().resolve() / uuid.uuid4().hex[:12]
         status.mkdir(parents=True)
         try:
-            with _quiet_imports(), _environment(env), self._session(processes, env, status):
+            with _quiet_imports(), workers_environment(env), self._session(processes, env, status):
                 from pyspark.ml.torch.distributor import TorchDistributor
 
                 distributor = TorchDistributor(num_processes=processes, local_mode=self.local_mode, use_gpu=use_gpu)
@@ -125,18 +125,6 @@ def _quiet_imports() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         yield
-
-
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
-    """``env`` in this process while Spark starts torchrun from it (local mode inherits it), then undone."""
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _spark_worker(entry: Callable[..., Any], args: tuple[Any, ...], status_dir: str) -> Any:
