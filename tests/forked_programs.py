@@ -134,8 +134,17 @@ class _Pool:
                 return None
             if threading.current_thread() is not threading.main_thread():
                 return None  # a warm interpreter would die with this thread (its parent-death signal)
-            server = self.servers[key] = _Forkserver(env)
+            server = self.servers[key] = _Forkserver(self.warm_env(env))
         return server
+
+    def warm_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with this process's own ``PYTHONPATH``, which the key leaves out: a warm interpreter first started
+        for an in-process launch (its workers get every ``sys.path`` entry, trainer/cli/job.py) refused every later
+        program without those entries (a module it imported came from one), and they were all exec'd."""
+        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        if "PYTHONPATH" in self.home_env:
+            env["PYTHONPATH"] = self.home_env["PYTHONPATH"]
+        return env
 
     def stop(self) -> None:
         for server in self.servers.values():

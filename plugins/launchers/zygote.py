@@ -121,12 +121,17 @@ def shadows_imports(path0: str) -> bool:
     fresh ``python`` with it early on ``sys.path`` might import that one instead (conservative: any such name)."""
     try:
         entries = os.listdir(path0 or ".")
+    except FileNotFoundError:  # nothing there to import (Relay's CLI passes every sys.path entry: pythonX.zip too)
+        return False
     except OSError:
         return True
     for entry in entries:
         module = sys.modules.get(entry.partition(".")[0])
-        if module is not None and not _found_in(module, os.path.join(path0 or ".", entry)):
-            return True
+        if module is None or _found_in(module, location := os.path.join(path0 or ".", entry)):
+            continue
+        if "." in entry and os.path.isdir(location):
+            continue  # never imported: a package's name has no dot (numpy.libs, *.dist-info)
+        return True
     return False
 
 

@@ -117,3 +117,23 @@ def test_the_pytest_process_own_variables_keep_a_warm_interpreter_slot(tmp_path)
     command, env = [sys.executable, "x.py"], {**pool.home_env, "OMP_NUM_THREADS": "99"}
     pool.seen[forked_programs.import_time_key(env)] = 5
     assert pool.command(command, {"env": env, "cwd": str(tmp_path)}) == command
+
+
+def test_a_warm_interpreter_first_started_for_an_in_process_launch_forks_later_plain_programs(tmp_path):
+    """An in-process launch (a test calling ``trainer.__main__.main``) starts the warm interpreter with its workers'
+    ``PYTHONPATH`` (every ``sys.path`` entry); the programs of later tests lack it. Seen: after DeepSpeed's in-process
+    runs, every later program on that pytest process was exec'd (Horovod's file took 2.3 times as long)."""
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    pool = forked_programs._Pool()
+    pool.home_env = forked_programs.POOL.home_env
+    pool.home_key = forked_programs.POOL.home_key
+    try:
+        assert pool.server_for({**pool.home_env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        command = pool.command([sys.executable, str(script), "a b"], {"env": pool.home_env}, waited=True)
+        assert command[:3] == [sys.executable, "-S", str(forked_programs.GUARD)]
+        later = forked_programs._EXEC_POPEN(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                             env=pool.home_env)
+        assert later.communicate(timeout=120)[0] == "True __main__ ['a b']\n"  # forked warm, not exec'd
+    finally:
+        pool.stop()

@@ -202,6 +202,9 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
     assert forkable(request(str(tmp_path / "mine")), {}, ()) is not None
     assert forkable(request("mine"), {}, ()) is not None  # relative to the worker's directory, as CPython does
     assert forkable(request(str(ROOT)), {}, ()) is not None  # its trainer/ and plugins/ are the ones imported here
+    # Relay's CLI gives its workers every sys.path entry, some of which (pythonX.zip) do not exist
+    everything = os.pathsep.join([*(p for p in sys.path if p), str(tmp_path / "no-such.zip")])
+    assert forkable(request(everything), {}, ()) is not None
     assert forkable(request(str(tmp_path / "other")), {}, ()) is None  # another torch would be imported
     assert forkable(request(str(tmp_path / "mine")), {}, None) is None  # the zygote's own entries are unknown
     (tmp_path / "boot").mkdir()
