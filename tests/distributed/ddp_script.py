@@ -41,8 +41,10 @@ class Net(Module):
         ddp = getattr(self.trainer.strategy, "ddp", None)
         if ddp is not None:
             self.ddp_options = {name: getattr(ddp, name) for name in (
-                "find_unused_parameters", "static_graph", "gradient_as_bucket_view", "bucket_bytes_cap",
-                "forward_sync_buffers")}
+                "find_unused_parameters", "static_graph", "gradient_as_bucket_view", "bucket_bytes_cap")}
+            # older torch (2.11, on the GPU machine) has only the old name
+            sync = getattr(ddp, "forward_sync_buffers", None)
+            self.ddp_options["forward_sync_buffers"] = ddp.broadcast_buffers if sync is None else sync
 
     def training_step(self, batch, batch_idx):
         x, y = batch

@@ -6,6 +6,8 @@ Every test here carries ``@pytest.mark.cuda`` and is skipped without a GPU (CI h
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ class Probe(Regression):
         x, y = batch
         out = self(x.to(self.layer.weight.dtype))
         self.seen = (x.device, self.layer.weight.device, out.dtype, self.layer.weight.dtype)
-        loss = torch.nn.functional.mse_loss(out.float(), y)
+        loss = torch.nn.functional.mse_loss(out.float(), y.float())  # y comes in the precision's dtype too
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
@@ -113,3 +115,48 @@ def test_bundled_example_trains_with_bf16_mixed_on_the_gpu(tmp_path):
     metrics = train_sorting(tmp_path, max_epochs=2, precision="bf16-mixed", accelerator="cuda", devices=1,
                             enable_progress_bar=False)
     assert metrics["val_acc"] >= 0.6, metrics
+
+
+def test_a_nonfinite_loss_on_the_gpu_stops_training_and_the_last_checkpoint_stays_finite(tmp_path):
+    """On CUDA the loss is read without waiting for the device (trainer/nonfinite.py): the error comes a step or a
+    few later and names the step whose loss was not finite; no checkpoint of non-finite weights is written."""
+    from tests.fault_script import Net
+    from trainer.callbacks import ModelCheckpoint
+    from trainer.nonfinite import NonFiniteLossError
+
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=2)
+    trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_steps=8, callbacks=[ckpt],
+                              enable_checkpointing=None, default_root_dir=tmp_path))
+    with warnings.catch_warnings(), pytest.raises(NonFiniteLossError,
+                                                  match=r"non-finite loss \(nan\) at global step 3 \(epoch 0, batch 3"):
+        warnings.simplefilter("ignore")  # "Not saving ...": the step after the NaN may reach a checkpoint first
+        trainer.fit(Net(nan_at_step=3), loader())
+    last = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 2 and all(torch.isfinite(v).all() for v in last["state_dict"].values())
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_a_training_step_on_the_gpu_never_waits_for_the_device(precision):
+    """No ``.item()`` or other synchronisation between a batch's start and its end (the non-finite check included):
+    the CPU queues the next step while the GPU runs this one, as in a raw loop (benchmarks/gpu.py)."""
+    entered: list[int] = []
+
+    class NoSync(Probe):
+        def on_train_batch_start(self, batch, batch_idx):
+            torch.cuda.set_sync_debug_mode("error")
+            entered.append(batch_idx)
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            torch.cuda.set_sync_debug_mode("default")
+
+        def training_step(self, batch, batch_idx):  # Probe's, without its logging
+            x, y = batch
+            return torch.nn.functional.mse_loss(self(x.to(self.layer.weight.dtype)).float(), y.float())
+
+    trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_epochs=1, precision=precision,
+                              enable_checkpointing=False, logger=False))
+    try:
+        trainer.fit(NoSync(), loader())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert entered == list(range(8))

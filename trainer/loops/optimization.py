@@ -12,7 +12,7 @@ from torch.optim import optimizer as optim_module
 from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.module import Module
-from trainer.nonfinite import checked_loss
+from trainer.nonfinite import DeferredLossChecks, checked_loss
 from trainer.overrides import is_overridden
 from trainer.strategy_calls import backward_function, overridden
 
@@ -90,6 +90,8 @@ class TrainingStep:
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
         self.skip_backward = False  # ``trainer.fit_loop._skip_backward``
+        # on CUDA the loss is read without waiting for the device (trainer/nonfinite.py)
+        self.loss_checks = DeferredLossChecks(trainer) if self.strategy.root_device.type == "cuda" else None
         self._bind_fast_paths(trainer)
         if module.automatic_optimization and len(trainer.optimizers) > 1:
             raise MisconfigurationRuntimeError(
@@ -147,6 +149,18 @@ class TrainingStep:
             self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
             self.step_optimizer = profiler.wrap(f"[Strategy]{name}.optimizer_step", self.step_optimizer)
 
+    def loss_is_finite(self, loss: torch.Tensor, batch_idx: int) -> bool:
+        """Whether ``loss`` may be trained on now: finite, or on CUDA, read later by ``loss_checks``."""
+        if self.loss_checks is not None and loss.is_cuda:
+            self.loss_checks.push(loss, batch_idx)
+            return True
+        return isfinite(loss.item())
+
+    def check_losses(self) -> None:
+        """Read every loss still waiting for its check (the end of an epoch); raises for a non-finite one."""
+        if self.loss_checks is not None:
+            self.loss_checks.check(wait=True)
+
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
@@ -158,10 +172,11 @@ class TrainingStep:
             # what closure_then_step(closure) does, unrolled: ~1 us a call on a ~100 us step (benchmarks/overhead.py)
             output = self.step_fn(batch, batch_idx)
             if (type(output) is torch.Tensor and output.numel() == 1
-                    and (not trainer.stop_on_nonfinite_loss or isfinite(output.item()))):
+                    and (not trainer.stop_on_nonfinite_loss or self.loss_is_finite(output, batch_idx))):
                 loss = output  # checked_loss's verdict for a finite scalar, without the call
             else:
-                loss = checked_loss(trainer, output if type(output) is torch.Tensor else _loss_of(output), batch_idx)
+                loss = checked_loss(trainer, output if type(output) is torch.Tensor else _loss_of(output), batch_idx,
+                                    self.loss_checks)
             self.optimizer.zero_grad()
             if loss is not None:
                 self.backward(loss)
@@ -235,7 +250,8 @@ class BackwardStep:
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
         step = self.step
-        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx)
+        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx,
+                            step.loss_checks)
         if step.skip_backward:  # forward only: gradients stay as they were (Lightning's _skip_backward)
             if loss is not None:
                 self.holder[0] = _outputs(output, loss)
@@ -263,7 +279,7 @@ class BackwardStep:
         ``scaled`` defaults to ``output``'s loss divided by ``accumulate``.
         """
         if scaled is None:  # a strategy that ran backward itself (pipeline, DeepSpeed): check the loss here
-            loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx)
+            loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx, self.step.loss_checks)
             if loss is None:
                 return None
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
