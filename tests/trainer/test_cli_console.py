@@ -67,7 +67,7 @@ def test_help_shows_options_by_name(capsys):
     out = capsys.readouterr().out
     assert "_target_" not in out and "builtins.str" not in out and "plugins.precision" not in out
     assert "strategy     ddp" in out and "*ddp" in out and "*32-true" in out
-    assert "strategy.timeout=300" in out and "trainer.max_epochs=5 " in out
+    assert "strategy.timeout=300" in out and "trainer.max_epochs=2 " in out
 
 
 def test_plugins_lists_every_name_the_arguments_accept():

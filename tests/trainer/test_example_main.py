@@ -19,7 +19,7 @@ def test_main_job_reaches_95_percent_with_tensorboard_logs_and_checkpoints(tmp_p
     events = EventAccumulator(str(run_dir / "tensorboard"))
     events.Reload()
     acc = [e.value for e in events.Scalars("val_acc")]
-    assert len(acc) >= 10, acc  # validated every 50 steps
+    assert len(acc) >= 8, acc  # validated every 50 steps of 400
     assert acc[0] < 0.9 and max(acc) >= 0.95 and acc[-1] >= 0.95, acc
     assert "train_loss" in events.Tags()["scalars"]
     assert list((run_dir / "checkpoints").glob("*.ckpt"))

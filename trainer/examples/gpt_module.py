@@ -1,8 +1,8 @@
 """The Relay side of the example: how the plain ``GPT`` is trained, validated and optimised.
 
-The defaults are tuned for ``SortingDataModule()`` on 2 CPU cores: with 200 steps an epoch, 5 epochs
-(1000 steps) take about 40 s through the Trainer, and per-token validation accuracy passes 95% after
-200-300 steps (end of the first epoch) and reaches about 100% by the fifth.
+The defaults are tuned for ``SortingDataModule()`` on 2 CPU cores: with 200 steps an epoch, 2 epochs
+(400 steps) take about 20 s through the Trainer, and per-token validation accuracy passes 95% after
+200-250 steps and ends at about 99.9% (seed 0: 0.962 at step 200, 0.9998 at 400).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class GPTModule(Module):
     """Next-token training of ``GPT`` on the positions the data marks as targets.
 
     ``max_steps`` sets the length of the cosine schedule; keep it equal to the Trainer's total number
-    of optimizer steps (5 epochs of ``SortingDataModule()`` = 1000).
+    of optimizer steps (2 epochs of ``SortingDataModule()`` = 400).
     """
 
     def __init__(
@@ -57,7 +57,7 @@ class GPTModule(Module):
         lr: float = 2e-3,
         weight_decay: float = 0.1,
         warmup_steps: int = 100,
-        max_steps: int = 1000,
+        max_steps: int = 400,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()

@@ -10,7 +10,7 @@ from trainer.examples.gpt_module import GPTModule
 from trainer.examples.sorting import SortingDataModule
 
 
-def train_sorting(default_root_dir: str | os.PathLike = ".", max_epochs: int = 5, seed: int = 0,
+def train_sorting(default_root_dir: str | os.PathLike = ".", max_epochs: int = 2, seed: int = 0,
                   **trainer_kwargs: Any) -> dict[str, float]:
     """Fit, then report the final validation metrics; logs go to ``<default_root_dir>/relay_logs/version_<n>``."""
     seed_everything(seed)
