@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.fault_script import Net
+from tests.distributed.fault_script import Net
 from tests.helpers import loader, quiet
 from trainer import Trainer
 from trainer.errors import MisconfigurationError
 
-SCRIPT = Path(__file__).resolve().parents[1] / "fault_script.py"
+SCRIPT = Path(__file__).resolve().parent / "fault_script.py"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "fault_script.py"
+SCRIPT = Path(__file__).resolve().parent / "fault_script.py"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,7 +29,7 @@ def test_a_rank_stuck_in_training_step_is_named(tmp_path):
     err = done.stderr
     assert "CollectiveTimeoutError: a collective on rank 0 waited 6 s (the strategy's timeout) for rank 1, which " \
            "never arrived" in err, err[-3000:]
-    assert "rank 1: step 2, in training_step (tests/fault_script.py:" in err
+    assert "rank 1: step 2, in training_step (tests/distributed/fault_script.py:" in err
     assert "rank 0: step 2, in " in err
     assert "relay: rank 0" in err  # the launcher's one line: the job ended
 

@@ -21,7 +21,7 @@ from typing import IO
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "fault_script.py"
+SCRIPT = Path(__file__).resolve().parent / "fault_script.py"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(420)
 LONG = ["--sleep", "0.25", "--max-steps", "400"]  # long enough to be interrupted

@@ -137,3 +137,12 @@ def test_a_warm_interpreter_first_started_for_an_in_process_launch_forks_later_p
         assert later.communicate(timeout=120)[0] == "True __main__ ['a b']\n"  # forked warm, not exec'd
     finally:
         pool.stop()
+
+
+def test_no_program_sits_in_the_tests_folder_itself():
+    """There ``tests/trainer/`` and ``tests/plugins/`` would be imported as the packages by a fresh ``python
+    script.py``, so a warm interpreter never forks such a program (fault_script.py sat there: every fault-tolerance
+    program and its workers were exec'd). Launched scripts sit next to their tests (tests/README.md)."""
+    scripts = [p.name for p in forked_programs.ROOT.joinpath("tests").glob("*.py")
+               if 'if __name__ == "__main__"' in p.read_text()]
+    assert scripts == []

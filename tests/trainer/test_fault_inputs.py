@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.fault_script import Net
+from tests.distributed.fault_script import Net
 from tests.helpers import loader, quiet
 from trainer import Trainer
 from trainer.callbacks import ModelCheckpoint

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.fault_script import Net
+from tests.distributed.fault_script import Net
 from tests.helpers import loader, quiet
 from trainer import Trainer
 from trainer.callbacks import Callback
@@ -71,7 +71,7 @@ def test_nonfinite_loss_is_caught_when_the_strategy_runs_backward_itself(tmp_pat
 
 SPAWN_PREEMPTED = """
 import os, signal, sys
-from tests.fault_script import Net
+from tests.distributed.fault_script import Net
 from tests.helpers import loader, quiet
 from trainer import Trainer
 from trainer.callbacks import Callback

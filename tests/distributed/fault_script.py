@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from trainer import Module, Trainer, seed_everything  # noqa: E402
 from trainer.callbacks import Callback, ModelCheckpoint  # noqa: E402
