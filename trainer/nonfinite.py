@@ -60,6 +60,7 @@ def checked_loss(trainer: Trainer, loss: torch.Tensor | None, batch_idx: int,
 
 def nonfinite_loss_error(trainer: Trainer, value: float, where: tuple[int, int, int],
                          deferred: bool = False) -> NonFiniteLossError:
+    """The one error for a non-finite loss ``where`` = (global step, epoch, batch); ``deferred``: read later (CUDA)."""
     step, epoch, batch_idx = where
     if deferred:
         stopped = (f"training stopped at global step {trainer.global_step} (on {trainer.strategy.root_device} the "
@@ -97,7 +98,7 @@ class DeferredLossChecks:
         host = torch.empty((), dtype=loss.dtype, pin_memory=True)
         host.copy_(loss.detach().reshape(()), non_blocking=True)
         landed = torch.cuda.Event()
-        landed.record()
+        landed.record(torch.cuda.current_stream(loss.device))  # the stream the copy was queued on
         self.pending.append((host, landed, (trainer.global_step, trainer.current_epoch, batch_idx)))
         self.check(wait=len(self.pending) > self.MAX_PENDING)
 
