@@ -202,8 +202,11 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
     assert forkable(request(str(tmp_path / "mine")), {}, ()) is not None
     assert forkable(request("mine"), {}, ()) is not None  # relative to the worker's directory, as CPython does
     assert forkable(request(str(ROOT)), {}, ()) is not None  # its trainer/ and plugins/ are the ones imported here
-    # Relay's CLI gives its workers every sys.path entry, some of which (pythonX.zip) do not exist
-    everything = os.pathsep.join([*(p for p in sys.path if p), str(tmp_path / "no-such.zip")])
+    # Relay's CLI gives its workers every sys.path entry: pythonX.zip may not exist, and site-packages holds
+    # directories named like imported modules but dotted (numpy.libs, torch-2.13.0.dist-info), never imported
+    for dotted in ("torch.libs", "torch-2.13.0.dist-info"):
+        (tmp_path / "packages" / dotted).mkdir(parents=True)
+    everything = os.pathsep.join([str(ROOT), str(tmp_path / "python311.zip"), str(tmp_path / "packages")])
     assert forkable(request(everything), {}, ()) is not None
     assert forkable(request(str(tmp_path / "other")), {}, ()) is None  # another torch would be imported
     assert forkable(request(str(tmp_path / "mine")), {}, None) is None  # the zygote's own entries are unknown
