@@ -272,7 +272,8 @@ class FitLoop:
 
     def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
         stopped = self._run_batches(*self._start_epoch(rng_to_restore))
-        self.step.check_losses()
+        if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/nonfinite.py)
+            self.step.loss_checks.check(wait=True)
         self._agree(wait=True)
         self.trainer._fx_on_step = False
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:

@@ -156,11 +156,6 @@ class TrainingStep:
             return True
         return isfinite(loss.item())
 
-    def check_losses(self) -> None:
-        """Read every loss still waiting for its check (the end of an epoch); raises for a non-finite one."""
-        if self.loss_checks is not None:
-            self.loss_checks.check(wait=True)
-
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
