@@ -150,9 +150,9 @@ class TrainingStep:
             self.step_optimizer = profiler.wrap(f"[Strategy]{name}.optimizer_step", self.step_optimizer)
 
     def loss_is_finite(self, loss: torch.Tensor, batch_idx: int) -> bool:
-        """Whether ``loss`` may be trained on now: finite, or on CUDA, read later by ``loss_checks``."""
-        if self.loss_checks is not None and loss.is_cuda:
-            self.loss_checks.push(loss, batch_idx)
+        """With ``loss_checks`` (CUDA): True, the loss read later by them; a loss left on the CPU is read now."""
+        if loss.is_cuda:
+            self.loss_checks.push(loss, batch_idx)  # type: ignore[union-attr]
             return True
         return isfinite(loss.item())
 
@@ -167,7 +167,8 @@ class TrainingStep:
             # what closure_then_step(closure) does, unrolled: ~1 us a call on a ~100 us step (benchmarks/overhead.py)
             output = self.step_fn(batch, batch_idx)
             if (type(output) is torch.Tensor and output.numel() == 1
-                    and (not trainer.stop_on_nonfinite_loss or self.loss_is_finite(output, batch_idx))):
+                    and (not trainer.stop_on_nonfinite_loss or (isfinite(output.item()) if self.loss_checks is None
+                                                                 else self.loss_is_finite(output, batch_idx)))):
                 loss = output  # checked_loss's verdict for a finite scalar, without the call
             else:
                 loss = checked_loss(trainer, output if type(output) is torch.Tensor else _loss_of(output), batch_idx,
