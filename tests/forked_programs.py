@@ -44,7 +44,8 @@ SHARED_VARIABLE = "RELAY_TEST_FORKSERVER"  # "<address>\n<pid directory>" in the
 IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TORCH", "PYTORCH", "CUDA", "LD_", "MALLOC",
                "TMPDIR", "TEMP", "TMP", "RELAY_LIGHTNING_COMPAT")
 # besides what a Relay worker imports (the launcher's PRELOAD): what ``python -m trainer`` imports
-PRELOAD_MORE = ("hydra", "omegaconf")
+# and the TensorBoard writer, which rank 0 of most test runs imports (0.5 s of CPU each, measured)
+PRELOAD_MORE = ("hydra", "omegaconf", "torch.utils.tensorboard")
 MAX_FORKSERVERS = 4  # per pytest process; each holds torch in memory (~0.5 GB)
 
 
