@@ -31,6 +31,11 @@ SCRIPT = Path(__file__).with_name("elastic_script.py")
 ROOT = Path(__file__).resolve().parents[2]
 # torchrun agents that leave and join: exec'd processes (a forked agent's rendezvous hung once, run 4 of stop 27)
 pytestmark = [pytest.mark.timeout(420), pytest.mark.fresh_python]
+# A node that died stays a participant of the rendezvous until its keep-alive heartbeats are missed
+# keep_alive_interval x keep_alive_max_attempt seconds (torch's default 5 x 3 = 15 s): the survivor's next round
+# waits that long before it can complete without it. 1 x 5 s here; last_call_timeout 3 s lets both agents join the
+# first round on a busy machine.
+RDZV_CONF = "join_timeout=90,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=5"
 
 
 def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None = None,
@@ -40,7 +45,7 @@ def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None
     env.update(extra_env or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-test",
-           "--max-restarts=3", "--monitor-interval=0.5", "--rdzv-conf=join_timeout=90,last_call_timeout=3",
+           "--max-restarts=3", "--monitor-interval=0.5", f"--rdzv-conf={RDZV_CONF}",
            str(script), str(out), *args]
     log = open(out / f"{name}.log", "w")  # noqa: SIM115 (the process owns it)
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
