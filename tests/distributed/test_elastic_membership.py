@@ -159,5 +159,8 @@ def test_a_node_joining_restarts_both_at_world_size_two_from_the_newest_checkpoi
     # the SIGTERM checkpoint is the newest one the single node wrote: no step after it was lost
     samples_w1 = (tmp_path / f"samples-{seen[0]['key']}-rank0.jsonl").read_text().splitlines()
     assert max(json.loads(line)["step"] for line in samples_w1) == resumed - 1
+    # the worker of torchrun's agent checkpointed on the agent's SIGTERM (what torchrun passes on from Kubernetes)
+    assert f"relay: SIGTERM received; stopped after step {resumed}, saving {tmp_path / 'ckpts' / 'last.ckpt'}" \
+        in (tmp_path / "node-a.log").read_text()
     assert_every_sample_once(tmp_path, samples=96)
     assert (tmp_path / "final.pt").is_file()

@@ -2,8 +2,10 @@
 
 On SIGTERM/SIGUSR1 every rank stops after the same step, ``last.ckpt`` is written, the process exits with
 128 + the signal number, and the next start of the same run resumes from that checkpoint by itself. Under
-SLURM (simulated: two tasks with srun's variables and a fake ``scontrol`` on PATH) the job requeues itself;
-under torchrun the agent's forwarded SIGTERM does the same. Workers Relay's launcher started never outlive it.
+SLURM (simulated: two tasks with srun's variables and a fake ``scontrol`` on PATH) the job requeues itself.
+Workers Relay's launcher started never outlive it. Relay's launcher is torch's elastic agent, which passes SIGTERM
+on to the workers as torchrun's does; a worker of a real torchrun agent that gets SIGTERM from it checkpoints and
+resumes: tests/distributed/test_elastic_membership.py (the agent stops its workers when a node joins).
 
 The runs mostly sleep between their steps, so one module-scoped fixture drives them side by side: each scenario
 is a generator that starts its processes, yields what it waits for (a running loop, an exit) and sends its
@@ -185,20 +187,6 @@ def slurm_job(tmp: Path, record: dict) -> Scenario:
                               result=json.loads((out / "result.json").read_text()))
 
 
-def torchrun_job(out: Path, record: dict) -> Scenario:
-    """SIGTERM to torchrun's agent (what Kubernetes does to the pod's main process); one worker: Relay's launcher,
-    which is torch's elastic agent too, shows every rank of two stopping after the same step."""
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", f"--master-port={_free_port()}",
-                str(SCRIPT), str(out), *LONG, "--strategy", "ddp", "--devices", "1"]
-    proc = start(out / "torchrun.log", command=torchrun)
-    yield "training to start", training(out)
-    workers = worker_pids(out, 1)
-    proc.send_signal(signal.SIGTERM)
-    yield "the agent to exit", exited(proc)
-    record.update(code=proc.returncode, printed=(out / "torchrun.log").read_text(), saved=saved_step(out),
-                  note=note(out), workers_alive=[pid for pid in workers if alive(pid)])
-
-
 def drive(scenarios: dict[str, Scenario], records: dict[str, dict], timeout: float = 180) -> None:
     """Run the scenarios side by side in this thread (programs started from the main thread are forked warm);
     a scenario that fails or waits longer than ``timeout`` for one thing records its error and stops alone."""
@@ -231,7 +219,7 @@ def drive(scenarios: dict[str, Scenario], records: dict[str, dict], timeout: flo
 def runs(tmp_path_factory) -> dict[str, dict]:
     base = tmp_path_factory.mktemp("preemption")
     kinds = {"preempted_twice": preempted_twice, "launcher_killed": launcher_killed, "handling_off": handling_off,
-             "slurm_job": slurm_job, "torchrun_job": torchrun_job}
+             "slurm_job": slurm_job}
     records: dict[str, dict] = {name: {"dir": base / name} for name in kinds}
     for record in records.values():
         record["dir"].mkdir()
@@ -313,11 +301,3 @@ def test_slurm_signal_requeues_the_job_and_the_requeued_job_resumes(runs):
     assert "Restoring states from the checkpoint path at" in requeued["printed"]
     assert requeued["result"]["global_step"] == signalled["step"] + 1
 
-
-def test_sigterm_to_torchrun_is_forwarded_and_the_worker_checkpoints(runs):
-    record = outcome(runs, "torchrun_job")
-    assert record["code"] != 0
-    step = stopped_at(record["printed"])
-    assert record["saved"] == step > 0
-    assert record["note"]["signal"] == "SIGTERM" and record["note"]["global_step"] == step
-    assert record["workers_alive"] == []
