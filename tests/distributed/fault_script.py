@@ -2,8 +2,8 @@
 each a real process.
 
 Usage: python fault_script.py OUT [--strategy S] [--devices N] [--max-steps N] [--sleep S] [--every N]
-       [--fsize-limit BYTES] [--tmpfs SIZE] [--kill-in-fsync] [--kill-in-swap] [--no-exchange] [--resume] [--hang-rank R]
-       [--nan-at-step N] [--no-stop-on-nonfinite] [--preemption-signals SIGTERM,SIGUSR1]
+       [--fsize-limit BYTES] [--tmpfs SIZE] [--kill-in-fsync] [--kill-in-swap] [--no-exchange] [--resume]
+       [--hang-rank R] [--nan-at-step N] [--no-stop-on-nonfinite] [--preemption-signals SIGTERM,SIGUSR1]
 
 Every rank writes OUT/pid-<rank> (its pid) at start and OUT/done-<rank> at the end; rank 0 writes
 OUT/result.json (global step, where it resumed from).
