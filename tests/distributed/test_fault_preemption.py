@@ -47,10 +47,9 @@ def env(**extra: str) -> dict[str, str]:
 STARTED: list[subprocess.Popen] = []  # killed at the end if a scenario failed half-way
 
 
-def start(log: Path, *args: str, out: Path | None = None, command: list[str] | None = None,
-          **extra: str) -> subprocess.Popen:
-    """``fault_script.py OUT args`` (OUT: the log's directory unless given), its output to ``log``."""
-    cmd = command or [sys.executable, str(SCRIPT), str(out or log.parent), *args]
+def start(log: Path, *args: str, **extra: str) -> subprocess.Popen:
+    """``fault_script.py OUT args`` (OUT: the log's directory), its output to ``log``; ``extra``: variables."""
+    cmd = [sys.executable, str(SCRIPT), str(log.parent), *args]
     with log.open("w") as output:
         proc = subprocess.Popen(cmd, stdout=output, stderr=output, text=True, env=env(**extra), cwd=ROOT)
     STARTED.append(proc)
