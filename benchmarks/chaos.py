@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def worker(args: argparse.Namespace) -> None:
     from trainer.examples.sorting import SortingDataset
 
     out = Path(args.out)
-    world = int(os.environ["WORLD_SIZE"])
+    world = int(os.environ.get("WORLD_SIZE", args.devices))  # unset in the launching process of --devices 2
 
     class Indexed(Dataset):
         """The sorting data with each sample's index, so the run can account for every sample."""
@@ -105,7 +104,8 @@ def worker(args: argparse.Namespace) -> None:
     module = ChaosGPT(n_layer=args.n_layer, n_head=2, n_embd=args.n_embd, block_size=12, vocab_size=11,
                       warmup_steps=max(1, args.steps // 10), max_steps=args.steps)
     trainer = Trainer(
-        accelerator="cpu", strategy="ddp", devices=1, num_nodes="auto", max_epochs=1, logger=False,
+        accelerator="cpu", strategy="ddp", devices=args.devices, num_nodes="auto" if args.devices == 1 else 1,
+        max_epochs=1, logger=False,
         default_root_dir=str(out), enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         accumulate_grad_batches=max(1, 2 // world), elastic_batch="keep_global",
         callbacks=[ModelCheckpoint(dirpath=str(out / "ckpts"), every_n_train_steps=args.every, save_last=True)],
@@ -120,17 +120,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_agent(out: Path, name: str, port: int, nnodes: str, args: argparse.Namespace) -> subprocess.Popen:
+def worker_command(out: Path, args: argparse.Namespace) -> list[str]:
+    """This program as one rank's worker (``--devices 2``: as a Relay launch of both ranks on this machine)."""
+    return [str(Path(__file__).resolve()), "--worker", str(out), "--seed", str(args.seed), "--steps", str(args.steps),
+            "--every", str(args.every), "--batch-size", str(args.batch_size), "--step-seconds", str(args.step_seconds),
+            "--n-layer", str(args.n_layer), "--n-embd", str(args.n_embd)]
+
+
+def job_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "RANK", "LOCAL_RANK", "WORLD"))}
-    env.update(AGENT_ENV, PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1", **extra)
+    return env
+
+
+def start_agent(out: Path, name: str, port: int, nnodes: str, args: argparse.Namespace) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=chaos-{port}",
            f"--max-restarts={args.failures + 1}", "--monitor-interval=0.5",
-           f"--rdzv-conf={args.rdzv_conf}", str(Path(__file__).resolve()), "--worker", str(out),
-           "--seed", str(args.seed), "--steps", str(args.steps), "--every", str(args.every),
-           "--batch-size", str(args.batch_size), "--step-seconds", str(args.step_seconds), "--n-layer", str(args.n_layer), "--n-embd", str(args.n_embd)]
+           f"--rdzv-conf={args.rdzv_conf}", *worker_command(out, args)]
     log = open(out / f"{name}.log", "a")  # noqa: SIM115 (the process owns it)
-    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(cmd, env=job_env(**AGENT_ENV), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def start_one_launch(out: Path, args: argparse.Namespace) -> subprocess.Popen:
+    """The uninterrupted job of ``--short``: the same two ranks (DDP over gloo, the same data, seeds and batches) as
+    one Relay launch (``python chaos.py --worker OUT ... --devices 2``), whose workers are forked from it: no
+    agents, and a third of the start-up. The timing figure needs the same topology, so only ``--short`` uses it."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in job_env().items() if not k.startswith("MASTER_")}
+    log = open(out / "node-0.log", "a")  # noqa: SIM115 (the process owns it)
+    return subprocess.Popen([sys.executable, *worker_command(out, args), "--devices", "2"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
 
 
 def processes(agent: subprocess.Popen) -> list:
@@ -333,6 +353,7 @@ def compare(mode: str, reference: Path, chaos: Path, args: argparse.Namespace) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker", metavar="OUT", dest="out", help=argparse.SUPPRESS)
+    parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)  # a worker's; 2: one launch of both
     parser.add_argument("--seed", type=int, default=0, help="seeds the model, the data and the failures")
     parser.add_argument("--failures", type=int, default=3, help="failures injected per scenario")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps of the job (one epoch)")
@@ -351,7 +372,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per job before giving up")
     parser.add_argument("--out-dir", help="keep the runs here (default: a temporary directory)")
     parser.add_argument("--short", action="store_true", help="the CI form: 30 steps, 1 rank failure, the "
-                        "uninterrupted run alongside (no timing figure)")
+                        "uninterrupted run alongside as one Relay launch of both ranks (no timing figure)")
     args = parser.parse_args()
     if args.out:
         worker(args)
@@ -367,11 +388,17 @@ def main() -> int:
         low, high = int(args.steps * 0.2), int(args.steps * 0.8)
         kills = sorted(rng.sample(range(low, high), args.failures))
         if args.short:  # side by side: fast, but the two share the cores, so no timing figure
-            print(f"{mode}: uninterrupted run alongside {args.failures} failure(s) at steps {kills}", flush=True)
-            with ThreadPoolExecutor(1) as pool:
-                reference = pool.submit(run_job, root / f"{mode}-reference", args, mode, [], random.Random(0))
+            print(f"{mode}: uninterrupted run (one launch) alongside {args.failures} failure(s) at steps {kills}",
+                  flush=True)
+            reference = start_one_launch(root / f"{mode}-reference", args)
+            try:
                 run_job(root / f"{mode}-chaos", args, mode, kills, rng)
-                reference.result()
+                if reference.wait(timeout=args.timeout) != 0:
+                    raise RuntimeError(f"the uninterrupted run exited with {reference.returncode}:\n"
+                                       f"{logs(root / f'{mode}-reference')}")
+            finally:
+                if reference.poll() is None:
+                    reference.kill()
         else:
             print(f"{mode}: uninterrupted run", flush=True)
             base = run_job(root / f"{mode}-reference", args, mode, [], rng)

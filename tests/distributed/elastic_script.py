@@ -23,7 +23,7 @@ from trainer.callbacks import ModelCheckpoint
 OUT = Path(sys.argv[1])
 SAMPLES, BATCH = int(os.environ.get("ELASTIC_SAMPLES", "48")), 2
 STEP_SECONDS = float(os.environ.get("ELASTIC_STEP_SECONDS", "0.25"))
-# the join test: accumulation 2 on one node, and the global batch kept (Trainer(elastic_batch=...)) when a node joins
+# the test's job keeps the global batch (Trainer(elastic_batch=...)): accumulation 2 while one node is alone
 ACCUMULATE, ELASTIC_BATCH = int(os.environ.get("ELASTIC_ACCUMULATE", "1")), os.environ.get("ELASTIC_BATCH", "per_device")
 
 
@@ -43,13 +43,15 @@ class Net(Module):
         self.records = None
 
     def on_train_start(self) -> None:
-        # one start of the workers: a restart after a failure counts up TORCHELASTIC_RESTART_COUNT, a restart for a
-        # node that joins does not, so the start is named by where it starts and at which world size
+        # one start of the workers, the same name on every rank: a restart after a failure counts up
+        # TORCHELASTIC_RESTART_COUNT, a restart for a node that joins does not (and a new node starts at 0), so the
+        # start is named by where it starts, at which world size, and its round's port
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-        key = f"s{self.trainer.global_step:04d}-w{self.trainer.world_size}-r{restart}"
+        key = f"s{self.trainer.global_step:04d}-w{self.trainer.world_size}-p{os.environ.get('MASTER_PORT', '')}"
         self.records = open(OUT / f"samples-{key}-rank{self.global_rank}.jsonl", "a")  # noqa: SIM115 (closed later)
-        # slow steps only until the membership changes (the first start): the rest of the run goes at full speed
-        self.step_seconds = STEP_SECONDS if self.trainer.global_step == 0 else 0.0
+        # slow steps only while the membership is about to change (the first start, a node alone): the start at two
+        # nodes after a change goes at full speed
+        self.step_seconds = STEP_SECONDS if self.trainer.global_step == 0 or self.trainer.world_size == 1 else 0.0
         start = {"key": key, "restart": restart, "rank": self.global_rank, "world": self.trainer.world_size,
                  "start_step": self.trainer.global_step, "start_epoch": self.current_epoch,
                  "accumulate": self.trainer.accumulate_grad_batches}

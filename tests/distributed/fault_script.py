@@ -2,8 +2,8 @@
 each a real process.
 
 Usage: python fault_script.py OUT [--strategy S] [--devices N] [--max-steps N] [--sleep S] [--every N]
-       [--fsize-limit BYTES] [--kill-in-fsync] [--kill-in-swap] [--no-exchange] [--resume] [--hang-rank R]
-       [--nan-at-step N] [--no-stop-on-nonfinite] [--preemption-signals SIGTERM,SIGUSR1]
+       [--fsize-limit BYTES] [--tmpfs SIZE] [--kill-in-fsync] [--kill-in-swap] [--no-exchange] [--resume]
+       [--hang-rank R] [--nan-at-step N] [--no-stop-on-nonfinite] [--preemption-signals SIGTERM,SIGUSR1]
 
 Every rank writes OUT/pid-<rank> (its pid) at start and OUT/done-<rank> at the end; rank 0 writes
 OUT/result.json (global step, where it resumed from).
@@ -70,6 +70,22 @@ def _kill_inside(module: object, name: str, when: object = None) -> None:
     setattr(module, name, killer)
 
 
+def _own_tmpfs(path: Path, size: str) -> None:
+    """Mount a ``size`` tmpfs on ``path`` that only this process sees (a user and a mount namespace of its own, as
+    ``unshare -Urm`` makes): a small disk that fills up, in this very process (forked warm, not exec'd)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER | CLONE_NEWNS) failed")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    if libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", 0, f"size={size}".encode()) != 0:
+        raise OSError(ctypes.get_errno(), f"mount -t tmpfs {path} failed")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -80,6 +96,7 @@ def main() -> None:
     p.add_argument("--every", type=int, default=2)
     p.add_argument("--top-k", type=int, default=-1)
     p.add_argument("--fsize-limit", type=int)
+    p.add_argument("--tmpfs", help="a tmpfs of this size (e.g. 48k) on OUT, for this process only")
     p.add_argument("--kill-in-fsync", action="store_true")
     p.add_argument("--kill-in-swap", action="store_true")
     p.add_argument("--no-exchange", action="store_true")
@@ -93,6 +110,8 @@ def main() -> None:
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.tmpfs:
+        _own_tmpfs(out, args.tmpfs)
     seed_everything(0)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)

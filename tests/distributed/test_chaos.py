@@ -1,6 +1,7 @@
 """The CI form of benchmarks/chaos.py: a rank of a 2-node torchrun job (two agents on this machine) SIGKILLed
 mid-run; the agents restart both workers, Relay resumes from the newest checkpoint by itself, and the job ends with
-the uninterrupted run's weights bit for bit, every sample of the epoch trained exactly once."""
+the uninterrupted run's weights bit for bit, every sample of the epoch trained exactly once. The uninterrupted run is
+the same two ranks as one Relay launch beside it (``--short``: its workers are forked, no agents)."""
 
 from __future__ import annotations
 

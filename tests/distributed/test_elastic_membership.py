@@ -1,4 +1,4 @@
-"""Membership changes under torch elastic, on two simulated nodes (two torchrun agents on one machine).
+"""Membership changes under torch elastic, on two simulated nodes (two torchrun agents on one machine), in one job.
 
 ``torchrun --nnodes=1:2``: a node that leaves (its agent and workers SIGKILLed) makes the other agent restart its
 workers at world size 1. Relay continues by itself from the run's newest checkpoint (no ``ckpt_path``; the restart
@@ -7,11 +7,11 @@ count says it is a restart), and within each epoch every sample is trained exact
 
 A node that joins: the running agent sees it waiting, stops its workers with SIGTERM (Relay checkpoints and leaves a
 preemption note), and both agents start workers at world size 2, which continue from that checkpoint. The agents run
-with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns on by default, an agent that was
-rank 0 keeps the previous round's bootstrap address and never writes ``MASTER_ADDR`` for the new round, so the new
-node waits for it and the old one waits for the new node's ``role_info`` until both time out (torch 2.13,
-``DynamicRendezvousHandler.next_rendezvous``; see the README's Reliability section).
-"""
+as the README says to start them, with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns
+on by default, an agent that was rank 0 keeps the previous round's bootstrap address and never writes
+``MASTER_ADDR`` for the new round, so the new node waits for it and the old one waits for the new node's
+``role_info`` until both time out (torch 2.13, ``DynamicRendezvousHandler.next_rendezvous``; see the README's
+Reliability section), and with ``Trainer(elastic_batch="keep_global")``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ SCRIPT = Path(__file__).with_name("elastic_script.py")
 ROOT = Path(__file__).resolve().parents[2]
 # torchrun agents that leave and join: exec'd processes (a forked agent's rendezvous hung once, run 4 of stop 27)
 pytestmark = [pytest.mark.timeout(420), pytest.mark.fresh_python]
+# A node that died stays a participant of the rendezvous until its keep-alive heartbeats are missed
+# keep_alive_interval x keep_alive_max_attempt seconds (torch's default 5 x 3 = 15 s): the survivor's next round
+# waits that long before it can complete without it. 1 x 5 s here; last_call_timeout 3 s lets both agents join the
+# first round on a busy machine.
+RDZV_CONF = "join_timeout=90,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=5"
 
 
 def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None = None,
@@ -40,7 +45,7 @@ def start_node(port: int, out: Path, name: str, extra_env: dict[str, str] | None
     env.update(extra_env or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-test",
-           "--max-restarts=3", "--monitor-interval=0.5", "--rdzv-conf=join_timeout=90,last_call_timeout=3",
+           "--max-restarts=3", "--monitor-interval=0.5", f"--rdzv-conf={RDZV_CONF}",
            str(script), str(out), *args]
     log = open(out / f"{name}.log", "w")  # noqa: SIM115 (the process owns it)
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -104,55 +109,52 @@ def assert_every_sample_once(out: Path, samples: int = 48) -> None:
         assert set(counts.values()) == {1}, f"epoch {epoch}: trained twice: {[s for s, c in counts.items() if c > 1]}"
 
 
-def test_a_node_leaving_restarts_the_other_at_world_size_one_from_the_newest_checkpoint(tmp_path):
+# the agents of a job that nodes may join (see the module docstring); two nodes take batches of 2, and
+# elastic_batch="keep_global" keeps that global batch of 4 on one node (accumulation 2) and back at two (accumulation
+# 1), so the samples one node saw are always a whole number of steps at two: without it, a join after an odd step
+# count trains one batch twice (rescale_position's warning)
+# 96 samples: the single node's slow steps would last ~20 s, time enough for a new agent to start on a busy machine
+JOINABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "ELASTIC_ACCUMULATE": "1", "ELASTIC_BATCH": "keep_global",
+            "ELASTIC_SAMPLES": "96"}
+
+
+def test_a_node_leaving_restarts_the_other_at_world_size_one_and_a_node_joining_restarts_both_at_two(tmp_path):
+    """One job, both membership changes: two nodes train; one leaves (SIGKILLed with its workers) and the other's
+    agent restarts its worker at world size 1, which continues from the newest checkpoint by itself (the restart
+    count says it is a restart) with accumulation 2; a new node joins, the running agent stops that worker with
+    SIGTERM (it checkpoints at the end of an accumulated step), and both continue at world size 2 from that
+    checkpoint. Within each epoch every sample is trained exactly once across both changes."""
     port = free_port()
-    a = start_node(port, tmp_path, "node-a")
-    b = start_node(port, tmp_path, "node-b")
+    a = start_node(port, tmp_path, "node-a", JOINABLE)
+    b = start_node(port, tmp_path, "node-b", JOINABLE)
+    c = None
     try:
         wait_for(lambda: checkpoint_at(tmp_path, 4), 180, "a checkpoint at step 4", [a, b], tmp_path)
         if hosts_store(b, port):  # the store's host plays a cluster's stable rendezvous host: the other leaves
             a, b = b, a
         kill_node(b)
-        assert a.wait(timeout=240) == 0, node_logs(tmp_path)
+        alone = lambda: [s for s in starts(tmp_path) if s["world"] == 1]  # noqa: E731
+        wait_for(lambda: alone() and any(checkpoint_at(tmp_path, alone()[0]["start_step"] + n) for n in (1, 2)), 180,
+                 "the restart at world size 1 to train", [a], tmp_path)
+        c = start_node(port, tmp_path, "node-c", JOINABLE)
+        assert a.wait(timeout=180) == 0, node_logs(tmp_path)
+        assert c.wait(timeout=60) == 0, node_logs(tmp_path)
     finally:
-        for node in (a, b):
-            if node.poll() is None:
-                kill_node(node)
-    seen = starts(tmp_path)
-    assert seen[0]["world"] == 2 and seen[-1]["world"] == 1 and seen[-1]["start_step"] >= 4, seen
-    assert seen[-1]["restart"] >= 1  # the restart count said it was a restart
-    assert_every_sample_once(tmp_path)
-    assert (tmp_path / "final.pt").is_file()
-
-
-# the agents of a job that nodes may join (see the module docstring); one node accumulates 2 batches of 2, and
-# elastic_batch="keep_global" keeps that global batch of 4 at 2 nodes (accumulation 1), so the samples one node saw
-# are always a whole number of steps at two: without it, a join after an odd step count trains one batch twice
-# (rescale_position's warning)
-# 96 samples: the single node's slow steps would last ~24 s, time enough for the second agent to start on a busy machine
-JOINABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "ELASTIC_ACCUMULATE": "2", "ELASTIC_BATCH": "keep_global",
-            "ELASTIC_SAMPLES": "96"}
-
-
-def test_a_node_joining_restarts_both_at_world_size_two_from_the_newest_checkpoint(tmp_path):
-    port = free_port()
-    a = start_node(port, tmp_path, "node-a", JOINABLE)
-    b = None
-    try:
-        wait_for(lambda: checkpoint_at(tmp_path, 4), 120, "a checkpoint at step 4", [a], tmp_path)
-        b = start_node(port, tmp_path, "node-b", JOINABLE)
-        assert a.wait(timeout=120) == 0, node_logs(tmp_path)
-        assert b.wait(timeout=30) == 0, node_logs(tmp_path)
-    finally:
-        for node in (a, b):
+        for node in (a, b, c):
             if node is not None and node.poll() is None:
                 kill_node(node)
     seen = starts(tmp_path)
-    assert [(s["world"], s["rank"], s["accumulate"]) for s in seen] == [(1, 0, 2), (2, 0, 1), (2, 1, 1)], seen
-    resumed = seen[1]["start_step"]
-    assert resumed >= 4 and seen[2]["start_step"] == resumed, seen  # both continue from the same checkpoint
+    assert [(s["world"], s["rank"], s["accumulate"]) for s in seen] == [(2, 0, 1), (2, 1, 1), (1, 0, 2), (2, 0, 1),
+                                                                        (2, 1, 1)], seen
+    alone = seen[2]
+    assert alone["start_step"] >= 4 and alone["restart"] >= 1, seen  # the restart count said it was a restart
+    resumed = seen[3]["start_step"]
+    assert resumed > alone["start_step"] and seen[4]["start_step"] == resumed, seen  # both from the same checkpoint
     # the SIGTERM checkpoint is the newest one the single node wrote: no step after it was lost
-    samples_w1 = (tmp_path / f"samples-{seen[0]['key']}-rank0.jsonl").read_text().splitlines()
-    assert max(json.loads(line)["step"] for line in samples_w1) == resumed - 1
+    samples_alone = (tmp_path / f"samples-{alone['key']}-rank0.jsonl").read_text().splitlines()
+    assert max(json.loads(line)["step"] for line in samples_alone) == resumed - 1
+    # the worker of torchrun's agent checkpointed on the agent's SIGTERM (what torchrun passes on from Kubernetes)
+    logs = "".join(p.read_text() for p in tmp_path.glob("node-*.log"))
+    assert f"relay: SIGTERM received; stopped after step {resumed}, saving {tmp_path / 'ckpts' / 'last.ckpt'}" in logs
     assert_every_sample_once(tmp_path, samples=96)
     assert (tmp_path / "final.pt").is_file()

@@ -2,8 +2,15 @@
 
 On SIGTERM/SIGUSR1 every rank stops after the same step, ``last.ckpt`` is written, the process exits with
 128 + the signal number, and the next start of the same run resumes from that checkpoint by itself. Under
-SLURM (simulated: two tasks with srun's variables and a fake ``scontrol`` on PATH) the job requeues itself;
-under torchrun the agent's forwarded SIGTERM does the same. Workers Relay's launcher started never outlive it.
+SLURM (simulated: two tasks with srun's variables and a fake ``scontrol`` on PATH) the job requeues itself.
+Workers Relay's launcher started never outlive it. Relay's launcher is torch's elastic agent, which passes SIGTERM
+on to the workers as torchrun's does; a worker of a real torchrun agent that gets SIGTERM from it checkpoints and
+resumes: tests/distributed/test_elastic_membership.py (the agent stops its workers when a node joins).
+
+The runs mostly sleep between their steps, so one module-scoped fixture drives them side by side: each scenario
+is a generator that starts its processes, yields what it waits for (a running loop, an exit) and sends its
+signal once that holds; the tests assert on what each scenario recorded. Every program's output goes to a file,
+not a pipe: a worker that inherited a pipe would keep the reader waiting, hiding that it lives on.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 import pytest
 import torch
@@ -25,6 +33,9 @@ SCRIPT = Path(__file__).resolve().parent / "fault_script.py"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(420)
 LONG = ["--sleep", "0.25", "--max-steps", "400"]  # long enough to be interrupted
+DDP = ["--strategy", "ddp", "--devices", "2"]
+# a scenario yields (what it waits for, a predicate) and is resumed once the predicate holds
+Scenario = Generator[tuple[str, Callable[[], bool]], None, None]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -33,30 +44,16 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def start(out: Path, *args: str, command: list[str] | None = None, output: int | IO[str] = subprocess.PIPE,
-          **extra: str) -> subprocess.Popen:
-    cmd = command or [sys.executable, str(SCRIPT), str(out), *args]
-    return subprocess.Popen(cmd, stdout=output, stderr=output, text=True, env=env(**extra), cwd=ROOT)
+STARTED: list[subprocess.Popen] = []  # killed at the end if a scenario failed half-way
 
 
-def wait_for(predicate, what: str, timeout: float = 180) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def training(out: Path, ranks: int = 1) -> None:
-    """Wait until every rank has started and the first checkpoint exists (the loop is running)."""
-    wait_for(lambda: all((out / f"pid-{r}").exists() for r in range(ranks))
-             and (out / "ckpt" / "epoch=0-step=2.ckpt").exists(), "training to start")
-
-
-def finish(proc: subprocess.Popen, timeout: float = 180) -> tuple[int, str, str]:
-    stdout, stderr = proc.communicate(timeout=timeout)
-    return proc.returncode, stdout, stderr
+def start(log: Path, *args: str, **extra: str) -> subprocess.Popen:
+    """``fault_script.py OUT args`` (OUT: the log's directory), its output to ``log``; ``extra``: variables."""
+    cmd = [sys.executable, str(SCRIPT), str(log.parent), *args]
+    with log.open("w") as output:
+        proc = subprocess.Popen(cmd, stdout=output, stderr=output, text=True, env=env(**extra), cwd=ROOT)
+    STARTED.append(proc)
+    return proc
 
 
 def alive(pid: int) -> bool:
@@ -74,85 +71,80 @@ def worker_pids(out: Path, ranks: int) -> list[int]:
     return [int((out / f"pid-{r}").read_text()) for r in range(ranks)]
 
 
+def training(out: Path, ranks: int = 1, after: int = 0) -> Callable[[], bool]:
+    """Every rank has started and this start wrote a checkpoint (a step after ``after``): the loop is running."""
+    def ready() -> bool:
+        steps = [int(p.stem.split("step=")[1]) for p in (out / "ckpt").glob("epoch=*-step=*.ckpt")]
+        return all((out / f"pid-{r}").exists() for r in range(ranks)) and any(s > after for s in steps)
+    return ready
+
+
+def exited(*procs: subprocess.Popen) -> Callable[[], bool]:
+    return lambda: all(p.poll() is not None for p in procs)
+
+
 def saved_step(out: Path) -> int:
     last = out / "ckpt" / "last.ckpt"
     return torch.load(last, weights_only=True)["global_step"]
 
 
-def stopped_at(stderr: str) -> int:
-    line = next(line for line in stderr.splitlines() if "received; stopped after step" in line)
+def note(out: Path) -> dict | None:
+    path = out / "ckpt" / "preempted.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def stopped_at(printed: str) -> int:
+    line = next(line for line in printed.splitlines() if "received; stopped after step" in line)
     return int(line.split("stopped after step ")[1].split(",")[0])
-
-
-def test_sigterm_checkpoints_exits_143_and_the_next_start_resumes(tmp_path):
-    proc = start(tmp_path, *LONG)
-    training(tmp_path)
-    proc.send_signal(signal.SIGTERM)
-    code, _, stderr = finish(proc)
-    assert code == 143, stderr[-3000:]
-    step = stopped_at(stderr)
-    assert saved_step(tmp_path) == step > 0
-    assert json.loads((tmp_path / "ckpt" / "preempted.json").read_text())["global_step"] == step
-    again = start(tmp_path, "--max-steps", str(step + 3))  # no ckpt_path: the run's own note says where
-    code, stdout, stderr = finish(again)
-    assert code == 0, stderr[-3000:]
-    assert f"Restoring states from the checkpoint path at {tmp_path / 'ckpt' / 'last.ckpt'}" in stdout
-    assert json.loads((tmp_path / "result.json").read_text())["global_step"] == step + 3
-    assert not (tmp_path / "ckpt" / "preempted.json").exists()  # a finished run does not resume again
-
-
-def test_preemption_handling_can_be_turned_off(tmp_path):
-    proc = start(tmp_path, *LONG, "--preemption-signals", "")
-    training(tmp_path)
-    proc.send_signal(signal.SIGTERM)
-    code, _, _ = finish(proc)
-    assert code == -signal.SIGTERM
-    assert not (tmp_path / "ckpt" / "preempted.json").exists()
-
-
-def test_sigusr1_to_the_launcher_of_python_train_py_checkpoints_on_every_rank(tmp_path):
-    """Also ``test_no_worker_outlives_its_launcher`` for SIGUSR1: the output goes to a file, not a pipe (a worker
-    that inherited a pipe would keep the reader waiting, hiding that it lives on)."""
-    log = tmp_path / "launcher.log"
-    with log.open("w") as output:
-        proc = start(tmp_path, *LONG, "--strategy", "ddp", "--devices", "2", output=output)
-    training(tmp_path, ranks=2)
-    workers = worker_pids(tmp_path, 2)
-    proc.send_signal(signal.SIGUSR1)
-    code = proc.wait(timeout=180)
-    printed = log.read_text()
-    assert code == 128 + signal.SIGUSR1, printed[-3000:]
-    step = stopped_at(printed)
-    assert saved_step(tmp_path) == step > 0
-    assert not any(alive(pid) for pid in workers)
-
-
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: s.name)  # SIGUSR1: the test above
-def test_no_worker_outlives_its_launcher(tmp_path, sig):
-    # no pipes: a worker that inherited one would keep the reader waiting, hiding that it lives on
-    proc = start(tmp_path, "--sleep", "0.25", "--max-steps", "4000", "--strategy", "ddp", "--devices", "2",
-                 output=subprocess.DEVNULL)
-    training(tmp_path, ranks=2)
-    workers = worker_pids(tmp_path, 2)
-    proc.send_signal(sig)
-    proc.wait(timeout=120)
-    wait_for(lambda: not any(alive(pid) for pid in workers), "the workers to exit", timeout=60)
-
-
-def test_a_process_a_worker_starts_is_not_killed_by_the_inherited_launcher_watch(tmp_path):
-    """A worker's environment names its launcher; a process the worker starts (a subprocess, a Spark or Ray task)
-    inherits it but has another parent, and must not take its parent's start for the launcher's death."""
-    code = ("import time, trainer.launch; trainer.launch.watch_launcher(); time.sleep(1.5); print('alive')")
-    env = {**os.environ, "RELAY_LAUNCHER_PID": "1"}  # a launcher that is not this process's parent
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                          cwd=Path(__file__).resolve().parents[2])
-    assert done.returncode == 0 and done.stdout.strip() == "alive", (done.returncode, done.stderr[-2000:])
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# --- the scenarios ------------------------------------------------------------------------------------------------
+def preempted_twice(out: Path, record: dict) -> Scenario:
+    """One run under Relay's launcher (``python train.py``, ddp, 2 workers): its first start gets SIGUSR1, the
+    second start (no ``ckpt_path``: the first one's note says where) gets SIGTERM, the third finishes."""
+    step = 0
+    for sig in (signal.SIGUSR1, signal.SIGTERM):
+        for rank in range(2):
+            (out / f"pid-{rank}").unlink(missing_ok=True)
+        log = out / f"{sig.name}.log"
+        proc = start(log, *LONG, *DDP)
+        yield f"the {sig.name} start to train", training(out, ranks=2, after=step)
+        workers = worker_pids(out, 2)
+        proc.send_signal(sig)
+        yield f"the launcher to exit after {sig.name}", exited(proc)
+        printed = log.read_text()
+        step = stopped_at(printed)
+        record[sig.name] = dict(code=proc.returncode, printed=printed, step=step, saved=saved_step(out),
+                                note=note(out), workers_alive=[pid for pid in workers if alive(pid)])
+    proc = start(out / "finish.log", "--max-steps", str(step + 1), *DDP)
+    yield "the third start to finish", exited(proc)
+    record["finish"] = dict(code=proc.returncode, printed=(out / "finish.log").read_text(), note=note(out),
+                            result=json.loads((out / "result.json").read_text()))
+
+
+def launcher_killed(out: Path, record: dict) -> Scenario:
+    """SIGKILL to Relay's launcher: it cannot stop its workers itself; they must not outlive it."""
+    proc = start(out / "launcher.log", *LONG, *DDP)
+    yield "training to start", training(out, ranks=2)
+    workers = worker_pids(out, 2)
+    proc.send_signal(signal.SIGKILL)
+    yield "the launcher to die", exited(proc)
+    yield "its workers to exit", lambda: not any(alive(pid) for pid in workers)
+    record["workers"] = workers
+
+
+def handling_off(out: Path, record: dict) -> Scenario:
+    proc = start(out / "run.log", *LONG, "--preemption-signals", "")
+    yield "training to start", training(out)
+    proc.send_signal(signal.SIGTERM)
+    yield "the process to exit", exited(proc)
+    record.update(code=proc.returncode, note=note(out))
 
 
 def _slurm_tasks(out: Path, fake_bin: Path, restart: int, *args: str) -> list[subprocess.Popen]:
@@ -165,44 +157,146 @@ def _slurm_tasks(out: Path, fake_bin: Path, restart: int, *args: str) -> list[su
             SLURM_NODELIST="localhost", SLURM_RESTART_COUNT=str(restart), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
             PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}", FAKE_SCONTROL_LOG=str(out / "scontrol.log"),
         )
-        tasks.append(start(out, *args, "--strategy", "ddp", "--devices", "2", **variables))
+        tasks.append(start(out / f"task-{restart}-{rank}.log", *args, *DDP, **variables))
     return tasks
 
 
-def test_slurm_signal_requeues_the_job_and_the_requeued_job_resumes(tmp_path):
-    fake_bin = tmp_path / "bin"
+def slurm_job(tmp: Path, record: dict) -> Scenario:
+    """Two tasks with srun's variables, each signalled (sbatch --signal=USR1@90 signals every task of the step);
+    ``scontrol`` is a fake on PATH that logs its arguments; then the requeued job (SLURM_RESTART_COUNT=1)."""
+    fake_bin = tmp / "bin"
     fake_bin.mkdir()
     scontrol = fake_bin / "scontrol"
     scontrol.write_text('#!/bin/sh\necho "$@" >> "$FAKE_SCONTROL_LOG"\n')
     scontrol.chmod(0o755)
-    out = tmp_path / "run"
+    out = tmp / "run"
+    out.mkdir()
     tasks = _slurm_tasks(out, fake_bin, 0, *LONG)
-    training(out, ranks=2)
-    for task in tasks:  # sbatch --signal=USR1@90 signals every task of the step
+    yield "training to start", training(out, ranks=2)
+    for task in tasks:
         task.send_signal(signal.SIGUSR1)
-    results = [finish(task) for task in tasks]
-    assert [code for code, _, _ in results] == [138, 138], [r[2][-2000:] for r in results]
-    step = stopped_at(results[0][2])
-    assert saved_step(out) == step > 0
-    assert (out / "scontrol.log").read_text().split() == ["requeue", "4242"]
-    assert "requeued SLURM job 4242" in results[0][2]
-    requeued = _slurm_tasks(out, fake_bin, 1, "--max-steps", str(step + 2))
-    results = [finish(task) for task in requeued]
-    assert [code for code, _, _ in results] == [0, 0], [r[2][-2000:] for r in results]
-    assert "Restoring states from the checkpoint path at" in results[0][1]
-    assert json.loads((out / "result.json").read_text())["global_step"] == step + 2
+    yield "the tasks to exit", exited(*tasks)
+    printed = (out / "task-0-0.log").read_text()
+    step = stopped_at(printed)
+    record["signalled"] = dict(codes=[t.returncode for t in tasks], printed=printed, step=step, saved=saved_step(out),
+                               scontrol=(out / "scontrol.log").read_text().split())
+    requeued = _slurm_tasks(out, fake_bin, 1, "--max-steps", str(step + 1))
+    yield "the requeued tasks to finish", exited(*requeued)
+    record["requeued"] = dict(codes=[t.returncode for t in requeued], printed=(out / "task-1-0.log").read_text(),
+                              result=json.loads((out / "result.json").read_text()))
 
 
-def test_sigterm_to_torchrun_is_forwarded_and_the_workers_checkpoint(tmp_path):
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={_free_port()}",
-                str(SCRIPT), str(tmp_path), *LONG, "--strategy", "ddp", "--devices", "2"]
-    proc = start(tmp_path, command=torchrun)
-    training(tmp_path, ranks=2)
-    workers = worker_pids(tmp_path, 2)
-    proc.send_signal(signal.SIGTERM)  # what Kubernetes does to the pod's main process
-    code, _, stderr = finish(proc)
-    assert code != 0
-    step = stopped_at(stderr)
-    assert saved_step(tmp_path) == step > 0
-    assert json.loads((tmp_path / "ckpt" / "preempted.json").read_text())["signal"] == "SIGTERM"
-    assert not any(alive(pid) for pid in workers)
+def drive(scenarios: dict[str, Scenario], records: dict[str, dict], timeout: float = 180) -> None:
+    """Run the scenarios side by side in this thread (programs started from the main thread are forked warm);
+    a scenario that fails or waits longer than ``timeout`` for one thing records its error and stops alone."""
+    waiting: dict[str, tuple[Scenario, str, Callable[[], bool], float]] = {}
+
+    def advance(name: str, scenario: Scenario) -> None:
+        try:
+            what, ready = next(scenario)
+        except StopIteration:
+            waiting.pop(name, None)
+        except Exception as err:  # noqa: BLE001 (recorded: the scenario's test raises it)
+            records[name]["error"] = err
+            waiting.pop(name, None)
+        else:
+            waiting[name] = (scenario, what, ready, time.monotonic() + timeout)
+
+    for name, scenario in scenarios.items():
+        advance(name, scenario)
+    while waiting:
+        for name, (scenario, what, ready, deadline) in list(waiting.items()):
+            if ready():
+                advance(name, scenario)
+            elif time.monotonic() > deadline:
+                records[name]["error"] = AssertionError(f"{name}: timed out waiting for {what}")
+                del waiting[name]
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    base = tmp_path_factory.mktemp("preemption")
+    kinds = {"preempted_twice": preempted_twice, "launcher_killed": launcher_killed, "handling_off": handling_off,
+             "slurm_job": slurm_job}
+    records: dict[str, dict] = {name: {"dir": base / name} for name in kinds}
+    for record in records.values():
+        record["dir"].mkdir()
+    try:
+        drive({name: scenario(records[name]["dir"], records[name]) for name, scenario in kinds.items()}, records)
+    finally:
+        for proc in STARTED:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+    return records
+
+
+def outcome(runs: dict[str, dict], name: str) -> dict[str, Any]:
+    record = runs[name]
+    if "error" in record:
+        raise record["error"]
+    return record
+
+
+# --- the tests ------------------------------------------------------------------------------------------------------
+def test_sigusr1_to_the_launcher_of_python_train_py_checkpoints_on_every_rank_exits_138_no_worker_outlives(runs):
+    first = outcome(runs, "preempted_twice")["SIGUSR1"]
+    assert first["code"] == 128 + signal.SIGUSR1, first["printed"][-3000:]
+    assert first["saved"] == first["step"] > 0
+    assert first["note"]["global_step"] == first["step"] and first["note"]["signal"] == "SIGUSR1"
+    assert first["workers_alive"] == []
+
+
+def test_the_next_start_resumes_by_itself_and_sigterm_to_its_launcher_exits_143_no_worker_outlives(runs):
+    record = outcome(runs, "preempted_twice")
+    second, out = record["SIGTERM"], record["dir"]
+    # no ckpt_path: the first start's note says where
+    assert f"Restoring states from the checkpoint path at {out / 'ckpt' / 'last.ckpt'}" in second["printed"]
+    assert second["code"] == 128 + signal.SIGTERM, second["printed"][-3000:]
+    assert second["saved"] == second["step"] > record["SIGUSR1"]["step"]
+    assert second["note"]["global_step"] == second["step"] and second["note"]["signal"] == "SIGTERM"
+    assert second["workers_alive"] == []
+
+
+def test_the_start_after_resumes_finishes_and_a_finished_run_does_not_resume_again(runs):
+    record = outcome(runs, "preempted_twice")
+    finish, out = record["finish"], record["dir"]
+    assert finish["code"] == 0, finish["printed"][-3000:]
+    assert f"Restoring states from the checkpoint path at {out / 'ckpt' / 'last.ckpt'}" in finish["printed"]
+    assert finish["result"]["global_step"] == record["SIGTERM"]["step"] + 1
+    assert finish["note"] is None  # the note is gone: a later start begins afresh
+
+
+def test_preemption_handling_can_be_turned_off(runs):
+    record = outcome(runs, "handling_off")
+    assert record["code"] == -signal.SIGTERM
+    assert record["note"] is None
+
+
+def test_no_worker_outlives_a_sigkilled_launcher(runs):
+    """SIGTERM and SIGUSR1 to the launcher: test_sigusr1_... and test_the_next_start_... above."""
+    outcome(runs, "launcher_killed")  # its scenario waited for every worker to exit
+
+
+def test_a_process_a_worker_starts_is_not_killed_by_the_inherited_launcher_watch(tmp_path):
+    """A worker's environment names its launcher; a process the worker starts (a subprocess, a Spark or Ray task)
+    inherits it but has another parent, and must not take its parent's start for the launcher's death."""
+    code = ("import time, trainer.launch; trainer.launch.watch_launcher(); time.sleep(1.5); print('alive')")
+    env = {**os.environ, "RELAY_LAUNCHER_PID": "1"}  # a launcher that is not this process's parent
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "alive", (done.returncode, done.stderr[-2000:])
+
+
+def test_slurm_signal_requeues_the_job_and_the_requeued_job_resumes(runs):
+    record = outcome(runs, "slurm_job")
+    signalled, requeued = record["signalled"], record["requeued"]
+    assert signalled["codes"] == [138, 138], signalled["printed"][-2000:]
+    assert signalled["saved"] == signalled["step"] > 0
+    assert signalled["scontrol"] == ["requeue", "4242"]
+    assert "requeued SLURM job 4242" in signalled["printed"]
+    assert requeued["codes"] == [0, 0], requeued["printed"][-2000:]
+    assert "Restoring states from the checkpoint path at" in requeued["printed"]
+    assert requeued["result"]["global_step"] == signalled["step"] + 1
+
