@@ -66,7 +66,8 @@ def ray_cluster():
     Its worker processes are forked from a warm interpreter (``plugins/launchers/zygote.py``, as the launcher's own
     workers are): Ray starts each one through the job's ``py_executable``, here ``orphan_guard.py``'s stand-in, which
     has the zygote fork ``default_worker.py`` (Ray sees a real process register, run, and exit as it ended). A worker
-    the zygote does not fork (it is not up yet, or their Python variables differ) is exec'd, as Ray would."""
+    the zygote does not fork (it is not up yet, or their Python variables differ) is exec'd, as Ray would; with
+    ``RELAY_TEST_FORK=0`` (tests/forked_programs.py) or ``RELAY_FORKSERVER=0`` Ray execs every worker itself."""
     import os
     import socket
     import sys
@@ -75,14 +76,18 @@ def ray_cluster():
     import ray
 
     from plugins.launchers import forkserver
+    from tests.forked_programs import OFF_VARIABLE
 
     saved = {name: os.environ.get(name) for name in RAY_TEST_ENV}
     os.environ.update(RAY_TEST_ENV)  # the raylet's environment, which every Ray worker starts with
+    forking = forkserver.forkserver_wanted() and os.environ.get(OFF_VARIABLE, "1").strip().lower() not in (
+        "0", "false", "no", "off")
     address = f"relay-test-ray-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     stand_in = " ".join([*forkserver.GUARD, "0", "--zygote", "@" + address, sys.executable])
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", runtime_env={"py_executable": stand_in})
+    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR",
+             runtime_env={"py_executable": stand_in} if forking else None)
     zygote = None
-    if forkserver.forkserver_wanted():
+    if forking:
         # started after ray.init, with a Ray worker's Python variables: ray.init gives this process a
         # PYTHONBREAKPOINT its workers do not get, and Ray sets PYTHONDONTWRITEBYTECODE for them
         env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
