@@ -52,8 +52,8 @@ def test_a_run_resumed_through_ray_survives_a_worker_death_and_ends_as_one_proce
                "+callbacks.die.rank=1", "+callbacks.die.step=2",
                # Ray's controller collects reports every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (0.25 s for the tests'
                # cluster, conftest.py): one reported in the last moments before a death may be lost (the retry then
-               # resumes from the one before)
-               "+callbacks.die.delay=1")
+               # resumes from the one before); 8 collections fit in the delay
+               "+callbacks.die.delay=2")
     out = capfd.readouterr()
     assert code == 0, out.err[-3000:]
     assert marker.exists(), "the worker never died"
