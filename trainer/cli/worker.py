@@ -51,7 +51,8 @@ def run_worker(
 
     The same objects and stages as ``main``; errors propagate, so the engine sees the rank fail. Returns
     the final metrics and the newest checkpoint path (rank 0's are reported back to the engine).
-    ``resume_from``: the checkpoint an engine restored after a failure (its own ``ckpt_path`` wins);
+    ``resume_from``: the checkpoint an engine restored after a failure: this run's newest, so it wins over the
+    ``ckpt_path`` the run started from (a retry continues where the failed attempt got to, not where it began);
     ``on_checkpoint(path)``: called on every rank after each checkpoint is written, for the engine to track it.
     """
     from omegaconf import OmegaConf
@@ -59,7 +60,7 @@ def run_worker(
     path = Path(config_file).resolve()
     cfg = OmegaConf.load(path)
     os.chdir(path.parent.parent)
-    if resume_from is not None and not cfg.get("ckpt_path"):
+    if resume_from is not None:
         cfg.ckpt_path = resume_from
     trainer = build_trainer(cfg)
     if on_checkpoint is not None:
