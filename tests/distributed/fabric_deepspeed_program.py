@@ -9,8 +9,9 @@ optimizer state restored). Rank 0 prints the weights, the losses, what ``load`` 
 
 Lightning Fabric's DeepSpeed strategy refuses a CPU accelerator (its ``setup_environment`` checks for CUDA) and
 hands DeepSpeed the device index as the process's rank on the node (None for ``cpu``): the subclass below skips
-that one check and numbers the CPU devices by local rank, and starts DeepSpeed's backend without compiling its
-inference-only op, as Relay's strategy does; everything else is Lightning's own code.
+that one check and numbers the CPU devices by local rank, and imports DeepSpeed and starts its backend as Relay's
+strategy does (without MLflow and torch's inductor at start-up, without compiling its inference-only op);
+everything else is Lightning's own code.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from tests.compat.lightning_diff.harness import emit
 
 
 def lightning_fabric(stage: int) -> tuple[type, object]:
+    from plugins.strategies.deepspeed import extensions_cache, import_deepspeed
+
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))  # Relay's default: any op built once
+    import_deepspeed()  # as Relay imports it: MLflow and torch's inductor (unused here) not at start-up
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DeepSpeedStrategy as LightningDeepSpeed
     from lightning.fabric.strategies.ddp import DDPStrategy
