@@ -30,9 +30,8 @@ from tests.compat.lightning_diff.harness import emit
 
 
 def lightning_fabric(stage: int) -> tuple[type, object]:
-    from plugins.strategies.deepspeed import extensions_cache, import_deepspeed
+    from plugins.strategies.deepspeed import import_deepspeed
 
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))  # Relay's default: any op built once
     import_deepspeed()  # as Relay imports it: MLflow and torch's inductor (unused here) not at start-up
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DeepSpeedStrategy as LightningDeepSpeed
@@ -48,8 +47,11 @@ def lightning_fabric(stage: int) -> tuple[type, object]:
             shared-memory op (1-3 min of C++ on 2 cores, no effect on training)."""
             import deepspeed
 
-            from plugins.strategies.deepspeed import _without_shared_memory_inference_op
+            from plugins.strategies.deepspeed import _without_shared_memory_inference_op, extensions_cache
 
+            # Relay's folder for DeepSpeed's C++ ops, set in each rank as Relay's strategy does (set before the
+            # launch, it would make Lightning's rank 1 a program of other variables than rank 0's)
+            os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))
             with _without_shared_memory_inference_op(deepspeed):
                 super()._init_deepspeed_distributed()
 

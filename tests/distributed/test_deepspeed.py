@@ -73,7 +73,9 @@ def _extensions() -> dict[str, float]:
 def zero3_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero3")
     before = _extensions()  # (no TORCH_EXTENSIONS_DIR of its own: the workers keep the warm interpreter of the rest)
-    assert cli(root, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS) == 0
+    assert cli(root, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS,
+               "+callbacks.modules._target_=tests.distributed.engine_callbacks.ModulesAtEnd",
+               f"+callbacks.modules.path={root / 'modules.json'}") == 0
     (root / "extensions-built.json").write_text(json.dumps(sorted(set(_extensions().items()) - set(before.items()))))
     return root
 
@@ -93,6 +95,13 @@ def test_no_cpp_op_is_built_to_train_on_the_cpu(zero3_run):
     """DeepSpeed's shared-memory all-reduce op (inference only) is not compiled at start: 1-3 min on 2 cores."""
     built = json.loads((zero3_run / "extensions-built.json").read_text())
     assert built == [], built
+
+
+def test_a_rank_trains_without_importing_mlflow_or_torchs_compiler(zero3_run):
+    """DeepSpeed's import of MLflow (for its autotuner) and of torch's inductor (to wrap its Muon optimizer's kernels
+    in torch.compile) wait for their first use: ~4 CPU-seconds of each rank's start-up that training never uses."""
+    imported = json.loads((zero3_run / "modules.json").read_text())
+    assert imported == {"mlflow": False, "torch._inductor.compile_fx": False}, imported
 
 
 @pytest.fixture(scope="module")
