@@ -2,9 +2,8 @@
 
 The bundled example (experiment=smoke, 3 steps of a global batch of 128, gradient clipping at 1.0) must
 reach the weights of one process with the same global batch at ZeRO stages 1, 2 (accumulating 2 batches) and 3
-(fp32, <= 1e-5),
-resume exactly from a DeepSpeed checkpoint, convert to one file, and name a failing rank. Each run has a
-hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's shm op took about a minute).
+(fp32, <= 1e-5), resume exactly from a DeepSpeed checkpoint, convert to one file, and name a failing rank. Each
+run has a hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's shm op took about a minute).
 """
 
 from __future__ import annotations
@@ -112,8 +111,9 @@ def accumulating_reference(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("stage", [1, 2])
 def test_zero_stages_1_and_2_apply_accumulation_and_clipping_once_as_one_process(stage, accumulating_reference,
                                                                                  tmp_path):
-    """ZeRO stage 1 and 2 with accumulate 2 over 3 batches (a full window, then a partial one of one batch, which
-    steps as an unaccumulated batch does) and the example's clipping: the weights of one process."""
+    """ZeRO stage 1 and 2 with accumulate 2 over 3 batches and the example's clipping: the weights of one process
+    accumulating the same way. The full window reduces and steps once; the partial one (one batch) reduces and steps
+    at its only backward, as every batch does without accumulation."""
     assert cli(tmp_path, "strategy=deepspeed", f"strategy.stage={stage}", "trainer.accumulate_grad_batches=2",
                *TWO_RANKS) == 0
     assert_same_weights(_full_weights(tmp_path), accumulating_reference)
