@@ -34,9 +34,11 @@ import contextlib
 import copy
 import datetime
 import functools
+import importlib
 import io
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -48,7 +50,8 @@ from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.base import under_forward_context
 from plugins.strategies.ddp import GRADIENT_STEPS, _StepModule
-from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, save_deepspeed, weights_only_loads
+from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, mlflow_on_first_use, save_deepspeed
+from plugins.strategies.deepspeed_checkpoint import weights_only_loads
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
 STAGES = (0, 1, 2, 3)
@@ -343,13 +346,48 @@ def extensions_cache() -> Path:
 
 def import_deepspeed() -> Any:
     try:
-        import deepspeed
+        with mlflow_on_first_use():
+            import deepspeed
     except ImportError:
         raise ValueError(
             "strategy=deepspeed needs DeepSpeed, which is not installed: pip install 'relaytrain[deepspeed]' "
             "(on a machine without a C++ compiler: DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed)."
         ) from None
+    _import_muon_compiled_at_first_call(deepspeed)
     return deepspeed
+
+
+def _import_muon_compiled_at_first_call(deepspeed: Any) -> None:
+    """DeepSpeed imports its Muon optimizer to compare every optimizer's class with it (``deepspeed.initialize``, each
+    ZeRO gradient reduction), and that import wraps its kernels in ``torch.compile``, which imports torch's inductor:
+    ~1.8 CPU-seconds per rank of every run, with or without Muon. Imported here with each kernel compiled at its first
+    call instead: what ``torch.compile`` does anyway, less the import of a compiler no other optimizer uses."""
+    muon = "deepspeed.runtime.zero.muon.original_muon"
+    compiler = getattr(getattr(deepspeed, "runtime", None), "compiler", None)
+    if muon in sys.modules or not callable(getattr(compiler, "compile", None)):
+        return
+    eager = compiler.compile
+    compiler.compile = _compile_at_first_call
+    try:
+        importlib.import_module(muon)
+    except ImportError:
+        pass  # a DeepSpeed without Muon
+    finally:
+        compiler.compile = eager
+
+
+def _compile_at_first_call(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``torch.compile(**options)`` as a decorator whose ``torch.compile`` call waits for the function's first call."""
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        compiled: list[Callable[..., Any]] = []
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not compiled:
+                compiled.append(torch.compile(function, **options))
+            return compiled[0](*args, **kwargs)
+        return call
+    return decorate
 
 
 def _offload(argument: str, value: str | bool | None) -> str:

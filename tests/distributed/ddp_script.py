@@ -260,7 +260,7 @@ def main() -> None:
         "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
         "pid": os.getpid(),
         "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
-        "device": str(trainer.strategy.root_device),
+        "device": str(trainer.strategy.root_device), "strategy": type(trainer.strategy).__name__,
         "ddp_options": model.ddp_options,
         "time_up": bool(getattr(trainer.fit_loop, "time_up", False)),
         "rank_buffer": float(model.rank_value_buffer) if args.rank_buffer else None,

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from trainer.callbacks import Callback
 
 
@@ -15,3 +19,14 @@ class FailOnRank(Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if trainer.global_rank == self.rank and trainer.global_step == self.step:
             raise ValueError(f"boom on rank {trainer.global_rank} at step {trainer.global_step}")
+
+
+class ModulesAtEnd(Callback):
+    """Rank 0 writes to ``path`` which of ``names`` this process has imported when training ends."""
+
+    def __init__(self, path: str, names: tuple[str, ...] = ("mlflow", "torch._inductor.compile_fx")) -> None:
+        self.path, self.names = path, tuple(names)
+
+    def on_train_end(self, trainer, module):
+        if trainer.is_global_zero:
+            Path(self.path).write_text(json.dumps({name: name in sys.modules for name in self.names}))

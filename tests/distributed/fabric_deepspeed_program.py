@@ -9,8 +9,9 @@ optimizer state restored). Rank 0 prints the weights, the losses, what ``load`` 
 
 Lightning Fabric's DeepSpeed strategy refuses a CPU accelerator (its ``setup_environment`` checks for CUDA) and
 hands DeepSpeed the device index as the process's rank on the node (None for ``cpu``): the subclass below skips
-that one check and numbers the CPU devices by local rank, and starts DeepSpeed's backend without compiling its
-inference-only op, as Relay's strategy does; everything else is Lightning's own code.
+that one check and numbers the CPU devices by local rank, and imports DeepSpeed and starts its backend as Relay's
+strategy does (without MLflow and torch's inductor at start-up, without compiling its inference-only op);
+everything else is Lightning's own code.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from tests.compat.lightning_diff.harness import emit
 
 
 def lightning_fabric(stage: int) -> tuple[type, object]:
+    from plugins.strategies.deepspeed import import_deepspeed
+
+    import_deepspeed()  # as Relay imports it: MLflow and torch's inductor (unused here) not at start-up
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DeepSpeedStrategy as LightningDeepSpeed
     from lightning.fabric.strategies.ddp import DDPStrategy
@@ -43,8 +47,11 @@ def lightning_fabric(stage: int) -> tuple[type, object]:
             shared-memory op (1-3 min of C++ on 2 cores, no effect on training)."""
             import deepspeed
 
-            from plugins.strategies.deepspeed import _without_shared_memory_inference_op
+            from plugins.strategies.deepspeed import _without_shared_memory_inference_op, extensions_cache
 
+            # Relay's folder for DeepSpeed's C++ ops, set in each rank as Relay's strategy does (set before the
+            # launch, it would make Lightning's rank 1 a program of other variables than rank 0's)
+            os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))
             with _without_shared_memory_inference_op(deepspeed):
                 super()._init_deepspeed_distributed()
 

@@ -1,9 +1,9 @@
 """strategy=deepspeed for real: 2 processes (Relay's launcher, gloo on the CPU) through DeepSpeed's engine.
 
 The bundled example (experiment=smoke, 3 steps of a global batch of 128, gradient clipping at 1.0) must
-reach the weights of one process with the same global batch at ZeRO stages 1, 2 and 3 (fp32, <= 1e-5),
-resume exactly from a DeepSpeed checkpoint, convert to one file, and name a failing rank. Each run has a
-hard timeout (pytest-timeout); the first run may compile DeepSpeed's shm op (about a minute, once).
+reach the weights of one process with the same global batch at ZeRO stages 1, 2 (accumulating 2 batches) and 3
+(fp32, <= 1e-5), resume exactly from a DeepSpeed checkpoint, convert to one file, and name a failing rank. Each
+run has a hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's shm op took about a minute).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 
-from plugins.strategies.deepspeed import DeepSpeedStrategy
+from plugins.strategies.deepspeed import DeepSpeedStrategy, extensions_cache
 from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
 from tests.distributed.engine_runs import single_device_reference
 from tests.optional import need_mark
@@ -63,12 +63,19 @@ def reference(engine_reference) -> dict:
     return engine_reference
 
 
+def _extensions() -> dict[str, float]:
+    """What Relay's folder for DeepSpeed's C++ ops holds (the workers' default ``TORCH_EXTENSIONS_DIR``)."""
+    return {str(p): p.stat().st_mtime for p in extensions_cache().rglob("*")} if extensions_cache().is_dir() else {}
+
+
 @pytest.fixture(scope="module")
 def zero3_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero3")
-    with pytest.MonkeyPatch.context() as env:  # an empty folder for DeepSpeed's C++ ops: what this run builds
-        env.setenv("TORCH_EXTENSIONS_DIR", str(root / "torch_extensions"))
-        assert cli(root, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS) == 0
+    before = _extensions()  # (no TORCH_EXTENSIONS_DIR of its own: the workers keep the warm interpreter of the rest)
+    assert cli(root, "strategy=deepspeed", "strategy.stage=3", *TWO_RANKS,
+               "+callbacks.modules._target_=tests.distributed.engine_callbacks.ModulesAtEnd",
+               f"+callbacks.modules.path={root / 'modules.json'}") == 0
+    (root / "extensions-built.json").write_text(json.dumps(sorted(set(_extensions().items()) - set(before.items()))))
     return root
 
 
@@ -85,22 +92,31 @@ def test_zero3_matches_one_process_with_the_global_batch(zero3_run, reference):
 
 def test_no_cpp_op_is_built_to_train_on_the_cpu(zero3_run):
     """DeepSpeed's shared-memory all-reduce op (inference only) is not compiled at start: 1-3 min on 2 cores."""
-    built = sorted(p.name for p in (zero3_run / "torch_extensions").glob("*"))
+    built = json.loads((zero3_run / "extensions-built.json").read_text())
     assert built == [], built
 
 
+def test_a_rank_trains_without_importing_mlflow_or_torchs_compiler(zero3_run):
+    """DeepSpeed's import of MLflow (for its autotuner) and of torch's inductor (to wrap its Muon optimizer's kernels
+    in torch.compile) wait for their first use: ~4 CPU-seconds of each rank's start-up that training never uses."""
+    imported = json.loads((zero3_run / "modules.json").read_text())
+    assert imported == {"mlflow": False, "torch._inductor.compile_fx": False}, imported
+
+
+@pytest.fixture(scope="module")
+def accumulating_reference(tmp_path_factory) -> dict:
+    return single_device_reference(tmp_path_factory.mktemp("single-accumulating"), "trainer.accumulate_grad_batches=2")
+
+
 @pytest.mark.parametrize("stage", [1, 2])
-def test_zero_stages_1_and_2_match_one_process(stage, reference, tmp_path):
-    assert cli(tmp_path, "strategy=deepspeed", f"strategy.stage={stage}", *TWO_RANKS) == 0
-    assert_same_weights(_full_weights(tmp_path), reference)
-
-
-def test_accumulation_and_clipping_are_applied_once(tmp_path):
-    """accumulate 2 over 3 batches (a full window, then a partial one) with clipping, as on one process."""
-    single = single_device_reference(tmp_path / "single", "trainer.accumulate_grad_batches=2")
-    assert cli(tmp_path / "ds", "strategy=deepspeed", "strategy.stage=2", "trainer.accumulate_grad_batches=2",
+def test_zero_stages_1_and_2_apply_accumulation_and_clipping_once_as_one_process(stage, accumulating_reference,
+                                                                                 tmp_path):
+    """ZeRO stage 1 and 2 with accumulate 2 over 3 batches and the example's clipping: the weights of one process
+    accumulating the same way. The full window reduces and steps once; the partial one (one batch) reduces and steps
+    at its only backward, as every batch does without accumulation."""
+    assert cli(tmp_path, "strategy=deepspeed", f"strategy.stage={stage}", "trainer.accumulate_grad_batches=2",
                *TWO_RANKS) == 0
-    assert_same_weights(_full_weights(tmp_path / "ds"), single)
+    assert_same_weights(_full_weights(tmp_path), accumulating_reference)
 
 
 def test_resume_from_a_deepspeed_checkpoint_is_exact(zero3_run, tmp_path):
