@@ -79,9 +79,6 @@ def run_both(script: str | os.PathLike, *args: str, env: dict[str, str] | None =
                 if proc.poll() is None:
                     proc.kill()
             pool.shutdown()
-    """``(lightning_json, relay_json)`` for the same program and arguments."""
-    return (run_one("lightning", script, *args, env=env, timeout=timeout),
-            run_one("relay", script, *args, env=env, timeout=timeout))
 
 
 def same_observation(observed: tuple[dict[str, Any], dict[str, Any]], key: str) -> Any:
