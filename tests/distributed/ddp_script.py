@@ -3,10 +3,7 @@
 Rank 0 saves the final weights to OUT/final.pt; every rank writes OUT/rank<N>.json with what it saw.
 Failure injection: --fail-rank R --fail-step S --fail-mode raise|sigkill|hang (only on the first attempt
 when --fail-once is given, so a restarted group runs through).
-
-``OUT ARGS... --then OUT2 ARGS2... --then ...`` runs several scenarios one after another in the same processes
-(one launch, the workers and their process group reused by each Trainer), each with its own OUT; they must all
-use the same number of processes. A scenario that fails ends the program: only the last one may fail on purpose.
+``OUT ARGS... --then OUT2 ARGS2...`` runs several scenarios in one launch (tests/distributed/scenarios.py).
 """
 
 from __future__ import annotations
@@ -171,15 +168,10 @@ def data(n: int = 64) -> TensorDataset:
 
 
 def main() -> None:
-    import sys
+    from scenarios import scenarios
 
-    scenario: list[str] = []
-    for arg in [*sys.argv[1:], "--then"]:
-        if arg == "--then":
-            train(parser().parse_args(scenario))
-            scenario = []
-        else:
-            scenario.append(arg)
+    for args in scenarios():
+        train(parser().parse_args(args))
 
 
 def parser() -> argparse.ArgumentParser:
