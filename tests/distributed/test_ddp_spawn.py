@@ -34,12 +34,14 @@ STRATEGIES = ["ddp_spawn", *(["ddp_notebook", "ddp_fork"] if "fork" in multiproc
 def spawned(tmp_path_factory) -> tuple[Path, dict[str, dict], subprocess.CompletedProcess]:
     """One launching process runs, one after another, each in OUT/<name>: one process with batch 8 (``single``: what
     2 spawned ranks with batch 4 each must reproduce), every strategy of ``STRATEGIES`` on 2 workers, and last
-    ``ddp_spawn`` whose rank 1 raises (``fail``), which ends the program. Returns OUT, what the launching process
+    the last of them again with rank 1 raising (``fail``), which ends the program: ``ddp_fork`` where the platform
+    forks (the workers' failure path is the same code whatever the start method, and forked workers start without
+    a fresh interpreter each), else ``ddp_spawn``. Returns OUT, what the launching process
     saw in each run that ended (by name), and the program."""
     out = tmp_path_factory.mktemp("spawn")
     runs = {"single": ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"],
             **{name: ["--strategy", name] for name in STRATEGIES},
-            "fail": ["--strategy", "ddp_spawn", "--fail-rank", "1"]}
+            "fail": ["--strategy", STRATEGIES[-1], "--fail-rank", "1"]}
     for name in runs:
         (out / name).mkdir()
     _, first, *rest = [a for name, extra in runs.items() for a in ("--then", str(out / name), *extra)]
@@ -76,7 +78,7 @@ def test_spawned_fit_hands_weights_counters_and_checkpoint_paths_back(spawned, s
 
 
 def test_a_failing_worker_fails_the_fit_with_its_traceback(spawned):
-    """The last run of ``spawned``: ddp_spawn, rank 1 raises in its second training step."""
+    """The last run of ``spawned`` (ddp_fork, or ddp_spawn without fork): rank 1 raises in its second training step."""
     out, _, done = spawned
     assert done.returncode != 0
     assert "injected failure on rank 1" in done.stderr

@@ -218,16 +218,18 @@ DICT = ["--dict-batches", "--max-steps", "3"]  # test_pipeline_inputs_reads_the_
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
-    """One process and pp=2 (1f1b) with the same settings: accumulation 2, clipping, checkpoints every 2 steps,
+    """pp=2 (1f1b) and one process with the same settings: accumulation 2, clipping, checkpoints every 2 steps,
     6 optimizer steps over 2 epochs, then validate/test/predict; each followed, in the same processes, by 3 steps
-    on dict batches (OUT/dict); and, last in pp=2's launch, pp=2 again killed with SIGKILL after step 5."""
+    on dict batches (OUT/dict). pp=2's launch ends with pp=2 again, killed with SIGKILL after step 5; the one
+    process ends with a run resumed from the killed run's step-4 checkpoint (OUT/one)."""
     out = tmp_path_factory.mktemp("pipeline")
-    script(out / "single", *SINGLE, "--tag", "single", *COMMON, "--then", str(out / "dict"), *SINGLE, *DICT, "--tag",
-           "single")
     killed = script(out / "pp", "--tag", "pp", *COMMON, "--then", str(out / "dict"), *DICT, "--tag", "pp",
                     "--then", str(out / "killed"), "--tag", "killed", *COMMON, "--kill-at", "5", ok=False)
     assert (out / "pp" / "info-pp.json").is_file() and (out / "dict" / "info-pp.json").is_file(), killed.stderr[-4000:]
     assert killed.returncode != 0 and not (out / "killed" / "info-killed.json").exists(), killed.stderr[-2000:]
+    (step4,) = (out / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
+    script(out / "single", *SINGLE, "--tag", "single", *COMMON, "--then", str(out / "dict"), *SINGLE, *DICT, "--tag",
+           "single", "--then", str(out / "one"), *SINGLE, "--tag", "one", "--accumulate", "2", "--ckpt", str(step4))
     return out
 
 
@@ -297,15 +299,13 @@ def test_sigkill_then_resume_is_exact_and_the_checkpoint_is_sharded(runs, after_
 
 @SLOW
 def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file(runs, four, tmp_path):
-    """pp=2 -> one process (from the directory) and pp=2 -> pp=2 x dp=2 (DDP in each stage, activation
-    checkpointing on; in ``four``); the directory converts to one file holding every stage's weights and optimizer
+    """pp=2 -> one process (from the directory; the last run of ``runs``' one process) and pp=2 -> pp=2 x dp=2 (DDP
+    in each stage, activation checkpointing on; in ``four``); the directory converts to one file holding every stage's weights and optimizer
     state."""
     (step4,) = (runs / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
     last = str(step4)
     want = final(runs / "pp", "pp")
-    script(tmp_path, "--strategy", "single_device", "--devices", "1", "--tag", "one", "--accumulate", "2",
-           "--ckpt", last)
-    assert_same_weights(final(tmp_path, "one"), want)
+    assert_same_weights(final(runs / "one", "one"), want)  # the last scenario of ``runs``' one process
     assert_same_weights(final(four / "ppdp", "ppdp"), want)  # the last scenario of ``four``
     converted = tmp_path / "full.ckpt"
     done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", last, str(converted)],
