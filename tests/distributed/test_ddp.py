@@ -67,7 +67,7 @@ VARIANTS = {
                     "--strategy-option", "gradient_as_bucket_view=true", "--strategy-option", "bucket_cap_mb=1",
                     "--strategy-option", "broadcast_buffers=false"],
     "static-graph": ["--unused", "--rank-buffer", "--max-steps", "3", "--strategy-option", "static_graph=true"],
-    "max-time": ["--max-time", "2", "--step-sleep", "0.05", "--late-rank", "1", "--late-seconds", "1",
+    "max-time": ["--max-time", "3", "--step-sleep", "0.05", "--late-rank", "1", "--late-seconds", "1",
                  "--max-epochs", "1000"],
     "1to2": ["--resume", "--checkpoint-every", "5"],  # resumes single_b8's step-4 checkpoint (copied in first)
     "unused-fails": ["--unused", "--max-steps", "3"],
@@ -269,12 +269,36 @@ def test_an_unused_parameter_without_find_unused_parameters_fails_and_the_launch
 
 @pytest.mark.timeout(300)
 def test_max_time_is_agreed_when_the_ranks_clocks_differ(variants):
-    """Rank 1 enters the loop 1 s after rank 0, so its max_time deadline (2 s) is 1 s later: rank 0's time is up
+    """Rank 1 enters the loop 1 s after rank 0, so its max_time deadline (3 s) is 1 s later: rank 0's time is up
     first, and every rank must stop after the same step (a rank stopping alone would leave the other waiting)."""
     infos = variant(variants, "max-time")
     steps = [r["global_step"] for r in infos]
     assert steps[0] == steps[1] and 0 < steps[0] < 8000, steps  # stopped by time, long before 1000 epochs
     assert [r["time_up"] for r in infos] == [True, True]
+
+
+def test_a_rank_that_ignores_sigterm_is_killed_after_shutdown_timeout(tmp_path):
+    """Rank 1 raises; rank 0 ignores SIGTERM and sleeps outside any collective. The launcher sends SIGTERM, waits
+    ``shutdown_timeout`` (3 s here, 30 s by default), then SIGKILLs it, and names the rank that failed."""
+    from plugins.launchers.elastic import ElasticLauncher
+    from plugins.strategies.ddp import DDPStrategy
+
+    assert DDPStrategy().shutdown_timeout == 30 and ElasticLauncher(2).shutdown_timeout == 30  # the README's 30 s
+    start = time.monotonic()
+    done = run(tmp_path, "--fail-rank", "1", "--fail-step", "2", "--fail-delay", "2", "--hang-ignoring-sigterm", "0",
+               "--shutdown-timeout", "3", "--max-epochs", "50", timeout=120)
+    ended = time.time()
+    assert done.returncode != 0
+    assert time.monotonic() - start < 100
+    (hanging,) = tmp_path.glob("hanging-*")
+    raised = float((tmp_path / "raised-at").read_text())
+    assert float(hanging.read_text()) < raised  # rank 0 was already ignoring SIGTERM
+    assert 2.5 <= ended - raised < 25, ended - raised  # waited the 3 s, not the default 30 s
+    pid = int(hanging.name.split("-")[1])
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("relay: rank 1 (pid") and "ValueError: boom on rank 1 at step 2" in last, last
+    assert "the other rank was stopped" in last
 
 
 def test_bad_strategy_settings_are_clear_errors_before_any_work():
