@@ -76,11 +76,12 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory, single_b8_run) -> tuple[Path, subprocess.CompletedProcess]:
+    """Every scenario of ``VARIANTS`` in one 2-process launch: (OUT, the launch)."""
     out = tmp_path_factory.mktemp("variants")
     (out / "1to2" / "ckpt").mkdir(parents=True)
     shutil.copyfile(single_b8_run / "ckpt" / "epoch=0-step=4.ckpt", out / "1to2" / "ckpt" / "last.ckpt")
     _, first, *rest = [a for name, extra in VARIANTS.items() for a in ("--then", str(out / name), *extra)]
-    return out, run(Path(first), *rest, timeout=200)
+    return out, run(Path(first), *rest, timeout=240)
 
 
 def variant(variants, name: str) -> list[dict]:
