@@ -3,6 +3,7 @@
 Rank 0 saves the final weights to OUT/final.pt; every rank writes OUT/rank<N>.json with what it saw.
 Failure injection: --fail-rank R --fail-step S --fail-mode raise|sigkill|hang (only on the first attempt
 when --fail-once is given, so a restarted group runs through).
+``OUT ARGS... --then OUT2 ARGS2...`` runs several scenarios in one launch (tests/distributed/scenarios.py).
 """
 
 from __future__ import annotations
@@ -167,6 +168,13 @@ def data(n: int = 64) -> TensorDataset:
 
 
 def main() -> None:
+    from scenarios import scenarios
+
+    for args in scenarios():
+        train(parser().parse_args(args))
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--strategy", default="ddp")
@@ -206,8 +214,10 @@ def main() -> None:
     p.add_argument("--datamodule", action="store_true", help="the loaders through a DataModule (prepare_data once)")
     p.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of the strategy's constructor (built through the registry), e.g. op=sum")
-    args = p.parse_args()
+    return p
 
+
+def train(args: argparse.Namespace) -> None:
     seed_everything(7)
     strategy: object = args.strategy
     if args.strategy == "ddp" and (args.timeout or args.max_restarts or args.comm_hook or args.shutdown_timeout != 30):

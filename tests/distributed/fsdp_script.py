@@ -1,7 +1,8 @@
 """A small GPT run for the sharded-training tests: plain ``python`` (Relay launches the ranks) or torchrun.
 
 Rank 0 writes OUT/losses-<tag>.json (the global mean loss of every step) and OUT/final.pt (the full weights,
-gathered); checkpoints go to OUT/ckpt.
+gathered); checkpoints go to OUT/ckpt. ``OUT ARGS... --then OUT2 ARGS2...`` runs several scenarios in one launch
+(tests/distributed/scenarios.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ class SelfSharded(Recorded):
 
 
 def main() -> None:
+    from scenarios import scenarios
+
+    for args in scenarios():
+        train(parser().parse_args(args))
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--tag", default="run")
@@ -86,8 +94,10 @@ def main() -> None:
     p.add_argument("--auto-wrap", help="FSDPStrategy(auto_wrap_policy=...): comma-separated class names of "
                    "trainer.examples.gpt; 'class:Name' passes the class itself, 'Name' the string")
     p.add_argument("--self-shard", action="store_true", help="the Module's configure_model calls fully_shard itself")
-    args = p.parse_args()
+    return p
 
+
+def train(args: argparse.Namespace) -> None:
     seed_everything(7)
     strategy: object = args.strategy
     options = {}

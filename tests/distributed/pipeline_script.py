@@ -2,6 +2,8 @@
 
 Rank 0 writes OUT/info-<tag>.json: the reported loss of every step, what rank 0's logger saw as
 ``train_loss``, the learning rates, evaluation results; and OUT/final-<tag>.pt: every stage's weights, whole.
+``--raise-at S`` (rank 1 raises) and ``--kill-at S`` (rank 0 SIGKILLs itself) after step S.
+``OUT ARGS... --then OUT2 ARGS2...`` runs several scenarios in one launch (tests/distributed/scenarios.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from trainer.examples.sorting import SortingDataModule
 
 
 class Record(Callback):
-    def __init__(self) -> None:
+    def __init__(self, raise_at: int | None = None, kill_at: int | None = None) -> None:
+        self.raise_at, self.kill_at = raise_at, kill_at
         self.losses: dict[int, float] = {}
         self.logged: dict[int, float] = {}
         self.lrs: dict[int, float] = {}
@@ -30,12 +33,12 @@ class Record(Callback):
         self.losses[step] = float(outputs["loss"]) * trainer.accumulate_grad_batches
         self.logged[step] = float(trainer.callback_metrics["train_loss"])
         self.lrs[step] = trainer.optimizers[0].param_groups[0]["lr"]
-        if os.environ.get("RELAY_TEST_RAISE_AT") == str(step) and trainer.global_rank == 1:
+        if self.raise_at == step and trainer.global_rank == 1:
             import time
 
             Path(trainer.default_root_dir, "raised-at").write_text(str(time.time()))
             raise RuntimeError("rank 1 fails on purpose")
-        if os.environ.get("RELAY_TEST_KILL_AT") == str(step) and trainer.global_rank == 0:
+        if self.kill_at == step and trainer.global_rank == 0:
             import signal
 
             os.kill(os.getpid(), signal.SIGKILL)
@@ -82,6 +85,13 @@ def full_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def main() -> None:
+    from scenarios import scenarios
+
+    for args in scenarios():
+        train(parser().parse_args(args))
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--tag", default="run")
@@ -97,8 +107,12 @@ def main() -> None:
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--evaluate", action="store_true", help="then validate, test and predict")
     p.add_argument("--dict-batches", action="store_true", help="DictBatches: dict batches read by pipeline_inputs")
-    args = p.parse_args()
+    p.add_argument("--raise-at", type=int, help="rank 1 raises after this step")
+    p.add_argument("--kill-at", type=int, help="rank 0 kills itself (SIGKILL) after this step")
+    return p
 
+
+def train(args: argparse.Namespace) -> None:
     seed_everything(7)
     strategy: object = args.strategy
     if args.strategy == "pipeline":
@@ -109,7 +123,7 @@ def main() -> None:
             key, _, value = item.partition("=")
             options[key] = int(value) if value.lstrip("-").isdigit() else (value.split(",") if "," in value else value)
         strategy = PipelineStrategy(timeout=120, **options)
-    record = Record()
+    record = Record(args.raise_at, args.kill_at)
     callbacks = [record]
     if args.checkpoint_every:
         callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,

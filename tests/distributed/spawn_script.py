@@ -1,6 +1,8 @@
 """A small run for the ddp_spawn tests; it prints one JSON line with what the *launching* process sees.
 
 ``--strategy ddp_spawn|ddp_notebook|ddp_fork|single_device``; ``--fail-rank R`` raises in that rank's training_step.
+``OUT ARGS... --then OUT2 ARGS2...`` runs several scenarios in this process, one line each
+(tests/distributed/scenarios.py).
 """
 
 from __future__ import annotations
@@ -49,13 +51,20 @@ def data(n: int = 32) -> TensorDataset:
 
 
 def main() -> None:
+    from scenarios import scenarios
+
+    for args in scenarios():
+        train(args)
+
+
+def train(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--strategy", default="ddp_spawn")
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--fail-rank", type=int, default=-1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     seed_everything(0)
     model = Net(args.fail_rank)
     checkpoint = ModelCheckpoint(monitor="val_loss", save_last=True)
@@ -70,6 +79,7 @@ def main() -> None:
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
     print(json.dumps({
         "pid": os.getpid(),
+        "strategy": args.strategy,
         "start_method": getattr(trainer.strategy, "start_method", None),
         "global_step": trainer.global_step,
         "current_epoch": trainer.current_epoch,

@@ -45,10 +45,50 @@ def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: f
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """2 epochs with prediction, a logger and a checkpoint every 4 steps (in OUT/main); then, in the same workers,
+    prediction over 1 sample (OUT/no-batches), which must fail on every rank and so ends the program."""
     out = tmp_path_factory.mktemp("ddp")
-    done = run(out, "--predict", "--logger", "--checkpoint-every", "4")
-    assert done.returncode == 0, done.stderr
-    return out, done
+    done = run(out / "main", "--predict", "--logger", "--checkpoint-every", "4",
+               "--then", str(out / "no-batches"), "--predict", "--predict-samples", "1", "--max-steps", "2")
+    assert (out / "main" / "final.pt").is_file() and len(ranks(out / "main")) == 2, done.stderr[-3000:]
+    return out / "main", done
+
+
+# scenario -> its ddp_script.py arguments: one launch trains them one after another in the same 2 workers, each in
+# OUT/<scenario>; the last one fails on purpose (the control of "find-unused" and "static-graph") and ends the job
+VARIANTS = {
+    "accumulate": ["--accumulate", "2", "--max-epochs", "1"],
+    "stop-on-rank": ["--stop-on-rank", "1", "--max-epochs", "5"],
+    "early-stop": ["--early-stop", "--max-epochs", "5"],
+    "fp16_compress": ["--comm-hook", "fp16_compress"],
+    "powersgd": ["--comm-hook", "powersgd"],
+    "post_local_sgd": ["--comm-hook", "post_local_sgd"],
+    "find-unused": ["--strategy", "ddp_find_unused_parameters_true", "--unused", "--rank-buffer", "--max-steps", "3",
+                    "--strategy-option", "gradient_as_bucket_view=true", "--strategy-option", "bucket_cap_mb=1",
+                    "--strategy-option", "broadcast_buffers=false"],
+    "static-graph": ["--unused", "--rank-buffer", "--max-steps", "3", "--strategy-option", "static_graph=true"],
+    "max-time": ["--max-time", "3", "--step-sleep", "0.05", "--late-rank", "1", "--late-seconds", "1",
+                 "--max-epochs", "1000"],
+    "1to2": ["--resume", "--checkpoint-every", "5"],  # resumes single_b8's step-4 checkpoint (copied in first)
+    "unused-fails": ["--unused", "--max-steps", "3"],
+}
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory, single_b8_run) -> tuple[Path, subprocess.CompletedProcess]:
+    """Every scenario of ``VARIANTS`` in one 2-process launch: (OUT, the launch)."""
+    out = tmp_path_factory.mktemp("variants")
+    (out / "1to2" / "ckpt").mkdir(parents=True)
+    shutil.copyfile(single_b8_run / "ckpt" / "epoch=0-step=4.ckpt", out / "1to2" / "ckpt" / "last.ckpt")
+    _, first, *rest = [a for name, extra in VARIANTS.items() for a in ("--then", str(out / name), *extra)]
+    return out, run(Path(first), *rest, timeout=240)
+
+
+def variant(variants, name: str) -> list[dict]:
+    """The rank reports of one scenario of ``variants``; it ran to its end (every scenario but the last does)."""
+    out, done = variants
+    assert len(ranks(out / name)) == 2 and (out / name / "final.pt").is_file(), done.stderr[-3000:]
+    return ranks(out / name)
 
 
 def test_two_ranks_match_one_process_with_the_global_batch(ddp_run, single_b8):
@@ -82,29 +122,25 @@ def test_predict_sees_every_sample_exactly_once(ddp_run):
     assert seen == expected
 
 
-def test_accumulation_skips_gradient_sync_on_accumulating_batches(tmp_path, single_b8):
-    done = run(tmp_path, "--accumulate", "2", "--max-epochs", "1")
-    assert done.returncode == 0, done.stderr
-    for info in ranks(tmp_path):
+@pytest.mark.timeout(300)  # the first test to use ``variants`` waits for its launch
+def test_accumulation_skips_gradient_sync_on_accumulating_batches(variants):
+    for info in variant(variants, "accumulate"):
         equal = {int(k): v for k, v in info["grads_equal"].items()}
+        assert sorted(equal) == list(range(8)), equal  # one epoch: 64 samples, 2 ranks, 4 per batch
         # batches 0, 2, 4, ... accumulate locally (different per rank); 1, 3, 5, ... synchronise
         assert all(not equal[i] for i in equal if i % 2 == 0), equal
         assert all(equal[i] for i in equal if i % 2 == 1), equal
 
 
-def test_rank_local_stop_decisions_are_agreed(tmp_path):
+@pytest.mark.timeout(300)
+def test_rank_local_stop_decisions_are_agreed(variants):
     """should_stop set on one rank, and EarlyStopping on a value that differs by rank: all ranks stop together.
 
     A rank's should_stop is agreed while the next batch runs, so every rank stops one batch later (step 4).
     """
-    done = run(tmp_path, "--stop-on-rank", "1", "--max-epochs", "5")
-    assert done.returncode == 0, done.stderr
-    assert [r["global_step"] for r in ranks(tmp_path)] == [4, 4]
-    out = tmp_path / "es"
-    done = run(out, "--early-stop", "--max-epochs", "5")
-    assert done.returncode == 0, done.stderr
+    assert [r["global_step"] for r in variant(variants, "stop-on-rank")] == [4, 4]
     # rank 0's value never improves after epoch 0 (it grows with the epoch): every rank stops after epoch 1
-    assert [r["epoch"] for r in ranks(out)] == [2, 2]
+    assert [r["epoch"] for r in variant(variants, "early-stop")] == [2, 2]
 
 
 @pytest.mark.parametrize("mode,expect", [("raise", "ValueError: boom on rank 1"), ("sigkill", "killed by SIGKILL")])
@@ -133,21 +169,23 @@ def test_restart_resumes_from_the_last_checkpoint(tmp_path, ddp_run):
     assert_close(weights(tmp_path), weights(ddp_run[0]), rtol=0)
 
 
-def test_checkpoint_moves_between_two_ranks_and_one_process(tmp_path, ddp_run, single_b8_run, single_b8):
+@pytest.mark.timeout(300)
+def test_checkpoint_moves_between_two_ranks_and_one_process(tmp_path, ddp_run, variants, single_b8):
     """Same global batch (2 x 4 or 1 x 8): training continues on the next samples in either direction. The first
     leg of each is a run already made: the mid-epoch (8 steps per epoch) step-4 checkpoint of ``ddp_run`` (2 ranks)
-    and of ``single_b8`` (one process), resumed as this run's ``last``."""
-    for source, second, name in (
-        (ddp_run[0], ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"], "2to1"),
-        (single_b8_run, ["--devices", "2", "--batch-size", "4"], "1to2"),
-    ):
-        out = tmp_path / name
-        (out / "ckpt").mkdir(parents=True)
-        shutil.copyfile(source / "ckpt" / "epoch=0-step=4.ckpt", out / "ckpt" / "last.ckpt")
-        done = run(out, *second, "--resume", "--checkpoint-every", "5")
-        assert done.returncode == 0, done.stderr
-        assert f"Restoring states from the checkpoint path at {out / 'ckpt' / 'last.ckpt'}" in done.stdout
-        assert_close(weights(out), single_b8, rtol=1e-5)
+    and of ``single_b8`` (one process), resumed as this run's ``last`` (2 -> 1 here, 1 -> 2 in ``variants``)."""
+    out = tmp_path / "2to1"
+    (out / "ckpt").mkdir(parents=True)
+    shutil.copyfile(ddp_run[0] / "ckpt" / "epoch=0-step=4.ckpt", out / "ckpt" / "last.ckpt")
+    done = run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8", "--resume",
+               "--checkpoint-every", "5")
+    assert done.returncode == 0, done.stderr
+    assert f"Restoring states from the checkpoint path at {out / 'ckpt' / 'last.ckpt'}" in done.stdout
+    assert_close(weights(out), single_b8, rtol=1e-5)
+    two = variants[0] / "1to2"
+    assert [r["global_step"] for r in variant(variants, "1to2")] == [16, 16]
+    assert f"Restoring states from the checkpoint path at {two / 'ckpt' / 'last.ckpt'}" in variants[1].stdout
+    assert_close(weights(two), single_b8, rtol=1e-5)
 
 
 def _free_port() -> int:
@@ -182,25 +220,22 @@ def test_two_simulated_nodes_under_torchrun_match_two_local_processes(tmp_path, 
     assert_close(weights(out), weights(ddp_run[0]), rtol=0)
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("hook", ["fp16_compress", "powersgd", "post_local_sgd"])
-def test_comm_hooks_train(tmp_path, hook, single_b8):
-    done = run(tmp_path, "--comm-hook", hook, "--max-epochs", "2")
-    assert done.returncode == 0, done.stderr
-    final = weights(tmp_path)
+def test_comm_hooks_train(variants, hook, single_b8):
+    assert [r["global_step"] for r in variant(variants, hook)] == [16, 16]
+    final = weights(variants[0] / hook)
     assert all(torch.isfinite(t).all() for t in final.values())
     if hook.endswith("compress"):  # lossy, but close to exact averaging
         assert_close(final, single_b8, rtol=5e-2)
 
 
-def test_ddp_options_reach_torch_and_an_unused_parameter_trains_with_find_unused_parameters(tmp_path):
+@pytest.mark.timeout(300)
+def test_ddp_options_reach_torch_and_an_unused_parameter_trains_with_find_unused_parameters(variants):
     """The registry name ``ddp_find_unused_parameters_true`` on a model with a parameter no step uses, with the
     other options set: every rank's DistributedDataParallel holds them, gradients are synchronised, and with
     ``broadcast_buffers=False`` a rank-local buffer stays rank-local (DDP's own meaning of the option)."""
-    done = run(tmp_path, "--strategy", "ddp_find_unused_parameters_true", "--unused", "--rank-buffer",
-               "--max-steps", "3", "--strategy-option", "gradient_as_bucket_view=true",
-               "--strategy-option", "bucket_cap_mb=1", "--strategy-option", "broadcast_buffers=false")
-    assert done.returncode == 0, done.stderr[-3000:]
-    infos = ranks(tmp_path)
+    infos = variant(variants, "find-unused")
     assert [r["global_step"] for r in infos] == [3, 3]
     for rank, info in enumerate(infos):
         assert info["ddp_options"] == {"find_unused_parameters": True, "static_graph": False,
@@ -208,34 +243,36 @@ def test_ddp_options_reach_torch_and_an_unused_parameter_trains_with_find_unused
                                        "forward_sync_buffers": False}, info["ddp_options"]
         assert info["grads_equal"] and all(info["grads_equal"].values())
         assert info["rank_buffer"] == rank  # not overwritten by rank 0's
-    assert "broadcast_buffers` is deprecated" not in done.stderr
+    assert "broadcast_buffers` is deprecated" not in variants[1].stderr
 
 
-def test_static_graph_trains_an_unused_parameter_and_buffers_follow_rank_zero_by_default(tmp_path):
-    done = run(tmp_path, "--unused", "--rank-buffer", "--max-steps", "3", "--strategy-option", "static_graph=true")
-    assert done.returncode == 0, done.stderr[-3000:]
-    for info in ranks(tmp_path):
+@pytest.mark.timeout(300)
+def test_static_graph_trains_an_unused_parameter_and_buffers_follow_rank_zero_by_default(variants):
+    infos = variant(variants, "static-graph")
+    assert [r["global_step"] for r in infos] == [3, 3]
+    for info in infos:
         options = info["ddp_options"]
         assert options["static_graph"] is True and options["find_unused_parameters"] is False, options
         assert options["forward_sync_buffers"] is True and all(info["grads_equal"].values())
         assert info["rank_buffer"] == 0  # broadcast from rank 0
 
 
-def test_an_unused_parameter_without_find_unused_parameters_fails_and_the_launcher_says_why(tmp_path):
-    """The control for the two tests above: plain ``ddp`` cannot train that model."""
-    done = run(tmp_path, "--unused", "--max-steps", "3", timeout=120)
-    assert done.returncode != 0 and not (tmp_path / "final.pt").exists()
+@pytest.mark.timeout(300)
+def test_an_unused_parameter_without_find_unused_parameters_fails_and_the_launcher_says_why(variants):
+    """The control for the two tests above: plain ``ddp`` cannot train that model (the last scenario of
+    ``variants``: every scenario before it ran to its end, this one ends the job)."""
+    out, done = variants
+    assert done.returncode != 0 and not (out / "unused-fails" / "final.pt").exists()
+    assert all(len(ranks(out / name)) == 2 for name in VARIANTS if name != "unused-fails"), done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("relay: rank ") and "find_unused_parameters" in last, last
 
 
-def test_max_time_is_agreed_when_the_ranks_clocks_differ(tmp_path):
-    """Rank 1 enters the loop 2 s after rank 0, so its max_time deadline is 2 s later: rank 0's time is up first,
-    and every rank must stop after the same step (a rank stopping alone would leave the other waiting)."""
-    done = run(tmp_path, "--max-time", "4", "--step-sleep", "0.05", "--late-rank", "1", "--late-seconds", "2",
-               "--max-epochs", "1000", timeout=150)
-    assert done.returncode == 0, done.stderr[-3000:]
-    infos = ranks(tmp_path)
+@pytest.mark.timeout(300)
+def test_max_time_is_agreed_when_the_ranks_clocks_differ(variants):
+    """Rank 1 enters the loop 1 s after rank 0, so its max_time deadline (3 s) is 1 s later: rank 0's time is up
+    first, and every rank must stop after the same step (a rank stopping alone would leave the other waiting)."""
+    infos = variant(variants, "max-time")
     steps = [r["global_step"] for r in infos]
     assert steps[0] == steps[1] and 0 < steps[0] < 8000, steps  # stopped by time, long before 1000 epochs
     assert [r["time_up"] for r in infos] == [True, True]
@@ -370,10 +407,10 @@ def test_processes_started_by_srun_or_mpirun_are_not_launched_again(tmp_path, dd
     assert_close(weights(tmp_path), weights(ddp_run[0]), rtol=0)
 
 
-def test_a_rank_without_prediction_batches_is_one_clear_error_on_every_rank(tmp_path):
-    """1 sample on 2 ranks: prediction gives every sample to one rank only, so rank 1 has no batch (Lightning's
-    rule: an error unless allow_zero_length_dataloader_with_multiple_devices is set)."""
-    done = run(tmp_path, "--predict", "--predict-samples", "1", "--max-steps", "2")
-    assert done.returncode != 0
+def test_a_rank_without_prediction_batches_is_one_clear_error_on_every_rank(ddp_run):
+    """1 sample on 2 ranks (``ddp_run``'s second scenario): prediction gives every sample to one rank only, so rank 1
+    has no batch (Lightning's rule: an error unless allow_zero_length_dataloader_with_multiple_devices is set)."""
+    out, done = ddp_run
+    assert done.returncode != 0 and not list((out.parent / "no-batches").glob("rank*.json"))
     assert "The predict dataloader has no batches on this rank (1) while other ranks have some" in done.stderr
     assert "allow_zero_length_dataloader_with_multiple_devices = True" in done.stderr

@@ -4,7 +4,8 @@ Every run is a subprocess of tests/distributed/fsdp_script.py (a 2-block GPT on 
 batch 8) with a hard timeout. The reference is one plain process with batch 8; every layout must reproduce its losses
 to 1e-5 (relative, fp32), including runs resumed from a checkpoint written by another number of processes.
 Gradients are clipped to norm 0.05 in every run (it acts on most steps), so each layout also checks the
-global gradient norm over its shards.
+global gradient norm over its shards. Runs with the same number of processes share one launch (``--then``, see
+tests/distributed/scenarios.py): the module fixtures ``single`` (1 process), ``fsdp2`` (2) and ``four`` (4).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import torch
 
 SCRIPT = Path(__file__).with_name("fsdp_script.py")
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # the first test of a fixture waits for its launch
 
 
 def run(out: Path, *args: str, timeout: float = 240) -> None:
+    """``fsdp_script.py OUT ARGS...``; ARGS may hold ``--then OUT2 ARGS2...`` (more scenarios in the same launch)."""
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
     env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
     done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True,
@@ -52,19 +54,81 @@ def ckpt(out: Path, name: str = "epoch=0-step=10.ckpt") -> str:
     return str(out / "ckpt" / name)
 
 
+SINGLE = ["--strategy", "single_device", "--devices", "1", "--batch-size", "8"]
+
+
 @pytest.fixture(scope="module")
 def single(tmp_path_factory) -> tuple[dict[int, float], Path]:
+    """One process, batch 8, 20 steps (the reference of every layout); in the same process, with accumulation 2
+    for 4 steps (``single-acc``, SHARD_GRAD_OP's reference), and ``strategy="fsdp"`` on one process for 10 steps
+    with a checkpoint at step 10 (in OUT/one: the checkpoint that 2 processes resume below)."""
     out = tmp_path_factory.mktemp("single")
-    run(out, "--strategy", "single_device", "--devices", "1", "--batch-size", "8", "--tag", "single")
+    run(out, *SINGLE, "--tag", "single",
+        "--then", str(out), *SINGLE, "--accumulate", "2", "--max-steps", "4", "--tag", "single-acc",
+        "--then", str(out / "one"), "--strategy", "fsdp", "--devices", "1", "--batch-size", "8", "--max-steps", "10",
+        "--checkpoint-every", "10", "--tag", "one")
     return losses(out, "single"), out / "final-single.pt"
 
 
+# scenario -> its fsdp_script.py arguments, each on 2 processes in OUT/<scenario>; one launch runs them in turn
+TWO_RANKS = {
+    # strategy="fsdp", batch 4 per rank; sharded checkpoints at steps 10 and 20, then validate/test/predict
+    "fsdp": ["--strategy", "fsdp", "--batch-size", "4", "--checkpoint-every", "10", "--evaluate"],
+    "sgo": ["--sharding-strategy", "SHARD_GRAD_OP", "--auto-wrap", "Attention,FeedForward", "--accumulate", "2",
+            "--max-steps", "4", "--batch-size", "4"],
+    "readme": ["--auto-wrap", "class:Block", "--ac", "--reshard-after-forward", "false", "--state-dict-type", "full",
+               "--max-steps", "4", "--batch-size", "4", "--checkpoint-every", "4"],
+    "self": ["--self-shard", "--auto-wrap", "FeedForward", "--reshard-after-forward", "false", "--max-steps", "4",
+             "--batch-size", "4"],
+    # tensor parallel over 2 processes (the GPT example's plan); a full single-file checkpoint at step 10
+    "tp": ["--strategy", "model_parallel", "--tp", "2", "--batch-size", "8", "--state-dict-type", "full",
+           "--checkpoint-every", "10", "--evaluate"],
+    "rtp": ["--strategy", "fsdp", "--batch-size", "4", "--ckpt", "{tp}/ckpt/epoch=0-step=10.ckpt"],  # FSDP from tp's
+    # 1 -> 2: ``single``'s one-process FSDP checkpoint, on the meta device and with activation checkpointing
+    "r12": ["--strategy", "fsdp", "--batch-size", "4", "--ckpt", "{one}/ckpt/last.ckpt", "--meta", "--ac"],
+}
+
+
+def scenario_args(out: Path, table: dict[str, list[str]], **paths: Path) -> list[str]:
+    """OUT ARGS --then OUT2 ARGS2 ... for every scenario of ``table`` (its tag: its name), ``{name}`` in an
+    argument replaced by ``paths[name]`` or by that scenario's OUT."""
+    dirs = {name: out / name for name in table} | paths
+    args = [a for name, extra in table.items()
+            for a in ("--then", str(out / name), *[e.format(**dirs) for e in extra], "--tag", name)]
+    return args[1:]
+
+
 @pytest.fixture(scope="module")
-def fsdp2(tmp_path_factory) -> Path:
+def two_ranks(tmp_path_factory, single) -> Path:
+    """Every 2-process scenario of ``TWO_RANKS``, in one launch."""
+    out = tmp_path_factory.mktemp("two")
+    first, *rest = scenario_args(out, TWO_RANKS, one=single[1].parent / "one")
+    run(Path(first), *rest, timeout=480)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fsdp2(two_ranks) -> Path:
     """strategy="fsdp", devices=2, batch 4 per rank; sharded checkpoints at steps 10 and 20."""
-    out = tmp_path_factory.mktemp("fsdp2")
-    run(out, "--strategy", "fsdp", "--devices", "2", "--batch-size", "4", "--checkpoint-every", "10", "--evaluate",
-        "--tag", "fsdp")
+    return two_ranks / "fsdp"
+
+
+@pytest.fixture(scope="module")
+def tp2(two_ranks) -> Path:
+    """Tensor parallel over 2 processes (the GPT example's plan); a full single-file checkpoint at step 10."""
+    return two_ranks / "tp"
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory, fsdp2) -> Path:
+    """The 4-process scenarios in one launch: tensor parallel 2 x FSDP 2 on one 2-D mesh (batch 4 per data-parallel
+    rank), then hybrid sharding (2 replicas x 2 shards, batch 2 per rank) resumed from ``fsdp2``'s step 10."""
+    out = tmp_path_factory.mktemp("four")
+    table = {"2d": ["--strategy", "model_parallel", "--tp", "2", "--devices", "4", "--batch-size", "4"],
+             "r24": ["--strategy", "fsdp_hybrid", "--shard-size", "2", "--devices", "4", "--batch-size", "2",
+                     "--ckpt", ckpt(fsdp2)]}
+    first, *rest = scenario_args(out, table)
+    run(Path(first), *rest, timeout=480)
     return out
 
 
@@ -103,27 +167,20 @@ def test_sharded_checkpoint_resumes_on_one_process(fsdp2, single, tmp_path):
     assert_weights(tmp_path, "r21", ref_weights)
 
 
-@pytest.mark.timeout(400)
-def test_sharded_checkpoint_resumes_on_four_processes_with_hybrid_sharding(fsdp2, single, tmp_path):
+def test_sharded_checkpoint_resumes_on_four_processes_with_hybrid_sharding(four, single):
     """2 -> 4, and a layout change: hybrid sharding (2 replicas x 2 shards), batch 2 per rank."""
     ref, ref_weights = single
-    run(tmp_path, "--strategy", "fsdp_hybrid", "--shard-size", "2", "--devices", "4", "--batch-size", "2",
-        "--ckpt", ckpt(fsdp2), "--tag", "r24", timeout=360)
-    assert_losses(losses(tmp_path, "r24"), ref, range(10, 20))
-    assert_weights(tmp_path, "r24", ref_weights)
+    assert_losses(losses(four / "r24", "r24"), ref, range(10, 20))
+    assert_weights(four / "r24", "r24", ref_weights)
 
 
-def test_one_process_checkpoint_resumes_on_two_with_meta_init_and_activation_checkpointing(single, tmp_path):
+def test_one_process_checkpoint_resumes_on_two_with_meta_init_and_activation_checkpointing(single, two_ranks):
     """1 -> 2. The resumed run builds its model on the meta device (only shards are allocated, then the
     checkpoint fills them) and recomputes activations in backward; neither changes the numbers."""
     ref, ref_weights = single
-    run(tmp_path, "--strategy", "fsdp", "--devices", "1", "--batch-size", "8", "--max-steps", "10",
-        "--checkpoint-every", "10", "--tag", "one")
-    assert_losses(losses(tmp_path, "one"), ref, range(10))
-    run(tmp_path, "--strategy", "fsdp", "--devices", "2", "--batch-size", "4", "--ckpt", ckpt(tmp_path, "last.ckpt"),
-        "--meta", "--ac", "--tag", "r12")
-    assert_losses(losses(tmp_path, "r12"), ref, range(10, 20))
-    assert_weights(tmp_path, "r12", ref_weights)
+    assert_losses(losses(single[1].parent / "one", "one"), ref, range(10))
+    assert_losses(losses(two_ranks / "r12", "r12"), ref, range(10, 20))
+    assert_weights(two_ranks / "r12", "r12", ref_weights)
 
 
 def observed(out: Path, tag: str) -> dict:
@@ -139,26 +196,23 @@ def test_default_wrapping_reshards_after_forward_and_reduces_every_backward(fsdp
     assert set(seen["grads_after_backward"].values()) == {"all"}
 
 
-def test_shard_grad_op_with_a_wrap_policy_of_class_names_and_accumulation_without_reduce_scatter(single, tmp_path):
+def test_shard_grad_op_with_a_wrap_policy_of_class_names_and_accumulation_without_reduce_scatter(single, two_ranks):
     """``sharding_strategy="SHARD_GRAD_OP"`` keeps the gathered parameters after forward; ``auto_wrap_policy`` given
     as class names (the YAML form) makes those classes the units; with accumulation 2 the first backward of each
     window leaves no sharded gradient (no reduce-scatter ran) and the second produces them; the losses are those
     of one process accumulating the same batches."""
-    run(tmp_path, "--strategy", "single_device", "--devices", "1", "--batch-size", "8", "--accumulate", "2",
-        "--max-steps", "4", "--tag", "single-acc")
-    run(tmp_path, "--sharding-strategy", "SHARD_GRAD_OP", "--auto-wrap", "Attention,FeedForward", "--accumulate", "2",
-        "--max-steps", "4", "--batch-size", "4", "--tag", "sgo")
-    seen = observed(tmp_path, "sgo")
+    ref = single[1].parent
+    seen = observed(two_ranks / "sgo", "sgo")
     assert seen["fsdp_units"] == ["model", "model.blocks.0.attention", "model.blocks.0.feed_forward",
                                   "model.blocks.1.attention", "model.blocks.1.feed_forward"]
     assert seen["sharded_after_forward"] is False
     grads = {int(k): v for k, v in seen["grads_after_backward"].items()}
     assert sorted(grads) == list(range(8)) and all(grads[b] == ("none" if b % 2 == 0 else "all") for b in grads), grads
-    assert_losses(losses(tmp_path, "sgo"), losses(tmp_path, "single-acc"), range(4))
-    assert_weights(tmp_path, "sgo", tmp_path / "final-single-acc.pt")
+    assert_losses(losses(two_ranks / "sgo", "sgo"), losses(ref, "single-acc"), range(4))
+    assert_weights(two_ranks / "sgo", "sgo", ref / "final-single-acc.pt")
 
 
-def test_the_readme_example_wrap_policy_classes_no_reshard_and_a_full_checkpoint(single, tmp_path):
+def test_the_readme_example_wrap_policy_classes_no_reshard_and_a_full_checkpoint(single, two_ranks):
     """``FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy=..., reshard_after_forward=False,
     state_dict_type="full")`` from the README, on 2 processes: it trains like one process."""
     from plugins.strategies.fsdp import FSDPStrategy
@@ -166,33 +220,21 @@ def test_the_readme_example_wrap_policy_classes_no_reshard_and_a_full_checkpoint
     assert FSDPStrategy(sharding_strategy="SHARD_GRAD_OP").reshard_after_forward is False  # what SHARD_GRAD_OP means
     with pytest.raises(ValueError, match=r"reshard_after_forward=1\) must be True, False, or an int >= 2"):
         FSDPStrategy(reshard_after_forward=1)
-    run(tmp_path, "--auto-wrap", "class:Block", "--ac", "--reshard-after-forward", "false", "--state-dict-type", "full",
-        "--max-steps", "4", "--batch-size", "4", "--checkpoint-every", "4", "--tag", "readme")
-    seen = observed(tmp_path, "readme")
+    out = two_ranks / "readme"
+    seen = observed(out, "readme")
     assert seen["fsdp_units"] == ["model", "model.blocks.0", "model.blocks.1"]
     assert seen["sharded_after_forward"] is False
-    assert_losses(losses(tmp_path, "readme"), single[0], range(4))
-    assert (tmp_path / "ckpt" / "last.ckpt").is_file()  # one file, from rank 0
+    assert_losses(losses(out, "readme"), single[0], range(4))
+    assert (out / "ckpt" / "last.ckpt").is_file()  # one file, from rank 0
 
 
-def test_a_configure_model_that_calls_fully_shard_itself_is_left_alone(single, tmp_path):
+def test_a_configure_model_that_calls_fully_shard_itself_is_left_alone(single, two_ranks):
     """The Module shards every block (resharding after forward) and its model itself; the strategy's own wrap
     policy and ``reshard_after_forward=False`` are not applied on top, and training matches one process."""
-    run(tmp_path, "--self-shard", "--auto-wrap", "FeedForward", "--reshard-after-forward", "false", "--max-steps", "4",
-        "--batch-size", "4", "--tag", "self")
-    seen = observed(tmp_path, "self")
+    seen = observed(two_ranks / "self", "self")
     assert seen["fsdp_units"] == ["model", "model.blocks.0", "model.blocks.1"]  # no FeedForward units
     assert seen["sharded_after_forward"] is True  # the Module's choice, not the strategy's
-    assert_losses(losses(tmp_path, "self"), single[0], range(4))
-
-
-@pytest.fixture(scope="module")
-def tp2(tmp_path_factory) -> Path:
-    """Tensor parallel over 2 processes (the GPT example's plan); a full single-file checkpoint at step 10."""
-    out = tmp_path_factory.mktemp("tp2")
-    run(out, "--strategy", "model_parallel", "--tp", "2", "--devices", "2", "--batch-size", "8",
-        "--state-dict-type", "full", "--checkpoint-every", "10", "--evaluate", "--tag", "tp")
-    return out
+    assert_losses(losses(two_ranks / "self", "self"), single[0], range(4))
 
 
 def test_tensor_parallel_matches_one_process(tp2, single):
@@ -201,28 +243,24 @@ def test_tensor_parallel_matches_one_process(tp2, single):
     assert_weights(tp2, "tp", ref_weights)
 
 
-def test_full_checkpoint_is_one_file_that_fsdp_resumes_from(tp2, single, tmp_path):
+def test_full_checkpoint_is_one_file_that_fsdp_resumes_from(tp2, two_ranks, single):
     ref, ref_weights = single
     path = Path(ckpt(tp2))
     assert path.is_file()
     state = torch.load(path, weights_only=True)
     assert state["state_dict"]["model.blocks.0.attention.wq.weight"].shape == (32, 32)  # gathered, not a shard
-    run(tmp_path, "--strategy", "fsdp", "--devices", "2", "--batch-size", "4", "--ckpt", str(path), "--tag", "rtp")
-    assert_losses(losses(tmp_path, "rtp"), ref, range(10, 20))
-    assert_weights(tmp_path, "rtp", ref_weights)
+    assert_losses(losses(two_ranks / "rtp", "rtp"), ref, range(10, 20))  # "rtp" resumed from it under FSDP
+    assert_weights(two_ranks / "rtp", "rtp", ref_weights)
 
 
-@pytest.mark.timeout(400)
-def test_two_dimensional_parallel_on_four_processes_matches_one_process(single, tmp_path):
+def test_two_dimensional_parallel_on_four_processes_matches_one_process(four, single):
     """Tensor parallel 2 x FSDP 2 on one 2-D mesh; each data-parallel rank gets batch 4."""
     ref, ref_weights = single
-    run(tmp_path, "--strategy", "model_parallel", "--tp", "2", "--devices", "4", "--batch-size", "4", "--tag", "2d",
-        timeout=360)
-    assert_losses(losses(tmp_path, "2d"), ref, range(20))
-    assert_weights(tmp_path, "2d", ref_weights)
+    assert_losses(losses(four / "2d", "2d"), ref, range(20))
+    assert_weights(four / "2d", "2d", ref_weights)
 
 
-def test_convert_sharded_checkpoint_to_one_file(fsdp2, tmp_path):
+def test_convert_sharded_checkpoint_to_one_file(fsdp2, tmp_path, capsys):
     from plugins.strategies.single_device import SingleDeviceStrategy
     from tests.distributed.fsdp_script import Recorded
     from trainer.checkpoint import load_checkpoint
@@ -245,9 +283,10 @@ def test_convert_sharded_checkpoint_to_one_file(fsdp2, tmp_path):
     optimizer = a.configure_optimizers()["optimizer"]
     strategy.load_optimizer_state_dict(optimizer, converted["optimizer_states"][0])
     assert len(optimizer.state) == len(list(a.parameters()))
-    again = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", str(target), str(tmp_path / "x")],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert again.returncode == 2 and "already a single-file checkpoint" in again.stderr
+    from trainer.convert_checkpoint import main  # what the program above ran, here: a file is refused
+
+    assert main([str(target), str(tmp_path / "x")]) == 2
+    assert "already a single-file checkpoint" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
 def test_sharded_checkpoint_under_an_incompatible_model_is_a_clear_error(fsdp2):

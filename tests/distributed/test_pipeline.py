@@ -5,6 +5,8 @@ The multi-process runs are subprocesses with hard timeouts (gloo pipelining has 
 tests/distributed/pipeline_script.py (a 4-block GPT, global batch 8, gradients clipped to norm 0.05 so the global
 norm across stages is checked on most steps) for accumulation, logging, evaluation, checkpoints, resume
 and failures. Parity: ||pipeline - single|| / ||single|| <= 1e-5 over the whole model (every tensor within 1e-4), fp32.
+Script runs with the same number of processes share one launch (``--then``, tests/distributed/scenarios.py): the
+module fixtures ``runs`` (1 process, then 2), ``after_kill`` (2) and ``four`` (4).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from trainer.examples.gpt_module import GPTModule
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("pipeline_script.py")
 pytestmark = pytest.mark.timeout(300)
+SLOW = pytest.mark.timeout(900)  # the first test of a fixture that launches several scenarios waits for them
 
 
 # --- the contract and the split (one process, no process group) ---------------------------------------------
@@ -134,6 +137,7 @@ def _env() -> dict[str, str]:
 
 
 def script(out: Path, *args: str, timeout: float = 240, ok: bool = True, env: dict | None = None):
+    """``pipeline_script.py OUT ARGS...``; ARGS may hold ``--then OUT2 ARGS2...`` (more scenarios, same launch)."""
     done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True,
                           timeout=timeout, env={**_env(), **(env or {})}, cwd=ROOT)
     if ok:
@@ -207,28 +211,67 @@ def test_every_schedule_ends_with_the_single_process_weights(every_schedule, cli
     assert_same_weights(last_weights(every_schedule[schedule]), cli_single)
 
 
-@pytest.mark.timeout(400)
-def test_pipeline_times_fsdp_ends_with_the_single_process_weights(tmp_path, cli_single):
-    """pp=2 x dp_shard=2 (FSDP2 inside each stage), 4 processes, per-rank batch 4: the same global batch of 8."""
-    got = cli_run(tmp_path, "strategy=pipeline", "trainer.devices=4", "strategy.pp=2", "strategy.dp_shard=2",
-                  "data.batch_size=4", timeout=360)
-    assert_same_weights(got, cli_single)
+COMMON = ["--accumulate", "2", "--checkpoint-every", "2", "--evaluate"]
+SINGLE = ["--strategy", "single_device", "--devices", "1"]
+DICT = ["--dict-batches", "--max-steps", "3"]  # test_pipeline_inputs_reads_the_batch_...
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
-    """One process and pp=2 (1f1b) with the same settings: accumulation 2, clipping, checkpoints every 2 steps,
-    6 optimizer steps over 2 epochs, then validate/test/predict; and pp=2 killed with SIGKILL after step 5."""
+    """pp=2 (1f1b) and one process with the same settings: accumulation 2, clipping, checkpoints every 2 steps,
+    6 optimizer steps over 2 epochs, then validate/test/predict; each followed, in the same processes, by 3 steps
+    on dict batches (OUT/dict). pp=2's launch ends with pp=2 again, killed with SIGKILL after step 5; the one
+    process ends with a run resumed from the killed run's step-4 checkpoint (OUT/one)."""
     out = tmp_path_factory.mktemp("pipeline")
-    common = ["--accumulate", "2", "--checkpoint-every", "2", "--evaluate"]
-    script(out / "single", "--strategy", "single_device", "--devices", "1", "--tag", "single", *common)
-    script(out / "pp", "--tag", "pp", *common)
-    killed = script(out / "killed", "--tag", "killed", *common, ok=False, env={"RELAY_TEST_KILL_AT": "5"})
+    killed = script(out / "pp", "--tag", "pp", *COMMON, "--then", str(out / "dict"), *DICT, "--tag", "pp",
+                    "--then", str(out / "killed"), "--tag", "killed", *COMMON, "--kill-at", "5", ok=False)
+    assert (out / "pp" / "info-pp.json").is_file() and (out / "dict" / "info-pp.json").is_file(), killed.stderr[-4000:]
     assert killed.returncode != 0 and not (out / "killed" / "info-killed.json").exists(), killed.stderr[-2000:]
+    (step4,) = (out / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
+    script(out / "single", *SINGLE, "--tag", "single", *COMMON, "--then", str(out / "dict"), *SINGLE, *DICT, "--tag",
+           "single", "--then", str(out / "one"), *SINGLE, "--tag", "one", "--accumulate", "2", "--ckpt", str(step4))
     return out
 
 
-@pytest.mark.timeout(600)  # the first test to use ``runs`` also waits for its three runs
+@pytest.fixture(scope="module")
+def after_kill(runs, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, float]:
+    """pp=2 resumed from the killed run's ``last.ckpt`` (OUT/resumed); then, in the same processes, a run whose
+    rank 1 raises after step 2 (OUT/fail), which ends the launch: (OUT, the launch, when it ended)."""
+    out = tmp_path_factory.mktemp("after-kill")
+    last = runs / "killed" / "ckpt" / "last.ckpt"
+    (out / "fail").mkdir()  # where rank 1 writes when it raised
+    done = script(out / "resumed", "--tag", "resumed", "--accumulate", "2", "--checkpoint-every", "2", "--ckpt",
+                  str(last), "--then", str(out / "fail"), "--tag", "fail", "--max-steps", "50", "--raise-at", "2",
+                  ok=False)
+    ended = time.time()
+    assert (out / "resumed" / "info-resumed.json").is_file(), done.stderr[-4000:]
+    return out, done, ended
+
+
+@pytest.fixture(scope="module")
+def four(runs, tmp_path_factory) -> Path:
+    """The 4-process scenarios in one launch, each in OUT/<tag>: pp=2 x tp=2 (evaluation included), pp=2 x dp_shard=2
+    (FSDP2 inside each stage, batch 4 per rank), and pp=2 x dp=2 (DDP in each stage, activation checkpointing)
+    resumed from the killed run's step-4 checkpoint."""
+    out = tmp_path_factory.mktemp("four")
+    (step4,) = (runs / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
+    script(out / "pptp", "--devices", "4", "--option", "pp=2", "--option", "tp=2", "--tag", "pptp", "--accumulate",
+           "2", "--evaluate",
+           "--then", str(out / "ppfsdp"), "--devices", "4", "--batch-size", "4", "--option", "pp=2", "--option",
+           "dp_shard=2", "--tag", "ppfsdp", "--accumulate", "2",
+           "--then", str(out / "ppdp"), "--devices", "4", "--batch-size", "4", "--option", "pp=2", "--option",
+           "dp_replicate=2", "--option", "activation_checkpointing=1", "--tag", "ppdp", "--accumulate", "2", "--ckpt",
+           str(step4), timeout=480)
+    return out
+
+
+@SLOW
+def test_pipeline_times_fsdp_ends_with_the_single_process_weights(four, runs):
+    """pp=2 x dp_shard=2 (FSDP2 inside each stage), 4 processes, per-rank batch 4: the same global batch of 8."""
+    assert_same_weights(final(four / "ppfsdp", "ppfsdp"), final(runs / "single", "single"))
+
+
+@SLOW
 def test_accumulation_clipping_logging_schedulers_and_evaluation_match_one_process(runs):
     pp, single = info(runs / "pp", "pp"), info(runs / "single", "single")
     assert pp["global_step"] == single["global_step"] == 6 and pp["world_size"] == 2
@@ -241,33 +284,29 @@ def test_accumulation_clipping_logging_schedulers_and_evaluation_match_one_proce
     assert_same_weights(final(runs / "pp", "pp"), final(runs / "single", "single"))
 
 
-@pytest.mark.timeout(600)
-def test_sigkill_then_resume_is_exact_and_the_checkpoint_is_sharded(runs, tmp_path):
+@SLOW
+def test_sigkill_then_resume_is_exact_and_the_checkpoint_is_sharded(runs, after_kill):
     last = runs / "killed" / "ckpt" / "last.ckpt"
     assert last.is_dir() and sorted(p.name for p in last.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
-    script(tmp_path, "--tag", "resumed", "--accumulate", "2", "--checkpoint-every", "2", "--ckpt", str(last))
-    resumed, uninterrupted = final(tmp_path, "resumed"), final(runs / "pp", "pp")
+    resumed, uninterrupted = final(after_kill[0] / "resumed", "resumed"), final(runs / "pp", "pp")
     for name, value in uninterrupted.items():
         assert torch.equal(resumed[name], value), name
-    losses = info(tmp_path, "resumed")["losses"]
+    losses = info(after_kill[0] / "resumed", "resumed")["losses"]
     # the checkpoint of step 4 came after a window's last batch: the resumed run starts with the next window
     assert sorted(losses) == ["4", "5", "6"]
     assert all(losses[s] == info(runs / "pp", "pp")["losses"][s] for s in ("5", "6"))
 
 
-@pytest.mark.timeout(800)
-def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file(runs, tmp_path):
-    """pp=2 -> one process (from the directory) and pp=2 -> pp=2 x dp=2 (DDP in each stage, activation
-    checkpointing on); the directory converts to one file holding every stage's weights and optimizer state."""
+@SLOW
+def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file(runs, four, tmp_path):
+    """pp=2 -> one process (from the directory; the last run of ``runs``' one process) and pp=2 -> pp=2 x dp=2 (DDP
+    in each stage, activation checkpointing on; in ``four``); the directory converts to one file holding every stage's weights and optimizer
+    state."""
     (step4,) = (runs / "killed" / "ckpt").glob("*step=4.ckpt")  # what the killed run saved last
     last = str(step4)
     want = final(runs / "pp", "pp")
-    script(tmp_path, "--strategy", "single_device", "--devices", "1", "--tag", "one", "--accumulate", "2",
-           "--ckpt", last)
-    assert_same_weights(final(tmp_path, "one"), want)
-    script(tmp_path, "--devices", "4", "--batch-size", "4", "--option", "pp=2", "--option", "dp_replicate=2",
-           "--option", "activation_checkpointing=1", "--tag", "ppdp", "--accumulate", "2", "--ckpt", last, timeout=360)
-    assert_same_weights(final(tmp_path, "ppdp"), want)
+    assert_same_weights(final(runs / "one", "one"), want)  # the last scenario of ``runs``' one process
+    assert_same_weights(final(four / "ppdp", "ppdp"), want)  # the last scenario of ``four``
     converted = tmp_path / "full.ckpt"
     done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", last, str(converted)],
                           capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
@@ -278,44 +317,41 @@ def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file
     assert names == {n for n in want if not n.endswith("_mask")}  # every stage's optimizer state, by name
 
 
-def test_a_rank_that_raises_ends_the_job_quickly_with_its_traceback(tmp_path):
-    done = script(tmp_path, "--tag", "fail", "--max-steps", "50", ok=False, env={"RELAY_TEST_RAISE_AT": "2"})
-    ended = time.time()
+@SLOW
+def test_a_rank_that_raises_ends_the_job_quickly_with_its_traceback(after_kill):
+    out, done, ended = after_kill
     assert done.returncode != 0 and "rank 1 fails on purpose" in done.stderr
-    assert not (tmp_path / "info-fail.json").exists()
-    took = ended - float((tmp_path / "raised-at").read_text())
+    assert not (out / "fail" / "info-fail.json").exists()
+    took = ended - float((out / "fail" / "raised-at").read_text())
     assert took < 30, took  # rank 0 was waiting in the schedule's receive from rank 1
 
 
-@pytest.mark.timeout(800)
-def test_pipeline_times_tensor_parallel_matches_one_process(runs, tmp_path):
+@SLOW
+def test_pipeline_times_tensor_parallel_matches_one_process(runs, four):
     """pp=2 x tp=2 on one mesh (the GPT's tensor-parallel plan inside each stage), evaluation included."""
-    script(tmp_path, "--devices", "4", "--option", "pp=2", "--option", "tp=2", "--tag", "pptp", "--accumulate", "2",
-           "--evaluate", timeout=420)
-    got, single = info(tmp_path, "pptp"), info(runs / "single", "single")
+    got, single = info(four / "pptp", "pptp"), info(runs / "single", "single")
     for step, value in single["losses"].items():
         assert got["losses"][step] == pytest.approx(value, rel=1e-5), step
     assert got["val"] == pytest.approx(single["val"], rel=1e-4) and got["predicted"] == single["predicted"]
-    assert_same_weights(final(tmp_path, "pptp"), final(runs / "single", "single"))
+    assert_same_weights(final(four / "pptp", "pptp"), final(runs / "single", "single"))
 
 
-def test_pipeline_inputs_reads_the_batch_and_training_step_and_on_before_backward_do_not_run(tmp_path):
+@SLOW
+def test_pipeline_inputs_reads_the_batch_and_training_step_and_on_before_backward_do_not_run(runs):
     """Batches are dicts (the default ``(batch[0], batch[1])`` cannot read them): ``pipeline_inputs`` does, on every
     rank, once per batch; ``training_step`` and ``on_before_backward`` never run under pipeline (one process runs
     both), ``on_after_backward`` does; and the steps' losses and the weights are those of one process."""
-    script(tmp_path, "--dict-batches", "--max-steps", "3", "--tag", "pp")
-    script(tmp_path, "--strategy", "single_device", "--devices", "1", "--dict-batches", "--max-steps", "3", "--tag",
-           "single")
+    out = runs / "dict"
     for rank in (0, 1):
-        calls = json.loads((tmp_path / f"calls-pp-rank{rank}.json").read_text())
+        calls = json.loads((out / f"calls-pp-rank{rank}.json").read_text())
         assert calls == {"pipeline_inputs": 3, "training_step": 0, "on_before_backward": 0, "on_after_backward": 3}
-    calls = json.loads((tmp_path / "calls-single-rank0.json").read_text())
+    calls = json.loads((out / "calls-single-rank0.json").read_text())
     assert calls == {"pipeline_inputs": 0, "training_step": 3, "on_before_backward": 3, "on_after_backward": 3}
-    pp, single = info(tmp_path, "pp"), info(tmp_path, "single")
+    pp, single = info(out, "pp"), info(out, "single")
     assert sorted(pp["losses"]) == sorted(single["losses"]) == ["1", "2", "3"]
     for step, value in single["losses"].items():
         assert pp["losses"][step] == pytest.approx(value, rel=1e-5), step
-    assert_same_weights(final(tmp_path, "pp"), final(tmp_path, "single"))
+    assert_same_weights(final(out, "pp"), final(out, "single"))
 
 
 def test_n_microbatches_that_do_not_divide_the_batch_end_the_run_with_one_line_naming_it(tmp_path):
