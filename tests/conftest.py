@@ -20,15 +20,18 @@ from tests import forked_programs  # stdlib and plugins.launchers.forkserver onl
 
 MAX_WORKERS = 4
 SAME_WORKER = {"tests/distributed/test_launcher_ray.py": "ray", "tests/distributed/test_ray_failures.py": "ray"}
-# the files with the most test time (a run's --durations=0, 2026-11-25), longest first
+# the files with the most test time (a run's junit times, 2026-11-27), longest first; the one long test of
+# test_precision.py (bf16 on a CPU without bf16 kernels, ~110 s) and test_example_main.py start at once
 LONGEST_FIRST = (
-    "tests/distributed/test_ddp.py", "tests/distributed/test_launcher_ray.py", "tests/distributed/test_ray_failures.py",
-    "tests/trainer/test_benchmarks_smoke.py", "tests/distributed/test_fsdp.py", "tests/distributed/test_pipeline.py",
-    "tests/trainer/test_example_main.py", "tests/distributed/test_deepspeed.py", "tests/compat/test_loggers_diff.py",
-    "tests/compat/test_lightning_cli.py", "tests/plugins/test_precision.py", "tests/distributed/test_resume_exact.py",
-    "tests/distributed/test_fault_preemption.py", "tests/compat/test_tuner_diff.py",
-    "tests/compat/test_tuner_program.py", "tests/compat/test_lightning_compat.py", "tests/distributed/test_horovod.py",
-    "tests/distributed/test_fabric_deepspeed.py",
+    "tests/plugins/test_precision.py", "tests/trainer/test_benchmarks_smoke.py",
+    "tests/distributed/test_ray_failures.py", "tests/distributed/test_launcher_ray.py",
+    "tests/trainer/test_example_main.py", "tests/compat/test_loggers_diff.py", "tests/distributed/test_pipeline.py",
+    "tests/distributed/test_ddp.py", "tests/distributed/test_fsdp.py", "tests/compat/test_lightning_cli.py",
+    "tests/distributed/test_deepspeed.py", "tests/distributed/test_launcher_spark.py",
+    "tests/plugins/test_forkserver.py", "tests/distributed/test_horovod.py", "tests/compat/test_tuner_diff.py",
+    "tests/compat/test_lightning_compat.py", "tests/compat/test_fabric_programs.py", "tests/trainer/test_cli_runs.py",
+    "tests/distributed/test_elastic_membership.py", "tests/trainer/test_async_checkpoint_kill.py",
+    "tests/trainer/test_module_members.py", "tests/distributed/test_ddp_spawn.py",
 )
 
 

@@ -6,6 +6,9 @@ as it would a user's. Each run has a hard timeout (pytest-timeout), so a hang fa
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 
 from plugins.launchers.spark import failure_of
@@ -43,32 +46,32 @@ def spark_session():
 
 
 @pytest.fixture(scope="module")
-def spark_run(spark_session, tmp_path_factory):
-    root = tmp_path_factory.mktemp("spark")
-    assert cli(root, "launcher=spark", *TWO_RANKS) == 0
-    return root
+def failed_run(spark_session, tmp_path_factory):
+    """2 ranks, rank 1 raising at step 2: its exit code, its stderr, its root. Step 2's all-reduce is after rank 0
+    wrote the checkpoint of step 1, so that checkpoint is complete: where the next run starts."""
+    root = tmp_path_factory.mktemp("spark-failed")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli(root, "launcher=spark", *TWO_RANKS,
+                   "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank",
+                   "+callbacks.fail.rank=1", "+callbacks.fail.step=2")
+    return code, err.getvalue(), root
 
 
-def test_two_spark_processes_match_one_process_with_the_global_batch(spark_run, engine_reference):
-    trained = checkpoint(spark_run)
-    assert trained["loops"]["world_size"] == 2 and trained["global_step"] == 3
-    assert_same_weights(trained["state_dict"], engine_reference)
+def test_a_failing_rank_is_named_in_one_line(failed_run):
+    code, err, _ = failed_run
+    assert code == 1, err[-3000:]
+    assert "relay: rank 1 failed (ValueError: boom on rank 1 at step 2); the other rank was stopped" in err
 
 
-def test_resume_through_spark_is_exact(spark_run, tmp_path):
-    assert cli(tmp_path, "launcher=spark", *TWO_RANKS, f"ckpt_path='{mid_checkpoint(spark_run)}'") == 0
+def test_a_run_resumed_through_spark_ends_as_one_process_with_the_global_batch(failed_run, engine_reference,
+                                                                                tmp_path):
+    """Started with ``ckpt_path`` (the failed run's checkpoint of step 1): 2 Spark processes train to the end, and the
+    weights are those of one process with the global batch (steps 0-1 by the failed run, 1-3 by this one)."""
+    assert cli(tmp_path, "launcher=spark", *TWO_RANKS, f"ckpt_path='{mid_checkpoint(failed_run[2])}'") == 0
     resumed = checkpoint(tmp_path)
-    assert resumed["global_step"] == 3
-    assert_same_weights(resumed["state_dict"], checkpoint(spark_run)["state_dict"])
-
-
-def test_a_failing_rank_is_named_in_one_line(spark_session, tmp_path, capfd):
-    code = cli(tmp_path, "launcher=spark", *TWO_RANKS, 
-               "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank",
-               "+callbacks.fail.rank=1")
-    err = capfd.readouterr().err
-    assert code == 1
-    assert "relay: rank 1 failed (ValueError: boom on rank 1 at step 1); the other rank was stopped" in err
+    assert resumed["loops"]["world_size"] == 2 and resumed["global_step"] == 3
+    assert_same_weights(resumed["state_dict"], engine_reference)
 
 
 @pytest.mark.parametrize(("devices", "nodes", "accelerator", "expected"), [

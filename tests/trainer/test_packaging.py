@@ -74,6 +74,7 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path):
         "from trainer.loggers import TensorBoardLogger, CSVLogger;"
         "from trainer.examples.gpt_module import GPTModule; print('ok')"
     )
-    out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp_path)  # not the source tree
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing but the venv's own site-packages
+    out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=clean)  # not the source
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
