@@ -6,6 +6,8 @@ gives both the final weights (parity) and a mid-run checkpoint to resume from (e
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import torch
@@ -22,6 +24,17 @@ def cli(root: Path, *overrides: str) -> int:
 
     root.mkdir(parents=True, exist_ok=True)
     return main([*TINY, *overrides, f"output_root={root}"])
+
+
+def failing_cli(root: Path, launcher: str, step: int) -> tuple[int, str, Path]:
+    """A 2-rank run whose rank 1 raises at ``step`` (engine_callbacks.FailOnRank): its exit code, its stderr (the
+    launcher's one line naming the rank) and ``root``, which keeps the checkpoints written before the failure."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli(root, f"launcher={launcher}", *TWO_RANKS,
+                   "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank", "+callbacks.fail.rank=1",
+                   f"+callbacks.fail.step={step}")
+    return code, err.getvalue(), root
 
 
 def run_dir(root: Path) -> Path:

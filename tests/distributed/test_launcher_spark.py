@@ -6,13 +6,11 @@ as it would a user's. Each run has a hard timeout (pytest-timeout), so a hang fa
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 
 from plugins.launchers.spark import failure_of
-from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint
+from tests.distributed.engine_runs import (TWO_RANKS, assert_same_weights, checkpoint, cli, failing_cli,
+                                          mid_checkpoint)
 from tests.optional import need_mark
 
 
@@ -49,13 +47,7 @@ def spark_session():
 def failed_run(spark_session, tmp_path_factory):
     """2 ranks, rank 1 raising at step 2: its exit code, its stderr, its root. Step 2's all-reduce is after rank 0
     wrote the checkpoint of step 1, so that checkpoint is complete: where the next run starts."""
-    root = tmp_path_factory.mktemp("spark-failed")
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = cli(root, "launcher=spark", *TWO_RANKS,
-                   "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank",
-                   "+callbacks.fail.rank=1", "+callbacks.fail.step=2")
-    return code, err.getvalue(), root
+    return failing_cli(tmp_path_factory.mktemp("spark-failed"), "spark", step=2)
 
 
 def test_a_failing_rank_is_named_in_one_line(failed_run):

@@ -10,13 +10,11 @@ one process with the global batch ends.
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import torch
 
-from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
+from tests.distributed.engine_runs import (TWO_RANKS, assert_same_weights, checkpoint, cli, failing_cli, mid_checkpoint,
+                                          run_dir)
 from tests.optional import need_mark
 
 pytestmark = [need_mark("ray", "launcher=ray runs Ray Train workers"), pytest.mark.timeout(600)]
@@ -25,12 +23,7 @@ pytestmark = [need_mark("ray", "launcher=ray runs Ray Train workers"), pytest.ma
 @pytest.fixture(scope="module")
 def failed_run(ray_cluster, tmp_path_factory):
     """2 ranks, rank 1 raising at step 1 (after the checkpoint of step 1): its exit code, its stderr, its root."""
-    root = tmp_path_factory.mktemp("ray-failed")
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = cli(root, "launcher=ray", *TWO_RANKS,
-                   "+callbacks.fail._target_=tests.distributed.engine_callbacks.FailOnRank", "+callbacks.fail.rank=1")
-    return code, err.getvalue(), root
+    return failing_cli(tmp_path_factory.mktemp("ray-failed"), "ray", step=1)
 
 
 def test_a_failing_rank_is_named_in_one_line(failed_run):
