@@ -58,13 +58,16 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path):
                    check=True, capture_output=True, cwd=tmp_path)
     wheel = next(dist.glob("relaytrain-*.whl"))
     venv = tmp_path / "venv"
+    # without PYTHONPATH: an entry holding the source tree (its relaytrain.egg-info) made pip take the wheel for
+    # installed already, and the check below import the tree
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # no pip inside the venv (ensurepip: ~5 CPU-s): this pip installs into it (--python); no .pyc compiling of
     # torch's thousands of files (43 -> 14 CPU-s measured); torch first, as the README tells users, then the wheel
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=clean)
     py = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-compile"]
-    subprocess.run([*pip, "torch==2.13.0"], check=True, capture_output=True)
-    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    subprocess.run([*pip, "torch==2.13.0"], check=True, capture_output=True, env=clean)
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True, env=clean)
     code = (
         "import trainer, pathlib; from trainer.resources import configs_dir, templates_dir;"
         "assert 'site-packages' in trainer.__file__, trainer.__file__;"
@@ -74,7 +77,6 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path):
         "from trainer.loggers import TensorBoardLogger, CSVLogger;"
         "from trainer.examples.gpt_module import GPTModule; print('ok')"
     )
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing but the venv's own site-packages
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=clean)  # not the source
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
