@@ -14,11 +14,9 @@ DeepSpeed checkpoint is actually read.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
 import os
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,15 +55,6 @@ class DeepSpeedState:
         return f"DeepSpeedState({self.path!r})"
 
 
-class _OnFirstUse(types.ModuleType):
-    """A module's stand-in: the first attribute asked of it imports the module itself and answers from it."""
-
-    def __getattr__(self, attribute: str) -> Any:
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-        return getattr(importlib.import_module(self.__name__), attribute)
-
-
 @contextlib.contextmanager
 def mlflow_on_first_use() -> Iterator[None]:
     """``import deepspeed`` without importing MLflow. DeepSpeed's autotuner (which its own launcher runs, ``deepspeed
@@ -76,12 +65,17 @@ def mlflow_on_first_use() -> Iterator[None]:
     if "deepspeed" in sys.modules or "mlflow" in sys.modules or importlib.util.find_spec("mlflow") is None:
         yield
         return
-    stand_in = sys.modules["mlflow"] = _OnFirstUse("mlflow")
+    from lightning_utilities.core.imports import LazyModule
+
+    def unregister() -> None:  # before the real import, which would otherwise find the stand-in itself
+        if sys.modules.get("mlflow") is stand_in:
+            del sys.modules["mlflow"]
+
+    stand_in = sys.modules["mlflow"] = LazyModule("mlflow", callback=unregister)
     try:
         yield
     finally:
-        if sys.modules.get("mlflow") is stand_in:
-            del sys.modules["mlflow"]
+        unregister()
 
 
 def strip_step_prefix(state: dict[str, Any]) -> dict[str, Any]:
