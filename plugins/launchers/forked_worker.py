@@ -166,7 +166,8 @@ def _redraw_random_state() -> None:
 
 
 def run_program(program: Program) -> tuple[int, bool]:
-    """Run it as ``python script.py`` / ``-m module`` / ``-c code`` would: ``(exit code, ended by KeyboardInterrupt)``."""
+    """Run it as ``python script.py`` / ``-m module`` / ``-c code`` would: ``(exit code, ended by
+    KeyboardInterrupt)``."""
     try:
         if program.module is not None:
             runpy._run_module_as_main(program.module)  # type: ignore[attr-defined]  # what `python -m` calls

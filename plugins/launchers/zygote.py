@@ -222,8 +222,8 @@ class Zygote:
 
     def free_in_child(self, numbers: list[int], fds: list[int], conn: socket.socket) -> bool:
         """Whether each descriptor number above 2 is free in a child forked now, after it closed this loop's own."""
-        closed = {self.listener.fileno(), self.wake_r.fileno(), self.wake_w.fileno(),
-                  getattr(self.selector, "fileno", lambda: -1)(), conn.fileno(), *(c.fileno() for c in self.workers.values()), *fds}
+        closed = {self.listener.fileno(), self.wake_r.fileno(), self.wake_w.fileno(), conn.fileno(), *fds,
+                  getattr(self.selector, "fileno", lambda: -1)(), *(c.fileno() for c in self.workers.values())}
         return not any(n > 2 and n not in closed and is_open(n) for n in numbers)
 
     def fork(self, conn: socket.socket, program: Program, request: dict[str, Any], fds: list[int]) -> bool:
