@@ -1,6 +1,7 @@
 """Imported by the tests' warm interpreter (tests/forked_programs.py) before it forks any program: a Relay launch
 inside a program forked from it has its workers forked from that same interpreter, and so has a plain Python program
-such a program starts itself (a benchmark's contenders, Lightning's DDP workers).
+such a program starts itself (a benchmark's contenders, Lightning's DDP workers) or a multiprocessing "spawn" child
+of it (``ddp_spawn``'s workers; tests/forked_programs.py's ``spawn_stand_in``).
 
 Without this, each multi-process launch starts its own forkserver (``plugins/launchers/forkserver.py``), a fresh
 ``python`` that imports torch and ``torch._dynamo`` again: ~5 s of CPU per launch, most of a 2-process test's
@@ -14,12 +15,14 @@ programs are exec'd).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.util
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 
 from plugins.launchers import elastic, forkserver
-from tests.forked_programs import SHARED_VARIABLE, import_time_key, may_fork, waited_for
+from tests.forked_programs import SHARED_VARIABLE, import_time_key, may_fork, spawn_stand_in, waited_for
 
 _ADDRESS, _, _PID_DIR = os.environ.get(SHARED_VARIABLE, "").partition("\n")
 _KEY = import_time_key(os.environ)  # what this interpreter imported under
@@ -50,6 +53,19 @@ class _NestedPopen(subprocess.Popen):  # type: ignore[misc, valid-type]
         super().__init__(args, *rest, **kwargs)
 
 
+_exec_spawnv = multiprocessing.util.spawnv_passfds
+
+
+def _spawnv_passfds(path: object, args: list, passfds: object) -> int:
+    """In a forked program: multiprocessing's spawn child under this interpreter's variables is forked from it."""
+    if os.getpid() != _SERVER_PID and import_time_key(os.environ) == _KEY and os.fsdecode(path) == sys.executable:
+        command = spawn_stand_in(_ADDRESS, args)
+        if command is not None:
+            return _exec_spawnv(os.fsencode(sys.executable), command, passfds)
+    return _exec_spawnv(path, args, passfds)
+
+
 if _ADDRESS:
     forkserver.worker_forkserver = elastic.worker_forkserver = shared_forkserver
     subprocess.Popen = _NestedPopen  # type: ignore[misc]
+    multiprocessing.util.spawnv_passfds = _spawnv_passfds

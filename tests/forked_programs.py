@@ -17,11 +17,21 @@ than the main one unless ``subprocess.run`` waits for it there (the stand-in's p
 creating thread), ``pass_fds``/``preexec_fn``/``executable``/``shell``, ``-m torch.distributed.run``,
 ``RELAY_FORKSERVER=0`` in its environment, a test marked ``fresh_python``, and everything when
 ``RELAY_TEST_FORK=0``.
+
+multiprocessing's "spawn" children (``ddp_spawn``'s workers, a spawn ``Process``: ``python [-B] -c CODE
+--multiprocessing-fork``, started by ``multiprocessing.util.spawnv_passfds`` with the descriptors they inherit) are
+forked the same way, from the warm interpreter of the parent's variables (``spawn_stand_in``): the stand-in, its
+parent, passes them their descriptors at the same numbers and holds them until the child ends, so
+``Process.sentinel``/``join``/``exitcode`` see what they would; it has no parent-death signal (an exec'd child may
+outlive its parent). Exec'd as before: another executable (``multiprocessing.set_executable``) or interpreter option,
+a descriptor number the forked child would already have taken, a parent ``sys.path`` that would import a module from
+elsewhere, and where the routing is paused (``fresh_python``); ``resource_tracker``'s process is always exec'd.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.util
 import os
 import shutil
 import socket
@@ -105,6 +115,16 @@ def waited_for(frame_depth: int = 2) -> bool:
     return sys._getframe(frame_depth).f_code is subprocess.run.__code__
 
 
+def spawn_stand_in(address: str, args: list) -> list[str] | None:
+    """The stand-in's command (``orphan_guard.py``, started in its place by ``spawnv_passfds``) for multiprocessing's
+    spawn child ``args``, to be forked from the warm interpreter at ``address``; None: exec it."""
+    command = [os.fsdecode(a) for a in args]
+    program = product.program_of(command, os.getcwd()) if product.forkserver_wanted() else None
+    if program is None or program.code is None or any(os.pathsep in entry for entry in sys.path):
+        return None
+    return [*product.GUARD, "-", "--zygote", "@" + address, "--path", os.pathsep.join(sys.path), *command]
+
+
 class _Pool:
     def __init__(self) -> None:
         self.servers: dict[tuple, _Forkserver] = {}
@@ -112,6 +132,7 @@ class _Pool:
         self.home_env = dict(os.environ)  # the pytest process's at start (tests may change os.environ later)
         self.home_key = import_time_key(self.home_env)
         self.paused = False
+        self.pid = os.getpid()  # a process forked from this one (ddp_fork) starts no warm interpreter of its own
 
     def command(self, args: object, kwargs: Mapping[str, object], waited: bool = False) -> object:
         """``args`` as the stand-in of a forked program, or unchanged when it must be exec'd. ``waited``: the caller
@@ -122,6 +143,15 @@ class _Pool:
             return args
         server = self.server_for(env)  # type: ignore[arg-type]
         return args if server is None else server.command(list(args))  # type: ignore[arg-type]
+
+    def spawn_command(self, path: object, args: list) -> list[str] | None:
+        """The stand-in's command for multiprocessing's spawn child ``args`` of this process, or None: exec it."""
+        if self.paused or os.getpid() != self.pid or os.fsdecode(path) != sys.executable:  # type: ignore[arg-type]
+            return None
+        if product.program_of([os.fsdecode(a) for a in args], os.getcwd()) is None:
+            return None  # not a spawn child (the resource tracker): no warm interpreter is started for it
+        server = self.server_for(os.environ)
+        return None if server is None else spawn_stand_in(server.address, args)
 
     def server_for(self, env: Mapping[str, str]) -> _Forkserver | None:
         """The warm interpreter for a program with this environment; None: exec it (see the module docstring)."""
@@ -165,6 +195,17 @@ class _RoutedPopen(_EXEC_POPEN):  # type: ignore[misc, valid-type]
         if not rest:
             args = POOL.command(args, kwargs, waited=waited_for())
         super().__init__(args, *rest, **kwargs)
+
+
+_EXEC_SPAWNV = multiprocessing.util.spawnv_passfds
+
+
+def _routed_spawnv_passfds(path: object, args: list, passfds: object) -> int:
+    """``multiprocessing.util.spawnv_passfds`` with spawn children forked warm (see above)."""
+    command = POOL.spawn_command(path, args)
+    if command is None:
+        return _EXEC_SPAWNV(path, args, passfds)
+    return _EXEC_SPAWNV(os.fsencode(sys.executable), command, passfds)
 
 
 def stand_in_prefix(env: Mapping[str, str]) -> list[str]:
@@ -214,12 +255,15 @@ def install() -> bool:
     # module's import (a home key without it was a key no program had, and its kept slot went unused)
     POOL.home_env = dict(os.environ)
     POOL.home_key = import_time_key(POOL.home_env)
+    POOL.pid = os.getpid()
     subprocess.Popen = _RoutedPopen  # type: ignore[misc]
+    multiprocessing.util.spawnv_passfds = _routed_spawnv_passfds
     _set_worker_forkserver(_pool_forkserver)
     return True
 
 
 def uninstall() -> None:
     subprocess.Popen = _EXEC_POPEN  # type: ignore[misc]
+    multiprocessing.util.spawnv_passfds = _EXEC_SPAWNV
     _set_worker_forkserver(_OWN_FORKSERVER)
     POOL.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
+import fcntl
 import io
 import os
 import runpy
@@ -21,7 +22,7 @@ import threading
 import traceback
 import types
 from dataclasses import dataclass
-from importlib.machinery import SourceFileLoader
+from importlib.machinery import BuiltinImporter, SourceFileLoader
 from typing import Any, NoReturn
 
 from plugins.launchers.forkserver import Program, pythonpath_entries
@@ -60,7 +61,7 @@ def become_worker(request: Request, selector: Any, owned: list[Any]) -> NoReturn
         selector.close()
         for thing in owned:
             thing.close()
-        _take_streams(request.fields.get("fds", []), request.fds)
+        _take_descriptors(request.fields.get("fds", []), request.fds)
         os.chdir(request.fields["cwd"])
         os.environ.clear()
         os.environ.update(request.fields["env"])
@@ -82,17 +83,20 @@ def _join_session(fields: dict[str, Any]) -> None:
         os.setpgid(0, int(fields.get("pgid", 0)))
 
 
-def _take_streams(numbers: list[int], fds: list[int]) -> None:
-    """The stand-in's stdin/stdout/stderr become this process's 0, 1 and 2 (one it had closed stays closed)."""
+def _take_descriptors(numbers: list[int], fds: list[int]) -> None:
+    """The stand-in's descriptors at their numbers, inheritable as an exec'd process has them: its stdin, stdout and
+    stderr (one it had closed stays closed) and any other it inherited (the zygote checked those numbers are free)."""
+    above = max([2, *numbers, *fds]) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above) for fd in fds]  # out of the way of every number
+    for fd in fds:
+        os.close(fd)
     for number in (0, 1, 2):
-        if number in numbers:
-            os.dup2(fds[numbers.index(number)], number)
-        else:
+        if number not in numbers:
             with contextlib.suppress(OSError):
                 os.close(number)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
+    for number, fd in zip(numbers, moved):
+        os.dup2(fd, number)
+        os.close(fd)
 
 
 def _as_fresh_interpreter(program: Program, orig_argv: list[str], pythonpath: tuple[str, ...] | None = None) -> None:
@@ -162,10 +166,13 @@ def _redraw_random_state() -> None:
 
 
 def run_program(program: Program) -> tuple[int, bool]:
-    """Run it as ``python script.py`` / ``python -m module`` would: ``(exit code, ended by KeyboardInterrupt)``."""
+    """Run it as ``python script.py`` / ``-m module`` / ``-c code`` would: ``(exit code, ended by
+    KeyboardInterrupt)``."""
     try:
         if program.module is not None:
             runpy._run_module_as_main(program.module)  # type: ignore[attr-defined]  # what `python -m` calls
+        elif program.code is not None:
+            _run_code(program.code)
         else:
             _run_script(program.script or "")
     except SystemExit as done:
@@ -188,6 +195,13 @@ def _run_script(path: str) -> None:
     with open(path, "rb") as fp:
         source = fp.read()
     exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)  # noqa: S102 (the user's own program)
+
+
+def _run_code(code: str) -> None:
+    """CPython's ``-c``: the code compiled as ``<string>`` and run in ``__main__``, whose loader is BuiltinImporter."""
+    main = sys.modules["__main__"]
+    main.__loader__ = BuiltinImporter
+    exec(compile(code, "<string>", "exec", dont_inherit=True), main.__dict__)  # noqa: S102 (the program's own code)
 
 
 def _forget_script_file(program: Program) -> None:

@@ -8,7 +8,9 @@ and every worker is forked from it and runs the program in the fresh-process sta
 (``orphan_guard.py``), which asks the forkserver for the worker and stands in for it: signals, exit status.
 
 Only a plain ``<sys.executable> script.py ...`` or ``<sys.executable> -m module ...`` on Linux is forked; any
-interpreter option, another program, or ``RELAY_FORKSERVER=0`` starts the workers with ``exec`` as before.
+interpreter option, another program, or ``RELAY_FORKSERVER=0`` starts the workers with ``exec`` as before. The
+zygote also runs multiprocessing's "spawn" child command (``python [-B] -c CODE --multiprocessing-fork``) for a
+stand-in that asks for it; no launch of Relay's own starts one.
 """
 
 from __future__ import annotations
@@ -40,22 +42,26 @@ GUARD = (sys.executable, "-S", os.path.join(os.path.dirname(os.path.abspath(__fi
 
 @dataclass(frozen=True)
 class Program:
-    """What a fresh ``python`` runs for a command: a script file or a module, with its ``sys.argv`` and ``sys.path[0]``.
+    """What a fresh ``python`` runs for a command: a script file, a module or ``-c`` code, with its ``sys.argv`` and
+    ``sys.path[0]``.
 
     ``script`` is ``__file__`` as CPython sets it (the cwd joined to a relative path, not normalised); ``argv`` is
-    ``sys.argv`` before the program starts (``-m`` in front of a module's arguments, as CPython has it).
+    ``sys.argv`` before the program starts (``-m`` or ``-c`` in front of the arguments, as CPython has it).
     """
 
     script: str | None
     module: str | None
     argv: tuple[str, ...]
     path0: str
+    code: str | None = None
 
 
 def program_of(command: list[str], cwd: str) -> Program | None:
     """The program of ``command`` when a forked worker can run it exactly as ``exec`` would, else None."""
     if len(command) < 2 or not sys.executable or command[0] != sys.executable:
         return None
+    if command[-1:] == ["--multiprocessing-fork"]:
+        return _spawn_child(command)
     if command[1] == "-m":
         if len(command) < 3 or not command[2] or command[2].startswith("-"):
             return None
@@ -66,6 +72,16 @@ def program_of(command: list[str], cwd: str) -> Program | None:
     if not os.path.isfile(path) or path.endswith((".pyc", ".pyo")) or zipfile.is_zipfile(path):
         return None  # a directory, a zip application or bytecode: CPython runs those differently
     return Program(path, None, tuple(command[1:]), os.path.dirname(os.path.realpath(path)))
+
+
+def _spawn_child(command: list[str]) -> Program | None:
+    """multiprocessing's "spawn" child (``spawn.get_command_line``: ``python -c CODE --multiprocessing-fork``, with
+    ``-B`` where the parent has ``dont_write_bytecode``): only where that flag is this interpreter's too (it then comes
+    from the same ``PYTHONDONTWRITEBYTECODE``); any other interpreter option needs a fresh interpreter."""
+    options, rest = command[1:-3], command[-3:]
+    if rest[:1] != ["-c"] or options not in ([], ["-B"]) or (options and not sys.flags.dont_write_bytecode):
+        return None
+    return Program(None, None, ("-c", rest[2]), "", code=rest[1])
 
 
 def pythonpath_entries(value: str | None, cwd: str) -> list[str]:

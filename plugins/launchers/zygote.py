@@ -3,7 +3,8 @@
 Started by ``plugins.launchers.forkserver.worker_forkserver`` (``python -c BOOT``): ``sys.path[0]`` is the one the
 workers' program gets, stdin is a pipe from the launcher (end of file: the launch is over), and a listening socket
 is inherited. Each request comes from the ``orphan_guard.py`` torch elastic started for a rank: the command, its
-environment, working directory and standard streams. The zygote forks (``forked_worker.become_worker`` runs the
+environment, working directory and standard streams (and any other descriptor the stand-in inherited, forked only
+where its number is free in the child). The zygote forks (``forked_worker.become_worker`` runs the
 program in the child), replies with the worker's pid and later its wait status. When that stand-in dies (torch
 elastic's SIGKILL after ``shutdown_timeout``, the launcher's death) the worker's process group is killed too.
 
@@ -27,7 +28,7 @@ from typing import Any
 from plugins.launchers.forked_worker import Request, become_worker
 from plugins.launchers.forkserver import Program, program_of, pythonpath_entries
 # the wire format is orphan_guard.py's (the request's length, sent with the caller's standard streams; pid; status)
-from plugins.launchers.orphan_guard import HEADER, PID, STATUS, die_with
+from plugins.launchers.orphan_guard import HEADER, MAX_FDS, PID, STATUS, die_with, is_open
 
 REQUEST_SECONDS = 30.0
 SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
@@ -66,7 +67,7 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None
     fds: list[int] = []
     request = None
     try:
-        header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+        header, fds, _, _ = socket.recv_fds(conn, HEADER.size, MAX_FDS)
         size = HEADER.unpack(header)[0] if len(header) == HEADER.size else 0
         payload = b""
         while len(payload) < size:
@@ -93,9 +94,11 @@ def forkable(request: dict[str, Any], environ: dict[str, str], own_path: tuple[s
     of the modules imported here, and CUDA untouched here. Another ``PYTHONPATH`` is forked (the worker puts its
     entries on ``sys.path``, ``forked_worker``) when ``own_path`` locates this process's entries, no module imported
     here came from one the program lacks, and none it adds holds another module of a name imported here or a
-    ``sitecustomize``/``usercustomize`` (a fresh interpreter runs those at start-up).
+    ``sitecustomize``/``usercustomize`` (a fresh interpreter runs those at start-up). A request's ``path`` (a spawn
+    child's: it imports with its parent's ``sys.path``) must find each module imported here where it was found.
     """
-    program = program_of(list(request.get("argv", [])), str(request.get("cwd", "")))
+    cwd = str(request.get("cwd", ""))
+    program = program_of(list(request.get("argv", [])), cwd)
     env = request.get("env", {})
     # PYTHONUNBUFFERED only shapes the standard streams, which the worker makes anew (forked_worker._fresh_stream)
     python_vars = {k for k in (*env, *environ)
@@ -108,7 +111,11 @@ def forkable(request: dict[str, Any], environ: dict[str, str], own_path: tuple[s
         if (own_path is None or any(shadows_imports(entry) or runs_at_start(entry) for entry in added)
                 or any(imported_from(entry) for entry in own_path if entry not in theirs)):
             return None
-    if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(program.path0):
+    path0 = os.path.join(cwd, program.path0) if program.path0 else cwd  # "" (-c): the directory it starts in
+    if not sys.flags.safe_path and program.path0 != sys.path[0] and shadows_imports(path0):
+        return None
+    path = request.get("path")
+    if path is not None and not same_imports([os.path.join(cwd, entry) if entry else cwd for entry in path]):
         return None
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
@@ -141,6 +148,15 @@ def _found_in(module: Any, location: str) -> bool:
     location = os.path.realpath(location)
     return any(w and (os.path.realpath(w) == location or os.path.realpath(w).startswith(location + os.sep))
                for w in where)
+
+
+def same_imports(path: list[str]) -> bool:
+    """Whether a program importing with ``path`` as ``sys.path`` finds the modules imported here where they are: no
+    entry of its own holds another module of such a name, and none it lacks is where one of them came from."""
+    own = [os.path.realpath(entry) for entry in sys.path if entry]
+    theirs = [os.path.realpath(entry) for entry in path]
+    return (not any(shadows_imports(entry) for entry in theirs if entry not in own)
+            and not any(imported_from(entry) for entry in own if entry not in theirs and os.path.exists(entry)))
 
 
 def runs_at_start(entry: str) -> bool:
@@ -195,12 +211,20 @@ class Zygote:
         conn, _ = self.listener.accept()
         got = read_request(conn)
         program = forkable(got[0], self.environ, self.own_path) if got and self.forking else None
+        if got and program is not None and not self.free_in_child(got[0].get("fds", []), got[1], conn):
+            program = None  # a descriptor's number is taken in the child: an exec'd one would have it there
         if got is None or program is None or not self.fork(conn, program, *got):
             with contextlib.suppress(OSError):
                 conn.sendall(b"F")  # the stand-in starts the worker with exec
             for fd in got[1] if got else []:
                 os.close(fd)
             conn.close()
+
+    def free_in_child(self, numbers: list[int], fds: list[int], conn: socket.socket) -> bool:
+        """Whether each descriptor number above 2 is free in a child forked now, after it closed this loop's own."""
+        closed = {self.listener.fileno(), self.wake_r.fileno(), self.wake_w.fileno(), conn.fileno(), *fds,
+                  getattr(self.selector, "fileno", lambda: -1)(), *(c.fileno() for c in self.workers.values())}
+        return not any(n > 2 and n not in closed and is_open(n) for n in numbers)
 
     def fork(self, conn: socket.socket, program: Program, request: dict[str, Any], fds: list[int]) -> bool:
         """Fork the worker and tell its stand-in its pid; False when the system refused a new process."""

@@ -85,6 +85,7 @@ def test_a_failing_worker_fails_the_fit_with_its_traceback(spawned):
     assert not (out / "fail" / "final.pt").exists()
 
 
+@pytest.mark.fresh_python  # exec'd, and so are its spawned workers: the other runs here fork them warm
 def test_cli_strategy_ddp_spawn_trains_on_two_processes(tmp_path):
     """``python -m trainer strategy=ddp_spawn trainer.devices=2``: the workers are spawned from the Hydra job."""
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}

@@ -146,3 +146,106 @@ def test_no_program_sits_in_the_tests_folder_itself():
     scripts = [p.name for p in forked_programs.ROOT.joinpath("tests").glob("*.py")
                if 'if __name__ == "__main__"' in p.read_text()]
     assert scripts == []
+
+
+def _spawned(end: int | str, fork: bool) -> tuple[dict, int | None]:
+    """A spawn ``Process`` of this process (forked warm, or exec'd with the routing paused): its view, exit code."""
+    import multiprocessing
+
+    from tests.plugins import spawn_probe
+
+    context = multiprocessing.get_context("spawn")
+    paused, forked_programs.POOL.paused = forked_programs.POOL.paused, not fork
+    try:
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(target=spawn_probe.report_and_end, args=(writer, end))
+        process.start()
+        writer.close()
+        seen = reader.recv()
+        process.join(120)
+    finally:
+        forked_programs.POOL.paused = paused
+    assert multiprocessing.connection.wait([process.sentinel], 0)  # the sentinel fired with the end
+    return seen, process.exitcode
+
+
+@pytest.mark.parametrize("end", [3, "kill"])
+def test_a_spawn_child_is_forked_warm_and_sees_and_ends_as_an_execd_one(end):
+    """ddp_spawn's workers: ``python -B -c ... --multiprocessing-fork`` with its inherited descriptors (the resource
+    tracker's, the pipes, a ``Connection`` in the arguments) at the same numbers; its exit code, or SIGKILL (-9)."""
+    forked, forked_code = _spawned(end, fork=True)
+    execd, execd_code = _spawned(end, fork=False)
+    assert forked.pop("forked") and not execd.pop("forked")
+    assert forked == execd and forked_code == execd_code == (3 if end == 3 else -9)
+    orig_argv = forked["orig_argv"]  # (sys.argv and sys.path are the parent's: multiprocessing sets them)
+    assert orig_argv[0] == sys.executable and orig_argv[-3] == "-c" and orig_argv[-1] == "--multiprocessing-fork"
+
+
+def test_a_forked_spawn_childs_error_is_raised_in_the_parent_with_its_traceback():
+    import torch.multiprocessing
+
+    from tests.plugins import spawn_probe
+
+    messages = {}
+    for fork in (True, False):
+        paused, forked_programs.POOL.paused = forked_programs.POOL.paused, not fork
+        try:
+            with pytest.raises(torch.multiprocessing.ProcessRaisedException) as raised:
+                torch.multiprocessing.start_processes(spawn_probe.fail, nprocs=1, start_method="spawn")
+        finally:
+            forked_programs.POOL.paused = paused
+        messages[fork] = str(raised.value)
+    assert "ValueError: rank 0 failed, forked=True" in messages[True] and 'spawn_probe.py", line' in messages[True]
+    assert messages[True].replace("forked=True", "forked=False") == messages[False]
+
+
+SPAWN_CODE = ("import __main__, json, os, sys\nfrom plugins.launchers.forked_worker import forked_from\n"
+              "os.write(int(os.environ['FD']), json.dumps([forked_from() is not None, sys.argv, sys.orig_argv, "
+              "sys.path[0], sys.flags.dont_write_bytecode, sorted(vars(__main__)), repr(__main__.__loader__), "
+              "os.get_inheritable(int(os.environ['FD']))]).encode())\nraise KeyError('end')\n")
+
+
+def test_a_spawn_child_command_runs_as_python_c_and_is_execd_where_its_descriptor_number_is_taken(tmp_path):
+    """``python -B -c CODE --multiprocessing-fork`` forked: ``sys.path[0]`` "", argv, ``__main__``, the descriptor at
+    its number, the uncaught error printed from ``<string>``, exit code 1. A forkserver holding a number the child
+    needs (here one that imports nothing) has the stand-in exec it instead."""
+    import socket
+    import uuid
+
+    from plugins.launchers import forkserver
+
+    taken, free = 60, 61
+    address = f"relay-test-spawn-{uuid.uuid4().hex[:12]}"
+    held_r, held_w = os.pipe()
+    os.dup2(held_r, taken)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + address)
+        listener.listen(8)
+        zygote = forked_programs._EXEC_POPEN(
+            [sys.executable, "-c", forkserver.BOOT, str(forked_programs.ROOT), str(listener.fileno()),
+             str(os.getpid()), str(tmp_path)], stdin=subprocess.PIPE, pass_fds=[listener.fileno(), taken])
+    os.close(taken)
+    seen = {}
+    try:
+        command = [sys.executable, "-B", "-c", SPAWN_CODE, "--multiprocessing-fork"]
+        for name, number, stand_in in (("forked", free, True), ("taken", taken, True), ("execd", free, False)):
+            read, write = os.pipe()
+            os.dup2(write, number)
+            os.close(write)
+            prefix = [*forkserver.GUARD, "-", "--zygote", "@" + address] if stand_in else []
+            done = forked_programs._EXEC_POPEN(
+                [*prefix, *command], cwd=forked_programs.ROOT, pass_fds=[number], stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "FD": str(number)})
+            os.close(number)
+            stderr = done.communicate(timeout=120)[1]
+            with os.fdopen(read) as fp:
+                seen[name] = (json.loads(fp.read()), done.returncode, stderr)
+    finally:
+        forkserver.stop_zygote(zygote)
+        os.close(held_r)
+        os.close(held_w)
+    assert seen["forked"][0][0] and not seen["taken"][0][0] and not seen["execd"][0][0]
+    assert seen["forked"][0][1:] == seen["execd"][0][1:] and seen["forked"][1:] == seen["execd"][1:]
+    view, code, stderr = seen["forked"]
+    assert view[1:5] == [["-c", "--multiprocessing-fork"], command, "", True] and view[7] is True
+    assert code == 1 and 'File "<string>", line 4, in <module>' in stderr and "KeyError: 'end'" in stderr

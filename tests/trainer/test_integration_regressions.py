@@ -89,6 +89,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.fresh_python  # rank 0 signals os.getppid(): a spawn child forked warm has the warm interpreter there
 def test_ddp_spawn_preemption_forwards_the_signal_checkpoints_and_exits_with_its_code(tmp_path: Path):
     import subprocess
     import sys
