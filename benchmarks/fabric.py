@@ -78,13 +78,21 @@ def main() -> None:
                         help="thread: CPU time of the training thread, which other jobs on a shared machine "
                              "do not inflate (everything here runs on that one thread)")
     parser.add_argument("--json", help="write every run's figures here")
+    parser.add_argument("--contenders", default="raw,relay,lightning",
+                        help="comma-separated, from raw, relay, lightning (raw, the reference, always runs; "
+                             "lightning only where it is installed)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     warmup, steps = (30, 300) if args.quick else (50, 1000)
     if args.worker:
         print(json.dumps(run_one(args.worker, warmup, steps, args.clock)))
         return
-    contenders = ["raw", "relay"] + (["lightning"] if importlib.util.find_spec("lightning") else [])
+    wanted = {c for c in args.contenders.split(",") if c}
+    if wanted - {"raw", "relay", "lightning"}:
+        parser.error(f"--contenders: unknown {sorted(wanted - {'raw', 'relay', 'lightning'})}; "
+                     "choose from raw, relay, lightning")
+    contenders = ["raw"] + ["relay"] * ("relay" in wanted)
+    contenders += ["lightning"] * ("lightning" in wanted and importlib.util.find_spec("lightning") is not None)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     results: dict[str, list[float]] = {c: [] for c in contenders}

@@ -102,6 +102,9 @@ def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
 
 @pytest.mark.timeout(300)
 def test_fabric_quick_runs_and_prints_ratios() -> None:
-    out = _run("fabric.py", "--quick", "--repeats", "1", timeout=280)
+    # not the lightning contender (Lightning Fabric's worker, ~9 CPU-s): the README's figures run it; the same
+    # Fabric programs run on Lightning Fabric in tests/compat/test_fabric_diff.py and test_fabric_programs.py
+    out = _run("fabric.py", "--quick", "--repeats", "1", "--contenders", "raw,relay", timeout=280)
     assert re.search(r"^relay\s+\d+\.\d+\s+\d+\.\d+x$", out, re.MULTILINE), out
     assert re.search(r"^raw\s+\d+\.\d+\s+1\.000x$", out, re.MULTILINE), out
+    assert not re.search(r"^lightning\s", out, re.MULTILINE), out
