@@ -114,7 +114,7 @@ def run_one(name: str, args: argparse.Namespace, out: str) -> dict:
     child = [HERE, "--child", name, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup)]
     if name.endswith("-hvd"):
         cmd = [sys.executable, "-c", "from horovod.runner.launch import run_commandline; run_commandline()",
-               "-np", "2", "--gloo", "-H", "localhost:2", sys.executable, *child]
+               "-np", "2", "--gloo", "-H", "localhost:2", args.python, *child]
     else:
         cmd = [sys.executable, *child]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "BENCH_T0": repr(time.time())}
@@ -138,6 +138,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
+    p.add_argument("--python", default=sys.executable,
+                   help="the interpreter horovodrun starts each worker with (default: this one)")
     p.add_argument("--contenders", default=",".join(CONTENDERS),
                    help=f"comma-separated, from {', '.join(CONTENDERS)} (raw-hvd, the reference, always runs)")
     args = p.parse_args()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.util
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -216,6 +217,17 @@ def stand_in_prefix(env: Mapping[str, str]) -> list[str]:
         return []
     server = POOL.server_for(env)
     return [] if server is None else server.command([], parent=0)
+
+
+def forked_python(directory: Path, env: Mapping[str, str]) -> Path:
+    """``directory/python``: a shell script that runs ``sys.executable`` with its arguments, forked from the warm
+    interpreter for ``env`` where it can (``stand_in_prefix``): for a program started by a tool that takes the
+    interpreter's path (a launch template's ``PYTHON``, horovodrun's command), not ``subprocess`` in this process."""
+    python = directory / "python"
+    directory.mkdir(parents=True, exist_ok=True)
+    python.write_text(f"#!/bin/sh\nexec {shlex.join([*stand_in_prefix(env), sys.executable])} \"$@\"\n")
+    python.chmod(0o755)
+    return python
 
 
 _OWN_FORKSERVER = product.worker_forkserver

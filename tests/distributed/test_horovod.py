@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 import torch
 
 from plugins.launchers.horovod import horovodrun_command
-from tests.forked_programs import stand_in_prefix
+from tests.forked_programs import forked_python, stand_in_prefix
 from tests.optional import need_mark
 from tests.distributed.test_ddp import assert_close, ranks, run, weights
 
@@ -279,10 +278,7 @@ def test_launch_template_runs(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "PYTHON")}
     env.update(ACCELERATOR="cpu", GPUS_PER_NODE="2",
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    python = tmp_path / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f"#!/bin/sh\nexec {shlex.join([*stand_in_prefix(env), sys.executable])} \"$@\"\n")
-    python.chmod(0o755)
+    python = forked_python(tmp_path / "bin", env)
     env["PATH"] = os.pathsep.join([str(python.parent), str(Path(sys.executable).parent), env.get("PATH", "")])
     done = subprocess.run(["bash", str(ROOT / "templates" / "launch" / "horovodrun.sh"), *TINY,
                            f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=200,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -50,12 +51,16 @@ def test_pipeline_quick_runs_and_prints_every_schedule() -> None:
     for schedule in ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zb", "zbv"):
         assert re.search(rf"^{schedule}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+x\s+r0: \d+/", out, re.MULTILINE), out
 @pytest.mark.timeout(300)
-def test_horovod_quick_runs_and_prints_ratios() -> None:
+def test_horovod_quick_runs_and_prints_ratios(tmp_path) -> None:
+    from tests.forked_programs import forked_python
     from tests.optional import need
 
     need("horovod", "benchmarks/horovod.py compares Relay's Horovod strategy with a raw Horovod script")
-    # not relay-ddp: the same child as relay-hvd with strategy="ddp", which the DDP tests train (3 contenders: 40 s CPU)
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "horovod.py"), "--quick", "--contenders", "relay-hvd"],
+    # not relay-ddp: the same child as relay-hvd with strategy="ddp", which the DDP tests train (3 contenders: 40 s CPU);
+    # horovodrun's workers are forked from the tests' warm interpreter (--python: 36 -> ~10 CPU-s)
+    python = forked_python(tmp_path / "bin", {**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "horovod.py"), "--quick", "--contenders", "relay-hvd",
+                           "--python", str(python)],
                           capture_output=True, text=True, timeout=280, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not re.search(r"^relay-ddp\s", proc.stdout, re.MULTILINE), proc.stdout

@@ -167,33 +167,13 @@ def test_strict_loading_false_lets_a_fit_resume_from_a_partial_state_dict(tmp_pa
     assert resumed.trainer.global_step == 16
 
 
-SPAWN_PARTIAL_STATE = """
-import torch
-from tests.helpers import loader, quiet
-from tests.trainer.test_module_members import WithFrozenBackbone
-from trainer import Trainer
-
-def run(model):
-    Trainer(**quiet(max_epochs=1, accelerator="cpu", strategy="ddp_spawn", devices=2)).fit(model, loader())
-
-model = WithFrozenBackbone(strict=False)
-before = model.head.weight.detach().clone()
-run(model)
-print("head trained:", not torch.equal(before, model.head.weight))
-try:
-    run(WithFrozenBackbone())
-except RuntimeError as err:
-    print("strict:", "Missing key" in str(err))
-"""
-
-
 @pytest.mark.timeout(240)
 def test_ddp_spawn_brings_back_a_partial_state_dict_under_strict_loading_false():
     """The launching process takes the workers' weights with ``strict=strict_loading``."""
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", SPAWN_PARTIAL_STATE], capture_output=True, text=True, timeout=200,
-                          env=env)
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("spawn_partial_state_script.py"))],
+                          capture_output=True, text=True, timeout=200, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == ["head trained: True", "strict: True"]
 
