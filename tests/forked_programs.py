@@ -58,14 +58,16 @@ IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TORCH", 
 # and the TensorBoard writer, which rank 0 of most test runs imports (0.5 s of CPU each, measured)
 PRELOAD_MORE = ("hydra", "omegaconf", "torch.utils.tensorboard")
 MAX_FORKSERVERS = 4  # per pytest process; each holds torch in memory (~0.5 GB)
+# matching a prefix above but read only when used: PYTHONUNBUFFERED (a forked program makes its standard streams by its
+# own environment), PYTHONPATH (it puts its own entries on sys.path; the warm interpreter execs it where they would
+# make it import something else, plugins/launchers/zygote.py), and the variable Lightning sets in its own process
+# before it starts its workers (torch.cuda reads it at each availability check): its spawn children stay forked
+NOT_IMPORT_TIME = ("PYTHONUNBUFFERED", "PYTHONPATH", "PYTORCH_NVML_BASED_CUDA_CHECK")
 
 
 def import_time_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """Not part of it: ``PYTHONUNBUFFERED`` (a forked program makes its standard streams by its own environment) and
-    ``PYTHONPATH`` (it puts its own entries on ``sys.path``; the warm interpreter execs it where they would make it
-    import something else, ``plugins/launchers/zygote.py``)."""
-    return tuple(sorted((k, v) for k, v in env.items()
-                        if k.startswith(IMPORT_TIME) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")))
+    """The variables of ``env`` read at import (``IMPORT_TIME`` but ``NOT_IMPORT_TIME``)."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME) and k not in NOT_IMPORT_TIME))
 
 
 class _Forkserver:

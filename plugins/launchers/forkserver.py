@@ -75,11 +75,12 @@ def program_of(command: list[str], cwd: str) -> Program | None:
 
 
 def _spawn_child(command: list[str]) -> Program | None:
-    """multiprocessing's "spawn" child (``spawn.get_command_line``: ``python -c CODE --multiprocessing-fork``, with
-    ``-B`` where the parent has ``dont_write_bytecode``): only where that flag is this interpreter's too (it then comes
-    from the same ``PYTHONDONTWRITEBYTECODE``); any other interpreter option needs a fresh interpreter."""
+    """multiprocessing's "spawn" child (``spawn.get_command_line``: ``python OPTIONS -c CODE --multiprocessing-fork``,
+    the options made from the parent's flags and warning options): only where they are the ones this interpreter's
+    own flags make (``-B`` and ``-W`` then come from the same ``PYTHON*`` variables, which the forkserver checks); any
+    other interpreter option needs a fresh interpreter."""
     options, rest = command[1:-3], command[-3:]
-    if rest[:1] != ["-c"] or options not in ([], ["-B"]) or (options and not sys.flags.dont_write_bytecode):
+    if rest[:1] != ["-c"] or options != subprocess._args_from_interpreter_flags():  # type: ignore[attr-defined]
         return None
     return Program(None, None, ("-c", rest[2]), "", code=rest[1])
 
