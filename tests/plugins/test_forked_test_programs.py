@@ -206,7 +206,7 @@ SPAWN_CODE = ("import __main__, json, os, sys\nfrom plugins.launchers.forked_wor
 
 
 def test_a_spawn_child_command_runs_as_python_c_and_is_execd_where_its_descriptor_number_is_taken(tmp_path):
-    """``python -B -c CODE --multiprocessing-fork`` forked: ``sys.path[0]`` "", argv, ``__main__``, the descriptor at
+    """``python [-B] -c CODE --multiprocessing-fork`` forked: ``sys.path[0]`` "", argv, ``__main__``, the descriptor at
     its number, the uncaught error printed from ``<string>``, exit code 1. A forkserver holding a number the child
     needs (here one that imports nothing) has the stand-in exec it instead."""
     import socket
@@ -227,7 +227,8 @@ def test_a_spawn_child_command_runs_as_python_c_and_is_execd_where_its_descripto
     os.close(taken)
     seen = {}
     try:
-        command = [sys.executable, "-B", "-c", SPAWN_CODE, "--multiprocessing-fork"]
+        options = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # what spawn passes (-B?)
+        command = [sys.executable, *options, "-c", SPAWN_CODE, "--multiprocessing-fork"]
         for name, number, stand_in in (("forked", free, True), ("taken", taken, True), ("execd", free, False)):
             read, write = os.pipe()
             os.dup2(write, number)
@@ -247,5 +248,6 @@ def test_a_spawn_child_command_runs_as_python_c_and_is_execd_where_its_descripto
     assert seen["forked"][0][0] and not seen["taken"][0][0] and not seen["execd"][0][0]
     assert seen["forked"][0][1:] == seen["execd"][0][1:] and seen["forked"][1:] == seen["execd"][1:]
     view, code, stderr = seen["forked"]
-    assert view[1:5] == [["-c", "--multiprocessing-fork"], command, "", True] and view[7] is True
+    assert view[1:5] == [["-c", "--multiprocessing-fork"], command, "", bool(sys.flags.dont_write_bytecode)]
+    assert view[7] is True
     assert code == 1 and 'File "<string>", line 4, in <module>' in stderr and "KeyError: 'end'" in stderr
