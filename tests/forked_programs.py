@@ -221,6 +221,16 @@ def stand_in_prefix(env: Mapping[str, str]) -> list[str]:
     return [] if server is None else server.command([], parent=0)
 
 
+def program_pid(proc: subprocess.Popen) -> int:
+    """The pid of the program ``proc`` runs: its own, or where a warm interpreter forked it, that child's (noted under
+    the stand-in's pid once forked, as for a launch's workers): to signal or recognise the program itself."""
+    args = [str(a) for a in proc.args] if isinstance(proc.args, (list, tuple)) else []
+    for server in list(POOL.servers.values()):
+        if "@" + server.address in args:
+            return product.Forkserver(pid_dir=server.pid_dir).worker_pid(proc.pid)
+    return proc.pid
+
+
 def forked_python(directory: Path, env: Mapping[str, str]) -> Path:
     """``directory/python``: a shell script that runs ``sys.executable`` with its arguments, forked from the warm
     interpreter for ``env`` where it can (``stand_in_prefix``): for a program started by a tool that takes the
