@@ -18,7 +18,7 @@ creating thread), ``pass_fds``/``preexec_fn``/``executable``/``shell``, ``-m tor
 ``RELAY_FORKSERVER=0`` in its environment, a test marked ``fresh_python``, and everything when
 ``RELAY_TEST_FORK=0``.
 
-multiprocessing's "spawn" children (``ddp_spawn``'s workers, a spawn ``Process``: ``python [-B] -c CODE
+multiprocessing's "spawn" children (``ddp_spawn``'s workers, a spawn ``Process``: ``python OPTIONS -c CODE
 --multiprocessing-fork``, started by ``multiprocessing.util.spawnv_passfds`` with the descriptors they inherit) are
 forked the same way, from the warm interpreter of the parent's variables (``spawn_stand_in``): the stand-in, its
 parent, passes them their descriptors at the same numbers and holds them until the child ends, so

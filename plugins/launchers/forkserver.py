@@ -9,8 +9,8 @@ and every worker is forked from it and runs the program in the fresh-process sta
 
 Only a plain ``<sys.executable> script.py ...`` or ``<sys.executable> -m module ...`` on Linux is forked; any
 interpreter option, another program, or ``RELAY_FORKSERVER=0`` starts the workers with ``exec`` as before. The
-zygote also runs multiprocessing's "spawn" child command (``python [-B] -c CODE --multiprocessing-fork``) for a
-stand-in that asks for it; no launch of Relay's own starts one.
+zygote also runs multiprocessing's "spawn" child command (``python OPTIONS -c CODE --multiprocessing-fork``, the
+options the zygote's own flags make) for a stand-in that asks for it; no launch of Relay's own starts one.
 """
 
 from __future__ import annotations
