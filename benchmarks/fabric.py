@@ -70,6 +70,9 @@ def run_one(contender: str, warmup: int, steps: int, clock: str = "wall") -> dic
             "median_us": statistics.median(blocks) * 1e6}
 
 
+CONTENDERS = ("raw", "relay", "lightning")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
@@ -78,8 +81,8 @@ def main() -> None:
                         help="thread: CPU time of the training thread, which other jobs on a shared machine "
                              "do not inflate (everything here runs on that one thread)")
     parser.add_argument("--json", help="write every run's figures here")
-    parser.add_argument("--contenders", default="raw,relay,lightning",
-                        help="comma-separated, from raw, relay, lightning (raw, the reference, always runs; "
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help=f"comma-separated, from {', '.join(CONTENDERS)} (raw, the reference, always runs; "
                              "lightning only where it is installed)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -87,12 +90,10 @@ def main() -> None:
     if args.worker:
         print(json.dumps(run_one(args.worker, warmup, steps, args.clock)))
         return
-    wanted = {c for c in args.contenders.split(",") if c}
-    if wanted - {"raw", "relay", "lightning"}:
-        parser.error(f"--contenders: unknown {sorted(wanted - {'raw', 'relay', 'lightning'})}; "
-                     "choose from raw, relay, lightning")
-    contenders = ["raw"] + ["relay"] * ("relay" in wanted)
-    contenders += ["lightning"] * ("lightning" in wanted and importlib.util.find_spec("lightning") is not None)
+    wanted = {c for c in args.contenders.split(",") if c} | {"raw"}
+    if wanted - set(CONTENDERS):
+        parser.error(f"--contenders: unknown {sorted(wanted - set(CONTENDERS))}; choose from {', '.join(CONTENDERS)}")
+    contenders = [c for c in CONTENDERS if c in wanted and (c != "lightning" or importlib.util.find_spec(c))]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     results: dict[str, list[float]] = {c: [] for c in contenders}
