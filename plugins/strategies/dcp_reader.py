@@ -9,6 +9,7 @@ before reading, so a damaged shard is reported by name instead of as a deep torc
 
 from __future__ import annotations
 
+import enum
 import io
 import os
 import pickle
@@ -38,10 +39,20 @@ _ALLOWED = {
 }
 
 
+def _enum_member(owner: Any, name: Any) -> enum.Enum:
+    """``getattr`` as early Python 3.11 releases pickle an Enum member (``getattr(EnumClass, "NAME")``; 3.11.2,
+    Debian 12's, does; later ones pickle its value): only a member of an enum class the allow-list let through."""
+    if isinstance(owner, type) and issubclass(owner, enum.Enum) and isinstance(name, str) and name in owner.__members__:
+        return owner[name]
+    raise pickle.UnpicklingError(f"getattr({owner!r}, {name!r}) is not an enum member of a DCP metadata class")
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
+        if (module, name) in (("builtins", "getattr"), ("__builtin__", "getattr")):
+            return _enum_member
         if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout,
                                                                           torch.memory_format)):
             return getattr(torch, name)

@@ -3,6 +3,8 @@ a directory swap interrupted between its renames, damaged shards. Every run is a
 
 from __future__ import annotations
 
+import enum
+import io
 import os
 import pickle
 import shutil
@@ -102,6 +104,48 @@ def test_a_real_sharded_checkpoint_still_loads_and_converts(sharded, tmp_path):
     convert_checkpoint(sharded, tmp_path / "full.ckpt")
     full = load_checkpoint(tmp_path / "full.ckpt")
     assert set(full["state_dict"]) == {"net.weight", "net.bias"}
+
+
+class _EarlyPython311Pickler(pickle.Pickler):
+    """Pickles an Enum member as Python 3.11.0 to 3.11.x (3.11.2: Debian 12's) does: ``getattr(EnumClass, name)``."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, enum.Enum):
+            return getattr, (type(obj), obj.name)
+        return NotImplemented
+
+
+def _repickled(sharded: Path, tmp_path: Path, name: str, metadata: object) -> Path:
+    copy = tmp_path / name
+    shutil.copytree(sharded, copy)
+    buffer = io.BytesIO()
+    _EarlyPython311Pickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(metadata)
+    (copy / ".metadata").write_bytes(buffer.getvalue())
+    return copy
+
+
+def test_metadata_written_by_python_3_11_2_loads_and_getattr_reaches_nothing_else(sharded, tmp_path):
+    """Early 3.11 releases pickle DCP's memory-format enum through ``getattr``: such a checkpoint loads (it failed
+    on Debian 12's Python as "holds objects other than checkpoint metadata"); ``getattr`` on anything but a member
+    of an allowed enum class is still refused, before it runs."""
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    from trainer.checkpoint import load_checkpoint
+    from trainer.convert_checkpoint import convert_checkpoint
+
+    metadata = pickle.loads((sharded / ".metadata").read_bytes())  # the test's own checkpoint: trusted
+    early = _repickled(sharded, tmp_path, "early.ckpt", metadata)
+    assert b"getattr" in (early / ".metadata").read_bytes()
+    convert_checkpoint(early, tmp_path / "full.ckpt")
+    assert set(load_checkpoint(tmp_path / "full.ckpt")["state_dict"]) == {"net.weight", "net.bias"}
+
+    class _OtherAttribute:
+        def __reduce__(self):
+            return getattr, (_MEM_FORMAT_ENCODING, "mro")
+
+    odd = _repickled(sharded, tmp_path, "odd.ckpt", [metadata, _OtherAttribute()])
+    with pytest.raises(MisconfigurationError, match=r"was refused: .*getattr\(<enum '_MEM_FORMAT_ENCODING'>, 'mro'\)"):
+        Trainer(**quiet(default_root_dir=tmp_path, max_steps=1)).fit(Net(), loader(), ckpt_path=odd)
 
 
 def test_damaged_shard_file_is_reported_by_name(sharded, tmp_path):

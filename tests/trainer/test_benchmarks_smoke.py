@@ -113,3 +113,12 @@ def test_fabric_quick_runs_and_prints_ratios() -> None:
     assert re.search(r"^relay\s+\d+\.\d+\s+\d+\.\d+x$", out, re.MULTILINE), out
     assert re.search(r"^raw\s+\d+\.\d+\s+1\.000x$", out, re.MULTILINE), out
     assert not re.search(r"^lightning\s", out, re.MULTILINE), out
+
+
+@pytest.mark.timeout(60)
+def test_interpreter_runs_and_prints_ratios() -> None:
+    # the start-up case only (four `python -c pass`): .ci/run's choice of interpreter is measured by the full script
+    out = _run("interpreter.py", "--python", sys.executable, "--python", sys.executable, "--repeats", "1",
+               "--cases", "start-up")
+    assert re.search(r"^start-up\s+\d+\.\d+ \(1\.00x\)\s+\d+\.\d+ \(\d+\.\d+x\)$", out, re.MULTILINE), out
+    assert out.count(f"{sys.executable}: CPython {sys.version.split()[0]} from {sys.base_prefix}") == 2, out
