@@ -21,6 +21,7 @@ Lightning's names are the primitives (``save_checkpoint``, ``load_checkpoint``, 
 
 from __future__ import annotations
 
+import enum
 import errno
 import io as _io
 import os
@@ -64,6 +65,19 @@ class CheckpointWriteError(OSError):
 
 class CheckpointReadError(ValueError):
     """A checkpoint that is missing, damaged, foreign or unsafe (would run code); the message is one line."""
+
+
+# the names ``getattr`` has in a pickle (protocol 2 writes Python 2's module name), for ``enum_member``
+GETATTR_GLOBALS = ("builtins.getattr", "__builtin__.getattr")
+
+
+def enum_member(owner: Any, name: Any) -> enum.Enum:
+    """``getattr`` as Python 3.11.0 to 3.11.4 pickle an Enum member (``getattr(EnumClass, "NAME")``; 3.11.2, Debian
+    12's, does; other releases pickle the member's value), for the unpicklers that read checkpoints as data: only a
+    member of an enum class the unpickler already let through, never any other attribute."""
+    if isinstance(owner, type) and issubclass(owner, enum.Enum) and isinstance(name, str) and name in owner.__members__:
+        return owner[name]
+    raise pickle.UnpicklingError(f"getattr({owner!r}, {name!r}) is not a member of an allowed enum class")
 
 
 def fsync_dir(path: str | os.PathLike) -> None:

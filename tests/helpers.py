@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+import pickle
+
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -58,3 +61,21 @@ def quiet(**kwargs):
     base = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     base.update(kwargs)
     return base
+
+
+class EarlyPython311Pickler(pickle.Pickler):
+    """Pickles an Enum member as Python 3.11.0 to 3.11.4 (3.11.2: Debian 12's) do, ``getattr(EnumClass, name)``;
+    as ``torch.save(..., pickle_module=EarlyPython311Pickling)`` too."""
+
+    def reducer_override(self, obj):  # noqa: ANN001, ANN201 (pickle's hook)
+        if isinstance(obj, enum.Enum):
+            return getattr, (type(obj), obj.name)
+        return NotImplemented
+
+
+class EarlyPython311Pickling:
+    """A ``pickle_module`` for ``torch.save`` that writes as ``EarlyPython311Pickler``."""
+
+    Pickler = EarlyPython311Pickler
+    Unpickler = pickle.Unpickler
+    __name__ = "pickle"

@@ -9,7 +9,6 @@ before reading, so a damaged shard is reported by name instead of as a deep torc
 
 from __future__ import annotations
 
-import enum
 import io
 import os
 import pickle
@@ -20,7 +19,7 @@ import torch
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import StorageMeta
 
-from plugins.checkpoint_io import CheckpointReadError
+from plugins.checkpoint_io import GETATTR_GLOBALS, CheckpointReadError, enum_member
 
 _METADATA_MODULE = "torch.distributed.checkpoint.metadata"
 _ALLOWED = {
@@ -39,20 +38,12 @@ _ALLOWED = {
 }
 
 
-def _enum_member(owner: Any, name: Any) -> enum.Enum:
-    """``getattr`` as early Python 3.11 releases pickle an Enum member (``getattr(EnumClass, "NAME")``; 3.11.2,
-    Debian 12's, does; later ones pickle its value): only a member of an enum class the allow-list let through."""
-    if isinstance(owner, type) and issubclass(owner, enum.Enum) and isinstance(name, str) and name in owner.__members__:
-        return owner[name]
-    raise pickle.UnpicklingError(f"getattr({owner!r}, {name!r}) is not an enum member of a DCP metadata class")
-
-
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
-        if (module, name) in (("builtins", "getattr"), ("__builtin__", "getattr")):
-            return _enum_member
+        if f"{module}.{name}" in GETATTR_GLOBALS:  # an enum member as early Python 3.11 releases pickle one
+            return enum_member
         if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout,
                                                                           torch.memory_format)):
             return getattr(torch, name)

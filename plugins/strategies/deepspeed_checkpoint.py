@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from plugins.checkpoint_io import GETATTR_GLOBALS, enum_member
+
 META_FILE = "meta.pt"
 TAG = "deepspeed"
 
@@ -127,8 +129,9 @@ def save_deepspeed(checkpoint: dict[str, Any], path: str | os.PathLike, strategy
 
 
 def _allowed_globals() -> list[Any]:
-    """DeepSpeed's plain-data classes that its checkpoint files pickle by name."""
-    found: list[Any] = []
+    """DeepSpeed's plain-data classes that its checkpoint files pickle by name, and ``getattr`` as early Python 3.11
+    releases pickle an enum member (``ZeroStageEnum``'s): only such a member (``enum_member``)."""
+    found: list[Any] = [(enum_member, name) for name in GETATTR_GLOBALS]
     for module, names in (
         ("deepspeed.runtime.fp16.loss_scaler", ("LossScaler", "DynamicLossScaler")),
         ("deepspeed.runtime.zero.config", ("ZeroStageEnum",)),

@@ -16,7 +16,8 @@ import torch
 from plugins.strategies.deepspeed import DeepSpeedStrategy, extensions_cache
 from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
 from tests.distributed.engine_runs import single_device_reference
-from tests.optional import need_mark
+from tests.helpers import EarlyPython311Pickling
+from tests.optional import need, need_mark
 
 
 def test_config_from_stage_offload_and_the_trainer_settings():
@@ -53,6 +54,37 @@ def test_bad_settings_are_one_clear_line(kwargs, message):
 def test_value_clipping_is_refused_because_deepspeed_clips_by_norm():
     with pytest.raises(ValueError, match="gradient_clip_algorithm=norm"):
         DeepSpeedStrategy().configure_optimization(1, 1.0, "value")
+
+
+def test_a_shard_written_by_python_3_11_2_loads_its_zero_stage_and_getattr_reaches_nothing_else(tmp_path):
+    """DeepSpeed's optimizer shards hold ``ZeroStageEnum``; early 3.11 releases pickle it through ``getattr``, which
+    ``torch.load(weights_only=True)`` refused ("GLOBAL getattr was not an allowed global") on Debian 12's Python."""
+    need("deepspeed", "DeepSpeed's ZeroStageEnum")
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+
+    from plugins.strategies.deepspeed_checkpoint import weights_only_loads
+
+    shard = tmp_path / "optim_states.pt"
+    torch.save({"zero_stage": ZeroStageEnum.weights, "fp32": torch.ones(2)}, shard, pickle_module=EarlyPython311Pickling)
+    assert b"getattr" in _pickled_part(shard)
+    with weights_only_loads():
+        state = torch.load(shard, weights_only=False)  # what DeepSpeed asks for; the block makes it data only
+    assert state["zero_stage"] is ZeroStageEnum.weights and torch.equal(state["fp32"], torch.ones(2))
+
+    class _OtherAttribute:
+        def __reduce__(self):
+            return getattr, (ZeroStageEnum, "mro")
+
+    torch.save({"zero_stage": _OtherAttribute()}, tmp_path / "odd.pt", pickle_module=EarlyPython311Pickling)
+    with weights_only_loads(), pytest.raises(Exception, match=r"getattr\(<enum 'ZeroStageEnum'>, 'mro'\)"):
+        torch.load(tmp_path / "odd.pt", weights_only=False)
+
+
+def _pickled_part(saved) -> bytes:
+    import zipfile
+
+    with zipfile.ZipFile(saved) as archive:
+        return b"".join(archive.read(n) for n in archive.namelist() if n.endswith("data.pkl"))
 
 
 pytestmark = [need_mark("deepspeed", "strategy=deepspeed runs DeepSpeed's engine"), pytest.mark.timeout(900)]

@@ -3,7 +3,6 @@ a directory swap interrupted between its renames, damaged shards. Every run is a
 
 from __future__ import annotations
 
-import enum
 import io
 import os
 import pickle
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 from tests.distributed.fault_script import Net
-from tests.helpers import loader, quiet
+from tests.helpers import EarlyPython311Pickler, loader, quiet
 from trainer import Trainer
 from trainer.errors import MisconfigurationError
 
@@ -106,20 +105,11 @@ def test_a_real_sharded_checkpoint_still_loads_and_converts(sharded, tmp_path):
     assert set(full["state_dict"]) == {"net.weight", "net.bias"}
 
 
-class _EarlyPython311Pickler(pickle.Pickler):
-    """Pickles an Enum member as Python 3.11.0 to 3.11.x (3.11.2: Debian 12's) does: ``getattr(EnumClass, name)``."""
-
-    def reducer_override(self, obj):
-        if isinstance(obj, enum.Enum):
-            return getattr, (type(obj), obj.name)
-        return NotImplemented
-
-
 def _repickled(sharded: Path, tmp_path: Path, name: str, metadata: object) -> Path:
     copy = tmp_path / name
     shutil.copytree(sharded, copy)
     buffer = io.BytesIO()
-    _EarlyPython311Pickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(metadata)
+    EarlyPython311Pickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(metadata)
     (copy / ".metadata").write_bytes(buffer.getvalue())
     return copy
 
