@@ -160,11 +160,20 @@ def same_imports(path: list[str]) -> bool:
 
 
 def runs_at_start(entry: str) -> bool:
-    """Whether ``entry`` holds a ``sitecustomize`` or ``usercustomize``, which a fresh interpreter runs at start-up."""
+    """Whether ``entry`` holds a ``sitecustomize`` or ``usercustomize`` other than the one this process ran at its
+    start: a fresh interpreter runs the first it finds. The same one is no reason to exec: Debian's and Ubuntu's
+    Pythons keep theirs in the standard library's directory, which a CLI launch's ``PYTHONPATH`` names too."""
     try:
-        return any(name.partition(".")[0] in ("sitecustomize", "usercustomize") for name in os.listdir(entry))
+        names = os.listdir(entry)
     except OSError:
         return False
+    for name in names:
+        stem = name.partition(".")[0]
+        if stem in ("sitecustomize", "usercustomize"):
+            ran = sys.modules.get(stem)
+            if ran is None or not _found_in(ran, os.path.join(entry, name)):
+                return True
+    return False
 
 
 def imported_from(entry: str) -> bool:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -213,6 +214,13 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
     (tmp_path / "boot").mkdir()
     (tmp_path / "boot" / "sitecustomize.py").write_text("")
     assert forkable(request(str(tmp_path / "boot")), {}, ()) is None  # a fresh interpreter would run it first
+    # the one this process ran at start-up (Debian's: in the standard library's directory, which the CLI names)
+    ran = types.ModuleType("sitecustomize")
+    ran.__file__ = str(tmp_path / "boot" / "sitecustomize.py")
+    monkeypatch.setitem(sys.modules, "sitecustomize", ran)
+    assert forkable(request(str(tmp_path / "boot")), {}, ()) is not None
+    ran.__file__ = str(tmp_path / "elsewhere" / "sitecustomize.py")
+    assert forkable(request(str(tmp_path / "boot")), {}, ()) is None
     monkeypatch.syspath_prepend(str(tmp_path / "gone"))
     import relay_probe_gone  # noqa: F401 (imported from an entry the worker's PYTHONPATH lacks)
 
