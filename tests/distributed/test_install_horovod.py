@@ -106,6 +106,34 @@ def test_build_switches_follow_the_machine(tmp_path, monkeypatch, tools, cuda, c
     assert ("HOROVOD_GPU_OPERATIONS" in env) == any(c.startswith("NCCL") for c in chosen)
 
 
+def test_the_sdist_unpacks_and_a_member_outside_it_is_refused(tmp_path, monkeypatch):
+    """tarfile's ``filter="data"`` is missing before Python 3.11.4 (Debian 12's 3.11.2: the build failed there with
+    a TypeError); without it the same members are refused before anything is written. Both ways, whichever this
+    Python has: as it is, then with the filter taken away."""
+    import io
+    import tarfile
+
+    def sdist(name: str, *members: tuple[str, bytes]) -> Path:
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as tar:
+            for member, data in members:
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    good = sdist("good.tar.gz", ("horovod-0.28.1/setup.py", b"print('built')\n"))
+    bad = sdist("bad.tar.gz", ("horovod-0.28.1/setup.py", b""), ("../escaped.txt", b"x"))
+    for way in ("as-is", "no-filter"):
+        if way == "no-filter":
+            monkeypatch.delattr(tarfile, "data_filter", raising=False)
+        ih.unpack(good, tmp_path / way / "good")
+        assert (tmp_path / way / "good" / "horovod-0.28.1" / "setup.py").read_bytes() == b"print('built')\n"
+        with pytest.raises((RuntimeError, tarfile.TarError)):
+            ih.unpack(bad, tmp_path / way / "bad")
+        assert not (tmp_path / way / "escaped.txt").exists()
+
+
 def test_the_extra_lists_what_the_installer_installs():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["horovod"]
     assert sorted(extra) == sorted(ih.RUNTIME_DEPS)

@@ -232,6 +232,15 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
         del sys.modules["relay_probe_gone"]
 
 
+def test_a_cli_workers_pythonpath_on_this_interpreter_is_forked():
+    """Relay's CLI gives its workers every ``sys.path`` entry of the launcher as ``PYTHONPATH``: on this very
+    interpreter that must not be a reason to exec (on Debian's Python, CI's, its standard library's directory holds
+    the distribution's ``sitecustomize``, and every CLI launch's workers were exec'd)."""
+    request = {"argv": [sys.executable, "-m", "trainer.cli.worker", "resolved.yaml"], "cwd": str(ROOT),
+               "env": {"PYTHONPATH": os.pathsep.join(entry or str(ROOT) for entry in sys.path)}}
+    assert forkable(request, {}, ()) is not None
+
+
 def test_the_preload_asks_cuda_nothing():
     """A child cannot use CUDA once its parent initialised it: importing what the zygote preloads must make no CUDA
     call (the zygote also checks ``torch.cuda.is_initialized()`` before each fork). A CPU build takes the same

@@ -102,6 +102,22 @@ def build_env(cuda: str | None, jobs: int) -> tuple[dict[str, str], list[str]]:
     return env, chosen
 
 
+def unpack(archive: Path, into: Path) -> None:
+    """Unpack Horovod's sdist with tarfile's ``data`` filter where this Python has it (3.11.4 and later; Debian 12's
+    3.11.2 has not), else with the same refusal checked first: only files and directories, none outside ``into``."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+            return
+        root = into.resolve()
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
+                raise RuntimeError(f"install-horovod: {archive.name} holds {member.name!r}, which is not a plain file "
+                                   f"or directory inside the unpacked source; refusing to unpack it")
+        tar.extractall(into)  # noqa: S202 (every member checked above)
+
+
 def check_tools() -> None:
     missing = [tool for tool in ("cmake", "make", "g++") if shutil.which(tool) is None]
     if missing:
@@ -126,8 +142,7 @@ def build_wheel(target: Path, cuda: str | None, jobs: int) -> Path:
         pip("download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation", f"horovod=={HOROVOD_VERSION}",
             "-d", str(work))
         (archive,) = work.glob("horovod-*.tar.gz")
-        with tarfile.open(archive) as tar:
-            tar.extractall(work, filter="data")
+        unpack(archive, work)
         source = work / f"horovod-{HOROVOD_VERSION}"
         patch_cxx_standard(source)
         env, chosen = build_env(cuda, jobs)
