@@ -40,7 +40,7 @@ CASES = {  # name: statement, timed inside the process ("" = the process's start
     "import torch": "import torch",
     "import trainer": "import torch, trainer; from trainer import Trainer, Module",
     "import lightning": "import lightning",
-    "import wandb, mlflow": "import wandb, mlflow",
+    "import wandb and mlflow": "import wandb, mlflow",
 }
 _CHILD = "import time; t0 = time.perf_counter(); exec(compile({stmt!r}, '<case>', 'exec')); " \
          "print(time.perf_counter() - t0)"
