@@ -65,7 +65,8 @@ def test_a_shard_written_by_python_3_11_2_loads_its_zero_stage_and_getattr_reach
     from plugins.strategies.deepspeed_checkpoint import weights_only_loads
 
     shard = tmp_path / "optim_states.pt"
-    torch.save({"zero_stage": ZeroStageEnum.weights, "fp32": torch.ones(2)}, shard, pickle_module=EarlyPython311Pickling)
+    saved = {"zero_stage": ZeroStageEnum.weights, "fp32": torch.ones(2)}
+    torch.save(saved, shard, pickle_module=EarlyPython311Pickling)
     assert b"getattr" in _pickled_part(shard)
     with weights_only_loads():
         state = torch.load(shard, weights_only=False)  # what DeepSpeed asks for; the block makes it data only
