@@ -235,10 +235,16 @@ def test_another_pythonpath_is_forked_unless_it_changes_what_was_imported(tmp_pa
 def test_a_cli_workers_pythonpath_on_this_interpreter_is_forked():
     """Relay's CLI gives its workers every ``sys.path`` entry of the launcher as ``PYTHONPATH``: on this very
     interpreter that must not be a reason to exec (on Debian's Python, CI's, its standard library's directory holds
-    the distribution's ``sitecustomize``, and every CLI launch's workers were exec'd)."""
-    request = {"argv": [sys.executable, "-m", "trainer.cli.worker", "resolved.yaml"], "cwd": str(ROOT),
-               "env": {"PYTHONPATH": os.pathsep.join(entry or str(ROOT) for entry in sys.path)}}
-    assert forkable(request, {}, ()) is not None
+    the distribution's ``sitecustomize``, and every CLI launch's workers were exec'd). Asked in a fresh interpreter,
+    as a forkserver is one: this process has imported what the tests imported."""
+    code = ("import os, sys\nfrom plugins.launchers.zygote import forkable\n"
+            "path = os.pathsep.join(entry or os.getcwd() for entry in sys.path)\n"
+            "request = {'argv': [sys.executable, '-m', 'trainer.cli.worker', 'resolved.yaml'], 'cwd': os.getcwd(),"
+            " 'env': {'PYTHONPATH': path}}\n"
+            "print(forkable(request, {}, ()) is not None)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stdout + done.stderr[-2000:]
 
 
 def test_the_preload_asks_cuda_nothing():
