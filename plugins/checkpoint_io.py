@@ -72,7 +72,7 @@ GETATTR_GLOBALS = ("builtins.getattr", "__builtin__.getattr")
 
 
 def enum_member(owner: Any, name: Any) -> enum.Enum:
-    """``getattr`` as Python 3.11.0 to 3.11.4 pickle an Enum member (``getattr(EnumClass, "NAME")``; 3.11.2, Debian
+    """``getattr`` as early Python 3.11 releases pickle an Enum member (``getattr(EnumClass, "NAME")``; 3.11.2, Debian
     12's, does; other releases pickle the member's value), for the unpicklers that read checkpoints as data: only a
     member of an enum class the unpickler already let through, never any other attribute."""
     if isinstance(owner, type) and issubclass(owner, enum.Enum) and isinstance(name, str) and name in owner.__members__:

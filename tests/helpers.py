@@ -64,7 +64,7 @@ def quiet(**kwargs):
 
 
 class EarlyPython311Pickler(pickle.Pickler):
-    """Pickles an Enum member as Python 3.11.0 to 3.11.4 (3.11.2: Debian 12's) do, ``getattr(EnumClass, name)``;
+    """Pickles an Enum member as early Python 3.11 releases (3.11.2: Debian 12's) do, ``getattr(EnumClass, name)``;
     as ``torch.save(..., pickle_module=EarlyPython311Pickling)`` too."""
 
     def reducer_override(self, obj):  # noqa: ANN001, ANN201 (pickle's hook)
