@@ -9,6 +9,7 @@ run has a hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's s
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 import torch
@@ -67,7 +68,7 @@ def test_a_shard_written_by_python_3_11_2_loads_its_zero_stage_and_getattr_reach
     shard = tmp_path / "optim_states.pt"
     saved = {"zero_stage": ZeroStageEnum.weights, "fp32": torch.ones(2)}
     torch.save(saved, shard, pickle_module=EarlyPython311Pickling)
-    assert b"getattr" in _pickled_part(shard)
+    assert b"getattr" in shard.read_bytes()  # torch.save stores its pickle uncompressed
     with weights_only_loads():
         state = torch.load(shard, weights_only=False)  # what DeepSpeed asks for; the block makes it data only
     assert state["zero_stage"] is ZeroStageEnum.weights and torch.equal(state["fp32"], torch.ones(2))
@@ -77,15 +78,8 @@ def test_a_shard_written_by_python_3_11_2_loads_its_zero_stage_and_getattr_reach
             return getattr, (ZeroStageEnum, "mro")
 
     torch.save({"zero_stage": _OtherAttribute()}, tmp_path / "odd.pt", pickle_module=EarlyPython311Pickling)
-    with weights_only_loads(), pytest.raises(Exception, match=r"getattr\(<enum 'ZeroStageEnum'>, 'mro'\)"):
+    with weights_only_loads(), pytest.raises(pickle.UnpicklingError, match=r"getattr\(<enum 'ZeroStageEnum'>, 'mro'\)"):
         torch.load(tmp_path / "odd.pt", weights_only=False)
-
-
-def _pickled_part(saved) -> bytes:
-    import zipfile
-
-    with zipfile.ZipFile(saved) as archive:
-        return b"".join(archive.read(n) for n in archive.namelist() if n.endswith("data.pkl"))
 
 
 pytestmark = [need_mark("deepspeed", "strategy=deepspeed runs DeepSpeed's engine"), pytest.mark.timeout(900)]

@@ -3,7 +3,6 @@ a directory swap interrupted between its renames, damaged shards. Every run is a
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import shutil
@@ -108,9 +107,8 @@ def test_a_real_sharded_checkpoint_still_loads_and_converts(sharded, tmp_path):
 def _repickled(sharded: Path, tmp_path: Path, name: str, metadata: object) -> Path:
     copy = tmp_path / name
     shutil.copytree(sharded, copy)
-    buffer = io.BytesIO()
-    EarlyPython311Pickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(metadata)
-    (copy / ".metadata").write_bytes(buffer.getvalue())
+    with open(copy / ".metadata", "wb") as f:
+        EarlyPython311Pickler(f).dump(metadata)
     return copy
 
 
