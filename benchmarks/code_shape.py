@@ -5,7 +5,7 @@ and comes back, the longest functions, function-local imports of Relay's own mod
     python benchmarks/code_shape.py --trace    # also the walk itself, one line per function entered
     python benchmarks/code_shape.py --imports  # also every function-local import of Relay's modules, with its reason
 
-(a) The walk starts at ``trainer/loops/run.py:run_stage`` and follows, depth-first, every call that hands the
+(a) The walk starts at ``trainer/stage/run.py:run_stage`` and follows, depth-first, every call that hands the
 Trainer on and resolves (through the module's imports or its own names) to a function of ``trainer/``: a call
 with the Trainer (or an object that holds it: ``self`` of a class that stores ``self.trainer``) among its
 arguments, a method called on the Trainer, or a method called on ``self`` of such a class. A function is entered
@@ -204,7 +204,7 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
 def follow_trainer(show: bool) -> dict[str, object]:
     modules = load_modules()
     walker = Walker(modules)
-    walker.walk(modules["trainer.loops.run"].funcs["run_stage"])
+    walker.walk(modules["trainer.stage.run"].funcs["run_stage"])
     stays: list[str] = []
     for file in walker.trace:
         if not stays or stays[-1] != file:
@@ -332,16 +332,16 @@ if __name__ == "__main__":
 # before:
 #   (a) following the Trainer from run_stage: 50 function visits, 43 stays in 10 files,
 #       33 returns to a file already left
-#         trainer/loops/run.py re-entered 14x
-#         trainer/preemption.py re-entered 5x
+#         trainer/stage/run.py re-entered 14x
+#         trainer/checkpointing/preemption.py re-entered 5x
 #         trainer/trainer.py re-entered 5x
-#         trainer/loops/state.py re-entered 4x
+#         trainer/checkpointing/resume.py re-entered 4x
 #         trainer/loops/fit.py re-entered 2x
 #         trainer/loops/evaluation.py re-entered 2x
-#         trainer/input_checks.py re-entered 1x
+#         trainer/stage/input_checks.py re-entered 1x
 #   (b) longest functions in trainer/ and plugins/ (6 over 60 lines):
 #          188  trainer/trainer.py:37 __init__
-#          126  trainer/loops/run.py:84 run_stage
+#          126  trainer/stage/run.py:84 run_stage
 #           83  trainer/callbacks/model_checkpoint.py:101 __init__
 #           82  trainer/loops/fit.py:214 run_epoch
 #           68  plugins/selection.py:244 resolve_plugins
@@ -356,7 +356,7 @@ if __name__ == "__main__":
 # after:
 #   (a) following the Trainer from run_stage: 39 function visits, 15 stays in 7 files,
 #       8 returns to a file already left
-#         trainer/loops/run.py re-entered 5x
+#         trainer/stage/run.py re-entered 5x
 #         trainer/loops/evaluation.py re-entered 2x
 #         trainer/loops/fit.py re-entered 1x
 #   (b) longest functions in trainer/ and plugins/ (2 over 60 lines):

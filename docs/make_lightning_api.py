@@ -180,7 +180,7 @@ def trainer_argument_rows(lightning_args: dict[str, object], arguments: type | N
     the fields of ``TrainerArguments``; a Lightning default that is not the one the field records stops the script."""
     import dataclasses
 
-    from trainer.arguments import SAME, TrainerArguments, spec_of
+    from trainer.arguments.trainer_arguments import SAME, TrainerArguments, spec_of
 
     by_lightning_name = {spec_of(f).lightning or f.name: f for f in dataclasses.fields(arguments or TrainerArguments)
                          if spec_of(f).lightning is not None}
@@ -206,7 +206,7 @@ def relay_only_argument_rows(arguments: type | None = None) -> list[tuple[str, s
     """``(argument, default, help)`` for the arguments Lightning's Trainer does not have."""
     import dataclasses
 
-    from trainer.arguments import TrainerArguments, spec_of
+    from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
 
     return [(f.name, repr(f.default), spec_of(f).help) for f in dataclasses.fields(arguments or TrainerArguments)
             if spec_of(f).lightning is None]
@@ -292,7 +292,7 @@ def main() -> None:
             print(f"| `{name}` | {status} | {where} | {note} |")
         print()
     print("## `Trainer` arguments\n")
-    print("From `trainer.arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema and "
+    print("From `trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema and "
           "`python -m trainer --help`.\n")
     print("| argument | status | note |\n|---|---|---|")
     for arg, status, note in trainer_argument_rows(trainer_arguments_with_defaults()):

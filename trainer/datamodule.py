@@ -6,9 +6,9 @@ import os
 from functools import partial
 from typing import Any
 
-from trainer.data_hooks import DataHooks
+from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError
-from trainer.hparams import HyperparametersMixin
+from trainer.model.hparams import HyperparametersMixin
 
 
 class DataModule(DataHooks, HyperparametersMixin):
@@ -55,7 +55,7 @@ class DataModule(DataHooks, HyperparametersMixin):
         """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its
         ``state_dict`` restored. The file is read as data whatever ``weights_only`` says."""
         # local import: `from trainer import DataModule` stays light (saving loads the checkpoint readers)
-        from trainer.saving import load_from_checkpoint
+        from trainer.model.saving import load_from_checkpoint
 
         return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, None, **kwargs)
 

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer import strategy_calls as calls
-from trainer.data_hooks import DataHooks
+from trainer.distributed import plugin_calls as calls
+from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError, MisconfigurationError
-from trainer.export import to_onnx, to_torchscript
-from trainer.hparams import HyperparametersMixin
-from trainer.ranks import set_rank_zero_only
-from trainer.results import reduce_name
+from trainer.model.export import to_onnx, to_torchscript
+from trainer.model.hparams import HyperparametersMixin
+from trainer.distributed.ranks import set_rank_zero_only
+from trainer.metrics.results import reduce_name
 
 set_rank_zero_only()
 
 if TYPE_CHECKING:
-    from trainer.optimizers import OptimizerHandle
+    from trainer.model.optimizers import OptimizerHandle
     from trainer.trainer import Trainer
 
 
@@ -341,7 +341,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         for Lightning's signature; Relay never unpickles code from a checkpoint).
         """
         # local import: `from trainer import Module` stays light (saving loads the checkpoint readers)
-        from trainer.saving import load_from_checkpoint
+        from trainer.model.saving import load_from_checkpoint
 
         return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict, **kwargs)
 

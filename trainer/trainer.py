@@ -14,32 +14,32 @@ from typing import Any
 import torch
 
 from plugins.layer_sync import layer_sync_from
-from trainer.arguments import TrainerArguments
+from trainer.arguments.trainer_arguments import TrainerArguments
 from trainer.callbacks.base import Callback
 from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.callbacks.progress import ProgressBar
 from trainer.callbacks.setup import default_callbacks
-from trainer.checkpoint import LAYOUT_KEYS
+from trainer.checkpointing.files import LAYOUT_KEYS
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
-from trainer.lightning_args import apply_torch_switches
+from trainer.arguments.torch_switches import apply_torch_switches
 from trainer.loggers.setup import make_loggers
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
 from trainer.loops.optimization import optimizer_step
 from trainer.loops.progress import LoopProgress
-from trainer.loops.run import run_stage
-from trainer.loops.state import checkpoint_dirs, collect_checkpoint
+from trainer.stage.run import run_stage
+from trainer.checkpointing.resume import checkpoint_dirs, collect_checkpoint
 from trainer.module import Module
-from trainer.nonfinite import refuse_nonfinite_save
-from trainer.plugins.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
+from trainer.loops.nonfinite import refuse_nonfinite_save
+from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
 from trainer.profilers.base import resolve_profiler
-from trainer.ranks import set_rank_zero_only
-from trainer.results import Results, as_tensor, to_float
+from trainer.distributed.ranks import set_rank_zero_only
+from trainer.metrics.results import Results, as_tensor, to_float
 from trainer.states import RunningStage, TrainerState
-from trainer.strategy_calls import save_state
-from trainer.trainer_members import TrainerMembers
+from trainer.distributed.plugin_calls import save_state
+from trainer.trainer_properties import TrainerMembers
 
 set_rank_zero_only()
 
@@ -72,8 +72,8 @@ class Trainer(TrainerMembers):
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:
-        """Every argument is declared, checked and documented in ``trainer/arguments.py`` (``TrainerArguments``)."""
-        # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/plugins/checkpoint_io.py)
+        """Every argument is declared, checked and documented in ``trainer/arguments/trainer_arguments.py`` (``TrainerArguments``)."""
+        # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/checkpointing/checkpoint_io.py)
         self._arguments = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
         # local import: `from trainer import Trainer` loads no strategy plugin (tests/trainer/test_imports.py)
@@ -81,14 +81,14 @@ class Trainer(TrainerMembers):
 
         self.strategy = resolve_plugins(args.accelerator, args.devices, args.num_nodes, args.strategy, args.precision,
                                         environment=args.plugins)
-        connect_checkpoint_io(self, plugins)  # trainer/plugins/checkpoint_io.py
+        connect_checkpoint_io(self, plugins)  # trainer/checkpointing/checkpoint_io.py
         set_rank_zero_only(self.strategy.global_rank)
         self.strategy.accumulate_grad_batches = args.accumulate_grad_batches
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
         self.num_nodes = self.strategy.num_nodes  # num_nodes="auto": what the launcher reported
         apply_torch_switches(args.deterministic, args.benchmark)
         self._layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
-        self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/preemption.py
+        self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/checkpointing/preemption.py
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(

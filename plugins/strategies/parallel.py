@@ -5,7 +5,7 @@ launcher started, which look exactly like torchrun's). The process group meets a
 ``main_address:main_port`` through a ``tcp://`` init method, so nothing is written to ``os.environ``.
 Start-up (rendezvous, ``prepare_data``, model set-up, checkpoint loading) waits at most
 ``startup_timeout``; from the first training step on, every collective waits at most ``timeout``: a rank
-that never arrives becomes an error on the ranks that wait (naming it, see ``trainer/heartbeat.py``),
+that never arrives becomes an error on the ranks that wait (naming it, see ``trainer/distributed/heartbeat.py``),
 never a silent hang.
 """
 

@@ -29,7 +29,7 @@ def observed():
 def test_every_lightning_default_is_the_one_the_dataclass_records():
     import lightning.pytorch as pl
 
-    from trainer.arguments import SAME, TrainerArguments, spec_of
+    from trainer.arguments.trainer_arguments import SAME, TrainerArguments, spec_of
 
     lightning = inspect.signature(pl.Trainer.__init__).parameters
     for f in dataclasses.fields(TrainerArguments):

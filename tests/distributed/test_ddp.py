@@ -335,7 +335,7 @@ def test_a_sampler_built_for_one_process_is_a_clear_error():
     from torch.utils.data import DataLoader, WeightedRandomSampler
 
     from tests.distributed.ddp_script import data
-    from trainer.data import prepare_loader
+    from trainer.data.loaders import prepare_loader
 
     loader = DataLoader(data(8), batch_size=2, sampler=WeightedRandomSampler([1.0] * 8, 8))
     with pytest.raises(ValueError, match="WeightedRandomSampler, built for one process.*2 processes.*DistributedSampler"):
@@ -347,7 +347,7 @@ def test_a_users_distributed_sampler_is_kept():
     from torch.utils.data.distributed import DistributedSampler
 
     from tests.distributed.ddp_script import data
-    from trainer.data import prepare_loader
+    from trainer.data.loaders import prepare_loader
 
     sampler = DistributedSampler(data(8), num_replicas=2, rank=1, shuffle=False)
     plan = prepare_loader(DataLoader(data(8), batch_size=2, sampler=sampler), seed=0, num_replicas=2, rank=1)

@@ -154,7 +154,7 @@ def test_resume_from_a_deepspeed_checkpoint_is_exact(zero3_run, tmp_path):
 
 
 def test_convert_checkpoint_writes_one_file_of_full_weights(zero3_run, reference, tmp_path):
-    from trainer.convert_checkpoint import main
+    from trainer.checkpointing.convert import main
 
     target = tmp_path / "full.ckpt"
     assert main([str(run_dir(zero3_run) / "checkpoints" / "last.ckpt"), str(target)]) == 0

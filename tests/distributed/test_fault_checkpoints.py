@@ -73,7 +73,7 @@ def test_crafted_sharded_metadata_is_refused_by_fit(sharded, tmp_path):
 
 def test_crafted_sharded_metadata_is_refused_by_convert_checkpoint(sharded, tmp_path):
     crafted, marker = _crafted(sharded, tmp_path)
-    done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", str(crafted), str(tmp_path / "o.ckpt")],
+    done = subprocess.run([sys.executable, "-m", "trainer.checkpointing.convert", str(crafted), str(tmp_path / "o.ckpt")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2 and "was refused" in done.stderr, done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1
@@ -96,8 +96,8 @@ def test_sharded_checkpoint_with_non_tensor_entries_is_refused(sharded, tmp_path
 
 
 def test_a_real_sharded_checkpoint_still_loads_and_converts(sharded, tmp_path):
-    from trainer.checkpoint import load_checkpoint
-    from trainer.convert_checkpoint import convert_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
+    from trainer.checkpointing.convert import convert_checkpoint
 
     convert_checkpoint(sharded, tmp_path / "full.ckpt")
     full = load_checkpoint(tmp_path / "full.ckpt")
@@ -118,8 +118,8 @@ def test_metadata_written_by_python_3_11_2_loads_and_getattr_reaches_nothing_els
     of an allowed enum class is still refused, before it runs."""
     from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
 
-    from trainer.checkpoint import load_checkpoint
-    from trainer.convert_checkpoint import convert_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
+    from trainer.checkpointing.convert import convert_checkpoint
 
     metadata = pickle.loads((sharded / ".metadata").read_bytes())  # the test's own checkpoint: trusted
     early = _repickled(sharded, tmp_path, "early.ckpt", metadata)

@@ -263,10 +263,10 @@ def test_two_dimensional_parallel_on_four_processes_matches_one_process(four, si
 def test_convert_sharded_checkpoint_to_one_file(fsdp2, tmp_path, capsys):
     from plugins.strategies.single_device import SingleDeviceStrategy
     from tests.distributed.fsdp_script import Recorded
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
 
     target = tmp_path / "full.ckpt"
-    done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", ckpt(fsdp2), str(target)],
+    done = subprocess.run([sys.executable, "-m", "trainer.checkpointing.convert", ckpt(fsdp2), str(target)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     converted = load_checkpoint(target)
@@ -283,7 +283,7 @@ def test_convert_sharded_checkpoint_to_one_file(fsdp2, tmp_path, capsys):
     optimizer = a.configure_optimizers()["optimizer"]
     strategy.load_optimizer_state_dict(optimizer, converted["optimizer_states"][0])
     assert len(optimizer.state) == len(list(a.parameters()))
-    from trainer.convert_checkpoint import main  # what the program above ran, here: a file is refused
+    from trainer.checkpointing.convert import main  # what the program above ran, here: a file is refused
 
     assert main([str(target), str(tmp_path / "x")]) == 2
     assert "already a single-file checkpoint" in capsys.readouterr().err and not (tmp_path / "x").exists()

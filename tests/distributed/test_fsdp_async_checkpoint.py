@@ -37,7 +37,7 @@ def test_fsdp_async_save_then_resume_matches_uninterrupted(tmp_path):
     assert first["files"] == ["epoch=0-step=6.ckpt", "epoch=0-step=8.ckpt", "last.ckpt"]
     last = tmp_path / "run" / "ckpt" / "last.ckpt"
     assert sorted(p.name for p in last.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp", "meta.pt"]
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
 
     assert load_checkpoint(last)["global_step"] == 8
     resumed = run(tmp_path / "run", "resumed", 12, "--async", "--resume")
@@ -57,6 +57,6 @@ def test_a_failed_async_write_fails_both_ranks_at_the_next_save_and_keeps_the_la
     assert "No space left on device (injected by the test)" in done.stderr
     ckpt = tmp_path / "ckpt"
     assert sorted(p.name for p in ckpt.iterdir()) == ["epoch=0-step=2.ckpt", "last.ckpt"]  # no temporary left
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
 
     assert load_checkpoint(ckpt / "last.ckpt")["global_step"] == 2

@@ -308,7 +308,7 @@ def test_a_pipeline_checkpoint_resumes_on_other_layouts_and_converts_to_one_file
     assert_same_weights(final(runs / "one", "one"), want)  # the last scenario of ``runs``' one process
     assert_same_weights(final(four / "ppdp", "ppdp"), want)  # the last scenario of ``four``
     converted = tmp_path / "full.ckpt"
-    done = subprocess.run([sys.executable, "-m", "trainer.convert_checkpoint", last, str(converted)],
+    done = subprocess.run([sys.executable, "-m", "trainer.checkpointing.convert", last, str(converted)],
                           capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr
     full = torch.load(converted, weights_only=True)

@@ -141,7 +141,7 @@ def test_fit_with_async_plugin_waits_for_the_last_write(tmp_path):
     # fit returned: every write is complete, the rotation done, nothing half-written or temporary left
     assert not io.in_flight
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch=0-step=6.ckpt", "epoch=0-step=8.ckpt", "last.ckpt"]
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
 
     assert load_checkpoint(tmp_path / "last.ckpt")["global_step"] == 8
     assert any(e[0] == "removed" for e in inner.events)

@@ -118,11 +118,11 @@ def test_bundled_example_trains_with_bf16_mixed_on_the_gpu(tmp_path):
 
 
 def test_a_nonfinite_loss_on_the_gpu_stops_training_and_the_last_checkpoint_stays_finite(tmp_path):
-    """On CUDA the loss is read without waiting for the device (trainer/nonfinite.py): the error comes a step or a
+    """On CUDA the loss is read without waiting for the device (trainer/loops/nonfinite.py): the error comes a step or a
     few later and names the step whose loss was not finite; no checkpoint of non-finite weights is written."""
     from tests.distributed.fault_script import Net
     from trainer.callbacks import ModelCheckpoint
-    from trainer.nonfinite import NonFiniteLossError
+    from trainer.loops.nonfinite import NonFiniteLossError
 
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=2)
     trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_steps=8, callbacks=[ckpt],

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from trainer import Trainer
-from trainer import argument_checks as checks
-from trainer.arguments import TrainerArguments, argument, spec_of
+from trainer.arguments import checks
+from trainer.arguments.trainer_arguments import TrainerArguments, argument, spec_of
 from trainer.callbacks import EarlyStopping
 from trainer.errors import MisconfigurationError
 
@@ -177,7 +177,7 @@ def test_every_example_is_an_override_that_works_on_the_command_line():
     the Trainer takes it."""
     from hydra import compose, initialize_config_dir
 
-    from trainer.arguments import ArgumentValueError
+    from trainer.arguments.trainer_arguments import ArgumentValueError
     from trainer.cli.schema import override_for, register_configs
 
     register_configs()

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.forked_programs import program_pid
-from trainer.checkpoint import load_checkpoint
+from trainer.checkpointing.files import load_checkpoint
 
 SCRIPT = Path(__file__).with_name("async_kill_script.py")
 ROOT = SCRIPT.parent.parent.parent

@@ -94,7 +94,7 @@ def test_weights_only_checkpoint_cannot_resume_training(tmp_path):
 
 
 def test_atomic_save_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
-    from trainer.checkpoint import atomic_save
+    from trainer.checkpointing.files import atomic_save
 
     path = tmp_path / "a.ckpt"
     atomic_save({"x": torch.ones(2)}, path)

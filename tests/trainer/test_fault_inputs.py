@@ -29,7 +29,7 @@ def _last(tmp_path: Path) -> dict:
 
 
 def test_nonfinite_loss_stops_with_step_and_value_and_keeps_the_last_good_checkpoint(tmp_path):
-    from trainer.nonfinite import NonFiniteLossError
+    from trainer.loops.nonfinite import NonFiniteLossError
 
     model = Net(nan_at_step=3)
     with pytest.raises(NonFiniteLossError, match=r"non-finite loss \(nan\) at global step 3 \(epoch 0, batch 3"):

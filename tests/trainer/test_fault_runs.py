@@ -44,7 +44,7 @@ def test_fault_settings_are_in_the_trainer_config():
 
     from trainer.cli.check import compose_checked
     from trainer.cli.job import build_trainer
-    from trainer.resources import configs_dir
+    from trainer.cli.resources import configs_dir
 
     cfg = compose_checked(str(configs_dir()), "config", [
         "trainer.preemption_signals=[SIGUSR1]", "trainer.stop_on_nonfinite_loss=false", "trainer.auto_requeue=false",
@@ -59,7 +59,7 @@ def test_fault_settings_are_in_the_trainer_config():
 def test_requeue_reports_in_one_line_and_only_inside_a_slurm_batch_job(tmp_path, capsys):
     import os
 
-    from trainer.preemption import requeue_slurm_job
+    from trainer.checkpointing.preemption import requeue_slurm_job
 
     fake = tmp_path / "scontrol"
     fake.write_text("#!/bin/sh\necho 'scontrol: error: Requested operation is disabled' >&2\nexit 1\n")

@@ -12,7 +12,7 @@ import time
 
 import torch.distributed as dist
 
-from trainer.heartbeat import Heartbeat
+from trainer.distributed.heartbeat import Heartbeat
 from trainer.loops.progress import LoopProgress
 
 

@@ -26,7 +26,7 @@ def test_one_process_preemption_checkpoints_after_the_current_step_not_at_the_ep
             if batch_idx == 2:
                 os.kill(os.getpid(), signal.SIGUSR1)
 
-    from trainer.preemption import Preempted
+    from trainer.checkpointing.preemption import Preempted
 
     data = loader(n=400)  # one long epoch: the signal must not wait for its end
     trainer = Trainer(**quiet(default_root_dir=tmp_path, max_epochs=1, callbacks=[SignalAtBatch2()],
@@ -52,7 +52,7 @@ def test_configure_gradient_clipping_runs_every_step_without_gradient_clip_val(t
 def test_nonfinite_loss_is_caught_when_the_strategy_runs_backward_itself(tmp_path: Path):
     """Pipeline and DeepSpeed report through ``BackwardStep.finished``: the loss check must run there too."""
     from plugins.strategies.single_device import SingleDeviceStrategy
-    from trainer.nonfinite import NonFiniteLossError
+    from trainer.loops.nonfinite import NonFiniteLossError
 
     class OwnBackward(SingleDeviceStrategy):
         def forward_backward(self, step_fn: Any, batch: Any, batch_idx: int, backward: Any) -> Any:

@@ -1,5 +1,5 @@
 """One layer under both front ends: the Trainer and Fabric reach the plugins through the same functions
-(``trainer/strategy_calls.py``) to start processes, set a module and its optimizers up (an engine such as
+(``trainer/distributed/plugin_calls.py``) to start processes, set a module and its optimizers up (an engine such as
 DeepSpeed's is built there), move batches, run backward and save or load state, and nothing else in ``trainer/``
 calls those strategy methods itself.
 
@@ -18,26 +18,26 @@ import torch
 import trainer
 from tests.helpers import Regression, loader, quiet
 from trainer import Trainer
-from trainer import strategy_calls as calls
+from trainer.distributed import plugin_calls as calls
 from trainer.errors import CheckpointNotFoundError
 from trainer.fabric import Fabric
 
 ROOT = Path(trainer.__file__).parent
 
-# (file under trainer/, function or Class.method) -> the strategy_calls functions it must call
+# (file under trainer/, function or Class.method) -> the plugin_calls functions it must call
 TRAINER_SITES = {
-    ("loops/run.py", "run_stage"): {"start_processes"},
-    ("loops/spawned.py", "run_stage_in_workers"): {"start_processes"},
-    ("loops/run.py", "_begin"): {"join_processes"},
-    ("loops/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
-    ("loops/batches.py", "BatchMover.__call__"): {"move_to_device"},
+    ("stage/run.py", "run_stage"): {"start_processes"},
+    ("stage/spawned.py", "run_stage_in_workers"): {"start_processes"},
+    ("stage/run.py", "_begin"): {"join_processes"},
+    ("stage/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
+    ("data/batches.py", "BatchMover.__call__"): {"move_to_device"},
     ("loops/optimization.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
     ("module.py", "Module.backward"): {"backward"},
     ("trainer.py", "Trainer.save_checkpoint"): {"save_state"},
-    ("loops/state.py", "collect_checkpoint"): {"module_state", "optimizer_state"},
-    ("checkpoint.py", "load_checkpoint"): {"read_state"},
-    ("loops/model_setup.py", "restore_before_optimizers"): {"load_module_state"},
-    ("loops/model_setup.py", "restore_training_state"): {"load_optimizer_state"},
+    ("checkpointing/resume.py", "collect_checkpoint"): {"module_state", "optimizer_state"},
+    ("checkpointing/files.py", "load_checkpoint"): {"read_state"},
+    ("stage/model_setup.py", "restore_before_optimizers"): {"load_module_state"},
+    ("stage/model_setup.py", "restore_training_state"): {"load_optimizer_state"},
 }
 FABRIC_SITES = {
     ("fabric/fabric.py", "Fabric.launch"): {"start_processes", "join_processes"},
@@ -49,23 +49,23 @@ FABRIC_SITES = {
     ("fabric/checkpoint.py", "save"): {"save_state", "module_state", "optimizer_state"},
     ("fabric/checkpoint.py", "load"): {"read_state", "load_module_state", "load_optimizer_state"},
 }
-# the strategy (and launcher) methods only trainer/strategy_calls.py may call: anything else goes through it
+# the strategy (and launcher) methods only trainer/distributed/plugin_calls.py may call: anything else goes through it
 LAYER_ONLY = {"setup_environment", "setup_module", "setup_optimizers", "batch_to_device", "backward", "launch_function",
               "save_checkpoint", "module_state_dict", "optimizer_state_dict", "load_module_state_dict",
               "load_optimizer_state_dict"}
 
 
 def layer_names(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """The names a file binds to strategy_calls functions (``from trainer.strategy_calls import x``) and to the
-    module itself (``from trainer import strategy_calls as calls``), at any depth (lazy imports count)."""
+    """The names a file binds to plugin_calls functions (``from trainer.distributed.plugin_calls import x``) and to the
+    module itself (``from trainer.distributed import plugin_calls as calls``), at any depth (lazy imports count)."""
     functions, modules = set(), set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "trainer.strategy_calls":
+        if isinstance(node, ast.ImportFrom) and node.module == "trainer.distributed.plugin_calls":
             functions |= {a.asname or a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "trainer":
-            modules |= {a.asname or a.name for a in node.names if a.name == "strategy_calls"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "trainer.distributed":
+            modules |= {a.asname or a.name for a in node.names if a.name == "plugin_calls"}
         elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "trainer.strategy_calls" and a.asname}
+            modules |= {a.asname for a in node.names if a.name == "trainer.distributed.plugin_calls" and a.asname}
     return functions, modules
 
 
@@ -82,7 +82,7 @@ def definitions(tree: ast.Module) -> dict[str, ast.AST]:
 
 
 def layer_calls(source: str, where: str) -> set[str]:
-    """The strategy_calls functions that ``where`` (a function or ``Class.method`` of ``source``) calls."""
+    """The plugin_calls functions that ``where`` (a function or ``Class.method`` of ``source``) calls."""
     tree = ast.parse(source)
     functions, modules = layer_names(tree)
     body = definitions(tree)[where]
@@ -120,7 +120,7 @@ def test_each_front_end_calls_the_shared_layer_where_it_does_the_same_thing(site
     missing = []
     for (path, where), needed in sites.items():
         called = layer_calls((ROOT / path).read_text(), where)
-        missing += [f"trainer/{path} {where} does not call strategy_calls.{n}" for n in sorted(needed - called)]
+        missing += [f"trainer/{path} {where} does not call plugin_calls.{n}" for n in sorted(needed - called)]
     assert not missing, "\n".join(missing)
 
 
@@ -129,23 +129,23 @@ def test_both_front_ends_reach_every_shared_step():
     trainer_steps = set().union(*TRAINER_SITES.values()) - {"backward_function"}
     fabric_steps = set().union(*FABRIC_SITES.values())
     assert fabric_steps <= trainer_steps
-    shared = definitions(ast.parse((ROOT / "strategy_calls.py").read_text()))["backward"]
+    shared = definitions(ast.parse((ROOT / "distributed/plugin_calls.py").read_text()))["backward"]
     assert "backward_function" in {n.func.id for n in ast.walk(shared) if isinstance(n, ast.Call)
                                    and isinstance(n.func, ast.Name)}
 
 
 def test_nothing_else_in_trainer_calls_the_strategy_methods_the_layer_wraps():
-    files = [p for p in sorted(ROOT.rglob("*.py")) if p.name != "strategy_calls.py"
+    files = [p for p in sorted(ROOT.rglob("*.py")) if p.name != "plugin_calls.py"
              and not {"configs", "templates"} & set(p.relative_to(ROOT).parts)]
     assert len(files) > 50
     offenders = [f"{p.relative_to(ROOT.parent)} {hit}" for p in files for hit in direct_strategy_calls(p.read_text())]
-    assert not offenders, "call trainer/strategy_calls.py instead:\n" + "\n".join(offenders)
+    assert not offenders, "call trainer/distributed/plugin_calls.py instead:\n" + "\n".join(offenders)
 
 
 def test_the_checks_find_a_private_copy():
     source = (
-        "from trainer.strategy_calls import backward\n"
-        "from trainer import strategy_calls as calls\n"
+        "from trainer.distributed.plugin_calls import backward\n"
+        "from trainer.distributed import plugin_calls as calls\n"
         "class Loop:\n"
         "    def shared(self, loss):\n        backward(self.strategy, loss)\n        calls.move_to_device(s, b)\n"
         "    def private(self, trainer, loss, batch):\n"

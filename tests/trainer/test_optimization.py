@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainer import Module, Trainer
 from trainer.callbacks import Callback
-from trainer.data import ResumableSampler
+from trainer.data.loaders import ResumableSampler
 from trainer.seed import global_seed
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from trainer import Module, Trainer
 from trainer.callbacks import Callback
 from trainer.errors import MisconfigurationError
-from trainer.optimizers import parse_optimizers
+from trainer.model.optimizers import parse_optimizers
 
 pytestmark = pytest.mark.timeout(60)
 

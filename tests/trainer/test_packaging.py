@@ -29,7 +29,7 @@ def test_every_package_directory_is_listed():
 
 
 def test_configs_and_templates_found_from_this_install():
-    from trainer.resources import configs_dir, templates_dir
+    from trainer.cli.resources import configs_dir, templates_dir
 
     assert (configs_dir() / "config.yaml").is_file()
     assert any(templates_dir().iterdir())

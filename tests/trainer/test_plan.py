@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainer import Module, Trainer
 from trainer.errors import MisconfigurationError
-from trainer.plan import plan_stage
+from trainer.stage.plan import plan_stage
 
 
 class Tiny(Module):

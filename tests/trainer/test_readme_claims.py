@@ -18,7 +18,7 @@ from torch.utils.data.distributed import DistributedSampler
 from tests.helpers import Regression, loader, quiet
 from trainer import Trainer
 from trainer.callbacks import ModelCheckpoint
-from trainer.data import prepare_loader
+from trainer.data.loaders import prepare_loader
 from trainer.errors import MisconfigurationError
 
 

@@ -99,6 +99,6 @@ def test_memory_url_is_not_a_local_folder(tmp_path, monkeypatch):
     trainer.fit(Regression(), loader())
     assert os.listdir(tmp_path) == []
     assert listing("memory://plain/run") == ["epoch=0-step=2.ckpt"]
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpointing.files import load_checkpoint
 
     assert load_checkpoint(cb.best_model_path)["global_step"] == 2

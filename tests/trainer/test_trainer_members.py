@@ -1,4 +1,4 @@
-"""Lightning's Trainer members in trainer/trainer_members.py, read during and after real single-process runs
+"""Lightning's Trainer members in trainer/trainer_properties.py, read during and after real single-process runs
 (placement of a multi-process run is checked at construction, from the variables torchrun sets)."""
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ def test_interrupted_after_a_failed_fit_until_the_next_call_finishes():
 
 @pytest.mark.parametrize("sig, expected", [(signal.SIGTERM, True), (signal.SIGUSR1, False)])
 def test_received_sigterm_after_a_signal_during_fit(tmp_path, sig, expected):
-    from trainer.preemption import Preempted
+    from trainer.checkpointing.preemption import Preempted
 
     seen: dict[str, bool] = {}
 

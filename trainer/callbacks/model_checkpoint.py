@@ -33,8 +33,8 @@ from plugins.remote_paths import is_url, join, listdir, local_path
 from trainer.callbacks.base import Checkpoint
 from trainer.errors import MisconfigurationError
 from trainer.module import Module
-from trainer.nonfinite import refuse_nonfinite_save
-from trainer.plugins.checkpoint_io import track_optimizers
+from trainer.loops.nonfinite import refuse_nonfinite_save
+from trainer.checkpointing.checkpoint_io import track_optimizers
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer

@@ -18,7 +18,7 @@ from torch import nn
 from trainer.callbacks.base import Callback
 from trainer.callbacks.model_copy import detached_from_trainer, refuse_sharded
 from trainer.errors import MisconfigurationError
-from trainer.optimizers import LRSchedulerConfig
+from trainer.model.optimizers import LRSchedulerConfig
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:

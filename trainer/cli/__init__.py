@@ -5,7 +5,7 @@ Nothing here is imported by ``import trainer``; hydra and omegaconf load only wh
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _LIGHTNING_CLI = ("LightningCLI", "LightningArgumentParser", "SaveConfigCallback", "ReduceLROnPlateau",
                   "instantiate_class")

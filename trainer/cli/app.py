@@ -22,8 +22,8 @@ from trainer.cli.job import RESOLVED_CONFIG, run_job
 from trainer.cli.overrides import canonical_precision, resume_in_place
 from trainer.cli.runs import launcher_overrides, new_invocation, register_resolvers, resolve_ckpt_path
 from trainer.cli.schema import register_configs
-from trainer.input_checks import _unwritable
-from trainer.resources import configs_dir
+from trainer.stage.input_checks import _unwritable
+from trainer.cli.resources import configs_dir
 
 # Hydra flags after which no job runs, so nothing needs checking first.
 _INFO_FLAGS = ("help", "hydra_help", "info", "shell_completion")

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainer.arguments import TrainerArguments, spec_of
+from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
 from trainer.cli.check import compose_checked
 
 PLUGIN_GROUPS = ("accelerator", "strategy", "precision", "environment", "logger", "callbacks", "profiler")

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from trainer.resources import templates_dir
+from trainer.cli.resources import templates_dir
 
 PLACEHOLDER = "__project__"
 _SKIP = ("__pycache__", ".pytest_cache", "outputs")

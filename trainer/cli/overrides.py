@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plugins.builtin import PRECISION_ALIASES
-from trainer.checkpoint import newest_checkpoint
+from trainer.checkpointing.files import newest_checkpoint
 
 
 def canonical_precision(argv: Sequence[str]) -> list[str]:

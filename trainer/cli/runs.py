@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from plugins.environments.detect import detect_environment
-from trainer.checkpoint import newest_checkpoint
+from trainer.checkpointing.files import newest_checkpoint
 from trainer.cli.errors import ConfigError
 
 _RESERVED: dict[str, str] = {}  # base path -> the directory this invocation reserved for it

@@ -1,6 +1,6 @@
 """The typed schema of the ``trainer`` config group, so typos and wrong types fail at composition.
 
-Derived from ``trainer.arguments.TrainerArguments``: every argument whose ``group`` is ``"trainer"``, with its
+Derived from ``trainer.arguments.trainer_arguments.TrainerArguments``: every argument whose ``group`` is ``"trainer"``, with its
 default and a type OmegaConf understands. Registered in Hydra's ConfigStore as ``trainer/base``;
 ``configs/trainer/default.yaml`` extends it. Plugin arguments (accelerator, strategy, precision, plugins,
 profiler), loggers and callbacks are their own config groups.
@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, Optional
 
-from trainer.arguments import TrainerArguments, spec_of
+from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
 
 _SCALARS = (int, float, bool, str)
 

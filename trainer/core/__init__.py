@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
     "LightningModule": "trainer.module:Module",

@@ -3,7 +3,7 @@ compatibility mode)."""
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
     "Fabric": "trainer.fabric.fabric",

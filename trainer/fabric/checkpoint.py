@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer import strategy_calls as calls
+from trainer.distributed import plugin_calls as calls
 from trainer.fabric.wrappers import FabricOptimizer, unwrap
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """``Fabric``: keep your own training loop; Relay's plugins handle devices, precision, processes and sharding.
 
 The same strategy, accelerator, precision, launcher and checkpoint I/O objects as the Trainer, built by the
-same resolver (``plugins.selection``) and called through the same layer (``trainer.strategy_calls``); this
+same resolver (``plugins.selection``) and called through the same layer (``trainer.distributed.plugin_calls``); this
 class only keeps Lightning Fabric's API in front of them.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from trainer import strategy_calls as calls
+from trainer.distributed import plugin_calls as calls
 from trainer.fabric import checkpoint
 from trainer.fabric.loaders import with_distributed_sampler
 from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
-from trainer.ranks import set_rank_zero_only
+from trainer.distributed.ranks import set_rank_zero_only
 from trainer.seed import seed_everything
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning

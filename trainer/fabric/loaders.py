@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-from trainer.data import _loader_kwargs
+from trainer.data.loaders import _loader_kwargs
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy

@@ -3,7 +3,7 @@ environment base and checkpoint I/O object, for ``Fabric(plugins=[...])``."""
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
     "CheckpointIO": "plugins.checkpoint_io",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.module import Module
-from trainer.strategy_calls import move_to_device
+from trainer.distributed.plugin_calls import move_to_device
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy

@@ -52,7 +52,7 @@ MODULES = {
     "trainer.states": "trainer.states",
     "core.module": "trainer.core",
     "core.datamodule": "trainer.core",
-    "core.optimizer": "trainer.optimizers",
+    "core.optimizer": "trainer.model.optimizers",
     "callbacks.callback": "trainer.callbacks",
     "loggers.logger": "trainer.loggers",
     "loggers.csv_logs": "trainer.loggers.csv_logs",

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.loops.batches import BatchMover
+from trainer.data.batches import BatchMover
 from trainer.loops.evaluation_progress import progress_of
-from trainer.results import to_float
+from trainer.metrics.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
-    from trainer.data import LoaderPlan
+    from trainer.data.loaders import LoaderPlan
     from trainer.loops.evaluation_progress import BatchProgress
     from trainer.trainer import Trainer
 

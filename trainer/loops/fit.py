@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.checkpoint import restore_rng_states
-from trainer.loops.batches import BatchMover
-from trainer.loops.elastic_batch import kept_accumulation
+from trainer.checkpointing.files import restore_rng_states
+from trainer.data.batches import BatchMover
+from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.progress import epoch_progress
-from trainer.loops.state import rescale_position
-from trainer.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
+from trainer.checkpointing.resume import rescale_position
+from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
-    from trainer.data import LoaderPlan
+    from trainer.data.loaders import LoaderPlan
     from trainer.loops.progress import LoopProgress
-    from trainer.plan import FitSchedule, Loaders, LoaderSource, StagePlan
+    from trainer.stage.plan import FitSchedule, Loaders, LoaderSource, StagePlan
     from trainer.trainer import Trainer
 
 
@@ -150,7 +150,7 @@ class FitLoop:
         One process decides alone. Several vote; per batch (``wait=False``) the vote travels while the next
         batch runs and is counted then, so a rank's request stops every rank one batch later, at the same
         batch, without a blocking collective per step. At an epoch's end the vote is waited for.
-        A preemption agreed on ends the run here, with a checkpoint (``trainer/preemption.py``).
+        A preemption agreed on ends the run here, with a checkpoint (``trainer/checkpointing/preemption.py``).
         """
         t = self.trainer
         preemption = t._preemption
@@ -272,7 +272,7 @@ class FitLoop:
 
     def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
         stopped = self._run_batches(*self._start_epoch(rng_to_restore))
-        if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/nonfinite.py)
+        if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/loops/nonfinite.py)
             self.step.loss_checks.check(wait=True)
         self._agree(wait=True)
         self.trainer._fx_on_step = False

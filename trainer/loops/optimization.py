@@ -12,9 +12,9 @@ from torch.optim import optimizer as optim_module
 from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.module import Module
-from trainer.nonfinite import DeferredLossChecks, checked_loss
-from trainer.overrides import is_overridden
-from trainer.strategy_calls import backward_function, overridden
+from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
+from trainer.model.overrides import is_overridden
+from trainer.distributed.plugin_calls import backward_function, overridden
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -90,7 +90,7 @@ class TrainingStep:
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
         self.skip_backward = False  # ``trainer.fit_loop._skip_backward``
-        # on CUDA the loss is read without waiting for the device (trainer/nonfinite.py)
+        # on CUDA the loss is read without waiting for the device (trainer/loops/nonfinite.py)
         self.loss_checks = DeferredLossChecks(trainer) if self.strategy.root_device.type == "cuda" else None
         self._bind_fast_paths(trainer)
         if module.automatic_optimization and len(trainer.optimizers) > 1:

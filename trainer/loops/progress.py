@@ -1,6 +1,6 @@
 """The loops' one state object: counters, position in the data and what is running.
 
-The fit/evaluation loops advance it, ``trainer/loops/state.py`` writes it to and reads it from the
+The fit/evaluation loops advance it, ``trainer/checkpointing/resume.py`` writes it to and reads it from the
 checkpoint's ``loops`` entry, and the Trainer's Lightning-style properties (``current_epoch``,
 ``global_step``, ``state``, ``fit_loop.epoch_progress``) read it. Nothing else keeps a copy.
 """

@@ -5,7 +5,7 @@ Relay's plugins themselves live in the top-level ``plugins`` package; this only 
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
     "Precision": "plugins.precision.base",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from trainer.tuner.tuning import Tuner

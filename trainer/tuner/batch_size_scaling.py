@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from trainer.datamodule import DataModule
-from trainer.loops.run import rerun_loop
+from trainer.stage.run import rerun_loop
 from trainer.tuner.attributes import lightning_getattr, lightning_setattr
 from trainer.tuner.memory import MemoryLimit, free_memory, is_oom_error
 from trainer.tuner.snapshot import TrainerSnapshot

@@ -16,8 +16,8 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
-from trainer.loops.run import rerun_loop
-from trainer.optimizers import LRSchedulerConfig
+from trainer.stage.run import rerun_loop
+from trainer.model.optimizers import LRSchedulerConfig
 from trainer.tuner.attributes import lightning_hasattr, lightning_setattr
 from trainer.tuner.snapshot import TrainerSnapshot
 from trainer.utilities.rank_zero import rank_zero_warn

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpoint import load_checkpoint
-from trainer.hooks import Hooks
-from trainer.loops.model_setup import restore_before_optimizers, restore_training_state
+from trainer.checkpointing.files import load_checkpoint
+from trainer.stage.hooks import Hooks
+from trainer.stage.model_setup import restore_before_optimizers, restore_training_state
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
-    "AttributeDict": "trainer.hparams",
+    "AttributeDict": "trainer.model.hparams",
     "CombinedLoader": "trainer.utilities.combined_loader",
     "GradClipAlgorithmType": "trainer.utilities.enums",
     "LightningEnum": "trainer.utilities.enums",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from trainer.hparams import AttributeDict
+from trainer.model.hparams import AttributeDict
 from trainer.tuner.attributes import lightning_getattr, lightning_hasattr, lightning_setattr
 
 

@@ -9,7 +9,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
 
-from trainer.optimizers import LRSchedulerConfig
+from trainer.model.optimizers import LRSchedulerConfig
 
 STEP_OUTPUT = Optional[Union[Tensor, Mapping[str, Any]]]
 TRAIN_DATALOADERS = Any  # a DataLoader, or any collection of them

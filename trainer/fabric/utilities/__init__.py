@@ -3,10 +3,10 @@ them too: seeding, rank-zero printing, moving data, throughput)."""
 
 from __future__ import annotations
 
-from trainer.lazy import lazy_exports
+from trainer.utilities.lazy import lazy_exports
 
 _EXPORTS = {
-    "AttributeDict": "trainer.hparams",
+    "AttributeDict": "trainer.model.hparams",
     "LightningEnum": "trainer.utilities.enums",
     "Throughput": "trainer.fabric.utilities.throughput",
     "ThroughputMonitor": "trainer.fabric.utilities.throughput",

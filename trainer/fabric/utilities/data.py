@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.errors import MisconfigurationException
-from trainer.hparams import AttributeDict
+from trainer.model.hparams import AttributeDict
 from trainer.seed import pl_worker_init_function
 from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
 from trainer.utilities.enums import LightningEnum

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpoint import (
+from trainer.checkpointing.files import (
     checkpoint_dir,
     load_checkpoint,
     newest_checkpoint,
@@ -16,9 +16,9 @@ from trainer.checkpoint import (
     version_checkpoint_dirs,
 )
 from trainer.errors import MisconfigurationError
-from trainer.loops.elastic_batch import ACCUMULATION_KEY
-from trainer.preemption import resume_note
-from trainer.strategy_calls import module_state, optimizer_state
+from trainer.checkpointing.elastic_batch import ACCUMULATION_KEY
+from trainer.checkpointing.preemption import resume_note
+from trainer.distributed.plugin_calls import module_state, optimizer_state
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress

@@ -1,6 +1,6 @@
 """A Trainer call: plan it, start the processes if needed, run the plan, finish the stage.
 
-The plan (``trainer/plan.py``) is built before anything starts; here it is set up (environment, restore point,
+The plan (``trainer/stage/plan.py``) is built before anything starts; here it is set up (environment, restore point,
 callbacks, ``prepare_data``/``setup``), handed to its loop, and torn down whatever happens.
 """
 
@@ -11,20 +11,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.setup import merge_module_callbacks
-from trainer.checkpoint import finish_checkpoint_writes
-from trainer.data import num_batches
-from trainer.heartbeat import watch_ranks
-from trainer.hooks import Hooks, call_datamodule
-from trainer.input_checks import check_writable_dirs
+from trainer.checkpointing.files import finish_checkpoint_writes
+from trainer.data.loaders import num_batches
+from trainer.distributed.heartbeat import watch_ranks
+from trainer.stage.hooks import Hooks, call_datamodule
+from trainer.stage.input_checks import check_writable_dirs
 from trainer.loops.evaluation import run_evaluation, run_predict
-from trainer.loops.model_setup import restore_after_fit_start, set_up_model
-from trainer.loops.spawned import run_stage_in_workers
-from trainer.loops.state import RestorePoint, checkpoint_dirs
-from trainer.plan import Loaders, LoaderSource, StagePlan, plan_stage
-from trainer.preemption import PreemptionHandler, guarded_fit
+from trainer.stage.model_setup import restore_after_fit_start, set_up_model
+from trainer.stage.spawned import run_stage_in_workers
+from trainer.checkpointing.resume import RestorePoint, checkpoint_dirs
+from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
+from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
-from trainer.strategy_calls import join_processes, start_processes
+from trainer.distributed.plugin_calls import join_processes, start_processes
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:

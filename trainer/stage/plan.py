@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 from lightning_utilities.core.overrides import is_overridden
 from torch.utils.data import DataLoader
 
-from trainer.data import num_batches, prepare_loader
+from trainer.data.loaders import num_batches, prepare_loader
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
-from trainer.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
-from trainer.limits import apply_limit
-from trainer.loops.state import RestoreRequest, checkpoint_dirs
+from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
+from trainer.arguments.limits import apply_limit
+from trainer.checkpointing.resume import RestoreRequest, checkpoint_dirs
 from trainer.module import Module
 from trainer.utilities.combined_loader import CombinedLoader
 
 if TYPE_CHECKING:
-    from trainer.data import LoaderPlan
+    from trainer.data.loaders import LoaderPlan
     from trainer.trainer import Trainer
 
 LOADER_METHODS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoint import load_checkpoint
+from trainer.checkpointing.files import load_checkpoint
 
 
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

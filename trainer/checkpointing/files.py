@@ -2,7 +2,7 @@
 
 A checkpoint is data, never code: files are read with ``torch.load(weights_only=True)`` and a sharded
 checkpoint's metadata with a restricted unpickler, so a checkpoint crafted to run code is refused.
-The key names of a checkpoint are decided here and in ``trainer/loops/state.py``, never in ``plugins``.
+The key names of a checkpoint are decided here and in ``trainer/checkpointing/resume.py``, never in ``plugins``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
 from plugins.remote_paths import is_url, isfile, join, listdir, modified_ns, url_fs
 from trainer.errors import CheckpointNotFoundError, MisconfigurationError
-from trainer.strategy_calls import read_state
+from trainer.distributed.plugin_calls import read_state
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trainer.data import num_batches
+from trainer.data.loaders import num_batches
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 
 

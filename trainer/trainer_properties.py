@@ -1,8 +1,8 @@
 """Lightning's remaining public ``Trainer`` members, each read from the object that owns what it reports.
 
 Placement comes from the strategy, run state from ``trainer.state``, batch counts from the fit loop, callbacks
-from ``trainer.callbacks``, signals from the preemption handler (``trainer/preemption.py``), and the loaders
-from the record ``trainer/loops/run.py`` keeps of the loaders the current (or last) Trainer call uses.
+from ``trainer.callbacks``, signals from the preemption handler (``trainer/checkpointing/preemption.py``), and the loaders
+from the record ``trainer/stage/run.py`` keeps of the loaders the current (or last) Trainer call uses.
 Kept out of ``trainer/trainer.py`` so that file stays about running the loops.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from trainer.callbacks.early_stopping import EarlyStopping
 from trainer.module import Module
-from trainer.preemption import received
+from trainer.checkpointing.preemption import received
 from trainer.states import TrainerStatus
 
 

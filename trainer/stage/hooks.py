@@ -10,7 +10,7 @@ from trainer.callbacks.base import Callback
 from trainer.callbacks.early_stopping import EarlyStopping
 from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.module import Module
-from trainer.overrides import is_overridden
+from trainer.model.overrides import is_overridden
 
 if TYPE_CHECKING:
     from trainer.datamodule import DataModule

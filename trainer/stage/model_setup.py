@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from lightning_utilities.core.overrides import is_overridden
 
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
-from trainer.input_checks import check_has_parameters
-from trainer.loops.state import RestorePoint
+from trainer.stage.input_checks import check_has_parameters
+from trainer.checkpointing.resume import RestorePoint
 from trainer.module import Module
-from trainer.optimizers import OptimizerHandle, parse_optimizers
-from trainer.strategy_calls import load_module_state, load_optimizer_state, setup_module, setup_optimizers
+from trainer.model.optimizers import OptimizerHandle, parse_optimizers
+from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state, setup_module, setup_optimizers
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:

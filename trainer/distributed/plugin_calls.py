@@ -8,7 +8,7 @@ talks to the plugins' small interfaces.
 
 ``plugins.strategies`` (and ``plugins.selection``, which imports it) and ``trainer.module`` are imported inside the
 functions that need them: this module is reached from ``trainer.module`` (``Module.all_gather``) and
-``trainer.checkpoint``, and ``import trainer`` must not import the strategies (tests/trainer/test_imports.py),
+``trainer.checkpointing.files``, and ``import trainer`` must not import the strategies (tests/trainer/test_imports.py),
 nor may the imports form a circle (tests/trainer/test_import_graph.py).
 """
 
@@ -27,8 +27,8 @@ from plugins.environments.base import ClusterEnvironment
 from plugins.environments.torchelastic import TorchElasticEnvironment
 from plugins.precision.base import Precision
 from trainer.errors import CheckpointNotFoundError, MisconfigurationError
-from trainer.launch import launch_workers_and_exit, watch_launcher
-from trainer.ranks import set_rank_zero_only
+from trainer.distributed.launch import launch_workers_and_exit, watch_launcher
+from trainer.distributed.ranks import set_rank_zero_only
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy

@@ -16,8 +16,8 @@ from typing import Any
 from plugins.environments.base import ClusterEnvironment
 from plugins.layer_sync import LayerSync
 from trainer.errors import MisconfigurationError
-from trainer.limits import check_limit
-from trainer.preemption import parse_signals
+from trainer.arguments.limits import check_limit
+from trainer.checkpointing.preemption import parse_signals
 
 Check = Callable[[str, Any], Any]
 _DURATION = re.compile(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
-from trainer.strategy_calls import module_state, start_processes
+from trainer.distributed.plugin_calls import module_state, start_processes
 
 if TYPE_CHECKING:
     from collections.abc import Callable

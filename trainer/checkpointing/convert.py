@@ -19,7 +19,7 @@ from pathlib import Path
 from plugins.checkpoint_io import atomic_save
 from plugins.strategies.deepspeed_checkpoint import DeepSpeedState
 from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, read_full
-from trainer.checkpoint import load_checkpoint
+from trainer.checkpointing.files import load_checkpoint
 from trainer.errors import MisconfigurationError
 
 

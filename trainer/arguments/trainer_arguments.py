@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from trainer import argument_checks as checks
+from trainer.arguments import checks
 from trainer.callbacks.base import Callback  # at run time: the Hydra schema reads these hints (get_type_hints)
 from trainer.errors import MisconfigurationError, suggest
 

@@ -1,0 +1,1 @@
+"""The Trainer's arguments: declared and checked once (``TrainerArguments``), limits parsed, torch switches applied."""

@@ -1,0 +1,1 @@
+"""The Module's support: hyperparameters, ``configure_optimizers`` forms, loading from checkpoints, export."""

@@ -1,0 +1,1 @@
+"""One Trainer call (``fit``/``validate``/``test``/``predict``): its plan, its per-call object ``StageRun``, hooks and set-up."""
