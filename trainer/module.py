@@ -181,24 +181,24 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         trainer = self._trainer
         if trainer is None:
             return
-        results = trainer._active_results
+        results = trainer.stage_run.active_results
         if results is None:
             raise MisconfigurationError(
                 f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
                 "training_step, validation_step, test_step or an on_* hook."
             )
-        if trainer._log_suffix:
-            name += trainer._log_suffix
+        if trainer.stage_run.log_suffix:
+            name += trainer.stage_run.log_suffix
         if on_step is None:
-            on_step = trainer._fx_on_step
+            on_step = trainer.stage_run.on_step
         if on_epoch is None:
-            on_epoch = not trainer._fx_on_step
+            on_epoch = not trainer.stage_run.on_step
         if not (on_step or on_epoch):
             return
         results.add(
             name, value, (prog_bar, logger, on_step, on_epoch),
             "mean" if reduce_fx == "mean" else reduce_name(reduce_fx), sync_dist,
-            batch_size if batch_size is not None else trainer._infer_batch_size, trainer.strategy.all_reduce,
+            batch_size if batch_size is not None else trainer.stage_run.infer_batch_size, trainer.strategy.all_reduce,
         )
 
     def log_dict(
@@ -274,7 +274,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     # --- optimization -------------------------------------------------------------------------------
     def optimizers(self, use_pl_optimizer: bool = True) -> OptimizerHandle | list[OptimizerHandle]:
-        opts = self.trainer._optimizer_handles if use_pl_optimizer else self.trainer.optimizers
+        opts = self.trainer.stage_run.optimizer_handles if use_pl_optimizer else self.trainer.optimizers
         return opts[0] if len(opts) == 1 else list(opts)
 
     def lr_schedulers(self) -> Any:
@@ -310,7 +310,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
-        self.trainer._backward(loss, *args, **kwargs)
+        self.trainer.stage_run.backward(loss, *args, **kwargs)
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``args``/``kwargs`` (e.g. ``retain_graph=True``) go on to ``Tensor.backward``."""

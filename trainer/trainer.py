@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,16 +26,16 @@ from trainer.loggers.setup import make_loggers
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
-from trainer.loops.optimization import optimizer_step
 from trainer.loops.progress import LoopProgress
 from trainer.stage.run import run_stage
-from trainer.checkpointing.resume import checkpoint_dirs, collect_checkpoint
+from trainer.checkpointing.contents import collect_checkpoint
 from trainer.module import Module
 from trainer.loops.nonfinite import refuse_nonfinite_save
 from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
 from trainer.profilers.base import resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
-from trainer.metrics.results import Results, as_tensor, to_float
+from trainer.metrics.results import to_float
+from trainer.stage.stage_run import StageRun
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerMembers
@@ -74,7 +73,7 @@ class Trainer(TrainerMembers):
     ) -> None:
         """Every argument is declared, checked and documented in ``trainer/arguments/trainer_arguments.py`` (``TrainerArguments``)."""
         # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/checkpointing/checkpoint_io.py)
-        self._arguments = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
+        self.args = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
         # local import: `from trainer import Trainer` loads no strategy plugin (tests/trainer/test_imports.py)
         from plugins.selection import resolve_plugins
@@ -87,8 +86,7 @@ class Trainer(TrainerMembers):
         vars(self).update(args.trainer_attributes(run))  # each stored argument under its own name
         self.num_nodes = self.strategy.num_nodes  # num_nodes="auto": what the launcher reported
         apply_torch_switches(args.deterministic, args.benchmark)
-        self._layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
-        self._preemption: Any = None  # the handler of the current (or last) fit, see trainer/checkpointing/preemption.py
+        self.layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
         self.callbacks: list[Callback] = default_callbacks(
@@ -108,19 +106,11 @@ class Trainer(TrainerMembers):
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
         self.optimizers: list[torch.optim.Optimizer] = []
-        self._optimizer_handles: list[Any] = []
         self.lr_scheduler_configs: list[Any] = []
         self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
-        self._loaders_in_use: dict[str, Any] = {}  # the current call's loaders by stage key (loops/run.py)
-        self._results = {"train": Results(), "validate": Results(), "test": Results()}
-        self._active_results: Results | None = None
-        self._fx_on_step = False
-        self._batch_for_size: Any = None
-        self._log_suffix = ""  # "/dataloader_idx_N" while evaluating several loaders
-        self._logged_metrics: dict[str, torch.Tensor] = {}
-        self._hooks: Any = None
+        self.stage_run = StageRun(self)  # the current (or last) call's state: trainer/stage/stage_run.py
 
     # --- public entry points -------------------------------------------------------------------------
     def fit(
@@ -355,14 +345,14 @@ class Trainer(TrainerMembers):
     def callback_metrics(self) -> dict[str, Any]:
         """Everything logged (step values, epoch aggregates), for callbacks such as ModelCheckpoint."""
         out: dict[str, Any] = {}
-        for results in self._results.values():
+        for results in self.stage_run.results.values():
             out.update(results.callback_view())
         return out
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for results in self._results.values():
+        for results in self.stage_run.results.values():
             out.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
         return out
 
@@ -371,8 +361,8 @@ class Trainer(TrainerMembers):
         """The latest value of every key for the loggers in this Trainer call (as Lightning: step values too
         when ``log_every_n_steps`` has not sent them yet; tensors, as Lightning's); read lazily, so logging costs
         no sync per step."""
-        out = dict(self._logged_metrics)
-        for results in self._results.values():
+        out = dict(self.stage_run.logged_metrics)
+        for results in self.stage_run.results.values():
             out.update(results.latest_steps_for_logger())
         return out
 
@@ -382,42 +372,6 @@ class Trainer(TrainerMembers):
         per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches) if self.num_training_batches else 0
         by_epochs = per_epoch * self.max_epochs if self.max_epochs not in (None, -1) else math.inf
         return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
-
-    def _infer_batch_size(self) -> int:
-        batch = self._batch_for_size
-        if isinstance(batch, torch.Tensor):
-            return batch.shape[0] if batch.ndim else 1
-        if isinstance(batch, (list, tuple)):
-            for item in batch:
-                if isinstance(item, torch.Tensor) and item.ndim:
-                    return item.shape[0]
-        if isinstance(batch, dict):
-            for item in batch.values():
-                if isinstance(item, torch.Tensor) and item.ndim:
-                    return item.shape[0]
-        return 1
-
-    def _send_to_loggers(self, metrics: dict[str, Any], step: int, add_epoch: bool = True) -> None:
-        """``add_epoch``: loggers also get the epoch (Lightning adds it to all but evaluation step records)."""
-        if not metrics:
-            return
-        floats = {k: to_float(v) for k, v in metrics.items()}
-        self._logged_metrics.update((k, as_tensor(v)) for k, v in metrics.items())
-        if add_epoch:
-            floats.setdefault("epoch", float(self.current_epoch))
-        for logger in self.loggers:
-            logger.log_metrics(floats, step=step)
-
-    # --- optimization entry points used by Module and OptimizerHandle --------------------------------
-    def _backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
-        hooks = self._hooks
-        hooks.call("on_before_backward", loss)
-        self.lightning_module.backward(loss, *args, **kwargs)
-        hooks.call("on_after_backward")
-
-    def _optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
-        """One optimizer step through the strategy; runs ``on_before_optimizer_step`` after the closure."""
-        return optimizer_step(self, optimizer, closure)
 
     # --- checkpoints -----------------------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:
@@ -429,11 +383,6 @@ class Trainer(TrainerMembers):
             return
         checkpoint = collect_checkpoint(self, weights_only)
         save_state(self.strategy, filepath, checkpoint, LAYOUT_KEYS)  # the call Fabric.save makes
-
-    def _checkpoint_dirs(self) -> list[Path]:
-        """Where this run's checkpoints are written (before the callbacks' setup picks a version)."""
-        return list(checkpoint_dirs(self.checkpoint_callbacks, self.logger if self.loggers else None,
-                                    self.default_root_dir))
 
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"

@@ -127,17 +127,17 @@ class TrainerMembers:
     # sampler. One loader, or a list when a list was given; None before they are loaded or in another call.
     @property
     def train_dataloader(self) -> Any:
-        return self._loaders_in_use.get("train")
+        return self.stage_run.loaders.get("train")
 
     @property
     def val_dataloaders(self) -> Any:
         """The fit's validation loaders (after the sanity check loads them), or ``validate``'s."""
-        return self._loaders_in_use.get("val")
+        return self.stage_run.loaders.get("val")
 
     @property
     def test_dataloaders(self) -> Any:
-        return self._loaders_in_use.get("test")
+        return self.stage_run.loaders.get("test")
 
     @property
     def predict_dataloaders(self) -> Any:
-        return self._loaders_in_use.get("predict")
+        return self.stage_run.loaders.get("predict")

@@ -108,7 +108,7 @@ def test_a_refused_value_gets_what_is_valid_and_an_example():
 def test_values_are_kept_normalized_on_the_trainer(tmp_path):
     trainer = Trainer(default_root_dir=tmp_path, logger=False, fast_dev_run=True, max_time={"minutes": 2})
     assert trainer.fast_dev_run == 1 and trainer.max_time == 120.0 and trainer.default_root_dir == str(tmp_path)
-    assert trainer._arguments.fast_dev_run == 1  # the checked arguments, as given
+    assert trainer.args.fast_dev_run == 1  # the checked arguments, as given
     stored = [f.name for f in FIELDS if spec_of(f).stored]
     assert not [n for n in stored if hasattr(Trainer, n)], "a stored argument would hide behind a class property"
 

@@ -34,10 +34,10 @@ TRAINER_SITES = {
     ("loops/optimization.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
     ("module.py", "Module.backward"): {"backward"},
     ("trainer.py", "Trainer.save_checkpoint"): {"save_state"},
-    ("checkpointing/resume.py", "collect_checkpoint"): {"module_state", "optimizer_state"},
+    ("checkpointing/contents.py", "collect_checkpoint"): {"module_state", "optimizer_state"},
     ("checkpointing/files.py", "load_checkpoint"): {"read_state"},
-    ("stage/model_setup.py", "restore_before_optimizers"): {"load_module_state"},
-    ("stage/model_setup.py", "restore_training_state"): {"load_optimizer_state"},
+    ("checkpointing/resume.py", "Resume.restore_weights"): {"load_module_state"},
+    ("checkpointing/resume.py", "Resume.restore_training"): {"load_optimizer_state"},
 }
 FABRIC_SITES = {
     ("fabric/fabric.py", "Fabric.launch"): {"start_processes", "join_processes"},

@@ -255,6 +255,12 @@ class TrainerArguments:
             run.update(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
         return run
 
+    @property
+    def val_check_seconds(self) -> float | None:
+        """A time-based ``val_check_interval`` in seconds, as the run uses it (None: counted in batches)."""
+        interval = self.effective()["val_check_interval"]
+        return interval.total_seconds() if isinstance(interval, timedelta) else None
+
     def trainer_attributes(self, run: dict[str, Any]) -> dict[str, Any]:
         """The attributes the Trainer keeps: each stored argument under its name, a time-based validation interval
         in seconds under Lightning's ``_val_check_time_interval`` (then ``val_check_interval`` is None)."""

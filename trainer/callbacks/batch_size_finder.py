@@ -55,7 +55,7 @@ class BatchSizeFinder(Callback):
     def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
         if trainer.world_size > 1:
             raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
-        given = getattr(trainer, "_stage_inputs", None) or {}
+        given = trainer.stage_run.given
         if trainer.state_fn == "fit" and given.get("train") is not None:
             raise MisconfigurationError(
                 "The Batch size finder cannot be used with dataloaders passed directly to `.fit()`. Please disable "
@@ -81,7 +81,7 @@ class BatchSizeFinder(Callback):
         if self._early_exit:
             raise _TunerExitException()
         if trainer.state_fn != "fit":  # validate/test/predict go on with loaders of the size found (Lightning)
-            trainer._reload_eval_loaders = True
+            trainer.stage_run.reload_eval_loaders = True
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
         self.scale_batch_size(trainer, pl_module)

@@ -64,4 +64,4 @@ class DeviceStatsMonitor(Callback):
         else:
             metrics = {f"device_stats/{k}": v for k, v in stats.items()}
         self.last_stats = metrics
-        trainer._send_to_loggers(metrics, step - 1)
+        trainer.stage_run.send_to_loggers(metrics, step - 1)

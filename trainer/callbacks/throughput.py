@@ -162,7 +162,7 @@ class ThroughputMonitor(Callback):
         metrics = self.compute(trainer.world_size)
         if metrics:
             self.last_metrics = metrics
-            trainer._send_to_loggers(metrics, step - 1)
+            trainer.stage_run.send_to_loggers(metrics, step - 1)
 
     def compute(self, world_size: int = 1) -> dict[str, float]:
         """Rates over the window, keyed as logged (``train/device/samples_per_sec``, ``train/mfu``...)."""

@@ -162,3 +162,20 @@ def _url_checkpoints(root: str, recursive: bool) -> list[str]:
     fs, inner = url_fs(root)
     pattern = f"{inner.rstrip('/')}/{'**/' if recursive else ''}*.ckpt"
     return [fs.unstrip_protocol(p) for p in fs.glob(pattern) if not p.rsplit("/", 1)[-1].startswith(".")]
+
+
+def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path | str, ...]:
+    """Where this run's checkpoints are written (before the callbacks' setup picks a version): the callbacks'
+    ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``.
+    Local directories are ``Path``s; an fsspec store's are URL strings."""
+    roots: list[Path | str] = []
+    for cb in checkpoint_callbacks:
+        if cb.dirpath:
+            roots.append(checkpoint_dir(cb.dirpath))
+        elif logger is not None and getattr(logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
+            roots.extend(version_checkpoint_dirs(logger.root_dir))
+        else:
+            roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
+    if not checkpoint_callbacks:
+        roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
+    return tuple(dict.fromkeys(roots))

@@ -125,7 +125,7 @@ def guarded_fit(handler: PreemptionHandler, detect_anomaly: bool, note_dirs: Cal
 
 def received(trainer: Trainer, sig: signal.Signals) -> bool:
     """Whether ``sig`` arrived while the current (or last) fit of ``trainer`` had its handler installed."""
-    handler = trainer._preemption
+    handler = trainer.stage_run.preemption
     return handler is not None and sig in handler.seen
 
 

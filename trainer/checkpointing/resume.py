@@ -1,75 +1,131 @@
-"""What goes into a checkpoint and how it is put back: everything needed to continue exactly."""
+"""Resume, in one place: find the checkpoint a call continues from, load it, and put it back in ordered phases.
+
+A Trainer call's ``StageRun`` holds one ``Resume``; the stage and the fit loop call its phases in this order:
+
+1. ``Resume.find`` (the processes exist): ``ckpt_path`` as given, ``"last"``/``"best"``, a preemption note this run
+   left, or, after torch elastic restarted the workers, this run's newest checkpoint; then loaded.
+2. ``restore_weights`` (before ``configure_optimizers``, as Lightning): ``on_load_checkpoint``, the module's state,
+   then (fit) the callbacks' states.
+3. ``restore_training`` (after ``on_fit_start``: ``BaseFinetuning`` rebuilds its parameter groups there):
+   optimizers, schedulers, the precision's scaler, the DataModule, the loop counters.
+4. ``restore_data_position`` (when the training loader is built): at another world size the same samples are
+   skipped, not the same batches, and ``elastic_batch="keep_global"`` adapts the accumulation.
+5. ``restore_rng`` (when the first epoch starts): every generator as it was on this rank.
+
+Each phase runs at most once per call; with no checkpoint each is a no-op.
+"""
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpointing.files import (
-    checkpoint_dir,
-    load_checkpoint,
-    newest_checkpoint,
-    plain_data,
-    rng_states,
-    version_checkpoint_dirs,
-)
-from trainer.errors import MisconfigurationError
-from trainer.checkpointing.elastic_batch import ACCUMULATION_KEY
+from trainer.checkpointing.elastic_batch import kept_accumulation
+from trainer.checkpointing.files import load_checkpoint, newest_checkpoint, restore_rng_states
 from trainer.checkpointing.preemption import resume_note
-from trainer.distributed.plugin_calls import module_state, optimizer_state
+from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
+from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
-FORMAT_VERSION = 1
+
+def restarted_by_launcher(strategy: Any, stage: str) -> bool:
+    """Whether torch elastic (or another agent) restarted this worker and this is its first fit since: then the fit
+    continues from the run's newest checkpoint. Agents count restarts differently (a peer's failure, a join), so one
+    restarted rank is enough; a later fit of the same worker starts as asked."""
+    env = strategy.environment
+    restarted = env is not None and env.restart_count() > 0 and not getattr(env, "_restart_resumed", False)
+    if env is not None and env.creates_processes_externally:
+        restarted = strategy.reduce_boolean_decision(restarted, all=False)
+    if restarted and stage == "fit":
+        env._restart_resumed = True
+    return restarted
 
 
-def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
-    module, strategy = trainer.lightning_module, trainer.strategy
-    checkpoint: dict[str, Any] = {
-        "relay_format": FORMAT_VERSION,
-        "epoch": trainer.current_epoch,
-        "global_step": trainer.global_step,
-        "loops": {**trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
-                  ACCUMULATION_KEY: trainer.accumulate_grad_batches},  # the global batch (elastic_batch)
-        "state_dict": module_state(strategy, module),  # the calls Fabric.save makes
-    }
-    for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
-        if owner is not None:
-            checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams))
-            if owner.hparams and getattr(owner, "_hparams_name", None) is not None:
-                checkpoint[owner.CHECKPOINT_HYPER_PARAMS_NAME] = owner._hparams_name
-                if getattr(owner, "_hparams_type", None) is not None:  # a name, not the class: plain data
-                    checkpoint[owner.CHECKPOINT_HYPER_PARAMS_TYPE] = owner._hparams_type
-    if not weights_only:
-        checkpoint["optimizer_states"] = [optimizer_state(strategy, o) for o in trainer.optimizers]
-        checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
-        checkpoint["precision"] = strategy.precision.state_dict()
-        checkpoint["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
-        states = rng_states()
-        checkpoint["rng"] = states
-        if trainer.world_size > 1:  # every rank's generators, so each continues its own stream
-            checkpoint["rng_per_rank"] = strategy.all_gather_object(states)
-        if trainer.datamodule is not None:
-            checkpoint["datamodule"] = trainer.datamodule.state_dict()
-        trainer._hooks.call("on_save_checkpoint", checkpoint)
-    return checkpoint
+class Resume:
+    """One call's checkpoint (``path``/``checkpoint`` None: nothing to restore) and the phases that put it back."""
 
+    def __init__(self, path: str | None = None, checkpoint: dict[str, Any] | None = None) -> None:
+        self.path, self.checkpoint = path, checkpoint
+        self.rng: dict[str, Any] | None = None  # this rank's generators, once ``restore_training`` read them
 
-@dataclass(frozen=True)
-class RestorePoint:
-    """The checkpoint a stage restores (None: none), found once the processes exist; ``rng``: the RNG states a
-    fit puts back when its first epoch starts."""
+    @classmethod
+    def find(cls, request: RestoreRequest, strategy: Any) -> Resume:
+        """Phase 1: the checkpoint this call continues from, resolved and loaded (a bad ``ckpt_path`` fails here)."""
+        restarted = restarted_by_launcher(strategy, request.stage)
+        path = request.locate(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)
+        return cls() if path is None else cls(path, load_checkpoint(path, strategy.checkpoint_io))
 
-    path: str | None = None
-    checkpoint: dict[str, Any] | None = None
-    rng: dict[str, Any] | None = None
+    def restore_weights(self, trainer: Trainer, callbacks: bool) -> None:
+        """Phase 2: weights (every stage), then (``callbacks``: a fit) callback states."""
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return
+        module = trainer.lightning_module
+        if hasattr(module, "on_load_checkpoint"):
+            module.on_load_checkpoint(checkpoint)
+        load_module_state(trainer.strategy, module, checkpoint["state_dict"], strict=module.strict_loading)
+        if not callbacks:
+            return
+        saved = checkpoint.get("callbacks", {})
+        for cb in trainer.callbacks:
+            cb.on_load_checkpoint(trainer, module, checkpoint)
+            if cb.state_key in saved:
+                cb.load_state_dict(saved[cb.state_key])
 
-    def with_rng(self, rng: dict[str, Any] | None) -> RestorePoint:
-        return replace(self, rng=rng)
+    def restore_training(self, trainer: Trainer) -> None:
+        """Phase 3: optimizers, schedulers, scaler, DataModule, counters; keeps this rank's RNG states for phase 5."""
+        checkpoint, path = self.checkpoint, self.path
+        if checkpoint is None:
+            return
+        if "optimizer_states" not in checkpoint:
+            raise MisconfigurationError(
+                f"ckpt_path={path!r} holds weights only (saved with weights_only=True), so training cannot resume "
+                "from it. Load its 'state_dict' into the model and call fit() without ckpt_path."
+            )
+        strategy = trainer.strategy
+        states = checkpoint["optimizer_states"]
+        if len(states) != len(trainer.optimizers):
+            raise MisconfigurationError(
+                f"ckpt_path={path!r} has {len(states)} optimizer states but configure_optimizers returned "
+                f"{len(trainer.optimizers)}."
+            )
+        for optimizer, state in zip(trainer.optimizers, states):
+            load_optimizer_state(strategy, optimizer, state)
+        for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
+            config.scheduler.load_state_dict(state)
+        strategy.precision.load_state_dict(checkpoint.get("precision", {}))
+        if trainer.datamodule is not None and "datamodule" in checkpoint:
+            trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+        trainer.progress.load_state_dict(checkpoint["loops"])
+        per_rank = checkpoint.get("rng_per_rank")
+        self.rng = per_rank[trainer.global_rank] if per_rank is not None and len(per_rank) == trainer.world_size \
+            else checkpoint.get("rng")
+
+    @staticmethod
+    def restore_data_position(trainer: Trainer, progress: LoopProgress, replicas: int) -> None:
+        """Phase 4, once the training loader is built (its batch size known): ``elastic_batch="keep_global"``'s
+        accumulation, then the position rescaled to this world size. Applies once: it consumes the saved position."""
+        kept = kept_accumulation(progress, replicas, progress.resume_accumulation) \
+            if trainer.elastic_batch == "keep_global" else None
+        if kept is not None and kept[0] != trainer.accumulate_grad_batches:
+            if trainer.is_global_zero:  # said once, like the resume itself
+                print(kept[1], flush=True)
+            trainer.accumulate_grad_batches = trainer.strategy.accumulate_grad_batches = kept[0]
+        rescale_position(progress, progress.train_batch_size, replicas)
+
+    def restore_rng(self, mid_epoch: bool, epoch_started: bool) -> None:
+        """Phase 5: the generators as they were. A checkpoint from an epoch's end is put back before the epoch's
+        loaders shuffle (``epoch_started`` False); one from mid-epoch after ``on_train_epoch_start``, where it was
+        taken. Applies once."""
+        if self.rng is None or mid_epoch != epoch_started:
+            return
+        restore_rng_states(self.rng)
+        self.rng = None
 
 
 @dataclass(frozen=True)
@@ -82,8 +138,8 @@ class RestoreRequest:
     dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
     best_model_path: str = ""
 
-    def find(self, checkpoint_io: Any, announce: bool, restarted: bool = False) -> RestorePoint:
-        """The checkpoint resolved and loaded: a bad ``ckpt_path`` fails here, before any work. Without a
+    def locate(self, checkpoint_io: Any, announce: bool, restarted: bool = False) -> str | None:
+        """The checkpoint's path: a bad ``ckpt_path`` fails here, before any work. Without a
         ``ckpt_path``, a fit continues from a preemption note this run left, or, when the launcher restarted the
         workers (``restarted``: a failure, a node that left), from this run's newest checkpoint."""
         ckpt_path = self.ckpt_path
@@ -91,8 +147,7 @@ class RestoreRequest:
             ckpt_path = resume_note(self.dirs)
         if ckpt_path is None and self.stage == "fit" and restarted:
             ckpt_path = "last"
-        path = self.resolve(ckpt_path, checkpoint_io, announce)
-        return RestorePoint() if path is None else RestorePoint(path, load_checkpoint(path, checkpoint_io))
+        return self.resolve(ckpt_path, checkpoint_io, announce)
 
     def resolve(self, ckpt_path: Any, checkpoint_io: Any, announce: bool) -> str | None:
         """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only (a checkpoint
@@ -128,23 +183,6 @@ class RestoreRequest:
             f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's checkpoint "
             "directories); pass a path."
         )
-
-
-def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path | str, ...]:
-    """Where this run's checkpoints are written (before the callbacks' setup picks a version): the callbacks'
-    ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``.
-    Local directories are ``Path``s; an fsspec store's are URL strings."""
-    roots: list[Path | str] = []
-    for cb in checkpoint_callbacks:
-        if cb.dirpath:
-            roots.append(checkpoint_dir(cb.dirpath))
-        elif logger is not None and getattr(logger, "root_dir", None):  # <save_dir>/<name>/version_<n>/checkpoints
-            roots.extend(version_checkpoint_dirs(logger.root_dir))
-        else:
-            roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
-    if not checkpoint_callbacks:
-        roots.append(checkpoint_dir(default_root_dir, "checkpoints"))
-    return tuple(dict.fromkeys(roots))
 
 
 def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: int) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def _transfer_hook(trainer: Trainer, name: str) -> Any:
     """The DataModule's override of ``name`` if it has one (Lightning's rule), else the Module's, else None."""
-    datamodule, modules = trainer.datamodule, trainer._hooks.caller(name)
+    datamodule, modules = trainer.datamodule, trainer.stage_run.hooks.caller(name)
     if datamodule is None or not is_overridden(name, datamodule, DataModule):
         return modules
     if modules is not None:

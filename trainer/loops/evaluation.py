@@ -38,14 +38,14 @@ def run_evaluation(
     """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics.
 
     ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder)."""
-    module, hooks = trainer.lightning_module, trainer._hooks
+    module, hooks = trainer.lightning_module, trainer.stage_run.hooks
     prefix = "validation" if stage == "validate" else "test"
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
-    results = trainer._results[stage]
+    results = trainer.stage_run.results[stage]
     results.reset_epoch()
-    prev_results, prev_on_step = trainer._active_results, trainer._fx_on_step
+    prev_results, prev_on_step = trainer.stage_run.active_results, trainer.stage_run.on_step
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
-    trainer._active_results, trainer._fx_on_step = results, False
+    trainer.stage_run.active_results, trainer.stage_run.on_step = results, False
     counts = progress_of(trainer, stage, sanity)  # trainer.validate_loop / test_loop.batch_progress
     if counts is not None:
         counts.reset_on_run()
@@ -65,7 +65,7 @@ def run_evaluation(
         epoch_metrics = {k: to_float(v) for k, v in results.epoch_for_logger().items()}
         if not sanity:  # during fit: the index of the last step taken, as in Lightning
             step = max(trainer.global_step - 1, 0) if trainer.state.fn == TrainerFn.FITTING else trainer.global_step
-            trainer._send_to_loggers(results.epoch_for_logger(), step)
+            trainer.stage_run.send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
         if hooks.has(f"on_{prefix}_model_train"):
@@ -73,7 +73,7 @@ def run_evaluation(
         else:
             restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
-        trainer._active_results, trainer._fx_on_step = prev_results, prev_on_step
+        trainer.stage_run.active_results, trainer.stage_run.on_step = prev_results, prev_on_step
     if sanity:
         results.reset()
     if len(plans) <= 1:
@@ -87,14 +87,14 @@ def run_evaluation(
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
                 multiple: bool, counts: BatchProgress | None = None) -> None:
-    hooks, move, results = trainer._hooks, BatchMover(trainer), trainer._active_results
-    trainer._log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
+    hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
+    trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
                 break
             batch = move(batch, dl_idx)
-            trainer._batch_for_size = batch
+            trainer.stage_run.batch_for_size = batch
             if counts is not None:
                 counts.increment_ready()
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
@@ -108,10 +108,10 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
                 counts.increment_completed()
             if not trainer.sanity_checking:  # each evaluation batch's values, numbered per Trainer call
                 progress = trainer.progress
-                trainer._send_to_loggers(results.step_for_logger(), progress.eval_batches, add_epoch=False)
+                trainer.stage_run.send_to_loggers(results.step_for_logger(), progress.eval_batches, add_epoch=False)
                 progress.eval_batches += 1
     finally:
-        trainer._log_suffix = ""
+        trainer.stage_run.log_suffix = ""
 
 
 class PredictLoop:
@@ -124,7 +124,7 @@ class PredictLoop:
 
 
 def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
-    """The loaders built again if a hook asked (``trainer._reload_eval_loaders``), else as they were."""
+    """The loaders built again if a hook asked (``trainer.stage_run.reload_eval_loaders``), else as they were."""
     if reload is not None and trainer.__dict__.pop("_reload_eval_loaders", False):
         return reload()
     return plans, limits
@@ -132,7 +132,7 @@ def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int |
 
 def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float],
                 reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None) -> list[Any]:
-    module, hooks, strategy = trainer.lightning_module, trainer._hooks, trainer.strategy
+    module, hooks, strategy = trainer.lightning_module, trainer.stage_run.hooks, trainer.strategy
     step_fn = strategy.step_function(module, "predict_step")
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
     modes = capture_modes(module)

@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.checkpointing.files import restore_rng_states
 from trainer.data.batches import BatchMover
-from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.progress import epoch_progress
-from trainer.checkpointing.resume import rescale_position
+from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
@@ -24,6 +22,7 @@ if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
     from trainer.loops.progress import LoopProgress
     from trainer.stage.plan import FitSchedule, Loaders, LoaderSource, StagePlan
+    from trainer.stage.stage_run import StageRun
     from trainer.trainer import Trainer
 
 
@@ -113,13 +112,7 @@ class FitLoop:
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
         replicas = self.trainer.strategy.distributed_sampler_kwargs["num_replicas"]
-        kept = kept_accumulation(p, replicas, p.resume_accumulation) if self.trainer.elastic_batch == "keep_global" \
-            else None
-        if kept is not None and kept[0] != self.trainer.accumulate_grad_batches:
-            if self.trainer.is_global_zero:  # said once, like the resume itself
-                print(kept[1], flush=True)
-            self.trainer.accumulate_grad_batches = self.trainer.strategy.accumulate_grad_batches = kept[0]
-        rescale_position(p, p.train_batch_size, replicas)
+        self.resume.restore_data_position(self.trainer, p, replicas)  # resume's phase 4
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)
@@ -153,7 +146,7 @@ class FitLoop:
         A preemption agreed on ends the run here, with a checkpoint (``trainer/checkpointing/preemption.py``).
         """
         t = self.trainer
-        preemption = t._preemption
+        preemption = t.stage_run.preemption
         if t.world_size == 1:
             if preemption is not None and preemption.requested:
                 self._preempt()
@@ -178,7 +171,7 @@ class FitLoop:
     def _preempt(self) -> None:
         t = self.trainer
         directory = checkpoint_dir(t.checkpoint_callback, t.default_root_dir)
-        checkpoint_and_exit(t._preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
+        checkpoint_and_exit(t.stage_run.preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
                                                           t.auto_requeue, t.strategy.barrier))
 
     def _epochs_done(self) -> bool:
@@ -186,14 +179,15 @@ class FitLoop:
         return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
 
     # --- running ------------------------------------------------------------------------------------
-    def run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders], rng_to_restore: dict[str, Any] | None,
-            ) -> None:
-        """Run one fit's plan. ``build`` builds a source's loaders when Lightning asks for them: validation's at
-        the sanity check (or the first validation), training's after the sanity check."""
+    def run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
+        """Run one fit call (``run``: its ``StageRun``). ``build`` builds a source's loaders when Lightning asks for
+        them: validation's at the sanity check (or the first validation), training's after the sanity check.
+        ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing."""
         self.progress.resume_cut_short()
-        self._setup_run(plan, build)
+        self.resume = run.resume if replan is None else Resume()
+        self._setup_run(run.plan if replan is None else replan, build)
         t = self.trainer
-        hooks = t._hooks
+        hooks = run.hooks
         sanity_steps = self.schedule.num_sanity_val_steps
         if self.has_val and sanity_steps != 0:
             limit = math.inf if sanity_steps == -1 else sanity_steps
@@ -214,11 +208,10 @@ class FitLoop:
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
         hooks.call("on_train_start")
-        self.trainer._last_val_time = time.monotonic()  # time-based validation counts from the start of training
+        self.trainer.stage_run.last_val_time = time.monotonic()  # time-based validation counts from the start of training
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
         while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
-            self.run_epoch(rng_to_restore)
-            rng_to_restore = None
+            self.run_epoch()
             self._agree(wait=True)
             if self._stop_requested():
                 break
@@ -240,18 +233,17 @@ class FitLoop:
             return (p.total_batches + self.max_batches - p.batches_seen) % every == 0
         return self.max_batches % every == 0
 
-    def _start_epoch(self, rng_to_restore: dict[str, Any] | None) -> tuple[Any, int, int | float, bool]:
+    def _start_epoch(self) -> tuple[Any, int, int | float, bool]:
         """Everything before an epoch's first batch; returns the batches still to run in it, how many were run
         already, the epoch's batch count and whether validation runs inside the epoch."""
         t, p = self.trainer, self.progress
         skip = p.batches_seen
         mid_epoch = skip > 0
         self._reload_train_if_due()
-        if rng_to_restore is not None and not mid_epoch:
-            restore_rng_states(rng_to_restore)
-        results = t._results["train"]
+        self.resume.restore_rng(mid_epoch, epoch_started=False)  # resume's phase 5: an epoch-end checkpoint
+        results = t.stage_run.results["train"]
         results.reset_epoch()
-        t._active_results, t._fx_on_step = results, False
+        t.stage_run.active_results, t.stage_run.on_step = results, False
         timed = self.schedule.val_check_seconds is not None  # then validation runs when the time has passed (below)
         p.val_runs_at_epoch_end = not timed and self._val_due_at_epoch_end()
         val_now = not timed and self._val_this_epoch() and self.val_check_batch != math.inf
@@ -262,23 +254,22 @@ class FitLoop:
         if self.profiler is not None:
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
-        t._hooks.call("on_train_epoch_start")
+        t.stage_run.hooks.call("on_train_epoch_start")
         # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
         self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
-        if rng_to_restore is not None and mid_epoch:
-            restore_rng_states(rng_to_restore)
-        t._fx_on_step = True
+        self.resume.restore_rng(mid_epoch, epoch_started=True)  # a mid-epoch checkpoint: where it was taken
+        t.stage_run.on_step = True
         return batches, skip, limit, val_now
 
-    def run_epoch(self, rng_to_restore: dict[str, Any] | None) -> None:
-        stopped = self._run_batches(*self._start_epoch(rng_to_restore))
+    def run_epoch(self) -> None:
+        stopped = self._run_batches(*self._start_epoch())
         if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/loops/nonfinite.py)
             self.step.loss_checks.check(wait=True)
         self._agree(wait=True)
-        self.trainer._fx_on_step = False
+        self.trainer.stage_run.on_step = False
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
             self._validate()  # a loader without a length: validate when it is exhausted
-        self.trainer._hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
+        self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         self.progress.end_epoch()
 
     def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
@@ -286,7 +277,7 @@ class FitLoop:
 
         The hot path: everything a batch needs is looked up once here, not per batch."""
         t, p, schedule = self.trainer, self.progress, self.schedule
-        hooks, results = t._hooks, t._results["train"]
+        hooks, results = t.stage_run.hooks, t.stage_run.results["train"]
         across_epochs, log_every = schedule.check_val_every_n_epoch is None, schedule.log_every_n_steps
         step_run, move = self.step.run, self.move
         cpu_only, Tensor = move.cpu_passthrough, torch.Tensor
@@ -306,7 +297,7 @@ class FitLoop:
                         break
             else:
                 batch = move(batch)
-            t._batch_for_size = batch
+            t.stage_run.batch_for_size = batch
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
                 return False
             before = p.global_step
@@ -316,7 +307,7 @@ class FitLoop:
             p.total_batches += 1
             step_now = p.global_step
             if step_now != before and step_now % log_every == 0:
-                t._send_to_loggers(results.step_for_logger(), step_now - 1)  # Lightning's step numbering
+                t.stage_run.send_to_loggers(results.step_for_logger(), step_now - 1)  # Lightning's step numbering
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
@@ -324,7 +315,7 @@ class FitLoop:
             elif timed and self._val_time_due(single):
                 self._validate()
             if single:
-                preemption = t._preemption
+                preemption = t.stage_run.preemption
                 # the step is done (not between the batches of an accumulated one): checkpoint, exit
                 if preemption is not None and preemption.received is not None and not self._accumulating():
                     self._preempt()
@@ -341,9 +332,9 @@ class FitLoop:
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
         t = self.trainer
-        results = t._results["train"]
+        results = t.stage_run.results["train"]
         results.finish_epoch(t.strategy.all_reduce)
-        t._send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
+        t.stage_run.send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
         # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
         if t.lightning_module.automatic_optimization:
             epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
@@ -365,7 +356,7 @@ class FitLoop:
         """Time-based ``val_check_interval``: due once that much time passed since the last validation (or the
         start of training), as rank 0's clock says, so that every rank validates after the same batch."""
         t = self.trainer
-        due = time.monotonic() - t._last_val_time >= self.schedule.val_check_seconds
+        due = time.monotonic() - t.stage_run.last_val_time >= self.schedule.val_check_seconds
         return due if single else bool(t.strategy.broadcast(due, src=0))
 
     def _validate(self) -> None:
@@ -376,5 +367,5 @@ class FitLoop:
         if not self.has_val:
             return
         run_evaluation(t, "validate", self.val, self.val_limits)
-        t._last_val_time = time.monotonic()
-        t._active_results = t._results["train"]
+        t.stage_run.last_val_time = time.monotonic()
+        t.stage_run.active_results = t.stage_run.results["train"]

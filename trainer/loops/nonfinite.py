@@ -31,8 +31,8 @@ def checked_loss(trainer: Trainer, loss: torch.Tensor | None, batch_idx: int,
     """``loss`` if it can be trained on; a warning for None, an error for non-scalar or non-finite values (on a
     CUDA device, ``deferred`` reads it later)."""
     if loss is None:
-        if not getattr(trainer, "_warned_none_loss", False):
-            trainer._warned_none_loss = True
+        if not trainer.stage_run.warned_none_loss:
+            trainer.stage_run.warned_none_loss = True
             warnings.warn(
                 "`training_step` returned `None`: the batch is skipped (no backward, no optimizer step). If this was "
                 "on purpose, ignore this warning; otherwise return the loss.", UserWarning, stacklevel=2
@@ -121,7 +121,7 @@ class DeferredLossChecks:
 def model_is_finite(trainer: Trainer) -> bool:
     """Whether every parameter of the module is finite on every rank (sharded ones: each rank its shards)."""
     module = trainer.lightning_module
-    checked = getattr(trainer, "_finite_checked", None)  # a save checks twice (callback, trainer): once is enough
+    checked = trainer.stage_run.finite_checked  # a save checks twice (callback, trainer): once is enough
     if checked is not None and checked[0] == (id(module), trainer.global_step):
         return checked[1]
     finite = True
@@ -134,7 +134,7 @@ def model_is_finite(trainer: Trainer) -> bool:
                     finite = False
                     break
     finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
-    trainer._finite_checked = ((id(module), trainer.global_step), finite)
+    trainer.stage_run.finite_checked = ((id(module), trainer.global_step), finite)
     return finite
 
 

@@ -36,7 +36,7 @@ def _loss_of(output: Any) -> torch.Tensor | None:
 
 def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
     """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure."""
-    hooks, module = trainer._hooks, trainer.lightning_module
+    hooks, module = trainer.stage_run.hooks, trainer.lightning_module
 
     def closure_then_hooks() -> Any:
         result = closure() if closure is not None else None
@@ -74,7 +74,7 @@ class TrainingStep:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.module = module = trainer.lightning_module
-        hooks = trainer._hooks
+        hooks = trainer.stage_run.hooks
         self.before_zero_grad = hooks.caller("on_before_zero_grad")
         self.before_backward = hooks.caller("on_before_backward")
         self.after_backward = hooks.caller("on_after_backward")
@@ -83,7 +83,7 @@ class TrainingStep:
         self.strategy = trainer.strategy
         self.accumulate = trainer.accumulate_grad_batches
         self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
-        self.handle = trainer._optimizer_handles[0] if trainer._optimizer_handles else None
+        self.handle = trainer.stage_run.optimizer_handles[0] if trainer.stage_run.optimizer_handles else None
         # trainer.overrides' is_overridden: a hook wrapped on the instance counts (Lightning calls it)
         self.custom_step = is_overridden("optimizer_step", module, Module)
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
@@ -115,8 +115,8 @@ class TrainingStep:
         self.backward = self.module.backward if self.custom_backward else backward_function(strategy)
         self.forward_backward = strategy.forward_backward if overridden(strategy, "forward_backward") else None
         plain = (self.optimizer is not None and not trainer.gradient_clip_val
-                 and not trainer._hooks.has("configure_gradient_clipping")  # the Module's own clipping runs each step
-                 and trainer._hooks.caller("on_before_optimizer_step") is None
+                 and not trainer.stage_run.hooks.has("configure_gradient_clipping")  # the Module's own clipping runs each step
+                 and trainer.stage_run.hooks.caller("on_before_optimizer_step") is None
                  and not overridden(strategy, "optimizer_step")
                  and type(precision).optimizer_step is Precision.optimizer_step)
         # the optimizer step with the closure: directly when no hook, clipping or plugin sits in between

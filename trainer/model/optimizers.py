@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import warnings
 
 import torch
 
 from trainer.errors import MisconfigurationError, suggest
-
-if TYPE_CHECKING:
-    from trainer.trainer import Trainer
 
 _SCHEDULER_KEYS = ("scheduler", "name", "interval", "frequency", "monitor", "strict", "reduce_on_plateau")
 _FORMS = (
@@ -140,12 +137,13 @@ class NoOptimizer(torch.optim.Optimizer):
 class OptimizerHandle:
     """An optimizer whose ``step`` goes through the strategy (precision scaling, sharding, step counting)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer,
+                 step: Callable[[torch.optim.Optimizer, Callable[[], Any] | None], Any]) -> None:
         self.optimizer = optimizer
-        self._trainer = trainer
+        self._step = step  # the loop's optimizer step (trainer/loops/optimization.py: optimizer_step)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return self._trainer._optimizer_step(self.optimizer, closure)
+        return self._step(self.optimizer, closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)

@@ -23,7 +23,8 @@ from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
 from trainer.arguments.limits import apply_limit
-from trainer.checkpointing.resume import RestoreRequest, checkpoint_dirs
+from trainer.checkpointing.files import checkpoint_dirs
+from trainer.checkpointing.resume import RestoreRequest
 from trainer.module import Module
 from trainer.utilities.combined_loader import CombinedLoader
 
@@ -232,4 +233,4 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
     validates = val.available() and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
     return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
                        trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
-                       validates, getattr(trainer, "_val_check_time_interval", None))
+                       validates, trainer.args.val_check_seconds)

@@ -7,7 +7,6 @@ callbacks, ``prepare_data``/``setup``), handed to its loop, and torn down whatev
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.setup import merge_module_callbacks
@@ -17,9 +16,11 @@ from trainer.distributed.heartbeat import watch_ranks
 from trainer.stage.hooks import Hooks, call_datamodule
 from trainer.stage.input_checks import check_writable_dirs
 from trainer.loops.evaluation import run_evaluation, run_predict
-from trainer.stage.model_setup import restore_after_fit_start, set_up_model
+from trainer.stage.model_setup import set_up_model
 from trainer.stage.spawned import run_stage_in_workers
-from trainer.checkpointing.resume import RestorePoint, checkpoint_dirs
+from trainer.stage.stage_run import StageRun
+from trainer.checkpointing.files import checkpoint_dirs
+from trainer.checkpointing.resume import Resume
 from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
 from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
 from trainer.seed import global_seed
@@ -45,17 +46,19 @@ def run_stage(
     return run_plan(trainer, plan)
 
 
-@dataclass
-class StageRun:
-    """What setting a plan up produced: the hooks to call, the checkpoint to restore, how the stage ended."""
-
-    hooks: Hooks | None = None
-    restore: RestorePoint | None = None
-    status: str = "success"
-
-
 def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
-    run = StageRun()
+    """Run a planned call with a new ``StageRun`` on the Trainer (the outer call's is put back after a nested one)."""
+    outer = trainer.stage_run if trainer.stage_run.active else None  # a call made from inside another (the tuner's)
+    run = trainer.stage_run = StageRun(trainer, plan, active=True)
+    try:
+        return _run_plan(trainer, plan, run)
+    finally:
+        run.active = False
+        if outer is not None:
+            trainer.stage_run = outer
+
+
+def _run_plan(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
     state = trainer.state
     try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
         _begin(trainer, plan, run)
@@ -63,7 +66,7 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
     try:
-        run.restore = set_up_model(trainer, plan.model, plan.stage == "fit", run.restore)
+        set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
         return _run_loop(trainer, plan, run)
     except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
         return None
@@ -86,15 +89,8 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
     if plan.datamodule is not None:
         plan.datamodule.trainer = trainer
     trainer.should_stop = False
-    trainer._loaders_in_use.clear()
-    trainer._preemption = None
     trainer.progress.eval_batches = 0
-    trainer._logged_metrics.clear()
-    for results in trainer._results.values():
-        results.reset()
     trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
-    trainer._stage_plan = plan  # rerun_loop (the tuner's trials) plans this call's inputs again
-    trainer._stage_inputs = plan.given  # the loaders this call was given (the batch size finder reads them)
 
 
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
@@ -106,20 +102,14 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     join_processes(strategy, begin=False)
     trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
-    env = strategy.environment  # a restart resumes once: the first fit of the restarted worker, not every later one
-    restarted = env is not None and env.restart_count() > 0 and not getattr(env, "_restart_resumed", False)
-    if env is not None and env.creates_processes_externally:  # agents count restarts differently (a peer's failure,
-        restarted = strategy.reduce_boolean_decision(restarted, all=False)  # a join): one restarted rank is enough
-    if restarted and plan.stage == "fit":
-        env._restart_resumed = True
-    run.restore = plan.restore.find(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)
-    trainer.ckpt_path = run.restore.path
+    run.resume = Resume.find(plan.restore, strategy)  # resume's phase 1: found and loaded (checkpointing/resume.py)
+    trainer.ckpt_path = run.resume.path
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
     for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
         if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
             owner.prepare_data()
     strategy.barrier("prepare_data")
-    run.hooks = trainer._hooks = Hooks(trainer, model, trainer.callbacks)
+    run.hooks = Hooks(trainer, model, trainer.callbacks)
     if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback
         check_writable_dirs(_output_roots(trainer))
     for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
@@ -137,10 +127,10 @@ def _output_roots(trainer: Trainer) -> list[Any]:
 
 
 def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
-    build = loader_builder(plan.strategy, trainer._loaders_in_use)
+    build = loader_builder(plan.strategy, run.loaders)
     with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
         if plan.stage == "fit":
-            handler = trainer._preemption = PreemptionHandler(trainer.preemption_signals)
+            handler = run.preemption = PreemptionHandler(trainer.preemption_signals)
             with guarded_fit(handler, trainer.detect_anomaly, lambda: _note_dirs(trainer), trainer.is_global_zero):
                 return _fit(trainer, plan, run, build)
         return _evaluate(trainer, plan, build)
@@ -171,15 +161,16 @@ def rerun_loop(trainer: Trainer) -> Any:
     """Run the current call's loop once more, planned again from the Trainer's present settings (limits, steps)
     on the inputs this call was given: the tuner's trials and learning-rate search, from inside a hook. No sanity
     check; the fit loop's own attributes are put back afterwards, so a run that called this carries on unchanged."""
-    first = trainer._stage_plan
+    run = trainer.stage_run
+    first = run.plan
     plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
-    build = loader_builder(plan.strategy, trainer._loaders_in_use)
+    build = loader_builder(plan.strategy, run.loaders)
     if plan.stage != "fit":
         return _evaluate(trainer, plan, build)
     loop = trainer.fit_loop
     saved = dict(vars(loop))
     try:
-        loop.run(plan, build, None)
+        loop.run(run, build, replan=plan)
     finally:
         vars(loop).clear()
         vars(loop).update(saved)
@@ -207,8 +198,8 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
         if getattr(model, "example_input_array", None) is not None:
             logger.log_graph(model)
     run.hooks.call("on_fit_start")
-    run.restore = restore_after_fit_start(trainer, run.restore)
-    trainer.fit_loop.run(plan, build, run.restore.rng)
+    run.resume.restore_training(trainer)  # resume's phase 3, after on_fit_start as in Lightning
+    trainer.fit_loop.run(run, build)
     run.hooks.call("on_fit_end")
 
 

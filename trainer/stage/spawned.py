@@ -49,8 +49,8 @@ def run_stage_in_workers(
     vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object
     for name, value in results["counters"].items():
         setattr(trainer, name, value)
-    trainer._results = results["results"]
-    trainer._logged_metrics = results["logged_metrics"]
+    trainer.stage_run.results = results["results"]
+    trainer.stage_run.logged_metrics = results["logged_metrics"]
     for callback in trainer.callbacks:
         state = results["callbacks"].get(callback.state_key)
         if state is None:
@@ -75,8 +75,8 @@ def _worker_stage(
         "state_dict": {k: to_cpu(v) for k, v in state_dict.items()},
         "progress": trainer.progress,
         "counters": {name: getattr(trainer, name) for name in _COUNTERS if hasattr(trainer, name)},
-        "results": trainer._results,
-        "logged_metrics": trainer._logged_metrics,
+        "results": trainer.stage_run.results,
+        "logged_metrics": trainer.stage_run.logged_metrics,
         "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
         "callback_dirs": {cb.state_key: getattr(cb, "dirpath", None) for cb in trainer.callbacks},
         "output": apply_to_collection(output, torch.Tensor, to_cpu),

@@ -57,7 +57,7 @@ class _Search:
         trainer = self.trainer
         stage = trainer.state_fn or "fit"
         method = _LOADER_METHOD[stage]
-        given = (getattr(trainer, "_stage_inputs", None) or {}).get({"fit": "train", "validate": "val"}.get(stage, stage))
+        given = (trainer.stage_run.given).get({"fit": "train", "validate": "val"}.get(stage, stage))
         if given is not None:
             loaders = given
         elif trainer.datamodule is not None and is_overridden(method, trainer.datamodule, DataModule):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.checkpointing.files import load_checkpoint
 from trainer.stage.hooks import Hooks
-from trainer.stage.model_setup import restore_before_optimizers, restore_training_state
+from trainer.checkpointing.resume import Resume
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -44,7 +44,7 @@ class TrainerSnapshot:
         if self.stage != "fit":
             names = [_EVAL_LIMITS[self.stage]]
         self.settings = {name: getattr(trainer, name) for name in names}
-        self.callbacks, self.loggers, self.hooks = trainer.callbacks, trainer.loggers, trainer._hooks
+        self.callbacks, self.loggers, self.hooks = trainer.callbacks, trainer.loggers, trainer.stage_run.hooks
         self.optimizers, self.schedulers = list(trainer.optimizers), trainer.lr_scheduler_configs
         self.counters = _progress_fields(trainer.progress)
         self.running_stage = trainer.state.stage
@@ -54,7 +54,7 @@ class TrainerSnapshot:
         """The search's own callbacks (and no loggers, no progress bar) and limits while it runs."""
         trainer = self.trainer
         trainer.callbacks, trainer.loggers = callbacks, []
-        trainer._hooks = Hooks(trainer, trainer.lightning_module, callbacks)
+        trainer.stage_run.hooks = Hooks(trainer, trainer.lightning_module, callbacks)
         for name, value in settings.items():
             setattr(trainer, name, value)
         try:
@@ -66,7 +66,7 @@ class TrainerSnapshot:
         trainer = self.trainer
         for name, value in self.settings.items():
             setattr(trainer, name, value)
-        trainer.callbacks, trainer.loggers, trainer._hooks = self.callbacks, self.loggers, self.hooks
+        trainer.callbacks, trainer.loggers, trainer.stage_run.hooks = self.callbacks, self.loggers, self.hooks
         trainer.optimizers, trainer.lr_scheduler_configs = self.optimizers, self.schedulers
         trainer.should_stop = False
 
@@ -84,9 +84,10 @@ class TrainerSnapshot:
         self.put_settings_back()
         try:
             checkpoint = load_checkpoint(self.path, trainer.strategy.checkpoint_io)
-            restore_before_optimizers(trainer, checkpoint, callbacks=self.stage == "fit")
+            resume = Resume(self.path, checkpoint)
+            resume.restore_weights(trainer, callbacks=self.stage == "fit")
             if self.stage == "fit":
-                restore_training_state(trainer, checkpoint, self.path)  # its RNG states are not applied (Lightning)
+                resume.restore_training(trainer)  # its RNG states are not applied (Lightning)
             elif trainer.datamodule is not None and "datamodule" in checkpoint:
                 trainer.datamodule.load_state_dict(checkpoint["datamodule"])
             self.reset_counters()

@@ -1,0 +1,90 @@
+"""``StageRun``: the one object a Trainer call (``fit``/``validate``/``test``/``predict``) owns and hands on.
+
+It holds what exists for one call only: its plan, its hooks, what it restores, what ``self.log`` recorded and what
+the loggers were sent, the loaders in use, the preemption handler, the optimizer wrappers the Module sees, and how
+the call ended. The loops, the Module and the callbacks reach it as ``trainer.stage_run``; nothing outside
+``trainer/trainer.py`` reads a private Trainer member. A new call gets a new ``StageRun``; the last one stays on the
+Trainer afterwards, so ``trainer.callback_metrics`` and ``trainer.logged_metrics`` still answer once a call ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.metrics.results import Results, as_tensor, to_float
+
+if TYPE_CHECKING:
+    from trainer.checkpointing.preemption import PreemptionHandler
+    from trainer.checkpointing.resume import Resume
+    from trainer.model.optimizers import OptimizerHandle
+    from trainer.stage.hooks import Hooks
+    from trainer.stage.plan import StagePlan
+    from trainer.trainer import Trainer
+
+
+def _stage_results() -> dict[str, Results]:
+    return {"train": Results(), "validate": Results(), "test": Results()}
+
+
+@dataclass(eq=False)
+class StageRun:
+    """One Trainer call's state; ``active`` while the call runs."""
+
+    trainer: Trainer
+    plan: StagePlan | None = None
+    hooks: Hooks | None = None
+    resume: Resume | None = None  # the checkpoint this call restores, phase by phase (checkpointing/resume.py)
+    status: str = "success"
+    active: bool = False
+    # what ``self.log`` writes to: the results of the loop running, whether a hook logs per step, the
+    # "/dataloader_idx_N" suffix while evaluating several loaders, and the batch its size is inferred from
+    results: dict[str, Results] = field(default_factory=_stage_results)
+    active_results: Results | None = None
+    on_step: bool = False
+    log_suffix: str = ""
+    batch_for_size: Any = None
+    logged_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # the latest value sent to the loggers
+    loaders: dict[str, Any] = field(default_factory=dict)  # the loaders in use by stage key ("train", "val", ...)
+    preemption: PreemptionHandler | None = None
+    optimizer_handles: list[OptimizerHandle] = field(default_factory=list)  # ``self.optimizers()`` in the Module
+    last_val_time: float = 0.0  # time-based ``val_check_interval`` counts from here
+    reload_eval_loaders: bool = False  # a hook (the batch size finder) asked for the evaluation loaders again
+    warned_none_loss: bool = False
+    finite_checked: Any = None  # ((module id, step), verdict): a save checks finiteness once
+
+    @property
+    def given(self) -> dict[str, Any]:
+        """The loaders this call was passed, by stage key (the batch size finder reads them)."""
+        return dict(self.plan.given) if self.plan is not None else {}
+
+    def infer_batch_size(self) -> int:
+        """The size of the batch being run: its first tensor's first dimension (Lightning's rule), else 1."""
+        batch = self.batch_for_size
+        if isinstance(batch, torch.Tensor):
+            return batch.shape[0] if batch.ndim else 1
+        items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
+        for item in items:
+            if isinstance(item, torch.Tensor) and item.ndim:
+                return item.shape[0]
+        return 1
+
+    def send_to_loggers(self, metrics: dict[str, Any], step: int, add_epoch: bool = True) -> None:
+        """Record ``metrics`` as logged and hand them to every logger; ``add_epoch``: loggers also get the epoch
+        (Lightning adds it to all but evaluation step records)."""
+        if not metrics:
+            return
+        floats = {k: to_float(v) for k, v in metrics.items()}
+        self.logged_metrics.update((k, as_tensor(v)) for k, v in metrics.items())
+        if add_epoch:
+            floats.setdefault("epoch", float(self.trainer.current_epoch))
+        for logger in self.trainer.loggers:
+            logger.log_metrics(floats, step=step)
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """``manual_backward``: the backward hooks around the Module's ``backward``."""
+        self.hooks.call("on_before_backward", loss)
+        self.trainer.lightning_module.backward(loss, *args, **kwargs)
+        self.hooks.call("on_after_backward")
