@@ -201,10 +201,146 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
     return (isinstance(node, ast.Name) and node.id in names) or _is_trainer(node, names)
 
 
-def follow_trainer(show: bool) -> dict[str, object]:
+class RouteWalker(Walker):
+    """The route of issue 32: from the stage entry, every call the Trainer is passed to (itself, the per-call
+    ``StageRun`` that holds it, or anything read from either: ``trainer.strategy``, ``run.plan``...), in all
+    branches, in the order written, into ``trainer/`` and ``plugins/``.
+
+    Inside a function, the names that carry the Trainer are its parameters that received it, ``self`` of a class
+    that holds it, and every local assigned from an expression that mentions a carrier. A call is followed when an
+    argument mentions a carrier (the callee's matching parameters then carry it), or when it is a method of a
+    carrier whose class is known (a ``self`` method, a ``Trainer``/``StageRun`` method, a parameter annotated with a
+    class of ``trainer/`` or ``plugins/``, an attribute a class assigns from a constructor). Constructors are
+    followed into ``__init__``. A function is entered once."""
+
+    CARRIER_CLASSES = ("Trainer", "TrainerProperties", "StageRun")
+
+    def __init__(self, modules: dict[str, ModuleInfo]) -> None:
+        super().__init__(modules)
+        self.classes: dict[str, tuple[ModuleInfo, str]] = {}
+        for m in modules.values():
+            for node in m.tree.body:
+                if isinstance(node, ast.ClassDef):
+                    self.classes.setdefault(node.name, (m, node.name))
+
+    def method_of(self, cls: str | None, name: str) -> Func | None:
+        if cls is None:
+            return None
+        if cls in ("Trainer", "TrainerProperties"):
+            return self.trainer_methods.get(name)
+        found = self.classes.get(cls)
+        return found[0].funcs.get(f"{found[1]}.{name}") if found else None
+
+    def route_walk(self, func: Func, carried: set[str]) -> None:
+        key = (func.module, func.qualname)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.visits.append(func)
+        self.trace.append(func.file)
+        module = self.modules[func.module]
+        types = self.annotations(func)
+        carriers = set(carried)
+        if func.cls is not None and (func.cls in self.CARRIER_CLASSES or func.cls in module.holders):
+            carriers.add("self")
+            types["self"] = func.cls
+        for node in ast.walk(func.node):  # locals assigned from a carrier-mentioning expression carry it too
+            if isinstance(node, ast.Assign) and _mentions_any(node.value, carriers):
+                for t in node.targets:
+                    carriers.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        calls = sorted((n for n in ast.walk(func.node) if isinstance(n, ast.Call)),
+                       key=lambda n: (n.lineno, n.col_offset))
+        for call in calls:
+            target, passed = self.route_target(module, func, call, carriers, types)
+            if target is not None and (target.module, target.qualname) not in self.seen:
+                self.route_walk(target, passed)
+                self.trace.append(func.file)
+
+    def annotations(self, func: Func) -> dict[str, str]:
+        out = {}
+        for a in func.node.args.args + func.node.args.kwonlyargs:
+            ann = a.annotation
+            if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+                ann = ast.parse(ann.value, mode="eval").body
+            if isinstance(ann, ast.Name) and ann.id in self.classes:
+                out[a.arg] = ann.id
+            elif isinstance(ann, ast.Name) and ann.id in ("Trainer",):
+                out[a.arg] = ann.id
+        for name in ("trainer", "t"):
+            out.setdefault(name, "Trainer")
+        out.setdefault("run", "StageRun")
+        return out
+
+    def route_target(self, module: ModuleInfo, func: Func, call: ast.Call, carriers: set[str],
+                     types: dict[str, str]) -> tuple[Func | None, set[str]]:
+        f = call.func
+        args = list(call.args)
+        mentioned = [i for i, a in enumerate(args) if _mentions_any(a, carriers)]
+        kw = {k.arg for k in call.keywords if k.arg and _mentions_any(k.value, carriers)}
+        target = None
+        if isinstance(f, ast.Name):
+            target = self.resolve_name(module, f.id)
+            if target is None and f.id in self.classes:  # a constructor
+                found = self.classes[f.id]
+                target = found[0].funcs.get(f"{found[1]}.__init__")
+            if target is None or not (mentioned or kw):
+                return None, set()
+        elif isinstance(f, ast.Attribute):
+            base = f.value
+            if isinstance(base, ast.Name) and base.id in carriers:
+                if base.id == "self" and func.cls is not None:
+                    target = module.funcs.get(f"{func.cls}.{f.attr}") or self.method_of(types.get("self"), f.attr)
+                else:
+                    target = self.method_of(types.get(base.id), f.attr)
+                if target is not None:
+                    kw.add("self")
+            elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id in carriers:
+                owner = types.get(base.value.id, func.cls if base.value.id == "self" else None)
+                if owner in ("Trainer", "TrainerProperties") and base.attr == "stage_run":
+                    target = self.method_of("StageRun", f.attr)
+                elif owner is not None:
+                    target = self.attribute_method(owner, base.attr, f.attr)
+                if target is not None:
+                    kw.add("self")
+            elif isinstance(base, ast.Name) and (mentioned or kw):  # module.function(carrier)
+                imported = module.imports.get(base.id) or (base.id if base.id in self.modules else None)
+                info = self.modules.get(imported.partition(":")[0]) if imported and ":" not in imported else None
+                if imported and ":" in imported:  # ``from pkg import mod as name``
+                    mod, _, attr = imported.partition(":")
+                    info = self.modules.get(f"{mod}.{attr}")
+                target = info.funcs.get(f.attr) if info is not None else None
+        if target is None:
+            return None, set()
+        params = [a.arg for a in target.node.args.args]
+        offset = 1 if target.cls is not None and params[:1] == ["self"] else 0
+        passed = {params[i + offset] for i in mentioned if i + offset < len(params)} | (kw & set(params))
+        if "self" in kw:
+            passed.add("self")
+        return target, passed
+
+
+def _mentions_any(node: ast.AST, names: set[str]) -> bool:
+    """An expression that reads a carrier: the name itself, or an attribute, subscript or call rooted at it."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def follow_trainer(show: bool, plugins: bool = True) -> dict[str, object]:
+    """The route; ``plugins=False`` stops at ``plugins/`` (the trainer side alone)."""
+    modules = {**load_modules(), **(load_modules("plugins") if plugins else {})}
+    walker = RouteWalker(modules)
+    walker.route_walk(modules["trainer.stage.run"].funcs["run_stage"], {"trainer"})
+    return _route_figures(walker, show)
+
+
+def follow_trainer_narrow(show: bool) -> dict[str, object]:
+    """The narrower walk the project counted before: calls with the Trainer itself among the arguments."""
     modules = load_modules()
     walker = Walker(modules)
     walker.walk(modules["trainer.stage.run"].funcs["run_stage"])
+    return _route_figures(walker, show)
+
+
+def _route_figures(walker: Walker, show: bool) -> dict[str, object]:
     stays: list[str] = []
     for file in walker.trace:
         if not stays or stays[-1] != file:
@@ -213,6 +349,7 @@ def follow_trainer(show: bool) -> dict[str, object]:
     if show:
         for f in walker.visits:
             print(f"  visit {f.file}:{f.qualname}")
+        print("  stays: " + " -> ".join(stays))
     return {"visits": len(walker.visits), "stays": len(stays), "files": len(entries),
             "returns": len(stays) - len(entries),
             "re-entered": {f: n - 1 for f, n in entries.most_common() if n > 1}}
@@ -299,10 +436,17 @@ def main() -> None:
     parser.add_argument("--imports", action="store_true", help="list the function-local imports (reason first)")
     args = parser.parse_args()
     walk = follow_trainer(args.trace)
-    print(f"(a) following the Trainer from run_stage: {walk['visits']} function visits, "
-          f"{walk['stays']} stays in {walk['files']} files, {walk['returns']} returns to a file already left")
+    print(f"(a) the route: following the Trainer from run_stage through every call it is passed to: "
+          f"{walk['visits']} function visits, {walk['stays']} stays in {walk['files']} files, "
+          f"{walk['returns']} returns to a file already left")
     for file, n in walk["re-entered"].items():  # type: ignore[union-attr]
         print(f"      {file} re-entered {n}x")
+    trainer_side = follow_trainer(False, plugins=False)
+    print(f"    (the trainer side alone, not entering plugins/: {trainer_side['visits']} visits, "
+          f"{trainer_side['returns']} returns)")
+    narrow = follow_trainer_narrow(False)
+    print(f"    (the narrower walk, the Trainer itself among a call's arguments: {narrow['visits']} visits, "
+          f"{narrow['returns']} returns)")
     longest = functions()
     over = [f for f in longest if f[0] > 60]
     print(f"(b) longest functions in trainer/ and plugins/ ({len(over)} over 60 lines):")

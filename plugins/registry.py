@@ -108,8 +108,19 @@ class Registry:
     def names(self, kind: str) -> list[str]:
         return sorted(self.entries(kind))
 
+    def has(self, kind: str, name: str) -> bool:
+        """Whether ``name`` is registered; a built-in name is answered without reading the installed packages'
+        entry points (reading them scans every installed distribution: about 0.1 s in a full environment)."""
+        return name in self._entries[kind] or name in self.entries(kind)
+
     def get(self, kind: str, name: str, argument: str | None = None) -> PluginEntry:
-        """The entry for ``name``; ``argument`` is the Trainer argument an error names (default: ``kind``)."""
+        """The entry for ``name``; ``argument`` is the Trainer argument an error names (default: ``kind``).
+
+        Entry points cannot replace a registered name (``register`` refuses), so a name already known is returned
+        before they are read."""
+        known = self._entries[kind].get(name)
+        if known is not None:
+            return known
         entries = self.entries(kind)
         if name in entries:
             return entries[name]

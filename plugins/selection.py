@@ -285,7 +285,7 @@ def resolve_plugins(
 
         warnings.warn(choice.note, stacklevel=3)
 
-    if strategy == "auto" and choice.strategy not in registry.names("strategy"):
+    if strategy == "auto" and not registry.has("strategy", choice.strategy):
         raise ValueError(
             f"Trainer(devices={devices!r}, num_nodes={num_nodes}) needs {choice.world_size} processes and so the "
             f"{choice.strategy!r} strategy, which is not installed (registered: {', '.join(registry.names('strategy'))}). "

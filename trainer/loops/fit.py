@@ -147,8 +147,8 @@ class FitLoop:
         """
         t = self.trainer
         preemption = t.stage_run.preemption
-        if t.world_size == 1:
-            if preemption is not None and preemption.requested:
+        if t.world_size == 1:  # the step is done (not between the batches of an accumulated one): checkpoint, exit
+            if preemption is not None and preemption.requested and not self._accumulating():
                 self._preempt()
             return
         local = [t.should_stop, self.deadline is not None and time.monotonic() >= self.deadline,
@@ -283,8 +283,7 @@ class FitLoop:
         cpu_only, Tensor = move.cpu_passthrough, torch.Tensor
         timed = schedule.val_check_seconds is not None and self._val_this_epoch()
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
-        # one process: the stopping rules read local values (the same ones _max_reached/_stop_requested read)
-        single, monotonic = t.world_size == 1, time.monotonic
+        single = t.world_size == 1  # one process: the time-based validation reads its own clock
         while batch_idx < limit:
             try:
                 batch = next(batches)
@@ -314,18 +313,8 @@ class FitLoop:
                 self._validate()
             elif timed and self._val_time_due(single):
                 self._validate()
-            if single:
-                preemption = t.stage_run.preemption
-                # the step is done (not between the batches of an accumulated one): checkpoint, exit
-                if preemption is not None and preemption.received is not None and not self._accumulating():
-                    self._preempt()
-                max_steps, deadline = self.max_steps, self.deadline  # Trainer.max_steps reads self.max_steps
-                if ((max_steps != -1 and p.global_step >= max_steps) or (deadline is not None and monotonic() >= deadline)
-                        or (t.should_stop and self._stop_requested())):
-                    return True
-                continue
             self._agree(wait=False)
-            if self._max_reached() or self._stop_requested():
+            if self._stopped_mid_epoch():
                 return True
         return False
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.optim import optimizer as optim_module
 
 from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
@@ -15,23 +13,11 @@ from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
 from trainer.distributed.plugin_calls import backward_function, overridden
+from trainer.loops.step_outputs import loss_of, step_outputs
+from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
-
-
-def _loss_of(output: Any) -> torch.Tensor | None:
-    if output is None or isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict):
-        if "loss" not in output:
-            raise MisconfigurationError(
-                f"training_step returned a dict without a 'loss' key (keys: {sorted(output)}); include the loss."
-            )
-        return output["loss"]
-    raise MisconfigurationError(
-        f"training_step returned {type(output).__name__}; return the loss tensor, a dict with 'loss', or None to skip."
-    )
 
 
 def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
@@ -53,19 +39,6 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
     if not module.automatic_optimization:
         trainer.global_step += 1
     return out
-
-
-# torch.optim classes whose step(closure) only calls the closure once, under enable_grad(), before anything else
-_CLOSURE_FIRST = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "ASGD",
-                  "Rprop", "Adafactor", "SparseAdam")
-
-
-def _closure_runs_first(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether ``closure(); optimizer.step()`` is exactly ``optimizer.step(closure)`` (grad mode is on in the loop):
-    a stock torch optimizer (not a subclass, not LBFGS) with no step pre-hooks, which would run before the closure."""
-    cls = type(optimizer)
-    return (cls.__module__.startswith("torch.optim.") and cls.__name__ in _CLOSURE_FIRST
-            and not optimizer._optimizer_step_pre_hooks and not optim_module._global_optimizer_pre_hooks)
 
 
 class TrainingStep:
@@ -111,43 +84,32 @@ class TrainingStep:
         per-step path costs about 1% of a step; these resolve to the same calls the layers would make.
         """
         strategy, precision = self.strategy, self.strategy.precision
-        # strategy_calls.backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
+        # plugin_calls.backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
         self.backward = self.module.backward if self.custom_backward else backward_function(strategy)
         self.forward_backward = strategy.forward_backward if overridden(strategy, "forward_backward") else None
         plain = (self.optimizer is not None and not trainer.gradient_clip_val
-                 and not trainer.stage_run.hooks.has("configure_gradient_clipping")  # the Module's own clipping runs each step
+                 and not trainer.stage_run.hooks.has("configure_gradient_clipping")  # the Module's clipping runs
                  and trainer.stage_run.hooks.caller("on_before_optimizer_step") is None
                  and not overridden(strategy, "optimizer_step")
                  and type(precision).optimizer_step is Precision.optimizer_step)
         # the optimizer step with the closure: directly when no hook, clipping or plugin sits in between
         self.step_optimizer = self.optimizer.step if plain else (
             lambda closure: optimizer_step(trainer, self.optimizer, closure))
-        closure_first = plain and _closure_runs_first(self.optimizer)
-        # nothing between training_step, zero_grad, backward and step: run() calls them in a row (with accumulate 1)
+        closure_first = plain and closure_runs_first(self.optimizer)
+        if closure_first:
+            self.step_optimizer = closure_then_step(self.optimizer)
+        # nothing between training_step, zero_grad, backward and step: the unrolled form of run() applies
         self.direct = (closure_first and self.forward_backward is None and not self.custom_step
                        and not self.custom_zero_grad and self.before_zero_grad is None
                        and self.before_backward is None and self.after_backward is None and not trainer.profiler.enabled)
-        if closure_first:
-            step = self.optimizer.step
-
-            optimizer = self.optimizer
-
-            def closure_then_step(closure: Callable[[], Any]) -> Any:
-                # under no_grad step(closure) enables grad; a step pre-hook added since (e.g. in on_train_start)
-                # must run before the closure, as step(closure) runs it
-                if not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks:
-                    return step(closure)
-                loss = closure()  # what step(closure) would do first, without its enable_grad() context
-                step()
-                return loss
-
-            self.step_optimizer = closure_then_step
         profiler = trainer.profiler
         if profiler.enabled:  # wrapped once here: a run without a profiler pays nothing per batch
             name = type(strategy).__name__
             self.step_fn = profiler.wrap(f"[Strategy]{name}.training_step", self.step_fn)
             self.backward = profiler.wrap(f"[Strategy]{name}.backward", self.backward)
             self.step_optimizer = profiler.wrap(f"[Strategy]{name}.optimizer_step", self.step_optimizer)
+        if self.direct:
+            self.run = unrolled(self)  # type: ignore[method-assign]  # derived from run(), once
 
     def loss_is_finite(self, loss: torch.Tensor, batch_idx: int) -> bool:
         """With ``loss_checks`` (CUDA): True, the loss read later by them; a loss left on the CPU is read now."""
@@ -157,30 +119,14 @@ class TrainingStep:
         return isfinite(loss.item())
 
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        """One training batch, the canonical step: ``training_step`` inside the optimizer's closure (Lightning's
+        order: zero_grad after ``training_step`` when a batch opens an accumulation window, backward, then the
+        optimizer step once every ``accumulate_grad_batches`` batches). ``unrolled_step.unrolled`` derives the
+        fast form of this method where nothing sits between those calls."""
         if not self.module.automatic_optimization:
             return self.step_fn(batch, batch_idx)
-        trainer = self.trainer
         # a GradientAccumulationScheduler may change it per epoch
-        self.accumulate = accumulate = trainer.accumulate_grad_batches
-        if (self.direct and accumulate == 1 and torch.is_grad_enabled()
-                and not self.optimizer._optimizer_step_pre_hooks):  # a pre-hook added since: see closure_then_step
-            # what closure_then_step(closure) does, unrolled: ~1 us a call on a ~100 us step (benchmarks/overhead.py)
-            output = self.step_fn(batch, batch_idx)
-            if (type(output) is torch.Tensor and output.numel() == 1
-                    and (not trainer.stop_on_nonfinite_loss or (isfinite(output.item()) if self.loss_checks is None
-                                                                 else self.loss_is_finite(output, batch_idx)))):
-                loss = output  # checked_loss's verdict for a finite scalar, without the call
-            else:
-                loss = checked_loss(trainer, output if type(output) is torch.Tensor else _loss_of(output), batch_idx,
-                                    self.loss_checks)
-            self.optimizer.zero_grad()
-            if loss is not None:
-                self.backward(loss)
-            self.optimizer.step()  # also when the batch was skipped: no gradients, but the step counts (Lightning)
-            trainer.progress.global_step += 1
-            if self.step_schedulers:
-                step_schedulers(trainer, self.step_schedulers, trainer.global_step)
-            return _outputs(output, loss) if self.report and loss is not None else {}
+        self.accumulate = accumulate = self.trainer.accumulate_grad_batches
         should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0
         zero_grad_first = accumulate == 1 or batch_idx % accumulate == 0
         holder: list[Any] = [{}]
@@ -199,13 +145,18 @@ class TrainingStep:
                 closure()
         else:
             if self.custom_step:
-                self.module.optimizer_step(trainer.current_epoch, batch_idx, self.handle, closure)
+                self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, closure)
             else:
                 self.step_optimizer(closure)
-            trainer.progress.global_step += 1
-            if self.step_schedulers:
-                step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+            self.count_step()
         return holder[0]
+
+    def count_step(self) -> None:
+        """An optimizer step happened: the global step, then the step-interval schedulers."""
+        trainer = self.trainer
+        trainer.progress.global_step += 1
+        if self.step_schedulers:
+            step_schedulers(trainer, self.step_schedulers, trainer.global_step)
 
 
 class BackwardStep:
@@ -246,18 +197,13 @@ class BackwardStep:
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
         step = self.step
-        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else _loss_of(output), self.batch_idx,
+        loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else loss_of(output), self.batch_idx,
                             step.loss_checks)
         if step.skip_backward:  # forward only: gradients stay as they were (Lightning's _skip_backward)
             if loss is not None:
-                self.holder[0] = _outputs(output, loss)
+                self.holder[0] = step_outputs(output, loss)
             return loss
-        if self.zero_grad_due:
-            if step.before_zero_grad is None and not step.custom_zero_grad and step.optimizer is not None:
-                self.zero_grad_due = False
-                step.optimizer.zero_grad()
-            else:
-                self.zero_grad()
+        self.zero_grad()
         if loss is None:  # skip this batch: no backward; a step finds no new gradients
             return None
         scaled = loss / self.accumulate if self.accumulate > 1 else loss
@@ -265,7 +211,7 @@ class BackwardStep:
             step.before_backward(scaled)
         step.backward(scaled)
         if step.after_backward is None:  # finished(), without the hook
-            self.holder[0] = _outputs(output, scaled)
+            self.holder[0] = step_outputs(output, scaled)
             return scaled
         return self.finished(output, scaled)
 
@@ -275,23 +221,14 @@ class BackwardStep:
         ``scaled`` defaults to ``output``'s loss divided by ``accumulate``.
         """
         if scaled is None:  # a strategy that ran backward itself (pipeline, DeepSpeed): check the loss here
-            loss = checked_loss(self.step.trainer, _loss_of(output), self.batch_idx, self.step.loss_checks)
+            loss = checked_loss(self.step.trainer, loss_of(output), self.batch_idx, self.step.loss_checks)
             if loss is None:
                 return None
             scaled = loss / self.accumulate if self.accumulate > 1 else loss
         if self.step.after_backward is not None:
             self.step.after_backward()
-        self.holder[0] = _outputs(output, scaled)
+        self.holder[0] = step_outputs(output, scaled)
         return scaled
-
-
-def _outputs(output: Any, loss: torch.Tensor) -> dict[str, Any]:
-    """What the loop reports for a step (``on_train_batch_end``'s ``outputs``): the detached loss, plus the other
-    entries of a dict ``training_step`` returned."""
-    if type(output) is torch.Tensor:
-        return {"loss": loss.detach()}
-    extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, dict) else {}
-    return {"loss": loss.detach(), **extra}
 
 
 def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
