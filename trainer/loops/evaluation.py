@@ -125,7 +125,9 @@ class PredictLoop:
 
 def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
     """The loaders built again if a hook asked (``trainer.stage_run.reload_eval_loaders``), else as they were."""
-    if reload is not None and trainer.__dict__.pop("_reload_eval_loaders", False):
+    run = trainer.stage_run
+    if reload is not None and run.reload_eval_loaders:
+        run.reload_eval_loaders = False
         return reload()
     return plans, limits
 

@@ -222,11 +222,17 @@ def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: D
             given: Any) -> LoaderSource:
     check_loader(key, given, stage)  # a tensor passed in fails now; a DataModule's loaders when asked for
     return LoaderSource(
-        key, stage, given, model, datamodule, getattr(trainer, f"limit_{key}_batches"),
+        key, stage, given, model, datamodule, batch_limit(trainer, key),
         required=key != "val" or stage == "validate",
         pad=key != "predict", no_shuffle=key == "train" and bool(trainer.overfit_batches),
-        shard=getattr(trainer, "use_distributed_sampler", True),
+        shard=trainer.use_distributed_sampler,
     )
+
+
+def batch_limit(trainer: Trainer, key: str) -> int | float | None:
+    """``limit_<key>_batches`` as the Trainer holds it now (the tuner changes it between trials)."""
+    return {"train": trainer.limit_train_batches, "val": trainer.limit_val_batches, "test": trainer.limit_test_batches,
+            "predict": trainer.limit_predict_batches}[key]
 
 
 def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSchedule:

@@ -139,7 +139,13 @@ def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
 def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
     def load() -> tuple[list[Any], list[int | float]]:
         loaders = build(plan.sources[plan.eval_key])
-        setattr(trainer, f"num_{plan.eval_key}_batches", shown_counts(loaders))  # num_val/test/predict_batches
+        counts = shown_counts(loaders)
+        if plan.stage == "validate":
+            trainer.num_val_batches = counts
+        elif plan.stage == "test":
+            trainer.num_test_batches = counts
+        else:
+            trainer.num_predict_batches = counts
         return loaders.plans, loaders.counts
 
     plans, counts = load()

@@ -15,6 +15,8 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainer.distributed.plugin_calls import module_state, start_processes
 
+from trainer.stage.stage_run import StageRun
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -32,8 +34,7 @@ def run_stage_in_workers(
 ) -> Any:
     """Run ``run_stage`` (the caller's, passed in: each worker runs the stage again) in the spawned workers, and
     bring rank 0's results back to this process's trainer and model."""
-    for name in ("_stage_plan", "_stage_inputs"):  # an earlier call's plan (read-only mappings): workers plan anew
-        trainer.__dict__.pop(name, None)
+    trainer.stage_run = StageRun(trainer)  # an earlier call's plan (read-only mappings) stays here: workers plan anew
     for name in ("sources", "build"):  # the fit loop's view of that plan
         trainer.fit_loop.__dict__.pop(name, None)
     # Fabric.launch's call; each worker joins the group in run_plan, after planning the call
