@@ -3,7 +3,7 @@
 ``python docs/make_config_reference.py`` prints the page; the site build (docs/site_hooks.py) generates it as
 ``reference/configuration.md``, so the site always shows the tree it was built from. Sources:
 
-- the ``trainer`` group: ``trainer.arguments.TrainerArguments`` (the typed schema, ``trainer/cli/schema.py``, is made
+- the ``trainer`` group: ``trainer.arguments.trainer_arguments.TrainerArguments`` (the typed schema, ``trainer/cli/schema.py``, is made
   from it): every argument set under ``trainer.``, its type, default and help line, and the defaults that
   ``configs/trainer/default.yaml`` changes;
 - every other group: the YAML files under ``configs/``: each option's comment, ``_target_`` and keys, with each key's
@@ -110,7 +110,7 @@ def escape(text: str) -> str:
 
 
 def trainer_group() -> list[str]:
-    from trainer.arguments import TrainerArguments, spec_of
+    from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
     from trainer.cli.schema import TrainerConfig  # the schema the CLI composes with
 
     path = CONFIGS / "trainer" / "default.yaml"
@@ -119,7 +119,7 @@ def trainer_group() -> list[str]:
     lines = ["## `trainer`", "",
              "The Trainer's own arguments, typed: a misspelt key or a value of the wrong type fails when the config "
              "is composed, naming the key (`trainer.max_epoch=3` suggests `max_epochs`). Generated from "
-             "`trainer.arguments.TrainerArguments`, which also makes the schema (`trainer/cli/schema.py`) and "
+             "`trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the schema (`trainer/cli/schema.py`) and "
              "`python -m trainer --help`. Accelerator, strategy, precision, loggers, callbacks and the profiler are "
              "their own groups (below).", "",
              "The type is the argument's; where it is one scalar (`int`, `float`, `bool`, `str`, optional or not) "
