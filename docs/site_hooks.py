@@ -12,8 +12,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from mkdocs.structure.files import File
-
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 OPTIONAL_PAGES = {"healing.md", "large_models_training.md", "large_models_data.md", "lightning_conformance.md"}
@@ -57,5 +55,7 @@ def _config_reference() -> str:
 
 
 def on_files(files, config, **kwargs):
+    from mkdocs.structure.files import File
+
     files.append(File.generated(config, GENERATED, content=_config_reference()))
     return files
