@@ -3,9 +3,9 @@
 ``python docs/make_config_reference.py`` prints the page; the site build (docs/site_hooks.py) generates it as
 ``reference/configuration.md``, so the site always shows the tree it was built from. Sources:
 
-- the ``trainer`` group: ``trainer.arguments.trainer_arguments.TrainerArguments`` (the typed schema, ``trainer/cli/schema.py``, is made
-  from it): every argument set under ``trainer.``, its type, default and help line, and the defaults that
-  ``configs/trainer/default.yaml`` changes;
+- the ``trainer`` group: ``trainer.arguments.trainer_arguments.TrainerArguments`` (the typed schema,
+  ``trainer/cli/schema.py``, is made from it): every argument set under ``trainer.``, its type, default and help
+  line, and the defaults that ``configs/trainer/default.yaml`` changes;
 - every other group: the YAML files under ``configs/``: each option's comment, ``_target_`` and keys, with each key's
   type read from the target's signature (statically, without importing optional engines) and its comment.
 """
@@ -119,7 +119,8 @@ def trainer_group() -> list[str]:
     lines = ["## `trainer`", "",
              "The Trainer's own arguments, typed: a misspelt key or a value of the wrong type fails when the config "
              "is composed, naming the key (`trainer.max_epoch=3` suggests `max_epochs`). Generated from "
-             "`trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the schema (`trainer/cli/schema.py`) and "
+             "`trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the schema "
+             "(`trainer/cli/schema.py`) and "
              "`python -m trainer --help`. Accelerator, strategy, precision, loggers, callbacks and the profiler are "
              "their own groups (below).", "",
              "The type is the argument's; where it is one scalar (`int`, `float`, `bool`, `str`, optional or not) "

@@ -22,7 +22,7 @@ def _present(entry) -> bool:
     if isinstance(entry, str):
         return entry not in OPTIONAL_PAGES or (DOCS / entry).is_file()
     if isinstance(entry, dict):
-        ((title, value),) = entry.items()
+        ((_, value),) = entry.items()
         return _present(value)
     return True
 

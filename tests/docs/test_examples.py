@@ -64,7 +64,8 @@ def test_the_examples_are_found_and_few_are_not_run():
 def test_a_block_that_is_not_run_says_why_and_its_imports_work():
     lines = []
     for where, code, title in NOT_RUN:
-        assert title and title.startswith("Not run by the tests:"), f"{where}: say why in title=\"Not run by the tests: ...\""
+        assert title and title.startswith("Not run by the tests:"), \
+            f"{where}: say why in title=\"Not run by the tests: ...\""
         lines += [line for line in code.splitlines() if line.startswith(("import ", "from "))]
     done = subprocess.run([sys.executable, "-c", "\n".join(sorted(set(lines)))], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
