@@ -4,9 +4,13 @@ names the Concepts page lists are the ones the registry accepts."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +78,17 @@ def test_the_site_hook_drops_only_the_optional_pages_that_are_missing(tmp_path, 
                                              {"Typo": "guides/strategy.md"}]}]
     assert hooks.on_config({"nav": nav})["nav"] == [
         {"Home": "index.md"}, {"Guides": [{"Healing": "healing.md"}, {"Typo": "guides/strategy.md"}]}]
+
+
+def test_the_performance_charts_are_drawn_from_figures_the_page_gives(tmp_path):
+    """benchmarks/plots.py draws every chart; each chart's figures carry the date and command the page shows."""
+    pytest.importorskip("matplotlib")
+    figures = json.loads((ROOT / "benchmarks" / "figures.json").read_text())
+    page = (ROOT / "docs" / "performance.md").read_text()
+    for name, entry in figures.items():
+        assert entry["date"] in page and entry["command"].split(" --every")[0] in page, name
+        assert f"](img/{name}.svg)" in page and (ROOT / "docs" / "img" / f"{name}.svg").is_file(), name
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plots.py"), str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{name}.svg" for name in figures)
