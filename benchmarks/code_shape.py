@@ -202,7 +202,7 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
 
 
 class RouteWalker(Walker):
-    """The route of issue 32: from the stage entry, every call the Trainer is passed to (itself, the per-call
+    """The route: from the stage entry, every call the Trainer is passed to (itself, the per-call
     ``StageRun`` that holds it, or anything read from either: ``trainer.strategy``, ``run.plan``...), in all
     branches, in the order written, into ``trainer/`` and ``plugins/``.
 
