@@ -4,6 +4,8 @@
   schema at every build (docs/make_config_reference.py), so it cannot fall behind the configs.
 - Nav entries for pages that are written on other branches (``OPTIONAL_PAGES``) are dropped while the page is not in
   the tree, so ``mkdocs build --strict`` passes before and after they land; any other missing page stays an error.
+- A page in docs/ that the nav does not name yet is added at the end of the how-to guides, under its first heading,
+  so a new page is never left out of the site (give it its place in mkdocs.yml's nav).
 """
 
 from __future__ import annotations
@@ -40,8 +42,34 @@ def _prune(nav: list) -> list:
     return kept
 
 
+def _named(nav: list) -> set[str]:
+    names = set()
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        names |= _named(value) if isinstance(value, list) else {value}
+    return names
+
+
+def _title(path: Path) -> str:
+    for line in path.read_text().splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem.replace("_", " ").capitalize()
+
+
+def _add_unnamed(nav: list, docs: Path) -> list:
+    named = _named(nav) | {GENERATED}
+    extra = [{_title(p): p.relative_to(docs).as_posix()} for p in sorted(docs.rglob("*.md"))
+             if p.relative_to(docs).as_posix() not in named]
+    for entry in nav:
+        if isinstance(entry, dict) and "How-to guides" in entry and extra:
+            entry["How-to guides"] = [*entry["How-to guides"], *extra]
+            return nav
+    return nav + extra
+
+
 def on_config(config, **kwargs):
-    config["nav"] = _prune(config["nav"])
+    config["nav"] = _add_unnamed(_prune(config["nav"]), DOCS)
     return config
 
 

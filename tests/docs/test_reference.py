@@ -68,7 +68,8 @@ def test_the_concepts_plugins_table_lists_every_name_the_registry_accepts():
 
 
 def test_the_site_hook_drops_only_the_optional_pages_that_are_missing(tmp_path, monkeypatch):
-    """mkdocs --strict fails on a nav entry without its page: pages other branches add are dropped until they exist."""
+    """mkdocs --strict fails on a nav entry without its page: pages other branches add are dropped until they exist;
+    a page no entry names is added to the how-to guides."""
     spec = importlib.util.spec_from_file_location("site_hooks", ROOT / "docs" / "site_hooks.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
@@ -78,6 +79,11 @@ def test_the_site_hook_drops_only_the_optional_pages_that_are_missing(tmp_path, 
                                              {"Typo": "guides/strategy.md"}]}]
     assert hooks.on_config({"nav": nav})["nav"] == [
         {"Home": "index.md"}, {"Guides": [{"Healing": "healing.md"}, {"Typo": "guides/strategy.md"}]}]
+    (tmp_path / "guides").mkdir()
+    (tmp_path / "guides" / "new_topic.md").write_text("# A new topic\n")  # a page no nav entry names yet
+    nav = [{"Home": "index.md"}, {"How-to guides": [{"Healing": "healing.md"}]}]
+    assert hooks.on_config({"nav": nav})["nav"] == [
+        {"Home": "index.md"}, {"How-to guides": [{"Healing": "healing.md"}, {"A new topic": "guides/new_topic.md"}]}]
 
 
 def test_the_performance_charts_are_drawn_from_figures_the_page_gives(tmp_path):
