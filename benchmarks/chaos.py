@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # the agents of a job that nodes may join: torch's shared rendezvous store does not give a joining node the new
-# round's MASTER_ADDR (README, Reliability), so each round publishes its own
+# round's MASTER_ADDR (docs/guides/elastic.md), so each round publishes its own
 AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 

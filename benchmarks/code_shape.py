@@ -1,4 +1,4 @@
-"""The shape of the trainer code, measured statically (issue 22): how often following the Trainer leaves a file
+"""The shape of the trainer code, measured statically: how often following the Trainer leaves a file
 and comes back, the longest functions, function-local imports of Relay's own modules, ``Trainer.__init__``'s length.
 
     python benchmarks/code_shape.py            # the figures
@@ -202,7 +202,7 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
 
 
 class RouteWalker(Walker):
-    """The route of issue 32: from the stage entry, every call the Trainer is passed to (itself, the per-call
+    """The route: from the stage entry, every call the Trainer is passed to (itself, the per-call
     ``StageRun`` that holds it, or anything read from either: ``trainer.strategy``, ``run.plan``...), in all
     branches, in the order written, into ``trainer/`` and ``plugins/``.
 
@@ -469,8 +469,8 @@ if __name__ == "__main__":
     main()
 
 
-# Figures (issue 22). Before: main f82fc43 (the tree this branch started from); after: branch `plan`.
-# The issue quoted "52 stays in 20 files, 32 returns" from its own walk; this walk follows only calls that hand the
+# Figures. Before: the tree before calls were planned (main f82fc43); after: planned calls.
+# A hand walk had counted "52 stays in 20 files, 32 returns"; this walk follows only calls that hand the
 # Trainer on, so it counts fewer stays and files but the same sense of returns (33 here vs 32 there).
 #
 # before:
@@ -517,7 +517,7 @@ if __name__ == "__main__":
 #   (c) function-local imports of trainer.*/plugins.*: 163 in 48 files
 #   (d) Trainer.__init__: 188 lines
 #
-# Imports (issue 22 item 3; branch `imports`, from main 0f316fd, whose (c) read 238 in 72 files):
+# Imports made module-level (from main 0f316fd, whose (c) read 238 in 72 files):
 #   (c) function-local imports of trainer.*/plugins.*: 64 in 15 files
 #         kept, with reason (a `# local import: why` comment): 19 in 9 files
 #         without a reason: 45 in 6 files

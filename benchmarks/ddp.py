@@ -18,7 +18,7 @@ All train the same MLP (256 -> 512 -> 512 -> 10, batch 64 per rank, SGD) on the 
 
 The contenders run interleaved (the order rotates every repetition), each in fresh processes; the table
 shows medians, and the ratios are medians of the per-repetition ratios to raw.
-Targets (issues 5, 15): Relay's step time <= 1.05x raw, self-launched and under torchrun; its time to the
+Targets: Relay's step time <= 1.05x raw, self-launched and under torchrun; its time to the
 first step <= raw + 1 s.
 
   python benchmarks/ddp.py                 # 5 repetitions

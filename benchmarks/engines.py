@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The optional engines (issue 16): DeepSpeed's per-step cost against DDP, and each engine's start-up cost.
+"""The optional engines: DeepSpeed's per-step cost against DDP, and each engine's start-up cost.
 
 Part "step": Relay with strategy=ddp and strategy=deepspeed at ZeRO stages 1, 2 and 3 train the same MLP
 (256 -> 512 -> 512 -> 10, batch 64 per rank, SGD) on 2 processes (gloo, CPU, Relay's launcher):

@@ -18,7 +18,7 @@ only each rank's shards are allocated (``--no-meta``: build it whole on every ra
                 from the first run.
   step ms       median time per training step after a warm-up, from rank 0.
 
-Targets (issue 6): FSDP's model state per rank <= 0.55x DDP's at 2 ranks and <= 0.30x at 4 ranks.
+Targets: FSDP's model state per rank <= 0.55x DDP's at 2 ranks and <= 0.30x at 4 ranks.
 The FSDP/DDP step-time ratio is reported, not a target (on 2 shared CPU cores it mostly measures gloo).
 
   python benchmarks/fsdp_memory.py

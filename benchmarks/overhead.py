@@ -398,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few steps: a smoke test, not a measurement")
     parser.add_argument("--repeats", type=int, default=5, help="runs per contender/case/mode (medians are shown)")
     parser.add_argument("--json", metavar="PATH", help="also write every measurement to this JSON file")
+    parser.add_argument("--plot", metavar="PATH", help="also draw the ratios to raw as a chart (SVG/PNG; matplotlib)")
     parser.add_argument("--cases", default="ab", help="which cases to run, e.g. 'a' (default: ab)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: off,log,users)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated (raw is always run)")
@@ -505,6 +506,14 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"python": sys.executable, "clock": args.clock, "warmup": warmup, "steps": steps, "repeats": args.repeats,
                        "contenders": contenders, "notes": notes, "results": summary, "targets": verdicts}, f, indent=1)
         print(f"\nwrote {args.json}")
+    if args.plot and "relay" in contenders:
+        from plots import overhead_chart  # benchmarks/plots.py, next to this script
+
+        overhead_chart([{"case": case, "mode": mode, "relay": statistics.median(ratios[("relay", case, mode)]),
+                         "lightning": statistics.median(ratios[("lightning", case, mode)])
+                         if "lightning" in contenders else None} for case in cases for mode in modes],
+                       args.plot, f"python benchmarks/overhead.py --repeats {args.repeats} ({args.clock} clock)")
+        print(f"wrote {args.plot}")
     return 0
 
 

@@ -205,6 +205,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--schedules", default=",".join(SCHEDULES))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--plot", metavar="PATH", help="also draw bubbles and saved activations (SVG/PNG; matplotlib)")
     args = parser.parse_args()
     if args.quick:
         args.blocks, args.width, args.batch, args.repeats, args.microbatches = 4, 16, 8, 1, 4
@@ -229,6 +230,7 @@ def main() -> None:
           f"{args.width}, {args.repeats} interleaved repeats; one process: {single * 1e3:.1f} ms/step")
     print(f"{'schedule':<17}{'bubble':>8}{'theory':>8}{'step ms':>9}{'vs 1 proc':>10}   held per rank "
           "(micro-batches measured/expected, MB saved)")
+    rows = []
     for name in args.schedules:
         v = 1 if name in ("gpipe", "1f1b") else 2
         steps = [statistics.median(r[0] for r in rank[name]) for rank in per_rank]
@@ -238,6 +240,14 @@ def main() -> None:
             f"{max(x[3] for x in rank[name]) / 2**20:.1f}MB" for r, rank in enumerate(per_rank))
         step = max(steps)
         print(f"{name:<17}{bubble:>8.2f}{theory(name, p, m, v):>8.2f}{step * 1e3:>9.1f}{step / single:>9.2f}x   {held}")
+        rows.append({"schedule": name, "bubble": bubble, "theory": theory(name, p, m, v),
+                     "activations_mb": [max(x[3] for x in rank[name]) / 2**20 for rank in per_rank]})
+    if args.plot:
+        from plots import pipeline_chart  # benchmarks/plots.py, next to this script
+
+        pipeline_chart(rows, args.plot, f"python benchmarks/pipeline.py --processes {p} --microbatches {m} "
+                                        f"--blocks {args.blocks} --width {args.width} --batch {args.batch}")
+        print(f"wrote {args.plot}")
 
 
 if __name__ == "__main__":

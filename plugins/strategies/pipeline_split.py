@@ -27,7 +27,7 @@ from typing import Any
 from torch import nn
 
 CONTRACT_HINT = ("set pipeline_blocks = 'model.blocks' (the nn.ModuleList/nn.Sequential of blocks) and define "
-                 "pipeline_loss(self, output, target); see the README's 'Pipeline parallelism' section")
+                 "pipeline_loss(self, output, target); see docs/guides/strategies.md, 'Pipeline parallelism'")
 
 
 @dataclass

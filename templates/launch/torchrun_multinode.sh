@@ -8,7 +8,7 @@ NNODES="${NNODES:-2}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
 RUN_ID="${RUN_ID:-relay}"
 MASTER_PORT="${MASTER_PORT:-29500}"
-# each rendezvous round publishes its own address: restarts and nodes that join work (README, "Elastic jobs")
+# each rendezvous round publishes its own address: restarts and nodes that join work (docs/guides/elastic.md)
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE="${TORCH_DISABLE_SHARE_RDZV_TCP_STORE:-1}"
 
 # Relay overrides: every rank uses relay_logs/torchrun-$RUN_ID (from TORCHELASTIC_RUN_ID) as its run dir.

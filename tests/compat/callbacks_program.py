@@ -1,4 +1,4 @@
-"""The callbacks of issue 19, run the same way on either framework: ``python callbacks_program.py lightning|relay``.
+"""Lightning's callbacks, run the same way on either framework: ``python callbacks_program.py lightning|relay``.
 
 Written from Lightning's documentation of each callback; every scenario returns what a user observes (final
 weights, frozen parameters and optimizer groups per epoch, files written, stop points, sparsity, exceptions).

@@ -1,4 +1,4 @@
-"""Behaviour that real Lightning code notices (issue 19, section 1), observed the same way on both frameworks.
+"""Behaviour that real Lightning code notices, observed the same way on both frameworks.
 
 ``python real_code_program.py lightning|relay`` runs every check and emits one JSON dict (see
 tests/compat/lightning_diff/harness.py); tests/compat/test_real_code_differences.py compares the two.

@@ -1,4 +1,4 @@
-"""Lightning names Relay used to refuse (issue 19), observed the same way on Lightning 2.6.6 and on Relay.
+"""Lightning names Relay serves last (tied weights, registries, plugins, helpers), observed the same way on Lightning 2.6.6 and on Relay.
 
 ``python remaining_names_program.py lightning|relay`` imports everything from Lightning's own paths; for ``relay``
 the zero-edit mode (``trainer.lightning_compat.install()``) serves them, so the paths are checked too. It emits one

@@ -1,4 +1,4 @@
-"""Differential tests of the callbacks Lightning 2.6.6 ships and Relay now builds (issue 19).
+"""Differential tests of the callbacks Lightning 2.6.6 ships and Relay builds.
 
 One process per framework runs every scenario of ``callbacks_program.py`` (module-scoped fixture); each test
 compares one scenario. An exception compares as in ``tests/lightning_diff``: Relay's may be a subclass with a

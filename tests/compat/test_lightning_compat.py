@@ -130,7 +130,7 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
     done, real_dir = reference_done
     assert done.returncode == 0, done.stderr[-4000:]
     real = json.loads((real_dir / "result.json").read_text())
-    # README: "Lightning 2.6.6's launching process reports `global_step == 0` (out/result.json); under
+    # docs/guides/from-lightning.md: "Lightning 2.6.6's launching process reports `global_step == 0` (out/result.json); under
     # `python -m trainer.lightning_compat` it reports the workers' 20." The measured difference, kept measured:
     assert real["global_step"] == 0 and result["global_step"] == 20
     assert real["metrics"] == result["metrics"]

@@ -1,4 +1,4 @@
-"""Issue 19, section 1: behaviour real Lightning code notices, compared on Lightning 2.6.6 and Relay.
+"""Behaviour real Lightning code notices, compared on Lightning 2.6.6 and Relay.
 
 tests/compat/real_code_program.py runs each scenario once per framework (one process each); every test compares
 one observation, and checks the expected value itself so that a mistake shared by both cannot pass.

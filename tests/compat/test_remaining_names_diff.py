@@ -1,4 +1,4 @@
-"""Issue 19's remaining refused names, built: the same program (tests/compat/remaining_names_program.py) on Lightning
+"""Lightning names Relay serves last (tied weights, registries, plugins, helpers): the same program (tests/compat/remaining_names_program.py) on Lightning
 2.6.6 and on Relay's zero-edit mode. Every test compares one observation and checks the expected value itself, so a
 mistake shared by both cannot pass. This machine has no CUDA and no LSF cluster: ``find_usable_cuda_devices`` is
 checked for 0 / -1 / 2 devices without CUDA, and ``LSFEnvironment`` at the parsing level with jsrun's variables and a

@@ -1,5 +1,5 @@
 """Lightning and Relay Trainers built from the same arguments: the same defaults where ``TrainerArguments`` says
-they agree, and the same time-based ``val_check_interval`` (issue 19), each framework in its own process."""
+they agree, and the same time-based ``val_check_interval``, each framework in its own process."""
 
 from __future__ import annotations
 

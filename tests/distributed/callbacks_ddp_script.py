@@ -1,4 +1,4 @@
-"""Issue 19's callbacks under DDP: 2 processes over gloo, started by Relay's launcher from ``python`` this file OUT.
+"""Lightning's callbacks under DDP: 2 processes over gloo, started by Relay's launcher from ``python`` this file OUT.
 
 Three fits in one job: SWA + EMA + BackboneFinetuning + Timer + SpikeDetection together; a Timer whose limit
 rank 0's clock decides for both; a loss spike only rank 1 sees. Each rank writes OUT/rank<N>.json.

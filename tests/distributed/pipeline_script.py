@@ -46,7 +46,7 @@ class Record(Callback):
 
 class DictBatches(GPTModule):
     """Batches become dicts (``on_before_batch_transfer``), so the default ``(batch[0], batch[1])`` cannot work:
-    ``pipeline_inputs`` says where inputs and target are. Counts the calls of the hooks the README names."""
+    ``pipeline_inputs`` says where inputs and target are. Counts the calls of the hooks docs/guides/strategies.md names."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

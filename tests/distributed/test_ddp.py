@@ -286,7 +286,7 @@ def test_a_rank_that_ignores_sigterm_is_killed_after_shutdown_timeout(tmp_path):
     from plugins.launchers.elastic import ElasticLauncher
     from plugins.strategies.ddp import DDPStrategy
 
-    assert DDPStrategy().shutdown_timeout == 30 and ElasticLauncher(2).shutdown_timeout == 30  # the README's 30 s
+    assert DDPStrategy().shutdown_timeout == 30 and ElasticLauncher(2).shutdown_timeout == 30  # the documented 30 s (docs/guides/strategies.md)
     start = time.monotonic()
     done = run(tmp_path, "--fail-rank", "1", "--fail-step", "2", "--fail-delay", "2", "--hang-ignoring-sigterm", "0",
                "--shutdown-timeout", "3", "--max-epochs", "50", timeout=120)

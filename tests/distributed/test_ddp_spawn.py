@@ -52,7 +52,7 @@ def spawned(tmp_path_factory) -> tuple[Path, dict[str, dict], subprocess.Complet
     return out, by_name, done
 
 
-# README: `strategy="ddp_spawn"` (and `"ddp_notebook"`/`"ddp_fork"`, which fork) start the workers from the running
+# docs/guides/from-lightning.md: `strategy="ddp_spawn"` (and `"ddp_notebook"`/`"ddp_fork"`, which fork) start the workers from the running
 # process instead of running the script again
 @pytest.mark.parametrize("strategy", ["ddp_spawn", pytest.param("ddp_notebook", marks=FORK),
                                       pytest.param("ddp_fork", marks=FORK)])

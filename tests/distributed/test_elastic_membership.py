@@ -7,11 +7,11 @@ count says it is a restart), and within each epoch every sample is trained exact
 
 A node that joins: the running agent sees it waiting, stops its workers with SIGTERM (Relay checkpoints and leaves a
 preemption note), and both agents start workers at world size 2, which continue from that checkpoint. The agents run
-as the README says to start them, with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns
+as docs/guides/elastic.md says to start them, with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with the store sharing torch turns
 on by default, an agent that was rank 0 keeps the previous round's bootstrap address and never writes
 ``MASTER_ADDR`` for the new round, so the new node waits for it and the old one waits for the new node's
-``role_info`` until both time out (torch 2.13, ``DynamicRendezvousHandler.next_rendezvous``; see the README's
-Reliability section), and with ``Trainer(elastic_batch="keep_global")``."""
+``role_info`` until both time out (torch 2.13, ``DynamicRendezvousHandler.next_rendezvous``; see
+docs/guides/elastic.md), and with ``Trainer(elastic_batch="keep_global")``."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from benchmarks.chaos import free_port, hosts_store, kill, processes
 
 SCRIPT = Path(__file__).with_name("elastic_script.py")
 ROOT = Path(__file__).resolve().parents[2]
-# torchrun agents that leave and join: exec'd processes (a forked agent's rendezvous hung once, run 4 of stop 27)
+# torchrun agents that leave and join: exec'd processes (a forked agent's rendezvous was seen to hang once)
 pytestmark = [pytest.mark.timeout(420), pytest.mark.fresh_python]
 # A node that died stays a participant of the rendezvous until its keep-alive heartbeats are missed
 # keep_alive_interval x keep_alive_max_attempt seconds (torch's default 5 x 3 = 15 s): the survivor's next round

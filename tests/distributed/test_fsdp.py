@@ -214,7 +214,7 @@ def test_shard_grad_op_with_a_wrap_policy_of_class_names_and_accumulation_withou
 
 def test_the_readme_example_wrap_policy_classes_no_reshard_and_a_full_checkpoint(single, two_ranks):
     """``FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy=..., reshard_after_forward=False,
-    state_dict_type="full")`` from the README, on 2 processes: it trains like one process."""
+    state_dict_type="full")`` from docs/guides/strategies.md, on 2 processes: it trains like one process."""
     from plugins.strategies.fsdp import FSDPStrategy
 
     assert FSDPStrategy(sharding_strategy="SHARD_GRAD_OP").reshard_after_forward is False  # what SHARD_GRAD_OP means

@@ -250,7 +250,7 @@ def _one_run_trained_by_two(root: Path) -> Path:
 
 @HOROVOD
 def test_cli_under_horovodrun(tmp_path):
-    """`horovodrun -np 2 --gloo -H localhost:2 python -m trainer strategy=horovod` (as in the README)."""
+    """`horovodrun -np 2 --gloo -H localhost:2 python -m trainer strategy=horovod` (as in docs/guides/strategies.md)."""
     done = _cli(["strategy=horovod"], tmp_path, under_horovodrun=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = _one_run_trained_by_two(tmp_path)

@@ -157,10 +157,10 @@ def test_a_cached_wheel_is_installed_without_building(tmp_path, monkeypatch):
                      ("verify",)]
 
 
-def test_readme_and_the_missing_horovod_error_name_this_command():
+def test_the_docs_and_the_missing_horovod_error_name_this_command():
     from plugins.strategies.horovod import INSTALL_COMMAND, horovod_missing_message
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guides" / "strategies.md").read_text()
     block = text.split("<!-- horovod-command -->", 1)[1].split("<!-- /horovod-command -->", 1)[0]
     commands = [line for line in block.splitlines() if line.strip() and not line.startswith("```")]
     assert commands == [INSTALL_COMMAND]

@@ -81,7 +81,7 @@ def test_a_module_that_misses_the_contract_gets_an_error_naming_what_is_missing(
             self.model = nn.Sequential(nn.Linear(2, 2))
 
     with pytest.raises(ValueError, match=r"NoBlocks does not say what to pipeline \(pipeline_blocks is None\); "
-                                         r"set pipeline_blocks = 'model.blocks'.*pipeline_loss.*README"):
+                                         r"set pipeline_blocks = 'model.blocks'.*pipeline_loss.*docs/guides/strategies.md"):
         split.find_pipeline(NoBlocks())
     NoBlocks.pipeline_blocks = "model"
     with pytest.raises(ValueError, match=r"NoBlocks has no pipeline_loss\(output, target\)"):

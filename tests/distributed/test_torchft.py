@@ -22,7 +22,7 @@ from tests.helpers import Regression, loader, quiet
 from tests.optional import need_mark
 
 # CI installs relaytrain[torchft]: never skipped there. Replica groups killed and healed: exec'd processes (a
-# replica forked from the tests' warm interpreter rejoined too early once, run 4 of stop 27)
+# replica forked from the tests' warm interpreter was seen to rejoin too early once)
 pytestmark = [need_mark("torchft", "strategy=torchft"), pytest.mark.fresh_python]
 
 ROOT = Path(__file__).resolve().parents[2]

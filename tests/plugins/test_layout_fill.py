@@ -1,4 +1,4 @@
-"""Layout presets fill in the data-parallel degree (issue 22, part 5), checked where the CLI builds the Trainer.
+"""Layout presets fill in the data-parallel degree, checked where the CLI builds the Trainer.
 
 ``python -m trainer strategy=pipeline trainer.devices=4 strategy.pp=2`` plans pp=2 x dp_replicate=2 instead of
 refusing; a layout whose every degree is given and does not fit stays one clear line. Only the selection is

@@ -153,7 +153,7 @@ def test_third_party_plugins_from_a_really_installed_distribution(tmp_path):
         trainer.fit(Regression(), loader())
         assert trainer.global_step == 2
 
-        # README, "Plugins": "A third-party package adds plugins without touching Relay, through entry points in
+        # docs/concepts.md, "Plugins": "A third-party package adds plugins without touching Relay, through entry points in
         # the groups `relaytrain.accelerators`, `relaytrain.strategies`, `relaytrain.precision` and
         # `relaytrain.environments`." The precision and the environment, selected by their entry point names:
         from plugins.registry import default_registry

@@ -71,10 +71,10 @@ def test_horovod_quick_runs_and_prints_ratios(tmp_path) -> None:
 
 @pytest.mark.timeout(400)
 def test_ddp_quick_runs_and_prints_ratios() -> None:
-    """README: `python benchmarks/ddp.py --repeats 5 --steps 200`; --quick runs each contender once. Not
+    """docs/performance.md: `python benchmarks/ddp.py --repeats 5 --steps 200`; --quick runs each contender once. Not
     relay-torchrun here: it runs the same ``child_relay`` as the relay contender, only launched by torchrun, and
     Relay under torchrun is trained in tests/distributed/test_ddp.py; nor lightning (two Lightning workers, ~15
-    CPU-s), whose child is the benchmark's only Lightning code and runs whenever the README's figures are made."""
+    CPU-s), whose child is the benchmark's only Lightning code and runs whenever the documented figures are made."""
     out = _run("ddp.py", "--quick", "--contenders", "raw,relay", timeout=360)
     for name in ("raw", "relay"):
         assert re.search(rf"^{name}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+[+-]\d+\.\d+$", out, re.MULTILINE), out
@@ -82,7 +82,7 @@ def test_ddp_quick_runs_and_prints_ratios() -> None:
     assert re.search(r"^relay: step <= 1\.05x raw: (met|NOT met) .*first step <= raw \+ 1 s: ", out, re.MULTILINE), out
 
 
-# README, "Start-up and step cost" (`python benchmarks/engines.py`): the step part only, DDP and ZeRO-3 (stages 1-3
+# docs/performance.md, "Start-up and step cost" (`python benchmarks/engines.py`): the step part only, DDP and ZeRO-3 (stages 1-3
 # train for real in tests/distributed/test_deepspeed.py; about a minute more for DeepSpeed's one-time op build where
 # it was never built: hence the generous limits). The
 # start-up part times Ray's and Spark's start, which tests/distributed/test_launcher_ray.py and test_launcher_spark.py
@@ -108,7 +108,7 @@ def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
 
 @pytest.mark.timeout(300)
 def test_fabric_quick_runs_and_prints_ratios() -> None:
-    # not the lightning contender (Lightning Fabric's worker, ~9 CPU-s): the README's figures run it; the same
+    # not the lightning contender (Lightning Fabric's worker, ~9 CPU-s): the documented figures run it; the same
     # Fabric programs run on Lightning Fabric in tests/compat/test_fabric_diff.py and test_fabric_programs.py
     out = _run("fabric.py", "--quick", "--repeats", "1", "--contenders", "raw,relay", timeout=280)
     assert re.search(r"^relay\s+\d+\.\d+\s+\d+\.\d+x$", out, re.MULTILINE), out

@@ -1,5 +1,5 @@
 """benchmarks/checkpoint.py still runs (raw torch.save, Relay sync and async, Lightning's AsyncCheckpointIO), on a
-1M-parameter model; no timing is asserted (speed is measured in benchmarks/, figures in the README)."""
+1M-parameter model; no timing is asserted (speed is measured in benchmarks/, figures in docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m trainer`` end to end: the README cookbook, run directories, resume, multirun, the worker
+"""``python -m trainer`` end to end: the override cookbook (docs/guides/hydra.md), run directories, resume, multirun, the worker
 entry, one-line errors through the real CLI, and ``init``. Runs are tiny (experiment=smoke, 2 batches)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ TINY = ["experiment=smoke", "trainer.limit_train_batches=2", "trainer.limit_val_
 
 
 def cookbook_commands() -> list[str]:
-    """Every command in README's override cookbook (between the cookbook markers)."""
-    text = (ROOT / "README.md").read_text()
+    """Every command in the override cookbook of docs/guides/hydra.md (between the cookbook markers)."""
+    text = (ROOT / "docs" / "guides" / "hydra.md").read_text()
     block = text.split("<!-- cookbook -->", 1)[1].split("<!-- /cookbook -->", 1)[0]
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("python -m trainer")]
 

@@ -1,6 +1,6 @@
 """Imports show the architecture: no circle among the module-level imports inside ``trainer/`` or ``plugins/``
 (type-only imports under ``TYPE_CHECKING`` do not count; they run for type checkers only), and function-local
-imports of Relay's own modules do not grow back (issue 22). Like tests/plugins/test_plugin_boundaries.py, it reads
+imports of Relay's own modules do not grow back. Like tests/plugins/test_plugin_boundaries.py, it reads
 the source, so it holds for code no test runs."""
 
 from __future__ import annotations

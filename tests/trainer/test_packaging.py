@@ -69,7 +69,7 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path):
     subprocess.run([*pip, "torch==2.13.0"], check=True, capture_output=True, env=clean)
     subprocess.run([*pip, str(wheel)], check=True, capture_output=True, env=clean)
     code = (
-        "import trainer, pathlib; from trainer.resources import configs_dir, templates_dir;"
+        "import trainer, pathlib; from trainer.cli.resources import configs_dir, templates_dir;"
         "assert 'site-packages' in trainer.__file__, trainer.__file__;"
         "assert (configs_dir() / 'config.yaml').is_file(); assert any(templates_dir().iterdir());"
         "from trainer import Trainer, Module, DataModule, seed_everything;"

@@ -1,4 +1,4 @@
-"""Plan, then run (issue 22): a Trainer call is planned, checked, and only then started or run."""
+"""Plan, then run: a Trainer call is planned, checked, and only then started or run."""
 
 from __future__ import annotations
 

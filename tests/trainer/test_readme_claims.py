@@ -1,5 +1,5 @@
-"""README claims that had no test of their own (an audit's list): each test is named after its claim and quotes
-the README sentence it backs. Small and real: subprocesses and CLI runs are tiny, and nothing is mocked."""
+"""Documentation claims that had no test of their own (an audit's list): each test is named after its claim and
+quotes the sentence of the docs it backs. Small and real: subprocesses and CLI runs are tiny, and nothing is mocked."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from trainer.data.loaders import prepare_loader
 from trainer.errors import MisconfigurationError
 
 
-# README, "Coming from Lightning": "`python -m trainer.lightning_compat script.py [args]` (or `-m package.module
+# docs/guides/from-lightning.md, "Coming from Lightning": "`python -m trainer.lightning_compat script.py [args]` (or `-m package.module
 # [args]`) runs a Lightning 2.x program on Relay without editing it"
 @pytest.mark.timeout(240)
 def test_lightning_compat_runs_a_package_module_with_dash_m(tmp_path):
@@ -57,7 +57,7 @@ def test_lightning_compat_runs_a_package_module_with_dash_m(tmp_path):
     assert seen == {"argv": ["--lr", "0.1"], "relay": True, "module": True, "global_step": 3, "package": "myproject"}
 
 
-# README, "Several processes (DDP)": "every train/val/test/predict `DataLoader` gets a distributed sampler (shuffled
+# docs/guides/strategies.md, "Several processes (DDP)": "every train/val/test/predict `DataLoader` gets a distributed sampler (shuffled
 # from the seed and the epoch, split evenly, padded like Lightning; prediction sees every sample exactly once)"
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_sampler_splits_evenly_padded_like_lightning(shuffle):
@@ -80,14 +80,14 @@ def test_sampler_splits_evenly_padded_like_lightning(shuffle):
 
 
 def test_prediction_sampler_sees_every_sample_exactly_once():
-    """The same README sentence: "prediction sees every sample exactly once" (no padding: ranks differ by one)."""
+    """The same sentence: "prediction sees every sample exactly once" (no padding: ranks differ by one)."""
     dataset = TensorDataset(torch.arange(7))
     split = [list(prepare_loader(DataLoader(dataset, batch_size=2), seed=0, num_replicas=2, rank=r, pad=False).sampler)
              for r in (0, 1)]
     assert split == [[0, 2, 4, 6], [1, 3, 5]]
 
 
-# README, "Reliability": "Bad input is one clear error: ... an unwritable logger/checkpoint directory or `output_root`"
+# docs/guides/fault-tolerance.md, "Reliability": "Bad input is one clear error: ... an unwritable logger/checkpoint directory or `output_root`"
 def test_unwritable_checkpoint_directory_is_one_clear_error(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -117,7 +117,7 @@ def run_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/.hydra"))
 
 
-# README, "Command line (Hydra)": "`python -m trainer` composes `configs/config.yaml`, builds every `_target_` node
+# docs/guides/hydra.md, "Command line (Hydra)": "`python -m trainer` composes `configs/config.yaml`, builds every `_target_` node
 # ... and runs `fit` (then `test` with `run_test=true`)."
 def test_cli_run_test_true_fits_then_tests(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -130,7 +130,7 @@ def test_cli_run_test_true_fits_then_tests(tmp_path, monkeypatch, capsys):
     assert "test_acc=" not in capsys.readouterr().out  # without run_test: fit only
 
 
-# README, "Profiler": "On the command line: `python -m trainer profiler=pytorch profiler.wait=10 profiler.active=5`"
+# docs/guides/loggers.md, "Profiler": "On the command line: `python -m trainer profiler=pytorch profiler.wait=10 profiler.active=5`"
 # (and the trace goes "into `<log dir>/profiler/rank0.<time>.pt.trace.json`")
 def test_cli_profiler_pytorch_with_wait_and_active_writes_a_trace_in_the_run_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -146,7 +146,7 @@ def test_cli_profiler_pytorch_with_wait_and_active_writes_a_trace_in_the_run_dir
     assert steps == [11, 12, 13, 14, 15]  # torch counts steps from 0: wait=10 and active=5 reached the profiler
 
 
-# README, "Console and files": "To keep runs apart instead, give the checkpoint path:
+# docs/guides/loggers.md, "Console and files": "To keep runs apart instead, give the checkpoint path:
 # `python -m trainer ckpt_path=relay_logs/<date>/<time>/checkpoints/last.ckpt`."
 def test_cli_ckpt_path_to_a_file_starts_a_new_run_directory_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -83,7 +83,7 @@ class GPTModule(Module):
             self._tp_applied = True
 
     # strategy=pipeline cuts ``model.blocks`` into stages (``model``'s forward skips parts set to None);
-    # the last stage's loss is ``pipeline_loss`` of each micro-batch (see README, "Pipeline parallelism").
+    # the last stage's loss is ``pipeline_loss`` of each micro-batch (docs/guides/strategies.md, "Pipeline parallelism").
     pipeline_blocks = "model.blocks"
 
     def pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
