@@ -1,7 +1,8 @@
 """``python -m trainer``: train with the Hydra config (by default the bundled GPT example on the CPU).
 
 ``python -m trainer plugins`` lists the plugins, ``python -m trainer init NAME`` creates a starter
-project and ``python -m trainer install-horovod`` builds Horovod for this torch. Each subcommand imports
+project, ``python -m trainer convert-checkpoint DIR FILE`` turns a sharded checkpoint into one file and
+``python -m trainer install-horovod`` builds Horovod for this torch. Each subcommand imports
 only what it needs: ``install-horovod`` runs in CI right after torch is installed, before Relay's own
 dependencies (lightning_utilities, hydra, fsspec) are there.
 """
@@ -23,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.cli.init_project import main as init_main
 
         return init_main(argv[1:])
+    if argv[:1] == ["convert-checkpoint"]:
+        # local import: reads and writes checkpoints only; no Hydra or strategy import needed
+        from trainer.checkpointing.convert import main as convert_main
+
+        return convert_main(argv[1:])
     if argv == ["plugins"]:
         # local import: the registry, without Hydra
         from plugins.registry import describe

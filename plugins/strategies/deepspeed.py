@@ -11,7 +11,7 @@ The Trainer's loop stays the same; the engine takes the parts DeepSpeed must own
   Adam compiles a C++ extension for ~2 minutes at first use, and the user's optimizer is what single
   device and DDP runs use, so results compare.
 - Checkpoints are DeepSpeed's own (``engine.save_checkpoint``) inside Relay's checkpoint directory
-  (``plugins/strategies/deepspeed_checkpoint.py``); ``python -m trainer.convert_checkpoint`` merges one
+  (``plugins/strategies/deepspeed_checkpoint.py``); ``python -m trainer convert-checkpoint`` merges one
   into a single file of full weights.
 - bf16: ``precision=bf16-mixed`` (or ``bf16-true``) turns on DeepSpeed's bf16 (bf16 weights, fp32 master
   copy in the optimizer); ``16-mixed`` its fp16 with dynamic loss scaling (GPUs).

@@ -3,7 +3,7 @@
 Saving: each rank writes its own tensors through DCP; rank 0's index (``meta.pt``) is the union of every
 rank's names (``merge_stage_meta``), so a single process or another layout finds every tensor by name.
 Loading: a stage reads only its own names, from a sharded directory or a by-name file
-(``python -m trainer.convert_checkpoint``), and says which of its tensors a checkpoint lacks.
+(``python -m trainer convert-checkpoint``), and says which of its tensors a checkpoint lacks.
 """
 
 from __future__ import annotations

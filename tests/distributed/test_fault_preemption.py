@@ -282,7 +282,7 @@ def test_no_worker_outlives_a_sigkilled_launcher(runs):
 def test_a_process_a_worker_starts_is_not_killed_by_the_inherited_launcher_watch(tmp_path):
     """A worker's environment names its launcher; a process the worker starts (a subprocess, a Spark or Ray task)
     inherits it but has another parent, and must not take its parent's start for the launcher's death."""
-    code = ("import time, trainer.launch; trainer.launch.watch_launcher(); time.sleep(1.5); print('alive')")
+    code = ("import time, trainer.distributed.launch; trainer.distributed.launch.watch_launcher(); time.sleep(1.5); print('alive')")
     env = {**os.environ, "RELAY_LAUNCHER_PID": "1"}  # a launcher that is not this process's parent
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
                           cwd=Path(__file__).resolve().parents[2])

@@ -122,10 +122,10 @@ def test_torchruns_failure_summary_keeps_the_traceback(tmp_path, with_record):
     script = tmp_path / "fails.py"
     script.write_text(
         "from torch.distributed.elastic.multiprocessing.errors import record\n"
-        "import trainer.launch\n"
+        "import trainer.distributed.launch\n"
         f"{'@record' if with_record else ''}\n"
         "def main():\n"
-        "    trainer.launch.watch_launcher()  # what every Trainer call does first\n"
+        "    trainer.distributed.launch.watch_launcher()  # what every Trainer call does first\n"
         "    raise ValueError('boom: the real error')\n"
         "main()\n"
     )

@@ -1,6 +1,6 @@
 """Convert a sharded checkpoint (a directory written by FSDP / model parallel / DeepSpeed) into one file.
 
-    python -m trainer.convert_checkpoint epoch=0-step=10.ckpt full.ckpt
+    python -m trainer convert-checkpoint epoch=0-step=10.ckpt full.ckpt
 
 The file holds the same training state (weights, optimizer state keyed by parameter name, counters,
 callbacks, RNG), so any strategy resumes from it, and ``torch.load(..., weights_only=True)`` reads it.
@@ -47,7 +47,7 @@ def convert_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.convert_checkpoint", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainer convert-checkpoint", description=__doc__.splitlines()[0])
     parser.add_argument("source", help="sharded checkpoint directory (e.g. checkpoints/last.ckpt)")
     parser.add_argument("target", help="the single file to write")
     args = parser.parse_args(argv)
