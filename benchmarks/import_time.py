@@ -11,6 +11,14 @@ which heavy modules ended up in ``sys.modules``.
   python benchmarks/import_time.py                # 7 repetitions
   python benchmarks/import_time.py --repeats 15 --json imports.json
   python benchmarks/import_time.py --quick        # one repetition, no warm-up round: that the script runs
+  python benchmarks/import_time.py --whole-process --pairs 15   # a one-step training script, whole process
+
+``--whole-process`` times what a user waits for: a one-step training script as a whole process (interpreter start,
+imports, the Trainer's set-up, one optimizer step, exit), Relay's against the same step written in raw PyTorch. The
+two run in turn (raw, Relay, raw, Relay ...) in fresh processes and the ratio is taken pair by pair, so a drift in the
+machine's speed cancels; the median of the pair ratios is the figure, for wall time and for CPU time (user + system
+of the child, which a busy machine disturbs less). Relay's script turns off what the raw one does not do (logger,
+checkpointing, progress bar, model summary); ``--defaults`` times ``Trainer(max_steps=1)`` as it comes instead.
 """
 
 from __future__ import annotations
@@ -59,13 +67,100 @@ def run_once(stmt: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+ONE_STEP_RAW = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=8)
+for x, y in data:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+ONE_STEP_RELAY = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from trainer import Module, Trainer
+
+
+class Model(Module):
+    def __init__(self):
+        super().__init__()
+        self.model = torch.nn.Linear(8, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.model(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+torch.manual_seed(0)
+data = DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=8)
+Trainer(max_steps=1, {options}).fit(Model(), data)
+"""
+FEATURES_OFF = "logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False"
+
+
+def time_process(script: str, cwd: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) of ``python script``."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    before = os.times()
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, cwd=cwd,
+                          stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def whole_process(pairs: int, defaults: bool) -> int:
+    """The one-step script's whole process, Relay over raw PyTorch, paired fresh processes."""
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as cwd:
+        raw, relay = os.path.join(cwd, "raw_step.py"), os.path.join(cwd, "relay_step.py")
+        with open(raw, "w") as f:
+            f.write(ONE_STEP_RAW)
+        with open(relay, "w") as f:
+            f.write(f"import sys\nsys.path.insert(0, {root!r})\n" + ONE_STEP_RELAY.format(
+                options="" if defaults else FEATURES_OFF))
+        time_process(raw, cwd), time_process(relay, cwd)  # warm-up: the file cache, the bytecode
+        rows = []
+        for _ in range(pairs):
+            rows.append((time_process(raw, cwd), time_process(relay, cwd)))
+    wall = [r[1][0] / r[0][0] for r in rows]
+    cpu = [r[1][1] / r[0][1] for r in rows]
+    med = statistics.median
+    print(f"one-step training script, whole process, {pairs} pairs ({'Trainer defaults' if defaults else FEATURES_OFF})")
+    print(f"  raw PyTorch: wall {med([r[0][0] for r in rows]):.3f} s, CPU {med([r[0][1] for r in rows]):.3f} s")
+    print(f"  Relay:       wall {med([r[1][0] for r in rows]):.3f} s, CPU {med([r[1][1] for r in rows]):.3f} s")
+    print(f"  Relay / raw: wall {med(wall):.3f}x (pairs {min(wall):.3f}-{max(wall):.3f}), "
+          f"CPU {med(cpu):.3f}x (pairs {min(cpu):.3f}-{max(cpu):.3f}); goal <= 1.02x")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", metavar="PATH", help="also write every measurement to this JSON file")
     parser.add_argument("--quick", action="store_true",
                         help="one repetition and no warm-up round (the figures then include a cold file cache)")
+    parser.add_argument("--whole-process", action="store_true",
+                        help="time a one-step training script as a whole process against raw PyTorch (paired)")
+    parser.add_argument("--pairs", type=int, default=15, help="--whole-process: raw/Relay pairs")
+    parser.add_argument("--defaults", action="store_true", help="--whole-process: Trainer(max_steps=1) as it comes")
     args = parser.parse_args(argv)
+    if args.whole_process:
+        return whole_process(args.pairs, args.defaults)
     if args.quick:
         args.repeats = 1
 
