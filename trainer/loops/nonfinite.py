@@ -121,7 +121,8 @@ class DeferredLossChecks:
 def model_is_finite(trainer: Trainer) -> bool:
     """Whether every parameter of the module is finite on every rank (sharded ones: each rank its shards)."""
     module = trainer.lightning_module
-    checked = trainer.stage_run.finite_checked  # a save checks twice (callback, trainer): once is enough
+    run = getattr(trainer, "stage_run", None)  # None: a stand-in trainer (a callback's unit test)
+    checked = run.finite_checked if run is not None else None  # a save checks twice (callback, trainer): once is enough
     if checked is not None and checked[0] == (id(module), trainer.global_step):
         return checked[1]
     finite = True
@@ -134,7 +135,8 @@ def model_is_finite(trainer: Trainer) -> bool:
                     finite = False
                     break
     finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
-    trainer.stage_run.finite_checked = ((id(module), trainer.global_step), finite)
+    if run is not None:
+        run.finite_checked = ((id(module), trainer.global_step), finite)
     return finite
 
 
