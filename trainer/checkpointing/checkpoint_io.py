@@ -47,7 +47,7 @@ def connect_checkpoint_io(trainer: Any, plugins: Any) -> None:
         track_optimizers(trainer, chosen[0])
 
 
-def track_optimizers(trainer: Any, io: Any) -> None:
+def track_optimizers(trainer: Any, io: CheckpointIO) -> None:
     """An asynchronous writer may copy parameters and optimizer state until the next optimizer step."""
     if getattr(io, "is_async", False) and hasattr(io, "track_optimizers"):
         ref = weakref.ref(trainer)

@@ -29,11 +29,13 @@ from trainer.distributed.plugin_calls import load_module_state, load_optimizer_s
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
+    from plugins.checkpoint_io import CheckpointIO
     from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
 
-def restarted_by_launcher(strategy: Any, stage: str) -> bool:
+def restarted_by_launcher(strategy: Strategy, stage: str) -> bool:
     """Whether torch elastic (or another agent) restarted this worker and this is its first fit since: then the fit
     continues from the run's newest checkpoint. Agents count restarts differently (a peer's failure, a join), so one
     restarted rank is enough; a later fit of the same worker starts as asked."""
@@ -54,7 +56,7 @@ class Resume:
         self.rng: dict[str, Any] | None = None  # this rank's generators, once ``restore_training`` read them
 
     @classmethod
-    def find(cls, request: RestoreRequest, strategy: Any) -> Resume:
+    def find(cls, request: RestoreRequest, strategy: Strategy) -> Resume:
         """Phase 1: the checkpoint this call continues from, resolved and loaded (a bad ``ckpt_path`` fails here)."""
         restarted = restarted_by_launcher(strategy, request.stage)
         path = request.locate(strategy.checkpoint_io, announce=strategy.is_global_zero, restarted=restarted)
@@ -138,7 +140,7 @@ class RestoreRequest:
     dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
     best_model_path: str = ""
 
-    def locate(self, checkpoint_io: Any, announce: bool, restarted: bool = False) -> str | None:
+    def locate(self, checkpoint_io: CheckpointIO, announce: bool, restarted: bool = False) -> str | None:
         """The checkpoint's path: a bad ``ckpt_path`` fails here, before any work. Without a
         ``ckpt_path``, a fit continues from a preemption note this run left, or, when the launcher restarted the
         workers (``restarted``: a failure, a node that left), from this run's newest checkpoint."""
@@ -149,7 +151,7 @@ class RestoreRequest:
             ckpt_path = "last"
         return self.resolve(ckpt_path, checkpoint_io, announce)
 
-    def resolve(self, ckpt_path: Any, checkpoint_io: Any, announce: bool) -> str | None:
+    def resolve(self, ckpt_path: Any, checkpoint_io: CheckpointIO, announce: bool) -> str | None:
         """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only (a checkpoint
         anywhere else, a download or another project, is never picked); ``"best"``: the checkpoint callback's.
         What is resumed is printed (``announce``: on global rank 0)."""
@@ -169,7 +171,7 @@ class RestoreRequest:
             print(f"Restoring states from the checkpoint path at {path}{how}", flush=True)
         return path
 
-    def _last(self, checkpoint_io: Any) -> str | None:
+    def _last(self, checkpoint_io: CheckpointIO) -> str | None:
         for root in self.dirs:  # a checkpoint directory a crash left renamed aside is put back first
             checkpoint_io.recover(root)
         found = newest_checkpoint(list(self.dirs))

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
     from trainer.loops.progress import LoopProgress
 
 INTERVAL = 2.0  # seconds between heartbeats
@@ -142,7 +143,7 @@ def _is_timeout(error: BaseException) -> bool:
 
 
 @contextmanager
-def watch_ranks(strategy: Any, progress: LoopProgress) -> Iterator[None]:
+def watch_ranks(strategy: Strategy, progress: LoopProgress) -> Iterator[None]:
     """Around a stage's loop: the training timeout, the heartbeat, and a named culprit when a collective times out."""
     strategy.begin_training()
     store = getattr(strategy, "store", None)

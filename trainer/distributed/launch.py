@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plugins.launchers.elastic import record_failures
 from plugins.launchers.elastic import watch_launcher as watch
 from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from plugins.launchers.base import Launcher
 
 _NOT_RERUNNABLE = ("pytest", "_pytest", "ipykernel", "IPython", "jupyter")
 
@@ -40,7 +43,7 @@ def rerun_command() -> list[str]:
     return [sys.executable, os.path.abspath(main_file), *sys.argv[1:]]
 
 
-def launch_workers_and_exit(launcher: Any) -> None:
+def launch_workers_and_exit(launcher: Launcher) -> None:
     """Run the program in every worker, then end this process with the group's exit code."""
     code = launcher.launch(rerun_command())
     raise SystemExit(code)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 def resolve_strategy(
-    accelerator: Any, strategy: Any, devices: Any, num_nodes: int, precision: Any, plugins: Any, caller: str,
+    accelerator: Any, strategy: Strategy, devices: Any, num_nodes: int, precision: Any, plugins: Any, caller: str,
 ) -> Strategy:
     """The strategy (holding accelerator, precision, environment) for a front end's arguments.
 

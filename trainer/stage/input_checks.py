@@ -5,12 +5,15 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 
 from trainer.data.loaders import num_batches
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def check_gradient_clip_val(value: Any) -> None:
@@ -49,7 +52,7 @@ def warn_if_no_batches(count: int | float, key: str = "train") -> None:
         )
 
 
-def check_no_rank_without_batches(strategy: Any, key: str, loaders: list[Any], allowed: bool) -> None:
+def check_no_rank_without_batches(strategy: Strategy, key: str, loaders: list[Any], allowed: bool) -> None:
     """With several processes, every rank must get batches from each sized loader (Lightning's rule): a rank
     without any would skip the collectives the others wait in. Every rank agrees, then every rank raises.
     ``allowed``: the Module's or DataModule's ``allow_zero_length_dataloader_with_multiple_devices``."""

@@ -29,6 +29,8 @@ from trainer.module import Module
 from trainer.utilities.combined_loader import CombinedLoader
 
 if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
+    from plugins.launchers.base import Launcher
     from trainer.data.loaders import LoaderPlan
     from trainer.trainer import Trainer
 
@@ -101,7 +103,7 @@ class LoaderSource:
             return list(given.flattened), list
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
 
-    def build(self, strategy: Any, seed: int, show: Callable[[str, Any], None]) -> Loaders:
+    def build(self, strategy: Strategy, seed: int, show: Callable[[str, Any], None]) -> Loaders:
         """Ask for the loaders, shard them over ``strategy``'s data-parallel ranks, count their batches.
 
         ``show`` receives what the Trainer shows for this key, before the counts (a count may fail)."""
@@ -177,8 +179,8 @@ class StagePlan:
     stage: str
     model: Module
     datamodule: DataModule | None
-    strategy: Any  # the resolved plugins: the strategy holds the accelerator, precision and cluster environment
-    launcher: Any  # None: the processes exist (or one is enough); else they are started first
+    strategy: Strategy  # the resolved plugins: the strategy holds the accelerator, precision and cluster environment
+    launcher: Launcher | None  # None: the processes exist (or one is enough); else they are started first
     restore: RestoreRequest  # ``ckpt_path`` as given; found (``"last"``, a preemption note) once processes exist
     sources: Mapping[str, LoaderSource] = field(default_factory=dict)
     schedule: FitSchedule | None = None  # fit only

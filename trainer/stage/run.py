@@ -29,6 +29,7 @@ from trainer.distributed.plugin_calls import join_processes, start_processes
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 
 if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
     from trainer.datamodule import DataModule
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -188,7 +189,7 @@ def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
     return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)
 
 
-def loader_builder(strategy: Any, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
+def loader_builder(strategy: Strategy, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
     """Builds a plan's loaders when a loop asks: sharded by the strategy, shown in ``shown`` (the Trainer's)."""
 
     def build(source: LoaderSource) -> Loaders:
