@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.checkpointing.elastic_batch import ACCUMULATION_KEY
 from trainer.checkpointing.files import plain_data, rng_states
+from trainer.data.stateful import LOADER_STATES_KEY, collect_loader_states
 from trainer.distributed.plugin_calls import module_state, optimizer_state
 
 if TYPE_CHECKING:
@@ -42,5 +43,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
             checkpoint["rng_per_rank"] = strategy.all_gather_object(states)
         if trainer.datamodule is not None:
             checkpoint["datamodule"] = trainer.datamodule.state_dict()
+        train = getattr(trainer.fit_loop, "train", None)  # a stateful training loader's position, every rank's
+        if (loaders := collect_loader_states(getattr(train, "loader", None), strategy, trainer.world_size)) is not None:
+            checkpoint[LOADER_STATES_KEY] = loaders
         trainer.stage_run.hooks.call("on_save_checkpoint", checkpoint)
     return checkpoint

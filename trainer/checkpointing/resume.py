@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.checkpointing.files import load_checkpoint, newest_checkpoint, restore_rng_states
 from trainer.checkpointing.preemption import resume_note
+from trainer.data.stateful import LOADER_STATES_KEY, resume_state
 from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
 from trainer.errors import MisconfigurationError
 
@@ -104,14 +105,16 @@ class Resume:
         if trainer.datamodule is not None and "datamodule" in checkpoint:
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
         trainer.progress.load_state_dict(checkpoint["loops"])
+        trainer.progress.resume_loaders = checkpoint.get(LOADER_STATES_KEY)  # a stateful loader's, for phase 4
         per_rank = checkpoint.get("rng_per_rank")
         self.rng = per_rank[trainer.global_rank] if per_rank is not None and len(per_rank) == trainer.world_size \
             else checkpoint.get("rng")
 
     @staticmethod
-    def restore_data_position(trainer: Trainer, progress: LoopProgress, replicas: int) -> None:
+    def restore_data_position(trainer: Trainer, progress: LoopProgress, replicas: int, train: Any = None) -> None:
         """Phase 4, once the training loader is built (its batch size known): ``elastic_batch="keep_global"``'s
-        accumulation, then the position rescaled to this world size. Applies once: it consumes the saved position."""
+        accumulation, then the position rescaled to this world size; a stateful loader (``train``'s) is given its
+        saved state to resume from instead of a replay. Applies once: it consumes the saved position."""
         kept = kept_accumulation(progress, replicas, progress.resume_accumulation) \
             if trainer.elastic_batch == "keep_global" else None
         if kept is not None and kept[0] != trainer.accumulate_grad_batches:
@@ -119,6 +122,11 @@ class Resume:
                 print(kept[1], flush=True)
             trainer.accumulate_grad_batches = trainer.strategy.accumulate_grad_batches = kept[0]
         rescale_position(progress, progress.train_batch_size, replicas)
+        if progress.resume_loaders is not None:  # mid-epoch only: at an epoch's end the next one starts afresh
+            if progress.batches_seen and train is not None:
+                rank = trainer.strategy.distributed_sampler_kwargs["rank"]
+                train.resume_state = resume_state(train.loader, progress.resume_loaders, replicas, rank)
+            progress.resume_loaders = None
 
     def restore_rng(self, mid_epoch: bool, epoch_started: bool) -> None:
         """Phase 5: the generators as they were. A checkpoint from an epoch's end is put back before the epoch's

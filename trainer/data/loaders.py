@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampl
 from torch.utils.data.distributed import DistributedSampler
 
 from trainer.seed import seed_loader_workers
+from trainer.data.stateful import resumed_iterator, tell_data_rank
 from trainer.utilities.combined_loader import CombinedLoader
 
 
@@ -93,6 +94,7 @@ class LoaderPlan:
         self.sampler = sampler
         self.generator = generator
         self.seed = seed
+        self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
 
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
         """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen."""
@@ -101,6 +103,11 @@ class LoaderPlan:
         sampler = getattr(self.loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
+        if hasattr(self.loader, "set_epoch"):
+            self.loader.set_epoch(epoch)
+        if self.resume_state is not None:  # a stateful loader resumes its own position (trainer/data/stateful.py)
+            state, self.resume_state = self.resume_state, None
+            return resumed_iterator(self.loader, state)
         if self.sampler is not None:  # set on every call: a previous, unconsumed skip must not leak
             self.sampler.skip = skip_batches * self.loader.batch_size
             return iter(self.loader)
@@ -140,6 +147,7 @@ def prepare_loader(
                  for part in loader.flattened]
         return CombinedLoaderPlan(loader, parts)
     seed_loader_workers(loader, rank)  # seed_everything(workers=True): Lightning's worker seeding
+    tell_data_rank(loader, num_replicas, rank)  # a loader that shards itself (StreamLoader)
     if type(loader) is not DataLoader or loader.batch_size is None:
         gen = None
         if isinstance(loader, DataLoader) and loader.generator is None:

@@ -112,7 +112,7 @@ class FitLoop:
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
         replicas = self.trainer.strategy.distributed_sampler_kwargs["num_replicas"]
-        self.resume.restore_data_position(self.trainer, p, replicas)  # resume's phase 4
+        self.resume.restore_data_position(self.trainer, p, replicas, self.train)  # resume's phase 4
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)

@@ -33,6 +33,7 @@ class LoopProgress:
     eval_batches: int = 0  # evaluation batches run in this Trainer call (their logger step)
     resume_position: tuple[int, int, int | None] | None = None  # (batches, data replicas, batch size) saved
     resume_accumulation: int | None = None  # accumulate_grad_batches saved with it (elastic_batch)
+    resume_loaders: dict[str, Any] | None = None  # a stateful training loader's saved states (trainer/data/stateful.py)
     state: TrainerState = field(default_factory=TrainerState)
 
     def start_epoch(self) -> None:
