@@ -1,7 +1,9 @@
 """``python -m trainer``: train with the Hydra config (by default the bundled GPT example on the CPU).
 
 ``python -m trainer plugins`` lists the plugins, ``python -m trainer init NAME`` creates a starter
-project, ``python -m trainer convert-checkpoint DIR FILE`` turns a sharded checkpoint into one file and
+project, ``python -m trainer convert-checkpoint DIR FILE`` turns a sharded checkpoint into one file,
+``python -m trainer export-hf CKPT DIR`` writes a checkpoint's weights as Hugging Face safetensors,
+``python -m trainer plan <overrides>`` prints the per-rank memory plan of a run and
 ``python -m trainer install-horovod`` builds Horovod for this torch. Each subcommand imports
 only what it needs: ``install-horovod`` runs in CI right after torch is installed, before Relay's own
 dependencies (lightning_utilities, hydra, fsspec) are there.
@@ -29,6 +31,16 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.checkpointing.convert import main as convert_main
 
         return convert_main(argv[1:])
+    if argv[:1] == ["export-hf"]:
+        # local import: safetensors and the checkpoint reader, no Hydra
+        from trainer.cli.export_hf import main as export_main
+
+        return export_main(argv[1:])
+    if argv[:1] == ["plan"]:
+        # local import: the memory plan composes the config, builds the model on fake tensors, and runs nothing
+        from trainer.planning.cli import main as plan_main
+
+        return plan_main(argv[1:])
     if argv == ["plugins"]:
         # local import: the registry, without Hydra
         from plugins.registry import describe

@@ -1,0 +1,1 @@
+"""Weights in and out of other ecosystems' formats (Hugging Face ``safetensors``)."""
