@@ -126,6 +126,22 @@ class Trainer(TrainerMembers):
             train_dataloaders, datamodule = None, train_dataloaders
         run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
 
+    def estimate(
+        self,
+        model: Module,
+        train_dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        device_memory: int | str | None = None,
+        layout: Any = None,
+    ) -> Any:
+        """Per-rank memory of one training step in this Trainer's layout, from one run on fake tensors with the
+        training loader's first batch; whether it fits ``device_memory`` (default: the accelerator's)."""
+        from trainer.planning.trainer_plan import estimate_for_trainer  # local import: fake tensors only when asked
+
+        if isinstance(train_dataloaders, DataModule):
+            train_dataloaders, datamodule = None, train_dataloaders
+        return estimate_for_trainer(self.strategy, model, train_dataloaders, datamodule, device_memory, layout)
+
     def validate(
         self,
         model: Module | None = None,

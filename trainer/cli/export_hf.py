@@ -12,6 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import torch
+
+from trainer.errors import MisconfigurationError
+from trainer.interop.huggingface import export_hf_weights, parse_key_map
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer export-hf", description=__doc__.splitlines()[0])
@@ -24,11 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                         help="cast floating-point weights")
     args = parser.parse_args(argv)
-    import torch
-
-    from trainer.errors import MisconfigurationError
-    from trainer.interop.huggingface import export_hf_weights, parse_key_map
-
     try:
         out = export_hf_weights(args.checkpoint, args.out, parse_key_map(args.map), args.max_shard_size, args.config,
                                 getattr(torch, args.dtype) if args.dtype else None)

@@ -24,6 +24,9 @@ from typing import Any, Union
 
 import torch
 
+from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, tensor_keys
+from trainer.checkpoint import load_checkpoint
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 KeyMap = Union[Mapping[str, Union[str, None]], Callable[[str], Union[str, None]], None]
@@ -191,9 +194,6 @@ def relay_state_dict(source: Any) -> dict[str, torch.Tensor]:
 
 
 def _checkpoint_weights(path: str | os.PathLike) -> Mapping[str, Any]:
-    from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, tensor_keys
-    from trainer.checkpoint import load_checkpoint
-
     checkpoint = load_checkpoint(path)
     state = checkpoint["state_dict"]
     if isinstance(state, ShardedState):  # a sharded directory: read the module's tensors whole, not the optimizer's

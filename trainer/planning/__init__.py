@@ -16,10 +16,12 @@ __all__ = ["Layout", "MemoryEstimate", "estimate_memory", "fitting_layouts"]
 
 def __getattr__(name: str) -> Any:  # lazy: the fake-tensor machinery loads only when a plan is asked for
     if name in ("MemoryEstimate", "estimate_memory", "fitting_layouts"):
+        # local import: the fake-tensor machinery loads only when a plan is asked for
         from trainer.planning import estimate
 
         return getattr(estimate, name)
     if name == "Layout":
+        # local import: as above, the package stays empty until used
         from trainer.planning.layout import Layout
 
         return Layout

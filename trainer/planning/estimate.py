@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from plugins.strategies.parallelize import apply_activation_checkpointing, blocks_of
+from trainer.optimizers import parse_optimizers
 from trainer.planning.layout import Layout, layouts_for
 from trainer.planning.tracker import LiveBytes, local_tensor, storage_bytes
 
@@ -166,8 +168,6 @@ def _is_fake_or_meta(tensor: torch.Tensor) -> bool:
 
 def _units(twin: torch.nn.Module, wrap_policy: Any) -> list[list[torch.Tensor]]:
     """FSDP's units: every block the wrap policy selects, and the root with the rest."""
-    from plugins.strategies.parallelize import blocks_of
-
     units, claimed = [], set()
     for block in blocks_of(twin, wrap_policy):
         params = [p for p in block.parameters() if id(p) not in claimed]
@@ -187,8 +187,6 @@ def _padded(tensor: torch.Tensor, shards: int) -> int:
 
 
 def _apply_checkpointing(twin: torch.nn.Module) -> None:
-    from plugins.strategies.parallelize import apply_activation_checkpointing
-
     apply_activation_checkpointing(twin, True)
 
 
@@ -199,8 +197,6 @@ def estimate_memory(module: torch.nn.Module, batch: Any, layout: Layout | None =
     tensors of the real shape and dtype) in ``layout`` (default: one process); ``device_memory`` (bytes or
     ``"80GB"``) says whether it fits. The module itself is not changed or moved."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from trainer.optimizers import parse_optimizers
 
     layout = layout or Layout()
     memory = None if device_memory is None else parse_memory(device_memory)

@@ -1,0 +1,45 @@
+"""``Trainer.estimate`` and ``python -m trainer plan``: the layout read from a strategy, one batch of the real shape
+read from the training loader, the device memory from the accelerator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainer.planning.estimate import MemoryEstimate, estimate_memory
+from trainer.planning.layout import Layout
+
+
+def first_batch(model: Any, train_dataloaders: Any = None, datamodule: Any = None) -> Any:
+    """One batch of the training data: from the loader given, else the DataModule's (``prepare_data`` and
+    ``setup("fit")`` first), else the Module's ``train_dataloader``."""
+    loader = train_dataloaders
+    if loader is None and datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        loader = datamodule.train_dataloader()
+    if loader is None:
+        loader = model.train_dataloader()
+    if isinstance(loader, (list, tuple)):
+        loader = loader[0]
+    return next(iter(loader))
+
+
+def device_memory_of(strategy: Any) -> int | None:
+    """Memory of one device of the strategy's accelerator (CUDA-like devices); None on the CPU."""
+    device = getattr(strategy, "root_device", None)
+    if device is not None and device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(device.index or 0).total_memory)
+    return None
+
+
+def estimate_for_trainer(strategy: Any, model: Any, train_dataloaders: Any = None, datamodule: Any = None,
+                         device_memory: int | str | None = None, layout: Layout | None = None) -> MemoryEstimate:
+    layout = layout or Layout.of_strategy(strategy)
+    batch = first_batch(model, train_dataloaders, datamodule)
+    memory = device_memory if device_memory is not None else device_memory_of(strategy)
+    return estimate_memory(model, batch, layout, memory,
+                           gradient_as_bucket_view=bool(getattr(strategy, "ddp_kwargs", {}).get(
+                               "gradient_as_bucket_view", False)),
+                           wrap_policy=getattr(strategy, "auto_wrap_policy", None))
