@@ -78,7 +78,7 @@ def test_sharded_hf_checkpoint_in_train_and_export_out(tmp_path):
 def test_export_from_a_sharded_relay_directory(tmp_path):
     from plugins.strategies.sharded_checkpoint import save_sharded
     from plugins.strategies.single_device import SingleDeviceStrategy
-    from trainer.checkpoint import LAYOUT_KEYS
+    from trainer.checkpointing.files import LAYOUT_KEYS
 
     config = tiny_config()
     module = CausalLM(config)

@@ -25,7 +25,7 @@ from typing import Any, Union
 import torch
 
 from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, tensor_keys
-from trainer.checkpoint import load_checkpoint
+from trainer.checkpointing.files import load_checkpoint
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"

@@ -19,7 +19,7 @@ from trainer.cli.errors import ConfigError
 from trainer.cli.schema import register_configs
 from trainer.planning.estimate import fitting_layouts, format_bytes
 from trainer.planning.trainer_plan import estimate_for_trainer, first_batch
-from trainer.resources import configs_dir
+from trainer.cli.resources import configs_dir
 from trainer.seed import seed_everything
 
 PLAN_FLAGS = ("--memory", "--devices", "--max-tp")

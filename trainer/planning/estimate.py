@@ -28,7 +28,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from plugins.strategies.parallelize import apply_activation_checkpointing, blocks_of
-from trainer.optimizers import parse_optimizers
+from trainer.model.optimizers import parse_optimizers
 from trainer.planning.layout import Layout, layouts_for
 from trainer.planning.tracker import LiveBytes, local_tensor, storage_bytes
 
