@@ -138,7 +138,7 @@ def load_hf_weights(module: torch.nn.Module, source: str | os.PathLike, key_map:
     # a tied weight (an LM head sharing the embedding) is filled with the tensor it shares
     spots = {_spot(live[k]) for k in filled if not live[k].is_meta}
     missing = sorted(k for k, v in live.items() if k not in filled and isinstance(v, torch.Tensor)
-                     and _spot(v) not in spots and not _is_buffer_not_saved(module, k))
+                     and _spot(v) not in spots)
     if strict and (missing or unexpected):
         shown = [f"missing in the files: {', '.join(missing[:5])}" if missing else "",
                  f"not in the module: {', '.join(unexpected[:5])}" if unexpected else ""]
@@ -165,12 +165,6 @@ def _to_layout(tensor: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     if target.is_meta:
         return tensor
     return tensor.to(target.device)
-
-
-def _is_buffer_not_saved(module: torch.nn.Module, key: str) -> bool:
-    owner_name, _, name = key.rpartition(".")
-    owner = module.get_submodule(owner_name) if owner_name else module
-    return name in getattr(owner, "_non_persistent_buffers_set", ())
 
 
 # --- out ---------------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_map
 from plugins.strategies.parallelize import apply_activation_checkpointing, blocks_of
 from trainer.model.optimizers import parse_optimizers
 from trainer.planning.layout import Layout, layouts_for
-from trainer.planning.tracker import LiveBytes, local_tensor, storage_bytes
+from trainer.planning.tracker import LiveBytes, local_tensor
 
 GATHERED_UNITS = 2  # FSDP2 holds the unsharded parameters of the unit it runs and of the one it prefetches
 
@@ -89,8 +89,9 @@ def parse_memory(value: int | float | str) -> int:
 # --- the fake run ----------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _fake_world(layout: Layout) -> Iterator[Any]:
-    """A device mesh of the layout's data and tensor degrees on a fake process group (rank 0), where a plan needs
-    one (tp > 1); None otherwise. A process group already running is left alone (no mesh then)."""
+    """A device mesh of the layout's degrees (``dp_replicate``, ``dp_shard``, ``tp``) on a fake process group (this
+    process is rank 0 of it, and no collective moves data), where a tensor-parallel plan needs one; None otherwise.
+    Inside a distributed run (a process group exists) it refuses: plan before the processes start."""
     if layout.tp == 1:
         yield None
         return
@@ -154,16 +155,12 @@ def _loss(out: Any) -> torch.Tensor:
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
+    """The bytes of the storages under ``tensors``, each counted once (views and tied weights share one)."""
     seen: dict[int, int] = {}
-    for tensor in tensors:
-        local = local_tensor(tensor)
-        seen.setdefault(local.untyped_storage().data_ptr() if not _is_fake_or_meta(local) else id(local),
-                        storage_bytes(local))
+    storages = [local_tensor(t).untyped_storage() for t in tensors]  # kept alive: their ids stay unique
+    for storage in storages:
+        seen.setdefault(id(storage), storage.nbytes())
     return sum(seen.values())
-
-
-def _is_fake_or_meta(tensor: torch.Tensor) -> bool:
-    return tensor.is_meta or type(tensor).__name__ == "FakeTensor"
 
 
 def _units(twin: torch.nn.Module, wrap_policy: Any) -> list[list[torch.Tensor]]:
@@ -177,17 +174,91 @@ def _units(twin: torch.nn.Module, wrap_policy: Any) -> list[list[torch.Tensor]]:
     return units
 
 
-def _padded(tensor: torch.Tensor, shards: int) -> int:
+def _padded(shape: tuple[int, ...], element_size: int, shards: int) -> int:
     """A tensor's bytes on one FSDP2 shard: dim 0 split, padded to a multiple of ``shards``."""
-    local = local_tensor(tensor)
-    if local.dim() == 0:
-        return local.element_size()
-    rows = math.ceil(local.shape[0] / shards)
-    return rows * (local.numel() // max(local.shape[0], 1)) * local.element_size()
+    if not shape:
+        return element_size
+    return math.ceil(shape[0] / shards) * math.prod(shape[1:]) * element_size
 
 
-def _apply_checkpointing(twin: torch.nn.Module) -> None:
-    apply_activation_checkpointing(twin, True)
+@dataclass
+class StepRun:
+    """What one fake training step showed, before any data parallelism: this tensor-parallel rank's tensors."""
+
+    shapes: list[tuple[tuple[int, ...], int, bool]]  # per parameter: local shape, element size, has a gradient
+    param_bytes: int
+    grad_bytes: int
+    state_bytes: int
+    step_temporaries: int  # the optimizer step's peak above its state
+    units: list[int]  # FSDP units' parameter bytes, largest first
+    timeline: LiveBytes  # forward and backward
+    grad_keys: set[int]  # the timeline's gradient storages
+
+
+def run_step(module: torch.nn.Module, batch: Any, tp: int = 1, activation_checkpointing: bool = False,
+             wrap_policy: Any = None) -> StepRun:
+    """One ``training_step``, backward and optimizer step of a meta copy of ``module`` on fake tensors, with its
+    tensor-parallel plan applied at degree ``tp`` (its ``configure_model`` sees a mesh of ``tp`` ranks)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with _fake_world(Layout(tp=tp)) as mesh:
+        twin = meta_twin(module)
+        _configure(twin, mesh)
+        if activation_checkpointing:
+            apply_activation_checkpointing(twin, True)
+        fake = FakeTensorMode(allow_non_fake_inputs=True)
+        with fake:
+            twin.to_empty(device="cpu")
+        params = list(twin.parameters())
+        optimizers, _ = parse_optimizers(twin.configure_optimizers())
+        fake_batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, batch)
+        timeline = LiveBytes()
+        with fake, timeline:
+            _loss(twin.training_step(fake_batch, 0)).backward()
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_keys = {k for g in grads if (k := timeline.key_of(g)) is not None}
+        update = LiveBytes()
+        with fake, update:
+            for optimizer in optimizers:
+                optimizer.step()
+        states = [t for o in optimizers for s in o.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+        state_bytes = _unique_bytes(states)
+        shapes = [(tuple(local_tensor(p).shape), local_tensor(p).element_size(), p.grad is not None) for p in params]
+        units = sorted((_unique_bytes(u) for u in _units(twin, wrap_policy) if u), reverse=True)
+        return StepRun(shapes, _unique_bytes(params), _unique_bytes(grads), state_bytes,
+                       max(update.peak - state_bytes, 0), units, timeline, grad_keys)
+
+
+def per_rank(run: StepRun, layout: Layout, device_memory: int | str | None = None,
+             gradient_as_bucket_view: bool = False) -> MemoryEstimate:
+    """``run`` carried to ``layout``'s data, pipeline and context parallelism (its tensor parallelism ran)."""
+    memory = None if device_memory is None else parse_memory(device_memory)
+    params, grads, state, temporaries = run.param_bytes, run.grad_bytes, run.state_bytes, run.step_temporaries
+    shard = layout.dp_shard
+    if shard > 1:  # FSDP: 1/shard of each tensor (padded), plus the unsharded units it gathers at a time
+        share = sum(_padded(shape, size, shard) for shape, size, _ in run.shapes)
+        grad_share = sum(_padded(shape, size, shard) for shape, size, has_grad in run.shapes if has_grad)
+        # backward: a unit's unsharded gradients before their reduce-scatter, besides the gathered parameters
+        buffers = sum(run.units[:GATHERED_UNITS]) + (run.units[0] if run.units and grads else 0)
+        fraction = grad_share / grads if grads else 0.0
+        params, grads, state = share, grad_share, math.ceil(state / shard)
+        temporaries = math.ceil(temporaries / shard)
+    else:  # DDP: whole replicas, and its gradient buckets
+        fraction = 1.0
+        buffers = grads if layout.dp_replicate > 1 and not gradient_as_bucket_view else 0
+    # pipeline and context parallelism, scaled: a stage holds about 1/pp of the model and of its micro-batches'
+    # activations; a context shard 1/cp of the activations (the gradients stay the stage's)
+    pp, scale = layout.pp, layout.pp * layout.cp
+    params, grads, state, buffers, temporaries = (math.ceil(x / pp) for x in (params, grads, state, buffers,
+                                                                              temporaries))
+    activations = math.ceil(run.timeline.weighted_peak(dict.fromkeys(run.grad_keys, 0.0), default=1 / scale))
+    forward_backward = math.ceil(run.timeline.weighted_peak(dict.fromkeys(run.grad_keys, fraction / pp),
+                                                            default=1 / scale))
+    in_step = grads + temporaries  # the optimizer step: gradients and its temporaries
+    working = forward_backward + (buffers if shard > 1 else 0)  # FSDP's gathered units come and go with the blocks
+    constant = buffers if shard == 1 else 0  # DDP's buckets live as long as the model
+    peak = params + state + constant + max(working, in_step)
+    return MemoryEstimate(layout, params, grads, state, activations, buffers, peak, memory)
 
 
 def estimate_memory(module: torch.nn.Module, batch: Any, layout: Layout | None = None,
@@ -196,100 +267,28 @@ def estimate_memory(module: torch.nn.Module, batch: Any, layout: Layout | None =
     """The per-rank memory of one training step of ``module`` on ``batch`` (one rank's batch, real tensors or any
     tensors of the real shape and dtype) in ``layout`` (default: one process); ``device_memory`` (bytes or
     ``"80GB"``) says whether it fits. The module itself is not changed or moved."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     layout = layout or Layout()
-    memory = None if device_memory is None else parse_memory(device_memory)
-    with _fake_world(layout) as mesh:
-        twin = meta_twin(module)
-        _configure(twin, mesh)
-        if layout.activation_checkpointing:
-            _apply_checkpointing(twin)
-        fake = FakeTensorMode(allow_non_fake_inputs=True)
-        with fake:
-            twin.to_empty(device="cpu")
-        params = [p for p in twin.parameters()]
-        trainable = [p for p in params if p.requires_grad]
-        optimizers, _ = parse_optimizers(twin.configure_optimizers())
-        fake_batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, batch)
-        step = LiveBytes()
-        with fake, step:
-            _loss(twin.training_step(fake_batch, 0)).backward()
-        grads = [p.grad for p in trainable if p.grad is not None]
-        grad_keys = {k for g in grads if (k := step.key_of(g)) is not None}
-        update = LiveBytes()
-        with fake, update:
-            for optimizer in optimizers:
-                optimizer.step()
-        states = [t for o in optimizers for s in o.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        param_bytes, grad_bytes = _unique_bytes(params), _unique_bytes(grads)
-        state_bytes = _unique_bytes(states)
-        step_temporaries = max(update.peak - state_bytes, 0)
-        activations = step.weighted_peak(dict.fromkeys(grad_keys, 0.0))
-
-        shard = layout.dp_shard
-        if shard > 1:
-            share = sum(_padded(p, shard) for p in params)
-            grad_share = sum(_padded(p, shard) for p in trainable if p.grad is not None)
-            state_share = math.ceil(state_bytes / shard)
-            units = sorted((_unique_bytes(u) for u in _units(twin, wrap_policy) if u), reverse=True)
-            gathered = sum(units[:GATHERED_UNITS])
-            # backward: a unit's unsharded gradients before their reduce-scatter, besides the gathered parameters
-            buffers = gathered + (units[0] if units and grad_bytes else 0)
-            fraction = grad_share / grad_bytes if grad_bytes else 0.0
-            param_bytes, grad_bytes, state_bytes = share, grad_share, state_share
-            step_temporaries = math.ceil(step_temporaries / shard)
-        else:
-            fraction = 1.0
-            buffers = grad_bytes if layout.dp_replicate > 1 and not gradient_as_bucket_view else 0
-        forward_backward = step.weighted_peak(dict.fromkeys(grad_keys, fraction))
-
-    pp, cp = layout.pp, layout.cp
-    if pp > 1:  # a stage holds about 1/pp of the model, and of the activations of its micro-batches
-        param_bytes, grad_bytes, state_bytes, buffers = (math.ceil(x / pp) for x in
-                                                         (param_bytes, grad_bytes, state_bytes, buffers))
-    scale = pp * cp
-    activations = math.ceil(activations / scale)
-    forward_backward = math.ceil(forward_backward / scale)
-    in_step = grad_bytes + step_temporaries  # the optimizer step: gradients and its temporaries
-    working = forward_backward + (buffers if shard > 1 else 0)  # FSDP's gathered units come and go with the blocks
-    constant = buffers if shard == 1 else 0  # DDP's buckets live as long as the model
-    peak = param_bytes + state_bytes + constant + max(working, in_step)
-    return MemoryEstimate(layout, param_bytes, grad_bytes, state_bytes, activations, buffers, peak, memory)
+    run = run_step(module, batch, layout.tp, layout.activation_checkpointing, wrap_policy)
+    return per_rank(run, layout, device_memory, gradient_as_bucket_view)
 
 
 def fitting_layouts(module: torch.nn.Module, batch: Any, devices: int, device_memory: int | str,
-                    max_tp: int = 8, **kwargs: Any) -> list[MemoryEstimate]:
+                    max_tp: int = 8, gradient_as_bucket_view: bool = False,
+                    wrap_policy: Any = None) -> list[MemoryEstimate]:
     """Every layout of ``devices`` processes, estimated, the ones that fit first (least memory first).
 
-    ``batch`` is one rank's batch; a layout whose tensor-parallel plan the module does not accept (a degree that does
-    not divide its heads) is left out."""
-    memory = parse_memory(device_memory)
+    One fake step runs per tensor-parallel degree and activation-checkpointing choice; ``batch`` is one rank's batch.
+    A tensor-parallel degree the module's plan refuses (one that does not divide its heads) is left out."""
+    runs: dict[tuple[int, bool], StepRun | None] = {}
     results = []
-    cache: dict[tuple, MemoryEstimate] = {}
     for layout in layouts_for(devices, max_tp=max_tp):
-        run_key = (layout.tp, layout.activation_checkpointing, layout.dp_shard, layout.dp_replicate > 1)
-        try:
-            base = cache.get(run_key)
-            if base is None:
-                base = cache[run_key] = estimate_memory(
-                    module, batch, Layout(dp_replicate=min(layout.dp_replicate, 2), dp_shard=layout.dp_shard,
-                                          tp=layout.tp, activation_checkpointing=layout.activation_checkpointing),
-                    memory, **kwargs)
-        except (ValueError, RuntimeError):
-            continue
-        results.append(_rescaled(base, layout, memory))
+        key = (layout.tp, layout.activation_checkpointing)
+        if key not in runs:
+            try:
+                runs[key] = run_step(module, batch, *key, wrap_policy=wrap_policy)
+            except (ValueError, RuntimeError):
+                runs[key] = None
+        run = runs[key]
+        if run is not None:
+            results.append(per_rank(run, layout, device_memory, gradient_as_bucket_view))
     return sorted(results, key=lambda e: (not e.fits, e.peak))
-
-
-def _rescaled(base: MemoryEstimate, layout: Layout, memory: int) -> MemoryEstimate:
-    """A run's estimate carried to a layout that differs only in pipeline and context degrees (scaled)."""
-    pp, cp = layout.pp, layout.cp
-    if pp == 1 and cp == 1:
-        return MemoryEstimate(layout, base.parameters, base.gradients, base.optimizer_state, base.activations,
-                              base.strategy_buffers, base.peak, memory)
-    model = [math.ceil(x / pp) for x in (base.parameters, base.gradients, base.optimizer_state, base.strategy_buffers)]
-    activations = math.ceil(base.activations / (pp * cp))
-    rest = base.peak - base.parameters - base.optimizer_state - base.strategy_buffers
-    peak = model[0] + model[2] + model[3] + math.ceil(rest / (pp * cp))
-    return MemoryEstimate(layout, model[0], model[1], model[2], activations, model[3], peak, memory)

@@ -62,10 +62,10 @@ class LiveBytes(TorchDispatchMode):
         self.live -= nbytes
         self.events.append((key, -nbytes))
 
-    def weighted_peak(self, weights: dict[int, float]) -> float:
-        """The peak of the timeline with each key's bytes times its weight (1 where not given)."""
+    def weighted_peak(self, weights: dict[int, float], default: float = 1.0) -> float:
+        """The peak of the timeline with each key's bytes times its weight (``default`` where not given)."""
         live = peak = 0.0
         for key, nbytes in self.events:
-            live += nbytes * weights.get(key, 1.0)
+            live += nbytes * weights.get(key, default)
             peak = max(peak, live)
         return peak
