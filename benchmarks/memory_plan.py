@@ -3,7 +3,8 @@
 
 For each layout, ``trainer.planning.estimate_memory`` runs the bundled GPT once on fake tensors (the per-rank batch's
 shape, AdamW) and gives rank 0's peak; then the same model trains 3 steps through the Trainer on 2 real processes
-(``strategy="ddp"`` / ``"fsdp"`` / ``ModelParallelStrategy(tensor_parallel_size=2)``), each process under the torch
+(``strategy="ddp"`` / ``"fsdp"`` / ``ModelParallelStrategy(tensor_parallel_size=2)``; FSDP and TP build the model
+on the meta device, ``trainer.init_module(empty_init=True)``), each process under the torch
 profiler with memory events from its first line, and the measured figure is the most bytes of torch's CPU
 allocations alive at once between ``on_train_start`` and ``on_train_end`` on rank 0 (everything allocated since the
 process began is counted: parameters, gradients, optimizer state, DDP's buckets, FSDP's gathered units,
@@ -28,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-LAYOUTS = {"ddp": {"dp_replicate": 2}, "fsdp": {"dp_shard": 2}, "tp": {"tp": 2}}
+# ModelParallelStrategy applies FSDP2 over its data-parallel dimension even at size 1: ``fsdp=True``
+LAYOUTS = {"ddp": {"dp_replicate": 2}, "fsdp": {"dp_shard": 2}, "tp": {"tp": 2, "fsdp": True}}
 
 
 def model_kwargs(args: argparse.Namespace) -> dict:
@@ -72,7 +74,10 @@ def measure(args: argparse.Namespace) -> None:
                       max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False, callbacks=[TrainingWindow()])
     x, y = batch(args, 3 * devices)
-    module = GPTModule(**model_kwargs(args))
+    # FSDP and tensor parallel: built on the meta device and materialised shard by shard (the strategies' own
+    # empty_init), as a large model must be; built whole first, a column-wise shard stays a view of the full weight
+    with trainer.init_module(empty_init=args.measure in ("fsdp", "tp")):
+        module = GPTModule(**model_kwargs(args))
     trainer.fit(module, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=args.batch))
     if not worker:
         return

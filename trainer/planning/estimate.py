@@ -234,8 +234,8 @@ def per_rank(run: StepRun, layout: Layout, device_memory: int | str | None = Non
     """``run`` carried to ``layout``'s data, pipeline and context parallelism (its tensor parallelism ran)."""
     memory = None if device_memory is None else parse_memory(device_memory)
     params, grads, state, temporaries = run.param_bytes, run.grad_bytes, run.state_bytes, run.step_temporaries
-    shard = layout.dp_shard
-    if shard > 1:  # FSDP: 1/shard of each tensor (padded), plus the unsharded units it gathers at a time
+    shard, sharded = layout.dp_shard, layout.sharded
+    if sharded:  # FSDP: 1/shard of each tensor (padded), plus the unsharded units it gathers at a time
         share = sum(_padded(shape, size, shard) for shape, size, _ in run.shapes)
         grad_share = sum(_padded(shape, size, shard) for shape, size, has_grad in run.shapes if has_grad)
         # backward: a unit's unsharded gradients before their reduce-scatter, besides the gathered parameters
@@ -255,8 +255,8 @@ def per_rank(run: StepRun, layout: Layout, device_memory: int | str | None = Non
     forward_backward = math.ceil(run.timeline.weighted_peak(dict.fromkeys(run.grad_keys, fraction / pp),
                                                             default=1 / scale))
     in_step = grads + temporaries  # the optimizer step: gradients and its temporaries
-    working = forward_backward + (buffers if shard > 1 else 0)  # FSDP's gathered units come and go with the blocks
-    constant = buffers if shard == 1 else 0  # DDP's buckets live as long as the model
+    working = forward_backward + (buffers if sharded else 0)  # FSDP's gathered units come and go with the blocks
+    constant = 0 if sharded else buffers  # DDP's buckets live as long as the model
     peak = params + state + constant + max(working, in_step)
     return MemoryEstimate(layout, params, grads, state, activations, buffers, peak, memory)
 

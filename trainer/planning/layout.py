@@ -17,6 +17,9 @@ class Layout:
     pp: int = 1  # pipeline stages: each holds about 1/pp of the blocks
     cp: int = 1  # context parallel: each rank holds 1/cp of the sequence's activations
     activation_checkpointing: bool = False  # every block's activations recomputed in backward
+    # FSDP2 wraps the model even where dp_shard is 1 (FSDPStrategy, ModelParallelStrategy over tensor parallel): its
+    # gathered units then cost memory too; implied by dp_shard > 1
+    fsdp: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp_replicate", "dp_shard", "tp", "pp", "cp"):
@@ -25,13 +28,18 @@ class Layout:
                 raise ValueError(f"Layout({name}={value!r}): a degree is an int >= 1.")
 
     @property
+    def sharded(self) -> bool:
+        return self.fsdp or self.dp_shard > 1
+
+    @property
     def world_size(self) -> int:
         return self.dp_replicate * self.dp_shard * self.tp * self.pp * self.cp
 
     def describe(self) -> str:
         parts = [f"{name}={getattr(self, name)}" for name in ("dp_replicate", "dp_shard", "tp", "pp", "cp")
                  if getattr(self, name) > 1] or ["single process"]
-        return " ".join(parts) + (" +AC" if self.activation_checkpointing else "")
+        fsdp = " (FSDP)" if self.fsdp and self.dp_shard == 1 else ""
+        return " ".join(parts) + fsdp + (" +AC" if self.activation_checkpointing else "")
 
     @classmethod
     def of_strategy(cls, strategy: Any, world_size: int | None = None) -> Layout:
@@ -45,7 +53,7 @@ class Layout:
         if mesh is not None and hasattr(mesh, "degrees"):
             d = mesh.degrees()
             return cls(dp_replicate=d["dp_replicate"], dp_shard=d["dp_shard"], tp=d["tp"], pp=d["pp"],
-                       activation_checkpointing=checkpointing)
+                       activation_checkpointing=checkpointing, fsdp=hasattr(strategy, "auto_wrap_policy"))
         world = world_size or int(getattr(strategy, "world_size", 1) or 1)
         return cls(dp_replicate=world, activation_checkpointing=checkpointing)
 
@@ -65,8 +73,9 @@ def layouts_for(devices: int, max_tp: int = 8, pipeline: bool = True, context: b
                 rest = devices // (tp * pp * cp)
                 for shard in _divisors(rest):
                     for ac in (False, True):
+                        # Relay runs tensor parallel under FSDP2 (ModelParallelStrategy, FSDPStrategy(tp=...))
                         yield Layout(dp_replicate=rest // shard, dp_shard=shard, tp=tp, pp=pp, cp=cp,
-                                     activation_checkpointing=ac)
+                                     activation_checkpointing=ac, fsdp=tp > 1)
 
 
 def split_evenly(count: int, parts: int) -> int:
