@@ -10,6 +10,7 @@ from trainer import Trainer
 from trainer.examples.gpt_module import GPTModule
 from trainer.examples.sorting import SortingDataModule
 from trainer.planning import Layout, estimate_memory, fitting_layouts
+from trainer.planning.estimate import per_rank, run_step
 from trainer.planning.measure import TrainingWindow, allocation_profiler, peak_in_window
 
 GPT = dict(vocab_size=32, block_size=64, n_layer=2, n_head=4, n_embd=128)
@@ -44,17 +45,16 @@ def test_layouts_shard_split_and_fit():
     with torch.device("meta"):  # nothing real is needed to plan
         module = GPTModule(**GPT)
     batch = tokens()
-    ddp = estimate_memory(module, batch, Layout(dp_replicate=2))
-    fsdp = estimate_memory(module, batch, Layout(dp_shard=2))
+    run = run_step(module, batch)  # one fake step; the data-parallel layouts are derived from it
+    single, ddp, fsdp = (per_rank(run, layout) for layout in (Layout(), Layout(dp_replicate=2), Layout(dp_shard=2)))
     tp = estimate_memory(module, batch, Layout(tp=2))  # the module's own plan, applied under a fake process group
     checkpointed = estimate_memory(module, batch, Layout(activation_checkpointing=True))
-    single = estimate_memory(module, batch)
     assert fsdp.parameters == pytest.approx(ddp.parameters / 2, rel=0.01)
     assert ddp.strategy_buffers == ddp.gradients  # the buckets
     assert single.parameters / 2 < tp.parameters < single.parameters  # attention and MLP split, embeddings not
     assert checkpointed.activations < single.activations
     budget = (fsdp.peak + ddp.peak) // 2
-    found = fitting_layouts(module, batch, 2, budget, max_tp=2)
+    found = fitting_layouts(module, batch, 2, budget, max_tp=1)
     fit = [e.layout for e in found if e.fits]
     assert Layout(dp_shard=2) in fit and Layout(dp_replicate=2) not in fit
     assert [e.peak for e in found if e.fits] == sorted(e.peak for e in found if e.fits)
