@@ -131,6 +131,8 @@ class Strategy:
     loop_backward_sync = True
     # why the loop may not clip gradients itself (the engine clips inside its step), or None where it may
     loop_clipping_refused: str | None = None
+    # activation checkpointing / compile of the blocks (plugins.transforms), set by configure_model_transforms
+    model_transforms: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -214,9 +216,21 @@ class Strategy:
         (the module may still lack what ``configure_model`` builds): raise a ``ValueError`` for what cannot work,
         so the user reads one error instead of one traceback per rank."""
 
+    def configure_model_transforms(self, transforms: Any) -> None:
+        """Activation checkpointing and ``torch.compile`` of the model's blocks (``plugins.transforms``), before
+        ``setup_module``, which applies them after tensor parallel and before its data-parallel wrapper."""
+        self.model_transforms = transforms
+
+    def apply_model_transforms(self, module: torch.nn.Module) -> None:
+        if self.model_transforms:
+            from plugins.transforms.blocks import apply_model_transforms
+
+            apply_model_transforms(module, self.model_transforms)
+
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move/wrap the module; returns what the Trainer calls for forward (may be a wrapper)."""
         module = self.precision.convert_module(module).to(self.root_device)
+        self.apply_model_transforms(module)
         self.module = module
         return module
 

@@ -139,6 +139,7 @@ class DeepSpeedStrategy(ParallelStrategy):
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         module = module.to(self.root_device)  # DeepSpeed converts dtypes itself (bf16/fp16 from its config)
+        self.apply_model_transforms(module)
         self.module = module
         return module
 

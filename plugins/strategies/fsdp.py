@@ -215,7 +215,12 @@ class FSDPStrategy(ParallelStrategy):
                 "(e.g. self.model = nn.Module subclass), or apply fully_shard yourself in configure_model."
             )
 
+        if self.activation_checkpointing_policy and getattr(self.model_transforms, "checkpointing", None):
+            raise ValueError(f"{type(self).__name__}(activation_checkpointing_policy=...) and the Trainer's "
+                             "activation_checkpointing=... both ask for activation checkpointing; keep one (the "
+                             "Trainer's also offers selective checkpointing).")
         apply_activation_checkpointing(module, self.activation_checkpointing_policy)
+        self.apply_model_transforms(module)  # after tensor parallel (configure_model), before fully_shard
         roots = [child for child in module.children() if any(True for _ in child.parameters())]
         apply_fsdp(module, roots, self.auto_wrap_policy, **self._fsdp_kwargs())
 

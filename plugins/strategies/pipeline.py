@@ -131,8 +131,12 @@ class PipelineStrategy(ParallelStrategy):
         self.stage_blocks = stages
         split.prune(pipelined, stages, self.stage_indices)
         views = [split.stage_module(pipelined, stages, s) for s in self.stage_indices]
+        if self.activation_checkpointing and getattr(self.model_transforms, "checkpointing", None):
+            raise ValueError("PipelineStrategy(activation_checkpointing=True) and the Trainer's "
+                             "activation_checkpointing=... both ask for activation checkpointing; keep one.")
         for view in views:
             apply_activation_checkpointing(view, self.activation_checkpointing)
+            self.apply_model_transforms(view)  # per stage, before its FSDP/DDP wrapper
         dp_mesh = submesh(self.device_mesh, "dp_replicate", "dp_shard")
         if layout.dp_shard > 1:  # FSDP inside each stage (hybrid when dp_replicate > 1)
             kwargs = {"mesh": dp_mesh}

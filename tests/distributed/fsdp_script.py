@@ -94,6 +94,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--auto-wrap", help="FSDPStrategy(auto_wrap_policy=...): comma-separated class names of "
                    "trainer.examples.gpt; 'class:Name' passes the class itself, 'Name' the string")
     p.add_argument("--self-shard", action="store_true", help="the Module's configure_model calls fully_shard itself")
+    p.add_argument("--compile", help="Trainer(compile={'backend': COMPILE})")
+    p.add_argument("--checkpointing", help="Trainer(activation_checkpointing=...)")
     return p
 
 
@@ -136,6 +138,7 @@ def train(args: argparse.Namespace) -> None:
         default_root_dir=args.out, logger=False, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
         limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
+        compile={"backend": args.compile} if args.compile else None, activation_checkpointing=args.checkpointing,
     )
     cls = SelfSharded if args.self_shard else Recorded
     hp = dict(n_layer=2, n_head=4, n_embd=args.n_embd, lr=1e-2, warmup_steps=2, max_steps=20)
@@ -165,7 +168,8 @@ def train(args: argparse.Namespace) -> None:
         (out / f"losses-{args.tag}.json").write_text(json.dumps({str(k): v for k, v in model.losses.items()}))
         torch.save(full, out / f"final-{args.tag}.pt")
         info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated,
-                "observed": model.observed}
+                "observed": model.observed, "state_keys": sorted(model.state_dict()),
+                "block_class": [c.__name__ for c in type(model.model.blocks[0]).__mro__[:4]]}
         (out / f"info-{args.tag}.json").write_text(json.dumps(info))
 
 

@@ -162,3 +162,27 @@ def environment(name: str, value: Any) -> Any:
     if item is not None and not isinstance(item, ClusterEnvironment):
         raise InvalidArgument
     return item
+
+
+def compile_setting(name: str, value: Any) -> Any:
+    """``compile=``: off (None/False), True, or a dict of ``torch.compile`` arguments, as ``CompileSettings``."""
+    if value is None or value is False:
+        return None
+    from plugins.transforms.compile import parse_compile  # local import: only a run that compiles loads it
+
+    try:
+        return parse_compile(value)
+    except ValueError as error:
+        raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None
+
+
+def checkpointing_setting(name: str, value: Any) -> Any:
+    """``activation_checkpointing=``: off, True/'full', 'selective', 'budget' or a dict, as ``CheckpointSettings``."""
+    if value is None or value is False:
+        return None
+    from plugins.transforms.activation_checkpointing import parse_activation_checkpointing
+
+    try:
+        return parse_activation_checkpointing(value)
+    except ValueError as error:
+        raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None

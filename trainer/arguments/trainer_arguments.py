@@ -173,6 +173,14 @@ class TrainerArguments:
         note="one ClusterEnvironment, or the name of a registered one (third-party packages add names through the "
              "`relaytrain.environments` entry points), one CheckpointIO (TorchCheckpointIO, AsyncCheckpointIO or a "
              "subclass) and one LayerSync (TorchSyncBatchNorm or a subclass); precision plugins are refused")
+    compile: Any = argument(
+        None, "torch.compile the model's blocks (or the whole model): True, or a dict of torch.compile arguments "
+        "(backend, mode, fullgraph, dynamic, options) and blocks", "None, True/False, or a dict of torch.compile "
+        "arguments", "True", checks.compile_setting, lightning=None)
+    activation_checkpointing: Any = argument(
+        None, "Recompute the blocks' activations in backward: 'full', 'selective' (keep matmul outputs), 'budget' "
+        "(with compile), or a dict with mode, policy, memory_budget and blocks", "None, True/False, 'full', "
+        "'selective', 'budget', or a dict", "'selective'", checks.checkpointing_setting, lightning=None)
     detect_anomaly: bool = argument(False, "Run with torch.autograd's anomaly detection", "True or False", "True",
                                     checks.boolean)
     stop_on_nonfinite_loss: bool = argument(
@@ -222,6 +230,11 @@ class TrainerArguments:
                     f"Trainer({f.name}={value!r}) is not valid: {f.name} must be {spec.valid}. "
                     f"For example: Trainer({f.name}={spec.example}).", f.name, spec.example,
                 ) from None
+        budget = self.activation_checkpointing is not None and self.activation_checkpointing.needs_compile
+        if budget and self.compile is None:
+            raise MisconfigurationError(
+                "Trainer(activation_checkpointing='budget') is carried out by torch.compile's partitioner: pass "
+                "compile=True too (Hydra: trainer.compile=true), or use activation_checkpointing='selective'.")
         if isinstance(self.val_check_interval, float) and self.check_val_every_n_epoch is None:
             raise MisconfigurationError(
                 f"Trainer(val_check_interval={self.val_check_interval}, check_val_every_n_epoch=None): a fraction of "

@@ -4,7 +4,7 @@ and callback states are put back before ``configure_optimizers``, as Lightning (
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
 
@@ -32,6 +32,8 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
         trainer.layer_sync.apply(model)  # sync_batchnorm=True or a LayerSync plugin; changes model in place
     strategy.configure_optimization(trainer.accumulate_grad_batches, trainer.gradient_clip_val,
                                     trainer.gradient_clip_algorithm)
+    strategy.configure_model_transforms(model_transforms(getattr(trainer, "compile", None),
+                                                         getattr(trainer, "activation_checkpointing", None)))
     setup_module(strategy, model)  # what Fabric.setup_module calls
     resume.restore_weights(trainer, callbacks=fit)  # before configure_optimizers, as Lightning: it sees the weights
     if not fit:
@@ -42,6 +44,15 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
                                           for o in trainer.optimizers]
     strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
                                 lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
+
+
+def model_transforms(compile: Any, checkpointing: Any) -> Any:
+    """The Trainer's ``compile=`` and ``activation_checkpointing=`` for the strategy (None when both are off)."""
+    if compile is None and checkpointing is None:
+        return None
+    from plugins.transforms.blocks import ModelTransforms  # local import: only a run that asks for them loads it
+
+    return ModelTransforms(checkpointing=checkpointing, compile=compile)
 
 
 def configure_model(model: Module) -> None:
