@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -47,6 +47,7 @@ class CheckpointSettings:
     policy: Callable[..., Any] | None = None
     memory_budget: float | None = None
     blocks: frozenset | None = None
+    classes: dict[Any, type] = field(default_factory=dict, compare=False, repr=False)  # see CompileSettings.classes
 
     @property
     def needs_compile(self) -> bool:

@@ -99,7 +99,7 @@ def _tensor_parallel(block: torch.nn.Module) -> bool:
 
 
 def transform_block(block: torch.nn.Module, checkpointing: CheckpointSettings | None,
-                    compile: CompileSettings | None, cache: dict[Any, type]) -> None:
+                    compile: CompileSettings | None) -> None:
     """Give ``block`` a subclass of its class whose ``forward`` is checkpointed and/or compiled (idempotent: a
     block transformed before is transformed again from its original class)."""
     base = original_class(block)
@@ -107,7 +107,8 @@ def transform_block(block: torch.nn.Module, checkpointing: CheckpointSettings | 
     # around DTensor ops ("expected all tensors_saved_with_vc_check to be Tensors ... DeviceMesh"), so there the
     # checkpoint goes around the compiled forward instead of inside it
     outside = checkpointing is not None and compile is not None and checkpointing.mode != "budget" and _tensor_parallel(block)
-    key = (base, id(checkpointing), id(compile), outside)  # settings hold dicts: keyed by identity, alive in the caller
+    cache = (compile or checkpointing).classes
+    key = (base, checkpointing, outside)
     if key not in cache:
         forward = base.forward
         if checkpointing is not None and not outside:
@@ -148,6 +149,5 @@ def apply_model_transforms(module: torch.nn.Module, transforms: ModelTransforms 
             raise ValueError(f"compile: no module of {type(module).__name__} is one of blocks={sorted(map(str, compile.blocks))}.")
         for b in blocks or whole_model(module):
             plan.setdefault(id(b), [b, None, None])[2] = compile
-    cache: dict[Any, type] = {}
     for block, block_checkpointing, block_compile in plan.values():
-        transform_block(block, block_checkpointing, block_compile, cache)
+        transform_block(block, block_checkpointing, block_compile)

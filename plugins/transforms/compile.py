@@ -26,6 +26,9 @@ class CompileSettings:
 
     options: dict[str, Any] = field(default_factory=dict)
     blocks: frozenset | None = None
+    # the transformed block classes made for these settings: a later stage (validate after fit) reuses them, and
+    # with them the compiled code, instead of compiling again
+    classes: dict[Any, type] = field(default_factory=dict, compare=False, repr=False)
 
     def wrap(self, forward: Callable[..., Any], memory_budget: float | None = None) -> Callable[..., Any]:
         """``forward`` compiled (lazily: nothing is traced before its first call); with ``memory_budget``, the

@@ -97,8 +97,8 @@ def test_checkpointing_keeps_gradients_identical_and_lowers_peak_memory():
     from trainer.examples.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    base = GPT(GPTConfig(vocab_size=11, block_size=64, n_layer=2, n_head=2, n_embd=32))
-    x = torch.randint(0, 11, (4, 64), generator=torch.Generator().manual_seed(0))
+    base = GPT(GPTConfig(vocab_size=11, block_size=32, n_layer=2, n_head=2, n_embd=16))
+    x = torch.randint(0, 11, (2, 32), generator=torch.Generator().manual_seed(0))
     peaks, grads = {}, {}
     for mode in (None, "full", "selective"):
         model = copy.deepcopy(base)
@@ -111,20 +111,31 @@ def test_checkpointing_keeps_gradients_identical_and_lowers_peak_memory():
     assert peaks[None] > peaks["selective"] > peaks["full"], peaks
 
 
+class Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8)) for _ in range(2))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+
 def test_memory_budget_mode_under_compile_matches_eager_gradients():
     """mode='budget': the compiled block's partitioner recomputes to fit the budget (0: all it can)."""
     from plugins.transforms.activation_checkpointing import parse_activation_checkpointing
     from plugins.transforms.blocks import ModelTransforms, apply_model_transforms
     from plugins.transforms.compile import parse_compile
-    from trainer.examples.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    eager = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    eager = Stack()
     budget = copy.deepcopy(eager)
     apply_model_transforms(budget, ModelTransforms(
         checkpointing=parse_activation_checkpointing({"mode": "budget", "memory_budget": 0.0}),
         compile=parse_compile({"backend": "aot_eager_decomp_partition"})))
-    x = torch.randint(0, 11, (2, 8))
+    x = torch.randn(4, 8)
     for model in (eager, budget):
         model(x).pow(2).mean().backward()
     for a, b in zip(eager.parameters(), budget.parameters()):
@@ -180,22 +191,16 @@ def regression(n: int = 8) -> DataLoader:
 
 def test_self_log_in_a_fullgraph_compiled_training_step():
     """``self.log`` is traced by dynamo without a graph break: a training_step compiled with fullgraph=True (which
-    raises on any break) logs through the Trainer, and dynamo's explain counts 0 breaks."""
+    raises on any break) logs through the Trainer."""
     import torch._dynamo
 
     model = Logged()
     step = model.training_step
-    explained = []
-
-    def compiled_step(batch, batch_idx):
-        if not explained:
-            explained.append(torch._dynamo.explain(step)(batch, batch_idx))
-        return torch.compile(step, fullgraph=True, backend="aot_eager")(batch, batch_idx)
-
-    model.training_step = compiled_step
+    explained = torch._dynamo.explain(step)(next(iter(regression())), 0)  # outside a Trainer: self.log returns early
+    model.training_step = torch.compile(step, fullgraph=True, backend="aot_eager")
     trainer = Trainer(max_steps=2, accelerator="cpu", **quiet())
     trainer.fit(model, regression())
-    assert explained[0].graph_break_count == 0, explained[0].break_reasons
+    assert explained.graph_break_count == 0
     assert set(trainer.callback_metrics) >= {"train_loss", "double"}
 
 
