@@ -52,6 +52,8 @@ PRECISION = {
                    {"precision": "bf16-mixed"}),
     "bf16-true": ("plugins.precision.half:TruePrecision", "Module and tensors in bf16", {"precision": "bf16-true"}),
     "16-true": ("plugins.precision.half:TruePrecision", "Module and tensors in fp16", {"precision": "16-true"}),
+    "fp8-mixed": ("plugins.precision.float8:Float8Precision",
+                  "Linear matmuls in float8 (torchao; FP8 GPUs), bf16 autocast elsewhere", {}),
 }
 # Lightning's short forms of precision names
 PRECISION_ALIASES = {"32": "32-true", "64": "64-true", "16": "16-mixed", "bf16": "bf16-mixed", "half": "16-true"}
