@@ -98,7 +98,7 @@ class FSDPStrategy(ParallelStrategy):
 
     name = "fsdp"
     layout_preset = MeshLayout(dp_replicate=1, dp_shard=-1)
-    layout_dims = ("dp_replicate", "dp_shard", "tp")
+    layout_dims = ("dp_replicate", "dp_shard", "cp", "tp")
 
     def __init__(
         self,
@@ -148,6 +148,11 @@ class FSDPStrategy(ParallelStrategy):
     def _check_backend(self) -> None:
         super()._check_backend()
         acc = self.accelerator
+        cp = self._layout_request().resolve(self.world_size).cp if "cp" in self._degrees else 1
+        if cp > 1:
+            from plugins.strategies.context_parallel import check_context_parallel
+
+            check_context_parallel(cp, self.root_device.type if acc is not None else "cpu")
         if self.cpu_offload and acc is not None and acc.name == "cpu":
             raise ValueError(
                 f"{type(self).__name__}(cpu_offload=True) with accelerator='cpu': the parameters already live in CPU "
@@ -172,8 +177,24 @@ class FSDPStrategy(ParallelStrategy):
         return super()._layout_request()
 
     def _fsdp_mesh(self) -> Any:
-        """The part of the mesh FSDP shards (and, for hybrid sharding, replicates) over."""
-        return submesh(self.device_mesh, "dp_replicate", "dp_shard")
+        """The part of the mesh FSDP shards (and, for hybrid sharding, replicates) over; with context parallel,
+        ``dp_shard x cp`` flattened (cp ranks hold the same parameters and average their gradients too)."""
+        mesh = self.device_mesh
+        if mesh is not None and "cp" in (mesh.mesh_dim_names or ()):
+            from plugins.strategies.mesh_flatten import flattened
+
+            outer = "dp_replicate" if "dp_replicate" in mesh.mesh_dim_names else None
+            return flattened(mesh, ("dp_shard", "cp"), "dp_shard_cp", outer)
+        return submesh(mesh, "dp_replicate", "dp_shard")
+
+    def forward_backward(self, step_fn: Any, batch: Any, batch_idx: int, backward: Any) -> torch.Tensor | None:
+        """With context parallel: the step (forward and backward) under ring attention on this rank's sequence slice."""
+        if self.device_mesh is None or "cp" not in (self.device_mesh.mesh_dim_names or ()):
+            return super().forward_backward(step_fn, batch, batch_idx, backward)
+        from plugins.strategies.context_parallel import context_parallel_step
+
+        with context_parallel_step(self.device_mesh["cp"], batch):
+            return super().forward_backward(step_fn, batch, batch_idx, backward)
 
     # --- the module ----------------------------------------------------------------------------------
     def _fsdp_kwargs(self) -> dict[str, Any]:

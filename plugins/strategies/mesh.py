@@ -1,14 +1,16 @@
 """One description of how processes are laid out: degrees of each parallelism on one named ``DeviceMesh``.
 
-Every multi-process strategy is a preset of these four degrees (torchtitan's ``ParallelDims``):
+Every multi-process strategy is a preset of these degrees (torchtitan's ``ParallelDims``):
 ``ddp`` = ``dp_replicate=-1``, ``fsdp`` = ``dp_shard=-1``, ``fsdp_hybrid`` = replicate x shard,
-``model_parallel`` = ``tp`` x ``dp_shard``, ``pipeline`` = ``pp`` (x any of the others). Any degree can
+``model_parallel`` = ``tp`` x ``dp_shard``, ``pipeline`` = ``pp`` (x any of the others); ``cp`` (context parallel:
+each rank of a group holds a slice of every sequence, see ``context_parallel.py``) goes with fsdp/model_parallel. Any degree can
 be set from config (``strategy.pp=2 strategy.dp_shard=2``); ``-1`` means "the rest of the processes".
 When the degrees asked for leave none to fill in (``strategy=pipeline strategy.pp=2`` on 4 processes), a
 data-parallel degree the user did not set fills in (``with_fill``): pp=2 x dp_replicate=2.
 
-Ranks are laid out row-major over ``pp, dp_replicate, dp_shard, tp``: tensor-parallel peers are
-neighbours (the same node, the fastest links) and pipeline stages are the outermost split.
+Ranks are laid out row-major over ``pp, dp_replicate, dp_shard, cp, tp``: tensor-parallel peers are
+neighbours (the same node, the fastest links), context-parallel peers next, and pipeline stages are the outermost
+split.
 """
 
 from __future__ import annotations
@@ -17,18 +19,19 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-DIMS = ("pp", "dp_replicate", "dp_shard", "tp")  # outermost first: the mesh's dimension order
+DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")  # outermost first: the mesh's dimension order
 FILL_ORDER = ("dp_replicate", "dp_shard")  # the data-parallel degrees that may fill in, the cheapest first
 
 
 @dataclass(frozen=True)
 class MeshLayout:
-    """Degrees of data (replicated, sharded), tensor and pipeline parallelism; ``-1`` fills in the rest."""
+    """Degrees of data (replicated, sharded), context, tensor and pipeline parallelism; ``-1`` fills in the rest."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
     tp: int = 1
     pp: int = 1
+    cp: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -70,7 +73,7 @@ class MeshLayout:
         return filled
 
     def _mismatch(self, world_size: int, why: str) -> str:
-        shown = " x ".join(f"{n}={d}" for n, d in self.degrees().items())
+        shown = " x ".join(f"{n}={d}" for n, d in self.degrees().items() if n != "cp" or d != 1)
         free = [n for n, d in self.degrees().items() if d == -1]
         hint = "set the others to divisors of it" if free else f"or let one fill in, e.g. strategy.{DIMS[2]}=-1"
         return (f"strategy layout {shown} does not fit {world_size} processes ({why}). Use degrees whose product is "
@@ -95,7 +98,8 @@ class MeshLayout:
         return {name: out[name] for name in DIMS}
 
     def data_parallel(self, rank: int) -> tuple[int, int]:
-        """``(dp rank, dp size)`` for the sampler: ranks of one pipeline / tensor-parallel group read the same data."""
+        """``(dp rank, dp size)`` for the sampler: ranks of one pipeline / context / tensor-parallel group read the
+        same data (context-parallel ranks then take their slice of its sequences)."""
         c = self.coordinates(rank)
         return c["dp_replicate"] * self.dp_shard + c["dp_shard"], self.dp
 

@@ -41,7 +41,7 @@ class ModelParallelStrategy(FSDPStrategy):
         layout = super()._layout_request()
         tp = self._degrees.get("tp", self.tensor_parallel_size)
         dp_shard = self._degrees.get("dp_shard", -1 if self._dp == "auto" else int(self._dp))
-        return MeshLayout(dp_replicate=layout.dp_replicate, dp_shard=dp_shard, tp=tp, pp=layout.pp)
+        return MeshLayout(dp_replicate=layout.dp_replicate, dp_shard=dp_shard, tp=tp, pp=layout.pp, cp=layout.cp)
 
     @property
     def tensor_parallel_size(self) -> int:

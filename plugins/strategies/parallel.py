@@ -97,7 +97,7 @@ def _destroy_group() -> None:
 class ParallelStrategy(Strategy):
     """One process per device, joined in a ``torch.distributed`` process group, laid out on one ``DeviceMesh``.
 
-    ``dp_replicate``/``dp_shard``/``tp``/``pp`` override the subclass's preset degrees (``layout_preset``);
+    ``dp_replicate``/``dp_shard``/``cp``/``tp``/``pp`` override the subclass's preset degrees (``layout_preset``);
     a subclass lists in ``layout_dims`` the degrees it knows how to apply.
     """
 
@@ -117,9 +117,10 @@ class ParallelStrategy(Strategy):
         dp_shard: int | None = None,
         tp: int | None = None,
         pp: int | None = None,
+        cp: int | None = None,
     ) -> None:
         super().__init__(accelerator=accelerator, precision=precision)
-        given = dict(zip(DIMS, (pp, dp_replicate, dp_shard, tp)))
+        given = {"pp": pp, "dp_replicate": dp_replicate, "dp_shard": dp_shard, "cp": cp, "tp": tp}
         self._degrees = {name: value for name, value in given.items() if value is not None}
         MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})  # bad values fail here, not at launch
         unsupported = [n for n, v in self._degrees.items() if v != 1 and n not in self.layout_dims]

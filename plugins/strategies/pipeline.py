@@ -47,7 +47,7 @@ class PipelineStrategy(ParallelStrategy):
 
     name = "pipeline"
     layout_preset = MeshLayout(dp_replicate=1, dp_shard=1, tp=1, pp=-1)
-    layout_dims = DIMS
+    layout_dims = tuple(d for d in DIMS if d != "cp")  # a schedule's micro-batches under ring attention: not yet
 
     def __init__(
         self,

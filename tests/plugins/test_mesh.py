@@ -30,9 +30,9 @@ def test_minus_one_fills_in_and_the_product_is_checked():
 
 def test_ranks_are_row_major_and_the_sampler_sees_data_parallel_replicas():
     layout = MeshLayout(dp_replicate=1, dp_shard=2, tp=2, pp=2)
-    assert layout.coordinates(0) == {"pp": 0, "dp_replicate": 0, "dp_shard": 0, "tp": 0}
-    assert layout.coordinates(5) == {"pp": 1, "dp_replicate": 0, "dp_shard": 0, "tp": 1}
-    assert layout.coordinates(6) == {"pp": 1, "dp_replicate": 0, "dp_shard": 1, "tp": 0}
+    assert layout.coordinates(0) == {"pp": 0, "dp_replicate": 0, "dp_shard": 0, "cp": 0, "tp": 0}
+    assert layout.coordinates(5) == {"pp": 1, "dp_replicate": 0, "dp_shard": 0, "cp": 0, "tp": 1}
+    assert layout.coordinates(6) == {"pp": 1, "dp_replicate": 0, "dp_shard": 1, "cp": 0, "tp": 0}
     # tensor-parallel peers and pipeline stages read the same data; dp replicas read different data
     assert [layout.data_parallel(r) for r in range(8)] == [(0, 2), (0, 2), (1, 2), (1, 2)] * 2
     assert layout.mesh_dims() == ("pp", "dp_shard", "tp")

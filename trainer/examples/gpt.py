@@ -137,13 +137,15 @@ class GPT(nn.Module):
             elif isinstance(module, nn.LayerNorm):
                 module.reset_parameters()
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """``idx`` is token ids ``(B, T)``; a pipeline stage without ``tok_emb`` gets hidden states ``(B, T, C)``."""
+    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """``idx`` is token ids ``(B, T)``; a pipeline stage without ``tok_emb`` gets hidden states ``(B, T, C)``.
+        ``positions`` ``(B, T)``: each token's position, where the model sees a slice of the sequence (context
+        parallel); by default ``0..T-1``."""
         if self.tok_emb is not None:
             T = idx.size(1)
             if not torch.jit.is_tracing() and T > self.config.block_size:
                 raise ValueError(f"Sequence length {T} exceeds block_size={self.config.block_size}.")
-            pos = torch.arange(T, device=idx.device)
+            pos = torch.arange(T, device=idx.device) if positions is None else positions
             h = self.tok_emb(idx) + self.pos_emb(pos)
             h = self.drop(h)
         else:

@@ -98,9 +98,10 @@ class GPTModule(Module):
         """Tokens the model reads in a batch: ``ThroughputMonitor`` logs tokens/s from it."""
         return batch[0].numel()
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        return self.pipeline_loss(self(x), y)  # the same loss and log with or without a pipeline
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        x, y, *positions = batch  # (x, y, positions): context parallel shards the positions with the tokens
+        logits = self.model(x, positions[0]) if positions else self(x)
+        return self.pipeline_loss(logits, y)  # the same loss and log with or without a pipeline
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         x, y = batch
