@@ -17,6 +17,14 @@ figure is the median block. The contenders are interleaved over ``--repeats`` an
   python benchmarks/gpu.py                                 # 125M, compile off and on, every contender
   python benchmarks/gpu.py --size 350m --batch 8 --compile on
   python benchmarks/gpu.py --size tiny --device cpu --steps 6 --warmup 2 --block 2   # smoke test only
+  python benchmarks/gpu.py --compile trainer               # Relay compiles through Trainer(compile=True)
+  python benchmarks/gpu.py --precision fp8 --compile trainer   # float8 Linear layers (torchao; FP8 GPUs only)
+
+``--compile trainer``: Relay gets ``Trainer(compile=True)`` (each block compiled, see ``plugins/transforms``) instead
+of the hand-written call, and the raw loop compiles the same blocks the same way; Lightning keeps
+``torch.compile(net)``. ``--precision fp8``: the raw loop converts the Linear layers exactly as Relay's
+``precision="fp8-mixed"`` does (``Float8Precision.convert_module``) and runs under bf16 autocast; Lightning has no
+torchao float8 precision and is left out. MFU is counted against the bf16 peak in both cases.
 """
 
 from __future__ import annotations
@@ -94,9 +102,21 @@ def child(args: argparse.Namespace) -> None:
     fused = device.type == "cuda"
     compiled: list[Any] = []  # the net as each contender calls it (compiled once it is on the device)
 
+    by_trainer = args.compile == "trainer" and args.contender == "relay"
+    if args.precision == "fp8" and args.contender == "raw":  # converted as precision="fp8-mixed" converts
+        from plugins.precision.float8 import Float8Precision
+
+        Float8Precision(device_type=device.type).convert_module(net.to(device))
+    if args.compile == "trainer" and args.contender == "raw":  # the blocks compiled as Trainer(compile=True) does
+        from plugins.transforms.blocks import ModelTransforms, apply_model_transforms
+        from plugins.transforms.compile import CompileSettings
+
+        apply_model_transforms(net, ModelTransforms(compile=CompileSettings()))
+
     def forward_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if not compiled:
-            compiled.append(torch.compile(net) if args.compile == "on" else net)
+            whole = args.compile == "on" or (args.compile == "trainer" and args.contender == "lightning")
+            compiled.append(torch.compile(net) if whole else net)
         logits = compiled[0](x)
         return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
 
@@ -131,9 +151,11 @@ def child(args: argparse.Namespace) -> None:
             def configure_optimizers(self):
                 return torch.optim.AdamW(self.parameters(), lr=3e-4, fused=fused)
 
-        Trainer(accelerator=device.type, devices=1, precision="bf16-mixed", max_epochs=1, logger=False,
+        extra = {"compile": True} if by_trainer else {}
+        precision = "fp8-mixed" if args.precision == "fp8" else "bf16-mixed"
+        Trainer(accelerator=device.type, devices=1, precision=precision, max_epochs=1, logger=False,
                 enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                num_sanity_val_steps=0).fit(Bench(), loader)
+                num_sanity_val_steps=0, **extra).fit(Bench(), loader)
     step_s = clock.step_seconds()
     tokens_per_step = args.batch * shape["block_size"]
     from plugins.accelerators.peak_flops import device_name, peak_flops
@@ -153,6 +175,7 @@ def run_child(args: argparse.Namespace, contender: str, compile_: str) -> dict[s
     with tempfile.TemporaryDirectory(prefix="relay-gpu-bench-") as tmp:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--child", contender, "--compile", compile_, "--out", out,
+               "--precision", args.precision,
                "--size", args.size, "--device", args.device, "--batch", str(args.batch), "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--block", str(args.block)]
         done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=args.timeout)
@@ -175,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60, help="timed steps per run")
     p.add_argument("--warmup", type=int, default=15, help="untimed steps first (compilation happens here)")
     p.add_argument("--block", type=int, default=10, help="steps per timing block")
-    p.add_argument("--compile", choices=["off", "on", "both"], default="both")
+    p.add_argument("--compile", choices=["off", "on", "both", "trainer"], default="both",
+                   help="trainer: Relay through Trainer(compile=True), the raw loop per block the same way")
+    p.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
+                   help="fp8: float8 Linear layers (torchao, an FP8 GPU); Relay's precision='fp8-mixed'")
     p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated (raw always runs)")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--timeout", type=float, default=1200, help="seconds per run")
@@ -192,12 +218,22 @@ def main(argv: list[str] | None = None) -> int:
         args.contender = args.child
         child(args)
         return 0
+    if args.precision == "fp8":  # no FP8 GPU (or no torchao): the precision's own message, before any run
+        from plugins.precision.float8 import Float8Precision
+
+        try:
+            Float8Precision(device_type=args.device)
+        except ValueError as error:
+            raise SystemExit(f"--precision fp8: {error}") from None
     contenders = ["raw"] + [c for c in args.contenders.split(",") if c in CONTENDERS and c != "raw"]
+    if args.precision == "fp8" and "lightning" in contenders:
+        contenders.remove("lightning")
+        print("note: Lightning left out (no torchao float8 precision there)")
     if "lightning" in contenders and not lightning_importable():
         contenders.remove("lightning")
         print("note: Lightning skipped (`import lightning.pytorch` fails in this interpreter)")
     compiles = ["off", "on"] if args.compile == "both" else [args.compile]
-    print(f"GPT {args.size}, batch {args.batch} x {SIZES[args.size]['block_size']} tokens, bf16-mixed, fused AdamW "
+    print(f"GPT {args.size}, batch {args.batch} x {SIZES[args.size]['block_size']} tokens, {args.precision}, fused AdamW "
           f"on {args.device}; {args.steps} timed steps after {args.warmup}; repeats {args.repeats}", flush=True)
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rep in range(args.repeats):
