@@ -223,7 +223,7 @@ class Strategy:
 
     def apply_model_transforms(self, module: torch.nn.Module) -> None:
         if self.model_transforms:
-            from plugins.transforms.blocks import apply_model_transforms
+            from plugins.transforms.blocks import apply_model_transforms  # local import: only runs that ask load it
 
             apply_model_transforms(module, self.model_transforms)
 

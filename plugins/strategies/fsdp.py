@@ -150,7 +150,7 @@ class FSDPStrategy(ParallelStrategy):
         acc = self.accelerator
         cp = self._layout_request().resolve(self.world_size).cp if "cp" in self._degrees else 1
         if cp > 1:
-            from plugins.strategies.context_parallel import check_context_parallel
+            from plugins.strategies.context_parallel import check_context_parallel  # local import: cp runs only
 
             check_context_parallel(cp, self.root_device.type if acc is not None else "cpu")
         if self.cpu_offload and acc is not None and acc.name == "cpu":
@@ -181,7 +181,7 @@ class FSDPStrategy(ParallelStrategy):
         ``dp_shard x cp`` flattened (cp ranks hold the same parameters and average their gradients too)."""
         mesh = self.device_mesh
         if mesh is not None and "cp" in (mesh.mesh_dim_names or ()):
-            from plugins.strategies.mesh_flatten import flattened
+            from plugins.strategies.mesh_flatten import flattened  # local import: cp runs only
 
             outer = "dp_replicate" if "dp_replicate" in mesh.mesh_dim_names else None
             return flattened(mesh, ("dp_shard", "cp"), "dp_shard_cp", outer)
@@ -191,7 +191,7 @@ class FSDPStrategy(ParallelStrategy):
         """With context parallel: the step (forward and backward) under ring attention on this rank's sequence slice."""
         if self.device_mesh is None or "cp" not in (self.device_mesh.mesh_dim_names or ()):
             return super().forward_backward(step_fn, batch, batch_idx, backward)
-        from plugins.strategies.context_parallel import context_parallel_step
+        from plugins.strategies.context_parallel import context_parallel_step  # local import: cp runs only
 
         with context_parallel_step(self.device_mesh["cp"], batch):
             return super().forward_backward(step_fn, batch, batch_idx, backward)

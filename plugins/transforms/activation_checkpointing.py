@@ -148,6 +148,6 @@ def parse_activation_checkpointing(value: Any) -> CheckpointSettings | None:
 
 
 def _functorch_config() -> Any:
-    import torch._functorch.config as config  # light: no dynamo
+    from torch._functorch import config  # light: no dynamo
 
     return config

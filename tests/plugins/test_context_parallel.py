@@ -59,8 +59,8 @@ def test_context_parallel_on_two_gpus_matches_one_gpu(tmp_path):
     script = ROOT / "tests" / "distributed" / "context_parallel_script.py"
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
     for name, devices, cp in (("one", "1", "1"), ("cp", "2", "2")):
-        done = subprocess.run([sys.executable, str(script), str(tmp_path / name), devices, cp], capture_output=True,
-                              text=True, timeout=500, env=env, cwd=ROOT)
+        done = subprocess.run([sys.executable, str(script), str(tmp_path / name), devices, cp], check=False,
+                              capture_output=True, text=True, timeout=500, env=env, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-4000:]
     one, cp = (json.loads((tmp_path / n / "losses.json").read_text()) for n in ("one", "cp"))
     assert one.keys() == cp.keys() and len(one) == 3

@@ -180,7 +180,7 @@ def checkpointing_setting(name: str, value: Any) -> Any:
     """``activation_checkpointing=``: off, True/'full', 'selective', 'budget' or a dict, as ``CheckpointSettings``."""
     if value is None or value is False:
         return None
-    from plugins.transforms.activation_checkpointing import parse_activation_checkpointing
+    from plugins.transforms.activation_checkpointing import parse_activation_checkpointing  # local import: as above
 
     try:
         return parse_activation_checkpointing(value)
