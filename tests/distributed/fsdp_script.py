@@ -60,6 +60,15 @@ class SelfSharded(Recorded):
         fully_shard(self.model, mesh=mesh)
 
 
+def float8(model) -> dict:
+    """Float8 layers, the local shard type FSDP all-gathers (float8 when it casts before gathering), and whether the
+    scales were precomputed after the optimizer steps."""
+    weight = model.model.blocks[0].feed_forward.w1.weight
+    local = getattr(weight, "_local_tensor", weight)
+    return {"linears": sum(type(m).__name__ == "Float8Linear" for m in model.modules()),
+            "local": type(local).__name__, "precomputed": getattr(local, "_precomputed_scale", None) is not None}
+
+
 def main() -> None:
     from scenarios import scenarios
 
@@ -133,11 +142,16 @@ def train(args: argparse.Namespace) -> None:
     if args.checkpoint_every:
         callbacks.append(ModelCheckpoint(dirpath=os.path.join(args.out, "ckpt"), save_last=True, save_top_k=-1,
                                          every_n_train_steps=args.checkpoint_every))
+    precision: object = args.precision
+    if args.precision == "fp8-emulated":  # torchao's float8 casts with high-precision matmuls: runs on the CPU
+        from plugins.precision.float8 import Float8Precision
+
+        precision = Float8Precision(emulate=True)
     trainer = Trainer(
         strategy=strategy, devices=args.devices, accelerator=args.accelerator, max_steps=args.max_steps,
         default_root_dir=args.out, logger=False, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=bool(args.checkpoint_every), callbacks=callbacks, num_sanity_val_steps=0,
-        limit_val_batches=0, gradient_clip_val=args.clip or None, precision=args.precision, accumulate_grad_batches=args.accumulate,
+        limit_val_batches=0, gradient_clip_val=args.clip or None, precision=precision, accumulate_grad_batches=args.accumulate,
         compile={"backend": args.compile} if args.compile else None, activation_checkpointing=args.checkpointing,
     )
     cls = SelfSharded if args.self_shard else Recorded
@@ -169,7 +183,7 @@ def train(args: argparse.Namespace) -> None:
         torch.save(full, out / f"final-{args.tag}.pt")
         info = {"world_size": trainer.world_size, "global_step": trainer.global_step, **evaluated,
                 "observed": model.observed, "state_keys": sorted(model.state_dict()),
-                "block_class": [c.__name__ for c in type(model.model.blocks[0]).__mro__[:4]]}
+                "block_class": [c.__name__ for c in type(model.model.blocks[0]).__mro__[:4]], "float8": float8(model)}
         (out / f"info-{args.tag}.json").write_text(json.dumps(info))
 
 

@@ -2,7 +2,7 @@
 
 Compiling costs seconds on 2 CPU cores, so one test uses inductor (torch's default backend, on a 2-layer MLP) and the
 others ``aot_eager`` (torch's tracing and autograd partitioning, without code generation). The composition with
-FSDP is tested in tests/distributed/test_fsdp.py (scenario ``csac``).
+FSDP and float8 is tested in tests/distributed/test_fsdp.py (scenario ``stack``).
 """
 
 from __future__ import annotations
