@@ -53,7 +53,8 @@ class Layout:
         if mesh is not None and hasattr(mesh, "degrees"):
             d = mesh.degrees()
             return cls(dp_replicate=d["dp_replicate"], dp_shard=d["dp_shard"], tp=d["tp"], pp=d["pp"],
-                       activation_checkpointing=checkpointing, fsdp=hasattr(strategy, "auto_wrap_policy"))
+                       cp=d.get("cp", 1), activation_checkpointing=checkpointing,
+                       fsdp=hasattr(strategy, "auto_wrap_policy"))
         world = world_size or int(getattr(strategy, "world_size", 1) or 1)
         return cls(dp_replicate=world, activation_checkpointing=checkpointing)
 
