@@ -109,6 +109,8 @@ def parse_activation_checkpointing(value: Any) -> CheckpointSettings | None:
         return None
     if value is True:
         return CheckpointSettings("full")
+    if isinstance(value, CheckpointSettings):
+        return value
     if isinstance(value, str):
         value = {"mode": value}
     if not isinstance(value, Mapping):

@@ -53,6 +53,8 @@ def parse_compile(value: Any) -> CompileSettings | None:
         return None
     if value is True:
         return CompileSettings()
+    if isinstance(value, CompileSettings):  # another Trainer's: its compiled blocks are reused
+        return value
     if not isinstance(value, Mapping):
         raise ValueError(f"compile={value!r} is not valid; {HINT}.")
     options = {str(k): _plain(v) for k, v in dict(value).items()}

@@ -163,10 +163,12 @@ def test_compiled_checkpointed_blocks_train_like_eager_and_checkpoints_resume(tm
     trainer.save_checkpoint(tmp_path / "c.ckpt")
     keys = set(torch.load(tmp_path / "c.ckpt", weights_only=True)["state_dict"])
     assert keys == set(eager.state_dict())
-    resumed = tiny_gpt()
-    again = Trainer(max_steps=3, accelerator="cpu", compile=AOT, activation_checkpointing="selective", **quiet())
+    resumed = tiny_gpt()  # the same settings objects: the compiled blocks are reused, nothing compiles again
+    again = Trainer(max_steps=3, accelerator="cpu", compile=trainer.compile,
+                    activation_checkpointing=trainer.activation_checkpointing, **quiet())
     again.fit(resumed, tokens(), ckpt_path=tmp_path / "c.ckpt")
     assert again.global_step == 3 and torch.isfinite(again.callback_metrics["train_loss"])
+    assert counters["stats"]["unique_graphs"] - graphs == 1 and type(resumed.model.blocks[0]) is type(model.model.blocks[0])
 
 
 class Logged(Module):
