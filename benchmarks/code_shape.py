@@ -5,13 +5,14 @@ and comes back, the longest functions, function-local imports of Relay's own mod
     python benchmarks/code_shape.py --trace    # also the walk itself, one line per function entered
     python benchmarks/code_shape.py --imports  # also every function-local import of Relay's modules, with its reason
 
-(a) The walk starts at ``trainer/stage/run.py:run_stage`` and follows, depth-first, every call that hands the
-Trainer on and resolves (through the module's imports or its own names) to a function of ``trainer/``: a call
-with the Trainer (or an object that holds it: ``self`` of a class that stores ``self.trainer``) among its
-arguments, a method called on the Trainer, or a method called on ``self`` of such a class. A function is entered
-once. The file trace records the file on entering a callee and again on coming back to the caller; a *stay* is a
-run of the trace in one file, and *returns* = stays - files (each stay after a file's first). ``function visits``
-counts the functions entered.
+(a) The route: from the stage entry (``trainer/stage/run.py:run_stage``), depth-first, in the order written, every
+call the Trainer is passed to: the Trainer itself, the per-call ``StageRun`` that holds it, or anything read from
+either (``trainer.strategy``, ``run.plan``, ``trainer.checkpoint_callbacks``...), into ``trainer/`` and ``plugins/``
+(``RouteWalker`` says exactly what is followed). Two narrower counts follow it: the same route stopping at
+``plugins/``, and the walk the project counted before (a call with the Trainer itself, or an object that holds it,
+among its arguments, into ``trainer/`` only). A function is entered once. The file trace records the file on entering
+a callee and again on coming back to the caller; a *stay* is a run of the trace in one file, and *returns* = stays -
+files (each stay after a file's first). ``function visits`` counts the functions entered.
 
 (b) The ten longest functions (``def`` line to last line) in ``trainer/`` and ``plugins/``.
 (c) ``import``/``from ... import`` statements inside function bodies that import ``trainer.*`` or ``plugins.*``
@@ -469,72 +470,7 @@ if __name__ == "__main__":
     main()
 
 
-# Figures. Before: the tree before calls were planned (main f82fc43); after: planned calls.
-# A hand walk had counted "52 stays in 20 files, 32 returns"; this walk follows only calls that hand the
-# Trainer on, so it counts fewer stays and files but the same sense of returns (33 here vs 32 there).
-#
-# before:
-#   (a) following the Trainer from run_stage: 50 function visits, 43 stays in 10 files,
-#       33 returns to a file already left
-#         trainer/stage/run.py re-entered 14x
-#         trainer/checkpointing/preemption.py re-entered 5x
-#         trainer/trainer.py re-entered 5x
-#         trainer/checkpointing/resume.py re-entered 4x
-#         trainer/loops/fit.py re-entered 2x
-#         trainer/loops/evaluation.py re-entered 2x
-#         trainer/stage/input_checks.py re-entered 1x
-#   (b) longest functions in trainer/ and plugins/ (6 over 60 lines):
-#          188  trainer/trainer.py:37 __init__
-#          126  trainer/stage/run.py:84 run_stage
-#           83  trainer/callbacks/model_checkpoint.py:101 __init__
-#           82  trainer/loops/fit.py:214 run_epoch
-#           68  plugins/selection.py:244 resolve_plugins
-#           62  plugins/selection.py:180 choose
-#           52  trainer/loops/optimization.py:104 _bind_fast_paths
-#           49  plugins/launchers/elastic.py:87 launch
-#           48  trainer/loops/optimization.py:157 run
-#           45  trainer/loops/evaluation.py:31 run_evaluation
-#   (c) function-local imports of trainer.*/plugins.*: 191 in 49 files
-#   (d) Trainer.__init__: 188 lines
-#
-# after:
-#   (a) following the Trainer from run_stage: 39 function visits, 15 stays in 7 files,
-#       8 returns to a file already left
-#         trainer/stage/run.py re-entered 5x
-#         trainer/loops/evaluation.py re-entered 2x
-#         trainer/loops/fit.py re-entered 1x
-#   (b) longest functions in trainer/ and plugins/ (2 over 60 lines):
-#          188  trainer/trainer.py:36 __init__
-#           83  trainer/callbacks/model_checkpoint.py:101 __init__
-#           52  trainer/loops/optimization.py:104 _bind_fast_paths
-#           52  trainer/loops/fit.py:256 _run_batches
-#           49  plugins/launchers/elastic.py:87 launch
-#           48  trainer/loops/optimization.py:157 run
-#           45  trainer/loops/evaluation.py:31 run_evaluation
-#           45  trainer/cli/app.py:58 run_hydra
-#           45  plugins/selection.py:258 resolve_plugins
-#           44  plugins/strategies/parallel.py:98 __init__
-#   (c) function-local imports of trainer.*/plugins.*: 163 in 48 files
-#   (d) Trainer.__init__: 188 lines
-#
-# Imports made module-level (from main 0f316fd, whose (c) read 238 in 72 files):
-#   (c) function-local imports of trainer.*/plugins.*: 64 in 15 files
-#         kept, with reason (a `# local import: why` comment): 19 in 9 files
-#         without a reason: 45 in 6 files
-# The 45 are all in files another branch was reworking at the time (trainer.py, strategy_calls.py, checkpoint.py,
-# loops/{optimization,batches,model_setup}.py); tests/trainer/test_import_graph.py holds them at that ceiling.
-# The 19 kept: what `from trainer import Trainer, Module` would otherwise load (the default callbacks and loggers, the
-# plugin registry and environments, preemption, EarlyStopping, strategy_calls, saving; hoisting them measured +10 ms
-# on 28 ms), torch.distributed.checkpoint (0.7 s) behind dcp_reader, the registry's promise to import no plugin
-# module until one is used, and ddp_spawn's workers re-entering run_stage.
-# `python benchmarks/import_time.py --repeats 5`, base and branch run back to back on the same (shared) machine:
-#   base:   `import trainer` +0.000 s over torch, `from trainer import Trainer, Module` +0.029 s
-#   branch: `import trainer` +0.000 s over torch, `from trainer import Trainer, Module` +0.028 s
-#
-# After merging the Trainer's strategy layer (branch `calls`) and hoisting the rest (main, 2026-11-25):
-#   (a) following the Trainer from run_stage: 45 function visits, 21 stays in 9 files, 12 returns to a file already left
-#   (c) function-local imports of trainer.*/plugins.*: 16 in 9 files, every one with its reason; 0 without
-#       (tests/trainer/test_import_graph.py: LOCAL_IMPORT_CEILING = 0)
-#   `python benchmarks/import_time.py --repeats 9`: `import trainer` +0.000 s over torch,
-#   `from trainer import Trainer, Module` +0.071 s (was +0.028 s: the loops, checkpoint code and default callbacks
-#   now load with the Trainer instead of on the first fit)
+# Figures (python benchmarks/code_shape.py; the tree before the per-call object and the resume package, 9c18722,
+# measured with this script's walkers pointed at its trainer/loops/run.py:run_stage):
+#   before: route 128 visits, 123 stays in 32 files, 91 returns; trainer side alone 69 returns; narrower walk 12 returns
+#   now:    see the first lines this script prints (the Concepts page quotes them with their date)
