@@ -1,0 +1,139 @@
+"""A Lightning module served by Relay: its attributes are Relay's objects, found by the name Lightning gives them.
+
+``getattr(alias, name)`` looks, in order, in ``names.NAMES``, in the Relay module at the mirrored path and in the
+Relay module of its package (``paths``), then follows a Lightning re-export to the module defining the name, then
+rebuilds what Lightning derives without code of its own (a constant, a requirement flag, a type alias, a logger:
+``surface``). A name Lightning defines that none of these give raises ``LightningAttributeError`` (so
+``from x import name`` raises ``ImportError``) naming it; the module itself always imports.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import logging
+import types
+from typing import Any
+
+from trainer.lightning_compat import paths, surface
+from trainer.lightning_compat.errors import LightningAttributeError, not_provided
+from trainer.lightning_compat.names import NAMES
+
+LIGHTNING_API_VERSION = surface.VERSION
+VERSIONED = ("lightning", *surface.ROOTS)
+
+
+def load(where: str) -> Any:
+    """``module:attr.attr`` (or ``module``) imported; a Lightning module through its alias."""
+    module, _, attr = where.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in attr.split(".") if attr else ():
+        value = getattr(value, part)
+    return value
+
+
+class LightningAlias(types.ModuleType):
+    """A Lightning module name whose attributes are Relay's objects (the same objects)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, f"Relay serving {name} (Lightning compatibility mode)")
+        self.__canonical__ = surface.canonical(name)
+        self.__relay_target__ = paths.relay_module_for(self.__canonical__)
+        self.__path__: list[str] = []
+        if name in VERSIONED:
+            self.__version__ = LIGHTNING_API_VERSION
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr == "__all__":
+                return self._all()
+            raise AttributeError(attr)
+        value = self._resolve(attr)
+        if isinstance(value, types.ModuleType) and _served_module(f"{self.__name__}.{attr}"):
+            value = importlib.import_module(f"{self.__name__}.{attr}")  # keep Lightning's name for submodules
+        self.__dict__[attr] = value  # once found, always the same object
+        return value
+
+    def _resolve(self, attr: str) -> Any:
+        if self.__canonical__ != self.__name__:  # pytorch_lightning.x / lightning_fabric.x: lightning.*'s objects
+            if _served_module(f"{self.__name__}.{attr}"):
+                return importlib.import_module(f"{self.__name__}.{attr}")
+            return getattr(importlib.import_module(self.__canonical__), attr)
+        if self.__name__ == "lightning":
+            return _lightning_root(attr)
+        spec = surface.module(self.__name__) or {"names": {}}
+        entry = spec["names"].get(attr)
+        if f"{self.__name__}:{attr}" in NAMES:
+            return load(NAMES[f"{self.__name__}:{attr}"])
+        if entry is not None and entry["kind"] == "reexport":
+            try:
+                return load(entry["from"])
+            except LightningAttributeError:
+                pass  # Relay may still have it where this module's names are
+        for target in (self.__relay_target__, paths.relay_package_for(self.__name__)):
+            if target is None or (entry is None and target != self.__relay_target__):
+                continue
+            relay = importlib.import_module(target)
+            if hasattr(relay, attr):
+                return getattr(relay, attr)
+        if _served_module(f"{self.__name__}.{attr}"):
+            return importlib.import_module(f"{self.__name__}.{attr}")
+        if entry is None:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        if entry["kind"] in DERIVED:
+            return DERIVED[entry["kind"]](self, entry)
+        raise LightningAttributeError(not_provided(f"{self.__name__}.{attr}"))
+
+    def _all(self) -> list[str]:
+        spec = surface.module(self.__name__)
+        if spec is None or "all" not in spec:
+            if self.__relay_target__ is None:
+                raise AttributeError("__all__")
+            return list(getattr(importlib.import_module(self.__relay_target__), "__all__", []))
+        out = []
+        for name in spec["all"]:
+            try:
+                getattr(self, name)
+            except AttributeError:
+                continue
+            out.append(name)
+        return out
+
+    def __dir__(self) -> list[str]:
+        spec = surface.module(self.__name__) or {"names": {}}
+        own = set(spec["names"])
+        if self.__relay_target__ is not None:
+            own |= set(dir(importlib.import_module(self.__relay_target__)))
+        return sorted(own | set(self.__dict__))
+
+
+def _served_module(name: str) -> bool:
+    canonical = surface.canonical(name)
+    return surface.module(canonical) is not None or paths.relay_module_for(canonical) is not None
+
+
+def _lightning_root(attr: str) -> Any:
+    if attr in ("pytorch", "fabric"):
+        return importlib.import_module(f"lightning.{attr}")
+    if attr == "Fabric":
+        return importlib.import_module("lightning.fabric").Fabric
+    return getattr(importlib.import_module("lightning.pytorch"), attr)
+
+
+def _uses(alias: LightningAlias, entry: dict[str, Any]) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": alias.__name__}
+    for name, where in entry.get("uses", {}).items():
+        namespace[name] = load(where)
+    return namespace
+
+
+def _expression(alias: LightningAlias, entry: dict[str, Any]) -> Any:
+    return eval(entry["expr"], _uses(alias, entry))  # noqa: S307 - Lightning's own one-line expressions, as data
+
+
+DERIVED = {
+    "constant": lambda alias, entry: entry["value"],
+    "external": lambda alias, entry: load(entry["from"]),
+    "logger": lambda alias, entry: logging.getLogger(entry["logger"]),
+    "expression": _expression,
+}

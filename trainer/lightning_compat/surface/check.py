@@ -1,0 +1,148 @@
+"""Lightning's surface, checked on what this process serves: module imports, names, public signatures.
+
+Used by ``tests/compat/test_lightning_surface.py`` and ``docs/make_lightning_api.py`` with the zero-edit mode
+installed, so ``lightning.pytorch.x`` is Relay's alias. A signature matches when Relay's callable accepts every
+call Lightning's accepts the same way: Lightning's parameters in the same order with the same kinds and defaults;
+Relay may add parameters only where no call to Lightning's could reach them (after Lightning's positional ones,
+with a default, or as ``*args``/``**kwargs``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.lightning_compat import surface
+from trainer.lightning_compat.surface.walk import signature
+
+ALIASES = {"lightning.pytorch": "pytorch_lightning", "lightning.fabric": "lightning_fabric"}
+
+
+def under_roots(module: str) -> list[str]:
+    """``module`` under each of the names it is served as (``lightning.*`` and ``pytorch_lightning.*`` or
+    ``lightning_fabric.*``)."""
+    for real, alias in ALIASES.items():
+        if module == real or module.startswith(real + "."):
+            return [module, alias + module[len(real):]]
+    return [module]
+
+
+@dataclass
+class Report:
+    modules: int = 0
+    modules_failed: dict[str, str] = field(default_factory=dict)  # "lightning.x" -> error
+    names: int = 0
+    names_failed: dict[str, str] = field(default_factory=dict)  # "module:name" -> error
+    signatures: int = 0
+    signatures_failed: dict[str, str] = field(default_factory=dict)  # "module:name[.method]" -> difference
+
+    def summary(self) -> str:
+        return (f"modules importing {self.modules - len(self.modules_failed)}/{self.modules}, "
+                f"names resolving {self.names - len(self.names_failed)}/{self.names}, "
+                f"signatures matching {self.signatures - len(self.signatures_failed)}/{self.signatures}")
+
+
+def difference(lightning: list[list[str]], relay: list[list[str]] | None) -> str | None:
+    """Why ``relay`` does not accept what ``lightning`` accepts, or None when it does (the rule above)."""
+    if relay is None:
+        return "no signature"
+    mine = {p[0]: p for p in relay}
+    for p in lightning:
+        if p[0] not in mine and p[1] not in ("VAR_POSITIONAL", "VAR_KEYWORD"):
+            return f"parameter {p[0]!r} missing"
+    wanted = [p for p in relay if p[0] in {q[0] for q in lightning}]
+    if [p[0] for p in wanted] != [p[0] for p in lightning if p[0] in mine]:
+        return f"order {[p[0] for p in wanted]} (Lightning {[p[0] for p in lightning]})"
+    for p in lightning:
+        q = mine.get(p[0])
+        if q is None:
+            continue
+        if q[1] != p[1]:
+            return f"{p[0]!r} is {q[1]} (Lightning {p[1]})"
+        if q[2] != p[2]:
+            return f"{p[0]!r} defaults to {q[2]} (Lightning {p[2]})"
+    positional = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
+    last = max((i for i, p in enumerate(relay) if p[0] in {q[0] for q in lightning} and p[1] in positional),
+               default=-1)
+    for i, p in enumerate(relay):
+        if p[0] in {q[0] for q in lightning} or p[1] in ("VAR_POSITIONAL", "VAR_KEYWORD"):
+            continue
+        if p[2] == "<required>":
+            return f"extra required parameter {p[0]!r}"
+        if p[1] in positional and i < last:
+            return f"extra positional parameter {p[0]!r} before Lightning's"
+    return None
+
+
+def _method_signature(cls: type, name: str) -> list[list[str]] | None:
+    raw = inspect.getattr_static(cls, name, None)
+    sig = signature(getattr(cls, name))
+    if sig and not isinstance(raw, (staticmethod, classmethod)):
+        sig = sig[1:]  # self
+    return sig
+
+
+def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report:
+    """Import every module under every root, resolve every name, compare every public signature."""
+    modules = (data or surface.load())["modules"]
+    report = Report()
+    for name, spec in modules.items():
+        served = []
+        for path in under_roots(name):
+            report.modules += 1
+            try:
+                served.append(importlib.import_module(path))
+            except Exception as err:  # noqa: BLE001 - any failure is a finding
+                report.modules_failed[path] = f"{type(err).__name__}: {err}"
+        if not served:
+            report.names += len(spec["names"])
+            report.names_failed.update({f"{name}:{n}": "module does not import" for n in spec["names"]})
+            continue
+        module = served[0]
+        for attr, entry in spec["names"].items():
+            report.names += 1
+            try:
+                obj = getattr(module, attr)
+            except Exception as err:  # noqa: BLE001
+                report.names_failed[f"{name}:{attr}"] = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+                continue
+            if not signatures or entry["kind"] == "reexport" or attr.startswith("_"):
+                continue
+            if "signature" in entry and entry["signature"] is not None:
+                report.signatures += 1
+                why = difference(entry["signature"], signature(obj))
+                if why:
+                    report.signatures_failed[f"{name}:{attr}"] = why
+            for method, sig in (entry.get("methods") or {}).items():
+                if sig is None:
+                    continue
+                report.signatures += 1
+                if not hasattr(obj, method):
+                    report.signatures_failed[f"{name}:{attr}.{method}"] = "method missing"
+                    continue
+                why = difference(sig, _method_signature(obj, method))
+                if why:
+                    report.signatures_failed[f"{name}:{attr}.{method}"] = why
+    return report
+
+
+def main() -> None:
+    """``python -m trainer.lightning_compat.surface.check [-v]``: the counts in the zero-edit mode."""
+    from trainer.lightning_compat import install
+
+    install(children=False)
+    report = check()
+    print(report.summary())
+    if "-v" in sys.argv:
+        for title, failed in (("modules", report.modules_failed), ("names", report.names_failed),
+                              ("signatures", report.signatures_failed)):
+            print(f"\n# {title} ({len(failed)})")
+            for key, why in failed.items():
+                print(f"{key}: {why}")
+
+
+if __name__ == "__main__":
+    main()
