@@ -1,28 +1,28 @@
-"""Writes docs/lightning_api.md from an installed Lightning: every public name and Trainer argument, with its status.
+"""Writes docs/lightning_api.md: Lightning's surface as Relay serves it, from the walk of Lightning itself.
 
-Run ``python docs/make_lightning_api.py > docs/lightning_api.md`` in an environment with ``lightning`` and Relay.
-A name is "supported" when Relay serves it at the mirrored path (checked here by importing it); the notes
-below give the documented differences and the reasons for what is refused.
+``python docs/make_lightning_api.py > docs/lightning_api.md`` (no Lightning needed: the surface is the data file
+``trainer/lightning_compat/surface/lightning-<version>.json``); ``python docs/make_lightning_api.py --walk``
+first rewrites that file from the installed Lightning (so a new release shows as a diff of it), then the page.
+The counts come from ``python -m trainer.lightning_compat.surface.check --json``, run in a fresh interpreter in
+the zero-edit mode; every finding must be covered by one of the allowed exceptions
+(``trainer/lightning_compat/surface/exceptions.py``), which the page lists with their reasons and tests.
 """
 
 from __future__ import annotations
 
-import importlib
+import ast
+import json
 import os
+import subprocess
 import sys
+from typing import Any
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 # the repository root, not tests/ (whose tests/trainer/ package would shadow Relay's `trainer`)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, ROOT)
 
-from tests.compat.lightning_api_names import (
-    MEMBER_CLASSES,
-    MODULES,
-    defined_names,
-    instance_names,
-    lightning_members,
-    trainer_arguments_with_defaults,
-)
-from trainer.lightning_compat import relay_module_for
+from trainer.lightning_compat import surface  # noqa: E402
+from trainer.lightning_compat.surface.exceptions import ALLOWED  # noqa: E402
 
 FABRIC = ("Fabric's own members: `trainer.fabric.Fabric` has Lightning Fabric's methods and properties, tested "
           "differentially in tests/compat/test_fabric_diff.py")
@@ -212,95 +212,121 @@ def relay_only_argument_rows(arguments: type | None = None) -> list[tuple[str, s
             if spec_of(f).lightning is None]
 
 
-def member_rows(cls_name: str) -> list[tuple[str, str, str, str]]:
-    relay_cls = MEMBER_CLASSES[cls_name]
-    present = instance_names("relay", cls_name)
-    out = []
-    for name in lightning_members(cls_name):
-        status, text = MEMBERS.get(f"{cls_name}.{name}") or (("supported", "") if name in present
-                                                               else ("refused", "not implemented"))
-        if status == "refused" and name in present:
-            raise SystemExit(f"{cls_name}.{name} is marked refused but Relay's {relay_cls} has it: update MEMBERS")
-        if status in ("supported", "difference") and name not in present:
-            raise SystemExit(f"{cls_name}.{name} is marked {status} but Relay's {relay_cls} lacks it")
-        out.append((name, status, f"`trainer.{relay_cls}.{name}`" if name in present else "", text))
-    return out
 
 
-def _importable(relay_module: str | None, name: str) -> bool:
-    if relay_module is None:
-        return False
-    try:
-        getattr(importlib.import_module(relay_module), name)
-    except (ImportError, AttributeError):
-        return False
-    return True
+def run_check() -> dict[str, Any]:
+    """The zero-edit mode's report (``surface/check.py``), from a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", "trainer.lightning_compat.surface.check", "--json"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return json.loads(done.stdout)
 
 
-def rows(module: str) -> list[tuple[str, str, str, str]]:
-    relay = relay_module_for(module)
-    out = []
-    for name in defined_names(module):
-        note = NOTES.get(f"{module}:{name}") or NOTES.get(f"{module}:*") or NOTES.get(name)
-        present = _importable(relay, name)
-        if note is None:
-            status, text = ("supported", "") if present else ("refused", "not implemented")
+def classify(report: dict[str, Any]) -> tuple[dict[int, list[str]], list[str]]:
+    """``({index of the allowed exception: [findings]}, [findings no exception covers])``."""
+    covered: dict[int, list[str]] = {i: [] for i in range(len(ALLOWED))}
+    uncovered = []
+    findings = [("names", k) for k in report["names_failed"]] + [("signatures", k) for k in report["signatures_failed"]]
+    findings += [("modules", k) for k in report["modules_failed"]]
+    for what, key in findings:
+        index = next((i for i, a in enumerate(ALLOWED) if a.what == what and a.covers(key)), None)
+        if index is None:
+            uncovered.append(f"{what} {key}")
         else:
-            status, text = note
-        if status == "planned" and present:
-            status, text = "supported", ""
-        if status == "refused" and present:
-            raise SystemExit(f"{module}.{name} is marked refused but {relay}.{name} exists: update NOTES")
-        if status in ("supported", "difference") and not present:
-            raise SystemExit(f"{module}.{name} is marked {status} but {relay}.{name} cannot be imported")
-        out.append((name, status, f"`{relay}.{name}`" if present else "", text))
-    return out
+            covered[index].append(key)
+    return covered, uncovered
+
+
+def lightning_trainer_arguments() -> dict[str, object]:
+    """Lightning's Trainer arguments with their defaults, read from the surface data."""
+    sig = surface.modules()["lightning.pytorch.trainer.trainer"]["names"]["Trainer"]["signature"]
+    return {name: ast.literal_eval(default) for name, kind, default in sig if kind != "VAR_KEYWORD"}
+
+
+def page(report: dict[str, Any]) -> str:
+    covered, uncovered = classify(report)
+    if uncovered:
+        raise SystemExit("findings no allowed exception covers (fix them, or add an exception with its reason and "
+                         "test to trainer/lightning_compat/surface/exceptions.py):\n" + "\n".join(uncovered))
+    stale = [ALLOWED[i].patterns for i, keys in covered.items() if not keys]
+    if stale:
+        raise SystemExit(f"allowed exceptions that cover nothing any more (remove them): {stale}")
+    data = surface.load()
+    modules = data["modules"]
+    own = sum(1 for m in modules.values() for e in m["names"].values() if e["kind"] != "reexport")
+    out = [f"# Lightning's surface in Relay\n",
+           f"Generated by `python docs/make_lightning_api.py > docs/lightning_api.md` from the walk of Lightning "
+           f"{data['lightning']} (`trainer/lightning_compat/surface/lightning-{data['lightning']}.json`, written by "
+           "`python docs/make_lightning_api.py --walk` from an installed Lightning; a new release shows as a diff of "
+           "that file). Checked by `tests/compat/test_lightning_surface.py`.\n",
+           "Run a Lightning program unmodified with `python -m trainer.lightning_compat script.py` (or `-m "
+           "package.module`): `lightning`, `lightning.pytorch`, `pytorch_lightning`, `lightning.fabric` and "
+           "`lightning_fabric` are served by Relay. Or port it: Relay's own names are in `trainer` "
+           "(`trainer.Module` is `LightningModule`).\n",
+           "## What is served\n",
+           f"Every module file of `lightning.pytorch` and `lightning.fabric` ({len(modules)} modules, `_graveyard` "
+           "aside), under each name it has (`lightning.*`, and `pytorch_lightning.*` or `lightning_fabric.*`), "
+           "imports. Each module serves the names it *defines*, by this rule (private names included, since real "
+           "projects import them): every name in its `__all__`; every name bound at its top level by `def`, "
+           "`class` or an assignment (constants, requirement flags, type aliases, loggers); every name it imports "
+           "from another Lightning module (a re-export) or publicly from `lightning_utilities`. Names it imports "
+           "from torch or another third party, and imported modules, are not its own. A public function or class "
+           "(and each public method a public class defines) has Lightning's signature: the same parameter names "
+           "in the same order, kinds and defaults; Relay may add a parameter only where no call to Lightning's "
+           "reaches it.\n",
+           "A name is Relay's own object where Relay has one (`LightningModule` *is* `trainer.Module`), else a "
+           "value derived from Lightning's definition (a `RequirementCache` flag, a version constant, a type "
+           "alias), else a small implementation in `trainer/lightning_compat/`. Pieces bound to hardware or a "
+           "package that is not installed (XLA/TPU, bitsandbytes, TransformerEngine) exist: their availability "
+           "checks answer False and constructing one raises what Lightning raises without the dependency.\n",
+           "| | served | in Lightning |\n|---|---|---|",
+           f"| module paths importing | {report['modules'] - len(report['modules_failed'])} | {report['modules']} |",
+           f"| names resolving (each module's own: {own}, re-exports: {report['names'] - own}) | "
+           f"{report['names'] - len(report['names_failed'])} | {report['names']} |",
+           f"| public signatures matching | {report['signatures'] - len(report['signatures_failed'])} | "
+           f"{report['signatures']} |",
+           "",
+           "## Allowed exceptions\n",
+           "Everything not served, each with its reason and the test that checks it. A name not served raises "
+           "`LightningAttributeError` (an `AttributeError`; `from ... import` turns it into an `ImportError`) "
+           "naming it, when it is used; its module still imports.\n",
+           "| what | Lightning names | count | reason | test |\n|---|---|---|---|---|"]
+    for i, allowed in enumerate(ALLOWED):
+        keys = covered[i]
+        shown = ", ".join(f"`{k}`" for k in keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+        out.append(f"| {allowed.what} | {shown} | {len(keys)} | {allowed.reason} | `{allowed.test}` |")
+    out += ["", "## Documented behaviour differences\n",
+            "Served, accepted with Lightning's signature, and behaving differently in the way the note says.\n",
+            "| name | note |\n|---|---|"]
+    for key, (status, note) in NOTES.items():
+        if status == "difference":
+            out.append(f"| `{key}` | {note} |")
+    for key, (status, note) in MEMBERS.items():
+        if status == "difference":
+            out.append(f"| `{key}` | {note} |")
+    out += ["", "## `Trainer` arguments\n",
+            "From `trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema "
+            "and "
+            "`python -m trainer --help`.\n", "| argument | status | note |\n|---|---|---|"]
+    for arg, status, note in trainer_argument_rows(lightning_trainer_arguments()):
+        out.append(f"| `{arg}` | {status} | {note} |")
+    out += ["", "## Relay's own `Trainer` arguments\n", "| argument | default | what it does |\n|---|---|---|"]
+    for arg, default, text in relay_only_argument_rows():
+        out.append(f"| `{arg}` | `{default}` | {text} |")
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:
-    import lightning
+    if "--walk" in sys.argv:
+        from trainer.lightning_compat.surface import walk
 
-    print("# Lightning's public API in Relay\n")
-    print(f"Made from Lightning {lightning.__version__} by `python docs/make_lightning_api.py` "
-          "(every name in the `__all__` of the modules below, or for a module without one the names it defines; "
-          "every `Trainer` argument). `tests/compat/test_lightning_api_table.py` checks that the table lists "
-          "every such name and that every *supported* row imports from Relay at the path given.\n")
-    print("Statuses: **supported** (same name, same use), **difference** (accepted; the note says what differs), "
-          "**refused** (not provided; the note says why and what to use), **planned** (another open branch of "
-          "issue 11 adds it).\n")
-    print("Porting by hand: replace `lightning.pytorch` (or `pytorch_lightning`) by `trainer` in imports. Running "
-          "unmodified: `python -m trainer.lightning_compat script.py` serves these paths (`lightning.fabric` and "
-          "`lightning_fabric` too) under Lightning's own "
-          "names; anything refused here fails there with one line naming it. There, `lightning.__version__` (and "
-          "`pytorch_lightning.__version__`) reads the Lightning version this table describes, so version checks in "
-          "user code pass; `trainer.__version__` is Relay's.\n")
-    print(f"Not covered by this table: {FABRIC}; `lightning.pytorch.loops` internals. `LightningCLI` is served for "
-          "projects that use it (jsonargparse, the `relaytrain[cli]` extra); Relay's own command line is Hydra's "
-          "(`python -m trainer`).\n")
-    for module in MODULES:
-        print(f"## `{module}` → `{relay_module_for(module)}`\n")
-        print("| name | status | in Relay | note |\n|---|---|---|---|")
-        for name, status, where, note in rows(module):
-            print(f"| `{name}` | {status} | {where} | {note} |")
-        print()
-    for cls_name, relay_cls in MEMBER_CLASSES.items():
-        what = "minus those every `torch.nn.Module` has" if cls_name == "LightningModule" else ""
-        print(f"## `{cls_name}` members → `trainer.{relay_cls}`\n")
-        print(f"Public methods, properties and attributes of a `{cls_name}` instance{' ' + what if what else ''}.\n")
-        print("| name | status | in Relay | note |\n|---|---|---|---|")
-        for name, status, where, note in member_rows(cls_name):
-            print(f"| `{name}` | {status} | {where} | {note} |")
-        print()
-    print("## `Trainer` arguments\n")
-    print("From `trainer.arguments.trainer_arguments.TrainerArguments`, which also makes the Trainer's checks, its Hydra schema and "
-          "`python -m trainer --help`.\n")
-    print("| argument | status | note |\n|---|---|---|")
-    for arg, status, note in trainer_argument_rows(trainer_arguments_with_defaults()):
-        print(f"| `{arg}` | {status} | {note} |")
-    print("\n## Relay's own `Trainer` arguments\n")
-    print("| argument | default | what it does |\n|---|---|---|")
-    for arg, default, text in relay_only_argument_rows():
-        print(f"| `{arg}` | `{default}` | {text} |")
+        with open(surface.DATA, "w", encoding="utf-8") as f:
+            f.write(walk.dumps(walk.walk()))
+        surface.load.cache_clear()
+    sys.stdout.write(page(run_check()))
+
 
 if __name__ == "__main__":
     main()

@@ -42,4 +42,53 @@ NAMES: dict[str, str] = {
     f"{_F}.strategies:HorovodStrategy": "plugins.strategies.horovod:HorovodStrategy",
     f"{_F}.strategies.registry:_StrategyRegistry": "trainer.fabric.registries:StrategyRegistry",
     f"{_F}.strategies:STRATEGY_REGISTRY": "trainer.fabric.registries:STRATEGY_REGISTRY",
+    # hardware- and package-bound pieces: import everywhere, raise on construction as Lightning does without them
+    **{f"{_F}.accelerators.xla:{n}": f"{_IMPL}.xla:{n}" for n in ("XLAAccelerator", "_using_pjrt", "_parse_tpu_devices")},
+    f"{_P}.accelerators.xla:XLAAccelerator": f"{_IMPL}.xla:TrainerXLAAccelerator",
+    f"{_F}.strategies.xla:XLAStrategy": f"{_IMPL}.xla:XLAStrategy",
+    f"{_P}.strategies.xla:XLAStrategy": f"{_IMPL}.xla:TrainerXLAStrategy",
+    f"{_F}.strategies.xla_fsdp:XLAFSDPStrategy": f"{_IMPL}.xla:XLAFSDPStrategy",
+    f"{_F}.strategies.single_xla:SingleDeviceXLAStrategy": f"{_IMPL}.xla:SingleDeviceXLAStrategy",
+    f"{_P}.strategies.single_xla:SingleDeviceXLAStrategy": f"{_IMPL}.xla:TrainerSingleDeviceXLAStrategy",
+    f"{_F}.plugins.precision.xla:XLAPrecision": f"{_IMPL}.xla:XLAPrecision",
+    f"{_P}.plugins.precision.xla:XLAPrecision": f"{_IMPL}.xla:TrainerXLAPrecision",
+    f"{_F}.plugins.environments.xla:XLAEnvironment": f"{_IMPL}.xla:XLAEnvironment",
+    f"{_F}.plugins.io.xla:XLACheckpointIO": f"{_IMPL}.xla:XLACheckpointIO",
+    f"{_P}.profilers.xla:XLAProfiler": f"{_IMPL}.xla:XLAProfiler",
+    f"{_F}.strategies.launchers.xla:_XLALauncher": f"{_IMPL}.xla:_XLALauncher",
+    f"{_P}.strategies.launchers.xla:_XLALauncher": f"{_IMPL}.xla:_XLALauncher",
+    **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.quantization:{name}"
+       for root in (_P, _F) for module, name in (("bitsandbytes", "BitsandbytesPrecision"),
+                                                 ("transformer_engine", "TransformerEnginePrecision"))},
+    # small helpers real projects import
+    **{f"{_F}.utilities.load:{n}": f"{_IMPL}.loading:{n}"
+       for n in ("_NotYetLoadedTensor", "_lazy_load", "_materialize_tensors", "_move_state_into")},
+    **{f"{_F}.utilities.init:{n}": f"{_IMPL}.meta_init:{n}"
+       for n in ("_EmptyInit", "_materialize", "_materialize_meta_tensors", "_materialize_distributed_module",
+                 "_has_meta_device_parameters_or_buffers")},
+    f"{_F}.utilities.types:_Stateful": f"{_IMPL}.types:_Stateful",
+    f"{_F}.utilities.types:ReduceOp": "torch.distributed:ReduceOp",
+    f"{_F}.utilities.types:RedOpType": "torch.distributed:ReduceOp.RedOpType",
+    f"{_F}.utilities.types:ProcessGroup": "torch.distributed:ProcessGroup",
+    f"{_F}.utilities.types:UntypedStorage": "torch:UntypedStorage",
+    f"{_F}.utilities.testing._runif:_runif_reasons": f"{_IMPL}.runif:_fabric_runif_reasons",
+    f"{_P}.utilities.testing._runif:_runif_reasons": f"{_IMPL}.runif:_trainer_runif_reasons",
+    f"{_F}.wrappers:_FabricOptimizer": "trainer.fabric.wrappers:FabricOptimizer",
+    f"{_F}.wrappers:_FabricModule": "trainer.fabric.wrappers:FabricModule",
+    f"{_F}.wrappers:_FabricDataLoader": "trainer.fabric.wrappers:FabricDataLoader",
+    **{f"{_P}.utilities.combined_loader:{n}": f"{_IMPL}.combined:{n}"
+       for n in ("_ModeIterator", "_MinSize", "_MaxSizeCycle", "_MaxSize", "_Sequential", "_CombinationMode",
+                 "_SUPPORTED_MODES", "_get_iterables_lengths", "_shutdown_workers_and_reset_iterator")},
+    **{f"{_P}.loggers.logger:{n}": f"{_IMPL}.logging_helpers:{n}" for n in ("DummyLogger", "merge_dicts")},
+    **{f"{_F}.loggers.logger:{n}": f"{_IMPL}.logging_helpers:{n}" for n in ("_DummyExperiment", "rank_zero_experiment")},
+    **{f"{_P}.core.saving:{n}": f"{_IMPL}.saving:{n}"
+       for n in ("load_hparams_from_yaml", "save_hparams_to_yaml", "load_hparams_from_tags_csv",
+                 "save_hparams_to_tags_csv", "convert", "update_hparams")},
+    **{f"{_P}.utilities.model_summary.model_summary:{n}": f"{_IMPL}.model_summary:{n}"
+       for n in ("LayerSummary", "ModelSummary", "summarize", "get_human_readable_count", "get_formatted_model_size",
+                 "parse_batch_shape")},
+    f"{_P}.core.mixins.hparams_mixin:HyperparametersMixin": "trainer.hparams:HyperparametersMixin",
+    f"{_P}.core.hooks:DataHooks": "trainer.data_hooks:DataHooks",
+    f"{_P}.core.hooks:ModelHooks": f"{_IMPL}.hooks:ModelHooks",
+    f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
 }

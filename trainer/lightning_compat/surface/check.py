@@ -130,11 +130,20 @@ def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report
 
 
 def main() -> None:
-    """``python -m trainer.lightning_compat.surface.check [-v]``: the counts in the zero-edit mode."""
+    """``python -m trainer.lightning_compat.surface.check [-v | --json]``: the counts in the zero-edit mode (``-v``:
+    and every failure; ``--json``: the whole report as JSON, for the test and the doc generator)."""
+    import json
+    import warnings
+
     from trainer.lightning_compat import install
 
     install(children=False)
-    report = check()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = check()
+    if "--json" in sys.argv:
+        print(json.dumps(report.__dict__, indent=1, sort_keys=True))
+        return
     print(report.summary())
     if "-v" in sys.argv:
         for title, failed in (("modules", report.modules_failed), ("names", report.names_failed),

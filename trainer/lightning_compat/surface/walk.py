@@ -27,6 +27,7 @@ triples.
 from __future__ import annotations
 
 import ast
+import builtins
 import enum
 import importlib
 import inspect
@@ -152,9 +153,10 @@ def _literal(node: ast.AST) -> tuple[bool, Any]:
     return True, value
 
 
-def _expression(module: types.ModuleType, stmt: ast.AST, name: str) -> dict[str, Any] | None:
-    """``{"expr": text, "uses": {name: origin}}`` for a one-off assignment whose names can all be found again
-    without Lightning (modules, importable classes/functions, this module's own names), else None."""
+def _expression(module: types.ModuleType, stmt: ast.AST, bindings: dict[str, list[ast.AST]]) -> dict[str, Any] | None:
+    """``{"expr": text, "uses": {name: where}}`` for a one-off assignment whose names can all be found again
+    without Lightning: where the module imported them from (``module:name``, or a module), the module's own names
+    (``lightning.x:name``) and builtins. None for anything else (lambdas, comprehensions, other names)."""
     value = getattr(stmt, "value", None)
     if value is None or not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         return None
@@ -164,47 +166,32 @@ def _expression(module: types.ModuleType, stmt: ast.AST, name: str) -> dict[str,
     for node in ast.walk(value):
         if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             return None
-        if not isinstance(node, ast.Name):
+        if not isinstance(node, ast.Name) or node.id == "__name__":
             continue
-        if node.id == "__name__":
-            continue
-        obj = vars(module).get(node.id, getattr(__builtins__, node.id, None) if isinstance(__builtins__, types.ModuleType)
-                               else __builtins__.get(node.id))
-        if obj is None and node.id not in vars(module):
+        where = _where(module, node.id, bindings.get(node.id, []))
+        if where is None:
+            if node.id in vars(builtins):
+                continue
             return None
-        if node.id in vars(__import__("builtins")) and obj is getattr(__import__("builtins"), node.id):
-            continue
-        if isinstance(obj, types.ModuleType):
-            uses[node.id] = obj.__name__
-        elif _is_lightning(getattr(obj, "__module__", None)) or node.id in vars(module) and _defined_here(module, node.id):
-            uses[node.id] = f"{module.__name__}:{node.id}" if _defined_here(module, node.id) else f"{obj.__module__}:{getattr(obj, '__qualname__', node.id)}"
-        elif (origin := _origin(obj)) is not None or _typing_origin(obj) is not None:
-            uses[node.id] = origin or _typing_origin(obj)
-        else:
-            return None
+        uses[node.id] = where
     return {"expr": ast.unparse(value), "uses": dict(sorted(uses.items()))}
 
 
-def _typing_origin(obj: Any) -> str | None:
-    """``typing:Name`` for typing's special forms (``Union``, ``Optional``, ``Any``...)."""
-    import typing
-
-    for mod in (typing, __import__("typing_extensions")):
-        for attr in ("_name", "__name__"):
-            name = getattr(obj, attr, None)
-            if isinstance(name, str) and getattr(mod, name, None) is obj:
-                return f"{mod.__name__}:{name}"
-    return None
-
-
-_DEFINED: dict[tuple[str, str], bool] = {}
+def _where(module: types.ModuleType, name: str, stmts: list[ast.AST]) -> str | None:
+    """Where ``name``, as the module binds it, can be found again: ``module:name`` or a module's name."""
+    if not stmts:
+        return None
+    if not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in stmts):
+        return f"{module.__name__}:{name}" if len(stmts) == 1 else None
+    stmt = stmts[0]
+    if isinstance(stmt, ast.Import):
+        alias = next(a for a in stmt.names if (a.asname or a.name.split(".")[0]) == name)
+        return alias.name if alias.asname else alias.name.split(".")[0]
+    return f"{_resolve_from(module, stmt)}:{_imported_name(stmt, name)}"
 
 
-def _defined_here(module: types.ModuleType, name: str) -> bool:
-    return _DEFINED.get((module.__name__, name), False)
-
-
-def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: bool) -> dict[str, Any] | None:
+def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: bool,
+          bindings: dict[str, list[ast.AST]]) -> dict[str, Any] | None:
     """What serving ``module.name`` needs, or None when the name is not the module's (the rule above)."""
     obj = getattr(module, name, None)
     if isinstance(obj, types.ModuleType):
@@ -249,7 +236,7 @@ def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: boo
         ok, value = _literal(stmts[0].value)
         if ok:
             return {"kind": "constant", "value": value}
-        expr = _expression(module, stmts[0], name)
+        expr = _expression(module, stmts[0], bindings)
         if expr is not None:
             return {"kind": "expression", **expr}
     if name not in vars(module):
@@ -283,14 +270,12 @@ def walk_module(name: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     bindings = _top_level_bindings(tree)
-    for bound, stmts in bindings.items():
-        _DEFINED[(name, bound)] = not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in stmts)
     declared = list(getattr(module, "__all__", []) or [])
     names: dict[str, Any] = {}
     for bound in sorted(set(bindings) | set(declared)):
         if bound.startswith("__") and bound.endswith("__"):
             continue
-        found = entry(module, bound, bindings.get(bound, []), bound in declared)
+        found = entry(module, bound, bindings.get(bound, []), bound in declared, bindings)
         if found is not None:
             names[bound] = found
     out: dict[str, Any] = {"package": hasattr(module, "__path__"), "names": names}

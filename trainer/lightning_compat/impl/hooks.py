@@ -1,0 +1,35 @@
+"""Lightning's hook mixins (``lightning.pytorch.core.hooks``), made of Relay ``Module``'s own hook methods, so
+a class built on them behaves as a Relay module does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.module import Module
+
+_MODEL_HOOKS = (
+    "configure_model", "configure_sharded_model", "on_after_backward", "on_before_backward",
+    "on_before_optimizer_step", "on_before_zero_grad", "on_fit_end", "on_fit_start", "on_predict_batch_end",
+    "on_predict_batch_start", "on_predict_end", "on_predict_epoch_end", "on_predict_epoch_start",
+    "on_predict_model_eval", "on_predict_start", "on_test_batch_end", "on_test_batch_start", "on_test_end",
+    "on_test_epoch_end", "on_test_epoch_start", "on_test_model_eval", "on_test_model_train", "on_test_start",
+    "on_train_batch_end", "on_train_batch_start", "on_train_end", "on_train_epoch_end", "on_train_epoch_start",
+    "on_train_start", "on_validation_batch_end", "on_validation_batch_start", "on_validation_end",
+    "on_validation_epoch_end", "on_validation_epoch_start", "on_validation_model_eval", "on_validation_model_train",
+    "on_validation_model_zero_grad", "on_validation_start",
+)
+_CHECKPOINT_HOOKS = ("on_load_checkpoint", "on_save_checkpoint")
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _mixin(name: str, hooks: tuple[str, ...]) -> type:
+    methods = {hook: getattr(Module, hook, _nothing) for hook in hooks}
+    return type(name, (), {"__module__": __name__, "__doc__": f"Lightning's {name}: these hooks of Relay's Module.",
+                           **methods})
+
+
+ModelHooks = _mixin("ModelHooks", _MODEL_HOOKS)
+CheckpointHooks = _mixin("CheckpointHooks", _CHECKPOINT_HOOKS)
