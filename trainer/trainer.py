@@ -39,6 +39,7 @@ from trainer.stage.stage_run import StageRun
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerMembers
+from trainer.checkpointing.weights_only import check_storage_options, check_weights_only
 
 set_rank_zero_only()
 
@@ -121,8 +122,10 @@ class Trainer(TrainerMembers):
         val_dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | os.PathLike | None = None,
+        weights_only: bool | None = None,
     ) -> None:
         """Train ``model``; ``ckpt_path`` (or ``"last"``) continues exactly where that checkpoint stopped."""
+        check_weights_only("fit", weights_only)
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
         run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
@@ -150,7 +153,9 @@ class Trainer(TrainerMembers):
         ckpt_path: str | os.PathLike | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
+        check_weights_only("validate", weights_only)
         return self._evaluate("validate", model, dataloaders, ckpt_path, verbose, datamodule)
 
     def test(
@@ -160,7 +165,9 @@ class Trainer(TrainerMembers):
         ckpt_path: str | os.PathLike | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
+        check_weights_only("test", weights_only)
         return self._evaluate("test", model, dataloaders, ckpt_path, verbose, datamodule)
 
     def predict(
@@ -170,7 +177,9 @@ class Trainer(TrainerMembers):
         datamodule: DataModule | None = None,
         return_predictions: bool | None = None,
         ckpt_path: str | os.PathLike | None = None,
+        weights_only: bool | None = None,
     ) -> list[Any] | None:
+        check_weights_only("predict", weights_only)
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         self.predict_loop.return_predictions = return_predictions is not False
@@ -391,11 +400,13 @@ class Trainer(TrainerMembers):
         return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
 
     # --- checkpoints -----------------------------------------------------------------------------------
-    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:
+    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False,
+                        storage_options: Any = None) -> None:
         """Collect the full training state and write it atomically; all ranks call.
 
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
+        check_storage_options(storage_options)
         if refuse_nonfinite_save(self, filepath):
             return
         checkpoint = collect_checkpoint(self, weights_only)

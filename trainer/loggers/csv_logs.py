@@ -130,8 +130,8 @@ class CSVLogger(VersionedDirLogger):
             self.save()
 
     @rank_zero_only
-    def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
-        self.experiment.log_hparams(params)
+    def log_hyperparams(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None) -> None:
+        self.experiment.log_hparams(params or {})
         if metrics:
             self.log_metrics(metrics, 0)
 

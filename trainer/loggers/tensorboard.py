@@ -65,7 +65,7 @@ class TensorBoardLogger(VersionedDirLogger):
         return self._experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """All plain scalars of one call go out as one event: a third of the cost of one ``add_scalar`` each."""
         from tensorboard.compat.proto.summary_pb2 import Summary
         from torch.utils.tensorboard.summary import scalar
@@ -88,7 +88,8 @@ class TensorBoardLogger(VersionedDirLogger):
             writer._get_file_writer().add_summary(Summary(value=values), step)
 
     @rank_zero_only
-    def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None,
+                        step: int | None = None) -> None:
         """Write ``hparams.yaml`` and the hparams summaries that fill TensorBoard's HPARAMS view.
 
         Unlike ``SummaryWriter.add_hparams`` this writes into this run's directory, not a new
@@ -103,7 +104,7 @@ class TensorBoardLogger(VersionedDirLogger):
         if metrics is None:
             metrics = {"hp_metric": -1} if self._default_hp_metric else {}
         if metrics:
-            self.log_metrics(metrics, 0)
+            self.log_metrics(metrics, step or 0)
         metric_names = dict.fromkeys(add_prefix(metrics, self._prefix), 0.0)
         file_writer = self.experiment._get_file_writer()
         for summary in hparams(sanitize_hparams(flatten_dict(plain)), metric_names):

@@ -4,7 +4,8 @@ Used by ``tests/compat/test_lightning_surface.py`` and ``docs/make_lightning_api
 installed, so ``lightning.pytorch.x`` is Relay's alias. A signature matches when Relay's callable accepts every
 call Lightning's accepts the same way: Lightning's parameters in the same order with the same kinds and defaults;
 Relay may add parameters only where no call to Lightning's could reach them (after Lightning's positional ones,
-with a default, or as ``*args``/``**kwargs``).
+with a default, or as ``*args``/``**kwargs``); where Lightning's takes ``*args``, Relay may name the positional
+arguments they stand for (a callback hook's ``(trainer, pl_module)``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.lightning_compat import surface
-from trainer.lightning_compat.surface.walk import signature
+from trainer.lightning_compat.surface.walk import method_signature, signature
 
 ALIASES = {"lightning.pytorch": "pytorch_lightning", "lightning.fabric": "lightning_fabric"}
 
@@ -65,24 +66,17 @@ def difference(lightning: list[list[str]], relay: list[list[str]] | None) -> str
         if q[2] != p[2]:
             return f"{p[0]!r} defaults to {q[2]} (Lightning {p[2]})"
     positional = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
+    takes_args = any(p[1] == "VAR_POSITIONAL" for p in lightning)
     last = max((i for i, p in enumerate(relay) if p[0] in {q[0] for q in lightning} and p[1] in positional),
                default=-1)
     for i, p in enumerate(relay):
         if p[0] in {q[0] for q in lightning} or p[1] in ("VAR_POSITIONAL", "VAR_KEYWORD"):
             continue
-        if p[2] == "<required>":
+        if p[2] == "<required>" and not (takes_args and p[1] in positional):
             return f"extra required parameter {p[0]!r}"
         if p[1] in positional and i < last:
             return f"extra positional parameter {p[0]!r} before Lightning's"
     return None
-
-
-def _method_signature(cls: type, name: str) -> list[list[str]] | None:
-    raw = inspect.getattr_static(cls, name, None)
-    sig = signature(getattr(cls, name))
-    if sig and not isinstance(raw, (staticmethod, classmethod)):
-        sig = sig[1:]  # self
-    return sig
 
 
 def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report:
@@ -123,7 +117,7 @@ def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report
                 if not hasattr(obj, method):
                     report.signatures_failed[f"{name}:{attr}.{method}"] = "method missing"
                     continue
-                why = difference(sig, _method_signature(obj, method))
+                why = difference(sig, method_signature(obj, method))
                 if why:
                     report.signatures_failed[f"{name}:{attr}.{method}"] = why
     return report

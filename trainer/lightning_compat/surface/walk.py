@@ -128,16 +128,21 @@ def signature(obj: Any) -> list[list[str]] | None:
     return [[p.name, p.kind.name, _default(p.default)] for p in sig.parameters.values()]
 
 
+def method_signature(cls: type, name: str) -> list[list[str]] | None:
+    """The signature of ``cls.name`` as called on an instance (without ``self``, or a classmethod's ``cls``)."""
+    sig = signature(getattr(cls, name))
+    if sig and sig[0][0] in ("self", "cls") and sig[0][1] == "POSITIONAL_OR_KEYWORD":
+        sig = sig[1:]
+    return sig
+
+
 def _methods(cls: type) -> dict[str, list[list[str]] | None]:
     """Signatures of the public methods ``cls`` defines itself (properties and attributes are not callables)."""
     out = {}
     for name, raw in vars(cls).items():
         if name.startswith("_") or not isinstance(raw, (staticmethod, classmethod, types.FunctionType)):
             continue
-        sig = signature(getattr(cls, name))  # classmethods come bound (no `cls`); plain functions keep `self`
-        if sig and isinstance(raw, types.FunctionType):
-            sig = sig[1:]
-        out[name] = sig
+        out[name] = method_signature(cls, name)
     return dict(sorted(out.items()))
 
 
