@@ -81,7 +81,10 @@ class LightningAlias(types.ModuleType):
         if entry is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
         if entry["kind"] in DERIVED:
-            return DERIVED[entry["kind"]](self, entry)
+            try:
+                return DERIVED[entry["kind"]](self, entry)
+            except Exception as err:  # noqa: BLE001 - one of the names it is made from is missing
+                raise LightningAttributeError(not_provided(f"{self.__name__}.{attr}")) from err
         raise LightningAttributeError(not_provided(f"{self.__name__}.{attr}"))
 
     def _all(self) -> list[str]:

@@ -3,7 +3,8 @@
 Used by ``tests/compat/test_lightning_surface.py`` and ``docs/make_lightning_api.py`` with the zero-edit mode
 installed, so ``lightning.pytorch.x`` is Relay's alias. A signature matches when Relay's callable accepts every
 call Lightning's accepts the same way: Lightning's parameters in the same order with the same kinds and defaults;
-Relay may add parameters only where no call to Lightning's could reach them (after Lightning's positional ones,
+Relay may give a default where Lightning requires the argument, and add parameters only where no call to
+Lightning's could reach them (after Lightning's positional ones,
 with a default, or as ``*args``/``**kwargs``); where Lightning's takes ``*args``, Relay may name the positional
 arguments they stand for (a callback hook's ``(trainer, pl_module)``).
 """
@@ -54,16 +55,18 @@ def difference(lightning: list[list[str]], relay: list[list[str]] | None) -> str
     for p in lightning:
         if p[0] not in mine and p[1] not in ("VAR_POSITIONAL", "VAR_KEYWORD"):
             return f"parameter {p[0]!r} missing"
-    wanted = [p for p in relay if p[0] in {q[0] for q in lightning}]
-    if [p[0] for p in wanted] != [p[0] for p in lightning if p[0] in mine]:
-        return f"order {[p[0] for p in wanted]} (Lightning {[p[0] for p in lightning]})"
+    ordered = {p[0] for p in lightning  # keyword-only ones have no order
+               if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD") and p[0] in mine}
+    wanted = [p[0] for p in relay if p[0] in ordered]
+    if wanted != [p[0] for p in lightning if p[0] in ordered]:
+        return f"order {wanted} (Lightning {[p[0] for p in lightning if p[0] in ordered]})"
     for p in lightning:
         q = mine.get(p[0])
         if q is None:
             continue
         if q[1] != p[1]:
             return f"{p[0]!r} is {q[1]} (Lightning {p[1]})"
-        if q[2] != p[2]:
+        if q[2] != p[2] and p[2] != "<required>":  # a default where Lightning has none accepts more
             return f"{p[0]!r} defaults to {q[2]} (Lightning {p[2]})"
     positional = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
     takes_args = any(p[1] == "VAR_POSITIONAL" for p in lightning)
@@ -101,7 +104,7 @@ def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report
             try:
                 obj = getattr(module, attr)
             except Exception as err:  # noqa: BLE001
-                report.names_failed[f"{name}:{attr}"] = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+                report.names_failed[f"{name}:{attr}"] = f"{type(err).__name__}: {err}".splitlines()[0]
                 continue
             if not signatures or entry["kind"] == "reexport" or attr.startswith("_"):
                 continue
@@ -135,8 +138,9 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = check()
+        probes = __import__("trainer.lightning_compat.surface.probes", fromlist=["run"]).run()
     if "--json" in sys.argv:
-        print(json.dumps(report.__dict__, indent=1, sort_keys=True))
+        print(json.dumps({**report.__dict__, "probes": probes}, indent=1, sort_keys=True))
         return
     print(report.summary())
     if "-v" in sys.argv:

@@ -72,7 +72,7 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     found.setdefault((alias.asname or alias.name).split(".")[0], []).append(node)
-            elif isinstance(node, ast.If):
+            elif isinstance(node, ast.If) and "__main__" not in ast.unparse(node.test):  # not a script's main block
                 visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, ast.Try):
