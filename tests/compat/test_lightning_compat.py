@@ -141,12 +141,12 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
 
 def test_names_relay_lacks_fail_with_one_line(tmp_path):
     script = tmp_path / "uses_serve.py"
-    script.write_text("import lightning.pytorch as pl\nfrom lightning.pytorch.serve import ServableModule\n")
+    script.write_text("import lightning.pytorch.serve\nfrom lightning.pytorch.serve import ServableModule\n")
     done = run([str(script)], tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"{script}:2: lightning.pytorch.serve is not provided by Relay's Lightning compatibility mode; see "
-        "docs/lightning_api.md in the Relay repository for what is supported and what to use instead."
+        f"{script}:2: lightning.pytorch.serve.ServableModule is not provided by Relay's Lightning compatibility "
+        "mode; see docs/lightning_api.md in the Relay repository for the names it lacks and why."
     ]
 
 
@@ -163,10 +163,14 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
         "from lightning.pytorch.callbacks.progress.tqdm_progress import TQDMProgressBar as T2\n"
         "from lightning.pytorch.core.module import LightningModule\n"
         "assert TQDMProgressBar is T2 and LightningModule is trainer.Module\n"
-        "try:\n    from lightning.pytorch.accelerators import XLAAccelerator\nexcept ImportError as e:\n"
-        "    assert isinstance(e, LightningImportError) and 'XLAAccelerator' in str(e)\n"
+        "from lightning.pytorch.accelerators import XLAAccelerator\n"
+        "assert not XLAAccelerator.is_available()\n"
+        "try:\n    from lightning.pytorch.loops.fit_loop import _FitLoop\nexcept ImportError as e:\n"
+        "    assert isinstance(e, LightningImportError) and '_FitLoop is not provided' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
-        "try:\n    pl.serve\nexcept AttributeError as e:\n    assert isinstance(e, LightningAttributeError)\n"
+        "try:\n    import lightning.pytorch.no_such_module\nexcept ImportError as e:\n"
+        "    assert isinstance(e, LightningImportError)\n"
+        "else:\n    raise SystemExit('no error')\n"
         "uninstall()\n"
         "print('ok', 'lightning' in sys.modules)\n"
     )

@@ -60,7 +60,7 @@ def lightning_fabric(stage: int) -> tuple[type, object]:
 
 def relay_fabric(stage: int) -> tuple[type, object]:
     from trainer.fabric import Fabric
-    from trainer.strategies import DeepSpeedStrategy
+    from plugins.strategies.deepspeed import DeepSpeedStrategy
 
     return Fabric, "deepspeed" if stage == 2 else DeepSpeedStrategy(stage=stage)  # the name means stage 2
 

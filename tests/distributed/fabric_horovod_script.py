@@ -65,7 +65,7 @@ def train(fabric: Any, path: str) -> dict[str, Any]:
 
 def main() -> None:
     from trainer.fabric import Fabric
-    from trainer.strategies import HorovodStrategy
+    from plugins.strategies.horovod import HorovodStrategy
 
     fabric = Fabric(accelerator="cpu", devices=2, strategy=HorovodStrategy(backward_passes_per_step=2))
     fabric.launch()

@@ -48,7 +48,7 @@ def test_lightning_paths_and_compat_mode_stay_light():
     """The mirrored namespaces and the compatibility finder import nothing heavy (rich only when a Rich callback runs)."""
     baseline, mods = _imported_after(
         "import torch",
-        "import torch, trainer, trainer.utilities, trainer.demos, trainer.callbacks, trainer.strategies;"
+        "import torch, trainer, trainer.utilities, trainer.demos, trainer.callbacks;"
         "from trainer import LightningModule, LightningDataModule, Callback;"
         "from trainer.callbacks import RichProgressBar, RichModelSummary, GradientAccumulationScheduler;"
         "from trainer.lightning_compat import install; install(children=False);"

@@ -69,6 +69,11 @@ class LightningFinder(importlib.abc.MetaPathFinder):
         if not is_served(fullname):
             return None
         if not serves_module(fullname):
+            parent, _, child = fullname.rpartition(".")
+            if child in (surface.module(parent) or {"names": {}})["names"]:
+                # `from lightning.x import Name` for a name Relay lacks: Python asks for a submodule `Name` last;
+                # an error not named after that submodule reaches the user instead of "cannot import name"
+                raise LightningImportError(not_provided(fullname), name=parent)
             raise LightningImportError(f"No module named {fullname!r}: Lightning {LIGHTNING_API_VERSION} has no such "
                                        f"module. {not_provided(fullname)}", name=fullname)
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(), is_package=True)

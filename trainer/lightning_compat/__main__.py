@@ -27,8 +27,12 @@ def main(argv: list[str] | None = None) -> None:
     install()
     try:
         _run(argv)
-    except NotProvidedError as err:  # one line, at the user's line, instead of a trace through importlib
-        print(f"{_user_frame(err)}{err}", file=sys.stderr)
+    except (NotProvidedError, ImportError) as err:  # one line, at the user's line, instead of a trace
+        # `from lightning.x import Name` turns the alias's error into Python's own ImportError: show ours
+        ours = err if isinstance(err, NotProvidedError) else err.__context__
+        if not isinstance(ours, NotProvidedError):
+            raise
+        print(f"{_user_frame(err)}{ours}", file=sys.stderr)
         raise SystemExit(1) from None
 
 
