@@ -83,8 +83,10 @@ NOTES: dict[str, tuple[str, str]] = {
                                                             "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
                                                             "`teardown`, writes atomic, loading `weights_only` only"),
     "lightning.fabric.accelerators:XLAAccelerator": ("difference", "never available: `is_available()` is False and "
-                                                                   "`auto_device_count()` 0, so imports and checks "
-                                                                   "work; constructing one raises (no XLA backend)"),
+                                                                   "`auto_device_count()` 0; constructing one raises "
+                                                                   "Lightning's `ModuleNotFoundError` without torch_xla "
+                                                                   "(with torch_xla: a RuntimeError, Relay has no "
+                                                                   "XLA backend)"),
     "DataParallelStrategy": ("refused", "torch's `DataParallel` (one process driving several GPUs by threads) is "
                                        "discouraged by PyTorch itself in favour of DDP, and Lightning's Trainer dropped "
                                        "it in 2.0; use strategy='ddp' with the same devices"),
