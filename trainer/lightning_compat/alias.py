@@ -71,7 +71,7 @@ class LightningAlias(types.ModuleType):
             except LightningAttributeError:
                 pass  # Relay may still have it where this module's names are
         for target in (self.__relay_target__, paths.relay_package_for(self.__name__)):
-            if target is None or (entry is None and target != self.__relay_target__):
+            if target is None:
                 continue
             relay = importlib.import_module(target)
             if hasattr(relay, attr):

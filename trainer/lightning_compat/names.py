@@ -42,6 +42,7 @@ NAMES: dict[str, str] = {
     f"{_F}.strategies:HorovodStrategy": "plugins.strategies.horovod:HorovodStrategy",
     f"{_F}.strategies.registry:_StrategyRegistry": "trainer.fabric.registries:StrategyRegistry",
     f"{_F}.strategies:STRATEGY_REGISTRY": "trainer.fabric.registries:STRATEGY_REGISTRY",
+    f"{_F}.strategies.registry:STRATEGY_REGISTRY": "trainer.fabric.registries:STRATEGY_REGISTRY",
     # hardware- and package-bound pieces: import everywhere, raise on construction as Lightning does without them
     **{f"{_F}.accelerators.xla:{n}": f"{_IMPL}.xla:{n}" for n in ("XLAAccelerator", "_using_pjrt", "_parse_tpu_devices")},
     f"{_P}.accelerators.xla:XLAAccelerator": f"{_IMPL}.xla:TrainerXLAAccelerator",
@@ -91,4 +92,15 @@ NAMES: dict[str, str] = {
     f"{_P}.core.hooks:DataHooks": "trainer.data_hooks:DataHooks",
     f"{_P}.core.hooks:ModelHooks": f"{_IMPL}.hooks:ModelHooks",
     f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
+    **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"
+       for root in (_P, _F) for module, name in (("fsdp", "FSDPPrecision"), ("deepspeed", "DeepSpeedPrecision"))},
+    f"{_F}.strategies.dp:DataParallelStrategy": f"{_IMPL}.misc:DataParallelStrategy",
+    **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
+    f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",
+    f"{_P}.core.optimizer:do_nothing_closure": f"{_IMPL}.misc:do_nothing_closure",
+    f"{_P}.core.optimizer:LightningOptimizer": "trainer.optimizers:OptimizerHandle",
+    f"{_P}.utilities.signature_utils:is_param_in_hook_signature": f"{_IMPL}.misc:is_param_in_hook_signature",
+    f"{_P}.utilities.data:extract_batch_size": f"{_IMPL}.misc:extract_batch_size",
+    **{f"{_P}.utilities.memory:{n}": f"{_IMPL}.misc:{n}" for n in ("recursive_detach", "is_cudnn_snafu")},
+    f"{_F}.utilities.spike:TrainingSpikeException": "trainer.callbacks.spike:TrainingSpikeException",
 }

@@ -1,0 +1,83 @@
+"""Small public helpers of Lightning's utilities, each a few lines on torch or Relay."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from lightning_utilities import apply_to_collection
+
+from trainer.utilities.exceptions import MisconfigurationException
+
+
+def is_cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def num_cuda_devices() -> int:
+    return torch.cuda.device_count()
+
+
+def find_free_network_port() -> int:
+    """A TCP port free on this machine now (another process may take it before it is bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def do_nothing_closure() -> None:
+    return None
+
+
+def is_param_in_hook_signature(hook_fx: Callable, param: str, explicit: bool = False,
+                               min_args: int | None = None) -> bool:
+    """Whether ``hook_fx`` (a bound method) takes ``param``: by name, through ``*args`` unless ``explicit``, or by
+    having at least ``min_args`` positional parameters."""
+    spec = inspect.getfullargspec(hook_fx)
+    args = spec.args[1:]  # without self
+    return param in args or (not explicit and spec.varargs is not None) or (
+        isinstance(min_args, int) and len(args) >= min_args)
+
+
+def _batch_sizes(batch: Any) -> Iterable[int]:
+    if isinstance(batch, torch.Tensor):
+        yield batch.size(0) if batch.ndim else 1
+    elif isinstance(batch, (str, bytes)):
+        yield len(batch)
+    elif isinstance(batch, Mapping):
+        for value in batch.values():
+            yield from _batch_sizes(value)
+    elif isinstance(batch, Iterable):
+        for value in batch:
+            yield from _batch_sizes(value)
+
+
+def extract_batch_size(batch: Any) -> int:
+    """The batch size of ``batch``: the first dimension of its first tensor (or a string's length)."""
+    for size in _batch_sizes(batch):
+        return size
+    raise MisconfigurationException("We could not infer the batch_size from the batch. Either simplify its structure "
+                                    "or provide the batch_size as `self.log(..., batch_size=batch_size)`.")
+
+
+def recursive_detach(in_dict: Any, to_cpu: bool = False) -> Any:
+    """``in_dict`` with every tensor detached (and moved to the CPU with ``to_cpu``)."""
+    return apply_to_collection(in_dict, torch.Tensor, lambda t: t.detach().cpu() if to_cpu else t.detach())
+
+
+def is_cudnn_snafu(exception: BaseException) -> bool:
+    return (isinstance(exception, RuntimeError) and len(exception.args) == 1
+            and "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED." in exception.args[0])
+
+
+class DataParallelStrategy:
+    """Lightning Fabric's ``DataParallelStrategy`` (torch's ``DataParallel``: one process driving several GPUs by
+    threads, which PyTorch discourages in favour of DDP). Relay has no such strategy: constructing one says so."""
+
+    def __init__(self, accelerator: Any = None, parallel_devices: Any = None, checkpoint_io: Any = None,
+                 precision: Any = None) -> None:
+        raise ValueError("DataParallelStrategy: Relay has no DataParallel strategy (PyTorch recommends "
+                         "DistributedDataParallel); use strategy='ddp' with the same devices.")
