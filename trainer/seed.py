@@ -13,11 +13,12 @@ SEED_ENV = "RELAY_GLOBAL_SEED"
 LIGHTNING_SEED_ENV = "PL_GLOBAL_SEED"
 
 
-def seed_everything(seed: int | None = None, workers: bool = False) -> int:
+def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python, NumPy (when installed) and torch; the seed also drives shuffling, so resume is exact.
 
     The seed is exported as ``RELAY_GLOBAL_SEED`` so that worker processes started later agree, and as Lightning's
-    ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``, which user code (a ``worker_init_fn``) may read.
+    ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``, which user code (a ``worker_init_fn``) may read. ``verbose``: say
+    the seed on the ``trainer.seed`` logger (INFO), as Lightning does on its own.
     """
     if seed is None:
         seed = int(os.environ.get(SEED_ENV, os.environ.get(LIGHTNING_SEED_ENV, 0)))
@@ -32,6 +33,10 @@ def seed_everything(seed: int | None = None, workers: bool = False) -> int:
     except ImportError:
         pass
     torch.manual_seed(seed)
+    if verbose:
+        import logging
+
+        logging.getLogger(__name__).info("Seed set to %d", seed)
     return seed
 
 

@@ -358,7 +358,7 @@ class Fabric:
     # --- seeding ------------------------------------------------------------------------------------
     @staticmethod
     def seed_everything(seed: int | None = None, workers: bool | None = None, verbose: bool = True) -> int:
-        seed = seed_everything(seed, workers=True if workers is None else workers)
+        seed = seed_everything(seed, workers=True if workers is None else workers, verbose=verbose)
         os.environ["PL_GLOBAL_SEED"] = str(seed)  # what a distributed sampler's seed reads, as in Lightning
         return seed
 

@@ -103,4 +103,16 @@ NAMES: dict[str, str] = {
     f"{_P}.utilities.data:extract_batch_size": f"{_IMPL}.misc:extract_batch_size",
     **{f"{_P}.utilities.memory:{n}": f"{_IMPL}.misc:{n}" for n in ("recursive_detach", "is_cudnn_snafu")},
     f"{_F}.utilities.spike:TrainingSpikeException": "trainer.callbacks.spike:TrainingSpikeException",
+    **{f"{_P}.demos.boring_classes:{n}": f"{_IMPL}.demos:{n}"
+       for n in ("RandomIterableDatasetWithLen", "BoringDataModuleNoLen", "IterableBoringDataModule", "Net")},
+    **{f"{_P}.callbacks.progress.progress_bar:{n}": f"{_IMPL}.progress:{n}" for n in ("get_standard_metrics",)},
+    f"{_P}.callbacks.progress.tqdm_progress:convert_inf": f"{_IMPL}.progress:convert_inf",
+    f"{_P}.loggers.utilities:_version": f"{_IMPL}.progress:_version",
+    f"{_P}.accelerators.cpu:get_cpu_stats": f"{_IMPL}.misc:get_cpu_stats",
+    f"{_P}:cli_lightning_logo": f"{_IMPL}.misc:cli_lightning_logo",
+    f"{_P}.loggers.litlogger:LitLogger": f"{_IMPL}.misc:LitLogger",
+    f"{_P}.callbacks.early_stopping:EarlyStoppingReason": f"{_IMPL}.misc:EarlyStoppingReason",
+    f"{_P}.accelerators:AcceleratorRegistry": "trainer.fabric.registries:ACCELERATOR_REGISTRY",
+    f"{_F}.accelerators.registry:_AcceleratorRegistry": "trainer.fabric.registries:AcceleratorRegistry",
+    f"{_F}.utilities.cloud_io:_load": f"{_IMPL}.loading:_load",
 }

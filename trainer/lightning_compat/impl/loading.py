@@ -84,3 +84,20 @@ def _move_state_into(source: dict[str, Any], destination: dict[str, Any], keys: 
             destination[key].load_state_dict(state)
         else:
             destination[key] = state
+
+
+def _load(path_or_url: Any, map_location: Any = None, weights_only: bool | None = None) -> Any:
+    """A checkpoint from a local path, an fsspec URL or a file object (Lightning's ``pl_load``), read as data:
+    ``torch.load(weights_only=True)``; ``weights_only=False`` is refused (a checkpoint is never code here)."""
+    if weights_only is False:
+        raise ValueError("pl_load(..., weights_only=False): Relay reads checkpoints with torch.load(weights_only=True) "
+                         "only; leave weights_only None or True.")
+    if not isinstance(path_or_url, (str, os.PathLike)):
+        return torch.load(path_or_url, map_location=map_location, weights_only=True)
+    if str(path_or_url).startswith(("http://", "https://")):
+        return torch.hub.load_state_dict_from_url(str(path_or_url), map_location=map_location, weights_only=True)
+    from trainer.fabric.utilities.cloud_io import get_filesystem
+
+    fs = get_filesystem(path_or_url)
+    with fs.open(str(path_or_url), "rb") as f:
+        return torch.load(f, map_location=map_location, weights_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import socket
 from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 from typing import Any
 
 import torch
@@ -81,3 +82,47 @@ class DataParallelStrategy:
                  precision: Any = None) -> None:
         raise ValueError("DataParallelStrategy: Relay has no DataParallel strategy (PyTorch recommends "
                          "DistributedDataParallel); use strategy='ddp' with the same devices.")
+
+
+def get_cpu_stats() -> dict[str, float]:
+    """Memory, CPU and swap use in percent (``psutil``), as ``DeviceStatsMonitor`` logs them for the CPU."""
+    try:
+        import psutil
+    except ImportError as err:
+        raise ModuleNotFoundError(f"Fetching CPU device stats requires `psutil` to be installed. {err}") from err
+    return {"cpu_vm_percent": psutil.virtual_memory().percent, "cpu_percent": psutil.cpu_percent(),
+            "cpu_swap_percent": psutil.swap_memory().percent}
+
+
+def cli_lightning_logo() -> None:
+    """Print Lightning's logo (what ``lightning`` prints at the top of its command line)."""
+    import lightning.pytorch as pl  # the zero-edit mode's alias: LIGHTNING_LOGO is Lightning's own constant
+
+    print()
+    print("\033[0;35m" + pl.LIGHTNING_LOGO + "\033[0m")
+    print()
+
+
+class LitLogger:
+    """Lightning AI's cloud logger (the ``litlogger`` package); constructing it without the package raises what
+    Lightning raises."""
+
+    def __init__(self, root_dir: Any = None, name: str | None = None, teamspace: Any = None,
+                 metadata: dict[str, Any] | None = None, store_step: bool = True, log_model: bool = False,
+                 save_logs: bool = True, checkpoint_name: str | None = None) -> None:
+        from trainer.lightning_compat.impl.requirements import LITLOGGER
+
+        if not LITLOGGER:
+            raise ModuleNotFoundError("No module named 'litlogger'", name="litlogger")
+        raise RuntimeError("LitLogger: Relay does not run Lightning AI's cloud logger; use WandbLogger, MLFlowLogger, "
+                           "CometLogger or TensorBoardLogger.")
+
+
+class EarlyStoppingReason(Enum):
+    """Why ``EarlyStopping`` stopped a fit (Lightning 2.6's enum)."""
+
+    NOT_STOPPED = 0
+    STOPPING_THRESHOLD = 1
+    DIVERGENCE_THRESHOLD = 2
+    PATIENCE_EXHAUSTED = 3
+    NON_FINITE_METRIC = 4

@@ -30,13 +30,84 @@ class Allowed:
 NOT_SERVED = f"{TESTS}::test_names_not_served_fail_when_used_naming_themselves"
 LISTED = f"{TESTS}::test_every_finding_is_an_allowed_exception_and_every_exception_still_holds"
 
+# public signatures that differ today, each by name: a new difference is a finding, not covered here
+NOT_ALIGNED = (
+    "lightning.fabric.fabric:Fabric.launch",
+    "lightning.fabric.fabric:Fabric.load_raw",
+    "lightning.fabric.fabric:Fabric.run",
+    "lightning.fabric.fabric:Fabric.setup",
+    "lightning.fabric.fabric:Fabric.sharded_model",
+    "lightning.fabric.utilities.types:Steppable.step",
+    "lightning.pytorch.callbacks.early_stopping:EarlyStopping",
+    "lightning.pytorch.callbacks.finetuning:BackboneFinetuning",
+    "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
+    "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint",
+    "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.check_monitor_top_k",
+    "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.file_exists",
+    "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.format_checkpoint_name",
+    "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.to_yaml",
+    "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
+    "lightning.pytorch.callbacks.progress.progress_bar:ProgressBar.has_dataloader_changed",
+    "lightning.pytorch.callbacks.progress.progress_bar:ProgressBar.reset_dataloader_idx_tracker",
+    "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
+    "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.configure_columns",
+    "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.refresh",
+    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_predict_tqdm",
+    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_sanity_tqdm",
+    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_test_tqdm",
+    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_train_tqdm",
+    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_validation_tqdm",
+    "lightning.pytorch.callbacks.rich_model_summary:RichModelSummary.summarize",
+    "lightning.pytorch.cli:LightningArgumentParser",
+    "lightning.pytorch.cli:LightningArgumentParser.add_lr_scheduler_args",
+    "lightning.pytorch.cli:LightningCLI",
+    "lightning.pytorch.core.hooks:DataHooks.predict_dataloader",
+    "lightning.pytorch.core.hooks:DataHooks.prepare_data",
+    "lightning.pytorch.core.hooks:DataHooks.setup",
+    "lightning.pytorch.core.hooks:DataHooks.teardown",
+    "lightning.pytorch.core.hooks:DataHooks.test_dataloader",
+    "lightning.pytorch.core.hooks:DataHooks.train_dataloader",
+    "lightning.pytorch.core.hooks:DataHooks.val_dataloader",
+    "lightning.pytorch.core.mixins.hparams_mixin:HyperparametersMixin.save_hyperparameters",
+    "lightning.pytorch.core.module:LightningModule.log",
+    "lightning.pytorch.core.module:LightningModule.log_dict",
+    "lightning.pytorch.core.module:LightningModule.to_tensorrt",
+    "lightning.pytorch.core.optimizer:LightningOptimizer",
+    "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
+    "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
+    "lightning.pytorch.demos.transformer:WikiText2.download",
+    "lightning.pytorch.loggers.litlogger:LitLogger.after_save_checkpoint",
+    "lightning.pytorch.loggers.litlogger:LitLogger.finalize",
+    "lightning.pytorch.loggers.litlogger:LitLogger.get_file",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_file",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_graph",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_hyperparams",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_metadata",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_metrics",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_model",
+    "lightning.pytorch.loggers.litlogger:LitLogger.log_model_artifact",
+    "lightning.pytorch.loggers.litlogger:LitLogger.save",
+    "lightning.pytorch.profilers.advanced:AdvancedProfiler",
+    "lightning.pytorch.profilers.pytorch:PyTorchProfiler",
+    "lightning.pytorch.trainer.trainer:Trainer",
+    "lightning.pytorch.trainer.trainer:Trainer.save_checkpoint",
+    "lightning.pytorch.utilities.enums:GradClipAlgorithmType.supported_type",
+    "lightning.pytorch.utilities.enums:GradClipAlgorithmType.supported_types",
+    "lightning.pytorch.utilities.memory:is_oom_error",
+    "lightning.pytorch.utilities.parsing:lightning_getattr",
+    "lightning.pytorch.utilities.parsing:lightning_hasattr",
+    "lightning.pytorch.utilities.parsing:lightning_setattr",
+    "lightning.pytorch.utilities.types:DistributedDataParallel",
+)
+
 ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loops*:*", "lightning.pytorch.trainer.call:*",
              "lightning.pytorch.trainer.configuration_validator:*", "lightning.pytorch.trainer.connectors.*:*",
              "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
-             "lightning.pytorch.core.module:_*", "lightning.pytorch.core.module:MODULE_OPTIMIZERS"), "names",
+             "lightning.pytorch.core.module:_*", "lightning.pytorch.core.module:MODULE_OPTIMIZERS",
+             "*:pl_legacy_patch", "*:prepare_for_backward"), "names",
             "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks and "
             "old-checkpoint migration. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
@@ -59,10 +130,25 @@ ALLOWED: list[Allowed] = [
             "Other private helpers of Lightning's plugins and utilities that no project tried so far imports; "
             "each is served on request (a line in `trainer/lightning_compat/names.py`, often a small function in "
             "`trainer/lightning_compat/impl/`)", NOT_SERVED),
-    Allowed(("lightning.*:*",), "names",
-            "Public names not served yet: rich/tqdm progress-bar internals (Relay draws its own bar), the "
-            "collectives API, hparams parsing helpers, demo data modules, profiler internals, device-stats helpers",
-            NOT_SERVED),
+    Allowed(("lightning.pytorch.callbacks.progress.rich_progress:*", "*:Tqdm"), "names",
+            "Lightning's progress-bar drawing (rich columns and theme, its tqdm subclass): Relay's bars draw "
+            "themselves", NOT_SERVED),
+    Allowed(("lightning.fabric.plugins.collectives*:*", "*:CollectibleGroup", "lightning.fabric.utilities.distributed:*",
+             "*:DistributedSamplerWrapper"), "names",
+            "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
+            "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
+    Allowed(("lightning.fabric.utilities.spike:SpikeDetection", "*:FabricSpikeDetection"), "names",
+            "Fabric's own spike detector (Relay has the Trainer callback `SpikeDetection`)", NOT_SERVED),
+    Allowed(("lightning.pytorch.accelerators.cuda:get_nvidia_gpu_stats", "lightning.pytorch.accelerators.mps:get_device_stats",
+             "lightning.pytorch.utilities.parsing:*", "*:save_hyperparameters", "*:parse_class_init_keys",
+             "lightning.pytorch.utilities.compile:*", "*:get_torchvision_model", "*:has_len_all_ranks",
+             "lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
+             "lightning.pytorch.profilers.pytorch:*", "lightning.fabric.accelerators.registry:call_register_accelerators",
+             "*:fabric_plugin_to_compute_dtype"),
+            "names",
+            "Public helpers not served yet: device-stats readers (nvidia-smi, MPS), hparams frame parsing (Relay's "
+            "`save_hyperparameters` is its own), compile wrappers, the MNIST demo (it downloads), profiler "
+            "internals", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
@@ -71,8 +157,9 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loggers.*:CSVLogger", "lightning.pytorch.loggers.*:TensorBoardLogger",
              "lightning.pytorch.loggers.*:MLFlowLogger"), "signatures",
             "the default run name is `relay_logs` in Relay's own signature (Lightning: `lightning_logs`)", LISTED),
-    Allowed(("lightning.*:*",), "signatures",
-            "Not aligned yet: progress-bar and model-checkpoint helper methods, `LightningCLI`'s parser options, "
-            "`LightningModule.log(enable_graph=...)`, `Fabric.run`/`sharded_model` (deprecated in Lightning), the "
-            "profilers' extra options", LISTED),
+    Allowed(NOT_ALIGNED, "signatures",
+            "Not aligned yet (each listed): `LightningModule.log`'s `enable_graph` and parameter order, "
+            "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"
+            "`sharded_model` (deprecated in Lightning), profilers' extra options, hook mixins' dataloader methods",
+            LISTED),
 ]

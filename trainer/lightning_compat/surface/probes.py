@@ -24,6 +24,10 @@ CONSTRUCT: dict[str, tuple[tuple, dict]] = {
     "lightning.fabric.plugins.precision.bitsandbytes:BitsandbytesPrecision": (("nf4",), {}),
     "lightning.pytorch.plugins.precision.bitsandbytes:BitsandbytesPrecision": (("int8",), {}),
     "lightning.fabric.plugins.precision.transformer_engine:TransformerEnginePrecision": ((), {"weights_dtype": "bf16"}),
+    "lightning.pytorch.loggers.litlogger:LitLogger": ((), {}),
+    "lightning.pytorch.profilers.xla:XLAProfiler": ((), {}),
+    "lightning.pytorch.plugins.precision.fsdp:FSDPPrecision": (("64-true",), {}),
+    "lightning.fabric.plugins.precision.deepspeed:DeepSpeedPrecision": (("64-true",), {}),
     "lightning.pytorch.plugins.precision.transformer_engine:TransformerEnginePrecision": ((), {"weights_dtype": "bf16"}),
 }
 # "module:name" -> "call" (a callable taking no argument) or "bool" (a flag read as a bool)
