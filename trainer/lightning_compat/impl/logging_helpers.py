@@ -13,6 +13,26 @@ from trainer.loggers import Logger
 from trainer.utilities.rank_zero import rank_zero_only
 
 
+def _global_rank() -> int:
+    """This process's global rank: what a run set on ``rank_zero_only``, else the launcher's variables (0 alone)."""
+    import os
+
+    rank = getattr(rank_zero_only, "rank", None)
+    if rank is not None:
+        return int(rank)
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
+
+
+def _warn_on_rank_zero(message: str, category: type[Warning] = UserWarning) -> None:
+    import warnings
+
+    if _global_rank() == 0:
+        warnings.warn(message, category, stacklevel=3)
+
+
 class _DummyExperiment:
     """An experiment on which every call does nothing (what ranks other than 0 get)."""
 
@@ -34,7 +54,7 @@ def rank_zero_experiment(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def experiment(self: Any) -> Any:
-        if rank_zero_only.rank > 0:
+        if _global_rank() > 0:
             return _DummyExperiment()
         return fn(self)
 

@@ -10,7 +10,7 @@ import os
 from argparse import Namespace
 from typing import Any
 
-from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.lightning_compat.impl.logging_helpers import _warn_on_rank_zero
 
 
 def _fs(path: Any) -> tuple[Any, str]:
@@ -26,7 +26,7 @@ def load_hparams_from_yaml(config_yaml: str, use_omegaconf: bool = True) -> dict
 
     fs, path = _fs(config_yaml)
     if not fs.exists(path):
-        rank_zero_warn(f"Missing Tags: {config_yaml}.", category=RuntimeWarning)
+        _warn_on_rank_zero(f"Missing Tags: {config_yaml}.", RuntimeWarning)
         return {}
     with fs.open(path, "r") as f:
         hparams = yaml.safe_load(f)
@@ -78,7 +78,7 @@ def load_hparams_from_tags_csv(tags_csv: str) -> dict[str, Any]:
     """The hyperparameters of a ``tags.csv`` (``key,value`` rows); ``{}`` with a warning when it is missing."""
     fs, path = _fs(tags_csv)
     if not fs.exists(path):
-        rank_zero_warn(f"Missing Tags: {tags_csv}.", category=RuntimeWarning)
+        _warn_on_rank_zero(f"Missing Tags: {tags_csv}.", RuntimeWarning)
         return {}
     with fs.open(path, "r", newline="") as f:
         rows = list(csv.reader(f, delimiter=","))
