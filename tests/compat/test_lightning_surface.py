@@ -24,19 +24,47 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "lightning_api.md"
 
 
-def _python(code: str, timeout: float = 120) -> str:
+def _start(code: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _output(process: subprocess.Popen, timeout: float = 300) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err[-3000:]
+    return out
+
+
+def _lightning_to_walk() -> bool:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("lightning") == surface.VERSION
+    except importlib.metadata.PackageNotFoundError:
+        return False
 
 
 @pytest.fixture(scope="module")
-def report() -> dict:
+def processes() -> dict[str, subprocess.Popen]:
+    """Both interpreters at once (the zero-edit check, and the walk of the installed Lightning when it is the
+    release the data file was made from): each costs a few seconds of imports."""
+    started = {"check": _start("import sys; sys.argv.append('--json'); "
+                               "from trainer.lightning_compat.surface.check import main; main()")}
+    if _lightning_to_walk():
+        started["walk"] = _start("import json, sys; from trainer.lightning_compat.surface import probes, walk; "
+                                 "sys.stdout.write(walk.dumps(walk.walk())); print(json.dumps(probes.run()))")
+    yield started
+    for process in started.values():
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+@pytest.fixture(scope="module")
+def report(processes) -> dict:
     """The zero-edit mode's findings, from a fresh interpreter (no real Lightning imported)."""
-    return json.loads(_python("import sys; sys.argv.append('--json'); "
-                              "from trainer.lightning_compat.surface.check import main; main()"))
+    return json.loads(_output(processes["check"]))
 
 
 def _generator():
@@ -87,13 +115,9 @@ def test_hardware_and_package_bound_pieces_as_lightning_without_their_dependency
 
 
 @need_mark("lightning", "the data file is checked against the installed Lightning")
-def test_the_data_file_is_the_walk_of_the_installed_lightning(report):
-    import importlib.metadata
-
-    if importlib.metadata.version("lightning") != surface.VERSION:
+def test_the_data_file_is_the_walk_of_the_installed_lightning(processes, report):
+    if "walk" not in processes:
         pytest.skip(f"the data file is Lightning {surface.VERSION}'s")
-    walked, probes = _python("import json, sys; from trainer.lightning_compat.surface import probes, walk; "
-                             "sys.stdout.write(walk.dumps(walk.walk())); print(json.dumps(probes.run()))",
-                             timeout=300).rsplit("\n", 2)[:2]
+    walked, probes = _output(processes["walk"]).rsplit("\n", 2)[:2]
     assert walked + "\n" == Path(surface.DATA).read_text(), "rewrite it: python docs/make_lightning_api.py --walk"
     assert json.loads(probes) == report["probes"]  # the pieces bound to hardware or packages: as Lightning's
