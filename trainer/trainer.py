@@ -400,7 +400,7 @@ class Trainer(TrainerMembers):
         return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
 
     # --- checkpoints -----------------------------------------------------------------------------------
-    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False,
+    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool | None = None,
                         storage_options: Any = None) -> None:
         """Collect the full training state and write it atomically; all ranks call.
 
@@ -409,7 +409,7 @@ class Trainer(TrainerMembers):
         check_storage_options(storage_options)
         if refuse_nonfinite_save(self, filepath):
             return
-        checkpoint = collect_checkpoint(self, weights_only)
+        checkpoint = collect_checkpoint(self, bool(weights_only))
         save_state(self.strategy, filepath, checkpoint, LAYOUT_KEYS)  # the call Fabric.save makes
 
     def __repr__(self) -> str:

@@ -89,7 +89,7 @@ NAMES: dict[str, str] = {
        for n in ("LayerSummary", "ModelSummary", "summarize", "get_human_readable_count", "get_formatted_model_size",
                  "parse_batch_shape")},
     f"{_P}.core.mixins.hparams_mixin:HyperparametersMixin": "trainer.hparams:HyperparametersMixin",
-    f"{_P}.core.hooks:DataHooks": "trainer.data_hooks:DataHooks",
+    f"{_P}.core.hooks:DataHooks": f"{_IMPL}.hooks:DataHooks",
     f"{_P}.core.hooks:ModelHooks": f"{_IMPL}.hooks:ModelHooks",
     f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
     **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"

@@ -32,25 +32,25 @@ def _missing(name: str) -> AttributeError:
     )
 
 
-def lightning_hasattr(model: Any, name: str) -> bool:
-    return bool(attribute_holders(model, name))
+def lightning_hasattr(model: Any, attribute: str) -> bool:
+    return bool(attribute_holders(model, attribute))
 
 
-def lightning_getattr(model: Any, name: str) -> Any:
+def lightning_getattr(model: Any, attribute: str) -> Any:
     """The value from the last holder (the datamodule wins over the model, as in Lightning)."""
-    holders = attribute_holders(model, name)
+    holders = attribute_holders(model, attribute)
     if not holders:
-        raise _missing(name)
+        raise _missing(attribute)
     holder = holders[-1]
-    return holder[name] if isinstance(holder, dict) else getattr(holder, name)
+    return holder[attribute] if isinstance(holder, dict) else getattr(holder, attribute)
 
 
-def lightning_setattr(model: Any, name: str, value: Any) -> None:
-    holders = attribute_holders(model, name)
+def lightning_setattr(model: Any, attribute: str, value: Any) -> None:
+    holders = attribute_holders(model, attribute)
     if not holders:
-        raise _missing(name)
+        raise _missing(attribute)
     for holder in holders:
         if isinstance(holder, dict):
-            holder[name] = value
+            holder[attribute] = value
         else:
-            setattr(holder, name, value)
+            setattr(holder, attribute, value)

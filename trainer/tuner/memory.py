@@ -28,13 +28,13 @@ class MemoryLimitExceeded(torch.OutOfMemoryError):
     """A trial went over the tuner's memory limit; handled exactly as a CUDA out-of-memory error."""
 
 
-def is_oom_error(exc: BaseException) -> bool:
+def is_oom_error(exception: BaseException) -> bool:
     """CUDA or CPU allocator out-of-memory, cuDNN's out-of-memory failure, or the tuner's own limit."""
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exception, torch.OutOfMemoryError):
         return True
-    if not isinstance(exc, RuntimeError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+    if not isinstance(exception, RuntimeError) or len(exception.args) != 1 or not isinstance(exception.args[0], str):
         return False
-    msg = exc.args[0]
+    msg = exception.args[0]
     return (("CUDA" in msg and "out of memory" in msg) or "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED." in msg
             or "DefaultCPUAllocator: can't allocate memory" in msg)
 

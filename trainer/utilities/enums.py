@@ -11,5 +11,13 @@ class GradClipAlgorithmType(LightningEnum):
     VALUE = "value"
     NORM = "norm"
 
+    @staticmethod
+    def supported_type(val: str) -> bool:
+        return any(x.value == val for x in GradClipAlgorithmType)
+
+    @staticmethod
+    def supported_types() -> list[str]:
+        return [x.value for x in GradClipAlgorithmType]
+
 
 __all__ = ["GradClipAlgorithmType", "LightningEnum"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.data_hooks import DataHooks as RelayDataHooks
 from trainer.module import Module
 
 _MODEL_HOOKS = (
@@ -25,11 +26,17 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _mixin(name: str, hooks: tuple[str, ...]) -> type:
+_DATA_HOOKS = ("prepare_data", "setup", "teardown", "train_dataloader", "val_dataloader", "test_dataloader",
+               "predict_dataloader")
+
+
+def _mixin(name: str, hooks: tuple[str, ...], bases: tuple[type, ...] = ()) -> type:
     methods = {hook: getattr(Module, hook, _nothing) for hook in hooks}
-    return type(name, (), {"__module__": __name__, "__doc__": f"Lightning's {name}: these hooks of Relay's Module.",
-                           **methods})
+    return type(name, bases, {"__module__": __name__, "__doc__": f"Lightning's {name}: these hooks of Relay's "
+                                                                 "Module.", **methods})
 
 
 ModelHooks = _mixin("ModelHooks", _MODEL_HOOKS)
 CheckpointHooks = _mixin("CheckpointHooks", _CHECKPOINT_HOOKS)
+# Relay's own DataHooks (the batch-transfer hooks its Module and DataModule share) plus the loader hooks
+DataHooks = _mixin("DataHooks", _DATA_HOOKS, (RelayDataHooks,))

@@ -114,7 +114,7 @@ def _default(value: Any) -> str:
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}"
     if isinstance(value, (type, types.FunctionType)):
-        return f"{value.__module__.split('.')[0]}:{value.__qualname__}"
+        return f"<{value.__qualname__}>"  # by name: Relay serves its own object under Lightning's name
     text = repr(value)
     return f"<{type(value).__name__}>" if " at 0x" in text else text
 
