@@ -136,3 +136,25 @@ def test_precision_objects_by_name_and_trainer_weights_only():
     check_weights_only("fit", None)
     with pytest.raises(ValueError, match=r"Trainer.fit\(weights_only=False\)"):
         check_weights_only("fit", False)
+
+
+def test_logger_and_state_utilities():
+    from trainer.lightning_compat.impl.utilities import _add_prefix, _collect_rng_states, _convert_params, \
+        _flatten_dict, _optimizer_to_device, _sanitize_callable_params, _sanitize_params, _set_rng_states
+
+    assert _convert_params(None) == {} and _convert_params(argparse.Namespace(a=1)) == {"a": 1}
+    assert _flatten_dict({"a": {"b": 1}, "dl": [{"x": 1}], "l": [1]}) == {"a/b": 1, "dl/0/x": 1, "l": [1]}
+    assert _sanitize_callable_params({"f": lambda: 3, "c": torch.nn.ReLU, "g": str.upper}) == {
+        "f": 3, "c": "ReLU", "g": "upper"}
+    assert _sanitize_params({"l": [1], "x": 0.5}) == {"l": "[1]", "x": 0.5}
+    assert _add_prefix({"a": 1}, "train", "-") == {"train-a": 1}
+    states = _collect_rng_states()
+    first = torch.rand(2)
+    _set_rng_states(states)
+    assert torch.equal(torch.rand(2), first)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    _optimizer_to_device(optimizer, "cpu")
+    assert optimizer.state[model.weight]["exp_avg"].device.type == "cpu"

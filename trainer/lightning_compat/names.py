@@ -115,4 +115,12 @@ NAMES: dict[str, str] = {
     f"{_P}.accelerators:AcceleratorRegistry": "trainer.fabric.registries:ACCELERATOR_REGISTRY",
     f"{_F}.accelerators.registry:_AcceleratorRegistry": "trainer.fabric.registries:AcceleratorRegistry",
     f"{_F}.utilities.cloud_io:_load": f"{_IMPL}.loading:_load",
+    **{f"{_F}.utilities.logger:{n}": f"{_IMPL}.utilities:{n}"
+       for n in ("_convert_params", "_sanitize_callable_params", "_flatten_dict", "_sanitize_params",
+                 "_is_json_serializable", "_convert_json_serializable", "_add_prefix")},
+    **{f"{_F}.utilities.seed:{n}": f"{_IMPL}.utilities:{n}" for n in ("_collect_rng_states", "_set_rng_states")},
+    **{f"{_F}.utilities.optimizer:{n}": f"{_IMPL}.utilities:{n}" for n in ("_optimizer_to_device", "_optimizers_to_device")},
+    f"{_F}.utilities.rank_zero:_get_rank": f"{_IMPL}.utilities:_get_rank",
+    **{f"{_F}.utilities.cloud_io:{n}": f"{_IMPL}.utilities:{n}"
+       for n in ("_is_local_file_protocol", "_is_object_storage", "_is_dir")},
 }
