@@ -80,26 +80,25 @@ ALLOWED: list[Allowed] = [
              "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
-             "lightning.pytorch.core.module:_*", "lightning.pytorch.core.module:MODULE_OPTIMIZERS",
+             "lightning.pytorch.core.module:_*",
              "*:pl_legacy_patch", "*:prepare_for_backward"), "names",
             "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks and "
             "old-checkpoint migration. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
-    Allowed(("*:LitLogger", "lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
+    Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
              "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*", "lightning.pytorch.serve*:*",
              "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"), "names",
-            "Lightning AI's own services and command lines: LitLogger (the `litlogger` cloud), the model registry, "
+            "Lightning AI's own services and command lines: LitLogger's helpers (`LitLogger` itself is served and "
+            "raises what Lightning raises without `litlogger`), the model registry, "
             "`serve` (Lightning's serving checks), `fabric run` and the checkpoint-consolidation scripts; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.pytorch.utilities.deepspeed:*", "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*",
-             "*:DeepSpeedSummary", "lightning.*.strategies.deepspeed:*", "*:DeepSpeedPrecision", "*:FSDPPrecision",
-             "*:DataParallelStrategy", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
+             "*:DeepSpeedSummary", "lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
              "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*", "lightning.*.strategies.xla_fsdp:_*"),
             "names",
-            "Lightning's strategy-specific helpers and precision objects: Relay's DeepSpeed, FSDP and model-parallel "
-            "strategies take the precision by name (`precision='bf16-mixed'`) and keep their own checkpoint "
-            "layouts; `DataParallelStrategy` (threads driving several GPUs) is discouraged by PyTorch in favour of "
-            "DDP", NOT_SERVED),
+            "Lightning's strategy-specific helpers (DeepSpeed checkpoint conversion and summaries, FSDP/model-parallel "
+            "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
+            "checkpoint layouts and code", NOT_SERVED),
     Allowed(("lightning.*:_*",), "names",
             "Other private helpers of Lightning's plugins and utilities that no project tried so far imports; "
             "each is served on request (a line in `trainer/lightning_compat/names.py`, often a small function in "
