@@ -125,7 +125,7 @@ def test_precision_objects_by_name_and_trainer_weights_only():
 
     from trainer import Trainer
     from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
-    from trainer.weights_only import check_weights_only
+    from trainer.checkpointing.weights_only import check_weights_only
 
     precision = FSDPPrecision("bf16-true")
     assert precision.precision == "bf16-true" and precision.convert_module(torch.nn.Linear(1, 1)).weight.dtype \

@@ -88,7 +88,7 @@ NAMES: dict[str, str] = {
     **{f"{_P}.utilities.model_summary.model_summary:{n}": f"{_IMPL}.model_summary:{n}"
        for n in ("LayerSummary", "ModelSummary", "summarize", "get_human_readable_count", "get_formatted_model_size",
                  "parse_batch_shape")},
-    f"{_P}.core.mixins.hparams_mixin:HyperparametersMixin": "trainer.hparams:HyperparametersMixin",
+    f"{_P}.core.mixins.hparams_mixin:HyperparametersMixin": "trainer.model.hparams:HyperparametersMixin",
     f"{_P}.core.hooks:DataHooks": f"{_IMPL}.hooks:DataHooks",
     f"{_P}.core.hooks:ModelHooks": f"{_IMPL}.hooks:ModelHooks",
     f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
@@ -98,7 +98,7 @@ NAMES: dict[str, str] = {
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
     f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",
     f"{_P}.core.optimizer:do_nothing_closure": f"{_IMPL}.misc:do_nothing_closure",
-    f"{_P}.core.optimizer:LightningOptimizer": "trainer.optimizers:OptimizerHandle",
+    f"{_P}.core.optimizer:LightningOptimizer": "trainer.model.optimizers:OptimizerHandle",
     f"{_P}.utilities.signature_utils:is_param_in_hook_signature": f"{_IMPL}.misc:is_param_in_hook_signature",
     f"{_P}.utilities.data:extract_batch_size": f"{_IMPL}.misc:extract_batch_size",
     **{f"{_P}.utilities.memory:{n}": f"{_IMPL}.misc:{n}" for n in ("recursive_detach", "is_cudnn_snafu")},

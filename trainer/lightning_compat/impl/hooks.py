@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.data_hooks import DataHooks as RelayDataHooks
+from trainer.data.transfer_hooks import DataHooks as RelayDataHooks
 from trainer.module import Module
 
 _MODEL_HOOKS = (
