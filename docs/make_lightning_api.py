@@ -312,7 +312,7 @@ def page(report: dict[str, Any]) -> str:
     for i, allowed in enumerate(ALLOWED):
         keys = covered[i]
         why = report[f"{allowed.what}_failed"]
-        out.append(f"<details><summary>{i + 1}. {allowed.what}: {len(keys)}</summary>\n")
+        out.append(f"<details markdown=\"1\"><summary>{i + 1}. {allowed.what}: {len(keys)}</summary>\n")
         out += [f"- `{k}`" + (f": {why[k]}" if allowed.what == "signatures" else "") for k in keys]
         out.append("\n</details>\n")
     out += ["", "## Documented behaviour differences\n",
