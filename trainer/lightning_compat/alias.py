@@ -135,6 +135,7 @@ def _expression(alias: LightningAlias, entry: dict[str, Any]) -> Any:
 
 
 DERIVED = {
+    "legacy": lambda alias, entry: load(entry["base"]),  # a renamed class: the current one it subclasses
     "constant": lambda alias, entry: entry["value"],
     "external": lambda alias, entry: load(entry["from"]),
     "logger": lambda alias, entry: logging.getLogger(entry["logger"]),

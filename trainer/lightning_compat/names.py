@@ -123,4 +123,6 @@ NAMES: dict[str, str] = {
     f"{_F}.utilities.rank_zero:_get_rank": f"{_IMPL}.utilities:_get_rank",
     **{f"{_F}.utilities.cloud_io:{n}": f"{_IMPL}.utilities:{n}"
        for n in ("_is_local_file_protocol", "_is_object_storage", "_is_dir")},
+    **{f"{_P}._graveyard.hpu:{n}": f"{_IMPL}.graveyard:{n}"
+       for n in ("HPUAccelerator", "HPUParallelStrategy", "SingleHPUStrategy", "HPUCheckpointIO", "HPUPrecisionPlugin")},
 }

@@ -28,11 +28,13 @@ def modules() -> dict[str, Any]:
 
 
 def canonical(name: str) -> str:
-    """``lightning.pytorch.x`` for ``pytorch_lightning.x`` (and ``lightning.fabric.x`` for ``lightning_fabric.x``)."""
+    """``lightning.pytorch.x`` for ``pytorch_lightning.x`` (and ``lightning.fabric.x`` for ``lightning_fabric.x``);
+    for a path Lightning's graveyard aliases (``lightning.fabric.accelerators.tpu``), the module it is."""
     for alias, real in CANONICAL.items():
         if name == alias or name.startswith(alias + "."):
-            return real + name[len(alias):]
-    return name
+            name = real + name[len(alias):]
+            break
+    return load().get("module_aliases", {}).get(name, name)
 
 
 def module(name: str) -> dict[str, Any] | None:

@@ -80,10 +80,11 @@ ALLOWED: list[Allowed] = [
              "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
+             "lightning.pytorch._graveyard._torchmetrics:*",
              "lightning.pytorch.core.module:_*",
              "*:pl_legacy_patch", "*:prepare_for_backward"), "names",
-            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks and "
-            "old-checkpoint migration. Relay's engine is its own (same hooks, same order, checked differentially); "
+            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks, "
+            "old-checkpoint migration and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
     Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
              "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*", "lightning.pytorch.serve*:*",

@@ -25,6 +25,8 @@ CONSTRUCT: dict[str, tuple[tuple, dict]] = {
     "lightning.pytorch.plugins.precision.bitsandbytes:BitsandbytesPrecision": (("int8",), {}),
     "lightning.fabric.plugins.precision.transformer_engine:TransformerEnginePrecision": ((), {"weights_dtype": "bf16"}),
     "lightning.pytorch.loggers.litlogger:LitLogger": ((), {}),
+    "lightning.fabric.accelerators:TPUAccelerator": ((), {}),
+    "lightning.pytorch.accelerators.hpu:HPUAccelerator": ((), {}),
     "lightning.pytorch.profilers.xla:XLAProfiler": ((), {}),
     "lightning.pytorch.plugins.precision.fsdp:FSDPPrecision": (("64-true",), {}),
     "lightning.fabric.plugins.precision.deepspeed:DeepSpeedPrecision": (("64-true",), {}),
@@ -44,6 +46,9 @@ ASK: dict[str, str] = {
     "lightning.pytorch.utilities.imports:_RICH_AVAILABLE": "bool",
     "lightning_fabric.plugins.precision.bitsandbytes:_BITSANDBYTES_AVAILABLE": "bool",
     "pytorch_lightning.accelerators:XLAAccelerator.auto_device_count": "call",
+    "lightning.fabric.accelerators:TPUAccelerator.is_available": "call",
+    "lightning.pytorch.accelerators:TPUAccelerator.auto_device_count": "call",
+    "lightning_fabric.accelerators.tpu:TPUAccelerator.is_available": "call",
 }
 
 

@@ -4,8 +4,9 @@ Run by ``python docs/make_lightning_api.py --walk`` (it rewrites the data file n
 ``tests/compat/test_lightning_surface.py`` (which checks the data file is what the installed Lightning gives).
 Needs Lightning itself; Relay never imports this module when it serves Lightning's names.
 
-Which modules: every ``.py`` file under ``lightning/pytorch`` and ``lightning/fabric`` except ``_graveyard``
-(Lightning's shims for removed names), by its file, so a module no ``__init__`` imports is found too.
+Which modules: every ``.py`` file under ``lightning/pytorch`` and ``lightning/fabric``, by its file, so a module
+no ``__init__`` imports is found too; and the module paths Lightning's ``_graveyard`` (its shims for removed and
+renamed names) puts in ``sys.modules`` (``lightning.fabric.accelerators.tpu``...), recorded as aliases.
 
 Which names a module *defines* (the rule; private names included, dunder names excluded):
 
@@ -15,7 +16,10 @@ Which names a module *defines* (the rule; private names included, dunder names e
    loggers, registries);
 4. every name bound by an import whose object is defined in a Lightning module (a re-export: served through
    the module that defines it), and every public name imported from ``lightning_utilities`` (Lightning's own
-   utilities, which its modules re-export: ``rank_zero_info``, ``apply_to_collection``, ...).
+   utilities, which its modules re-export: ``rank_zero_info``, ``apply_to_collection``, ...);
+5. every class Lightning's ``_graveyard`` sets on the module at import (``TPUAccelerator`` on
+   ``lightning.fabric.accelerators``, ``PrecisionPlugin``...): a *legacy* name, served as the current class it
+   subclasses (Lightning's adds a deprecation warning).
 
 Names imported from torch or another third party (1 aside), and imported modules, are not the module's.
 
@@ -38,7 +42,8 @@ import sys
 import types
 from typing import Any
 
-SKIP_PARTS = ("_graveyard",)
+SKIP_PARTS: tuple[str, ...] = ()
+GRAVEYARD = "._graveyard"
 LIGHTNING_PREFIXES = ("lightning.pytorch", "lightning.fabric")
 
 
@@ -220,6 +225,8 @@ def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: boo
                 return None
             return {"kind": "external", "from": f"{_resolve_from(module, source)}:{_imported_name(source, name)}"}
         return None
+    if isinstance(obj, type) and GRAVEYARD in module.__name__ and _legacy_base(obj) is not None:
+        return {"kind": "legacy", "base": _legacy_base(obj)}
     if isinstance(obj, type):
         if obj.__module__ != module.__name__ and _is_lightning(obj.__module__):
             return {"kind": "reexport", "from": _origin(obj)}
@@ -254,6 +261,27 @@ def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: boo
     if ok:
         return {"kind": "constant", "value": obj, "note": "value on the machine that made this file"}
     return {"kind": "object", "type": f"{type(obj).__module__}:{type(obj).__qualname__}"}
+
+
+def _legacy_base(cls: type) -> str | None:
+    """The current Lightning class a legacy (graveyard) class stands for: its first base outside the graveyard."""
+    for base in cls.__mro__[1:]:
+        if _is_lightning(base.__module__) and GRAVEYARD not in base.__module__:
+            return _origin(base)
+    return None
+
+
+def _injected(module: types.ModuleType, names: dict[str, Any]) -> dict[str, Any]:
+    """Classes the graveyard set on ``module`` at import (rule 5)."""
+    out = {}
+    for attr, obj in vars(module).items():
+        if attr in names or attr.startswith("__") or not isinstance(obj, type) or GRAVEYARD not in obj.__module__:
+            continue
+        if _legacy_base(obj) is not None:
+            out[attr] = {"kind": "legacy", "base": _legacy_base(obj)}
+        elif getattr(sys.modules[obj.__module__], obj.__qualname__, None) is obj:
+            out[attr] = {"kind": "reexport", "from": _origin(obj)}
+    return out
 
 
 def _resolve_from(module: types.ModuleType, node: ast.ImportFrom) -> str:
@@ -295,8 +323,12 @@ def walk() -> dict[str, Any]:
 
     lightning_dir = os.path.dirname(lightning.__file__)
     modules = {name: walk_module(name) for name in module_names(lightning_dir)}
+    for name, spec in modules.items():
+        spec["names"] = dict(sorted({**spec["names"], **_injected(sys.modules[name], spec["names"])}.items()))
+    aliases = {key: module.__name__ for key, module in sorted(sys.modules.items())
+               if key.startswith(LIGHTNING_PREFIXES) and isinstance(module, types.ModuleType) and module.__name__ != key}
     return {"lightning": lightning.__version__, "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            "modules": modules}
+            "modules": modules, "module_aliases": aliases}
 
 
 def dumps(surface: dict[str, Any]) -> str:
