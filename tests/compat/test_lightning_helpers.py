@@ -158,3 +158,25 @@ def test_logger_and_state_utilities():
     optimizer.step()
     _optimizer_to_device(optimizer, "cpu")
     assert optimizer.state[model.weight]["exp_avg"].device.type == "cpu"
+
+
+def test_process_and_wrapper_helpers():
+    from trainer.fabric.wrappers import FabricModule, FabricOptimizer
+    from trainer.lightning_compat.impl.utilities import _distributed_is_initialized, \
+        _get_default_process_group_backend_for_device, _suggested_max_num_threads, _unwrap_objects
+
+    assert not _distributed_is_initialized()
+    assert _get_default_process_group_backend_for_device(torch.device("cpu")) == "gloo"
+    assert _suggested_max_num_threads(1) >= 1
+    with pytest.raises(ValueError, match="num_processes"):
+        _suggested_max_num_threads(0)
+    from trainer.fabric import Fabric
+
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(range(4))
+    fabric = Fabric(accelerator="cpu", devices=1)
+    fabric_model, fabric_optimizer = fabric.setup(model, optimizer)
+    wrapped = {"model": fabric_model, "opt": fabric_optimizer, "data": fabric.setup_dataloaders(loader), "n": 1}
+    assert isinstance(fabric_model, FabricModule) and isinstance(fabric_optimizer, FabricOptimizer)
+    assert _unwrap_objects(wrapped) == {"model": model, "opt": optimizer, "data": loader, "n": 1}

@@ -125,4 +125,9 @@ NAMES: dict[str, str] = {
        for n in ("_is_local_file_protocol", "_is_object_storage", "_is_dir")},
     **{f"{_P}._graveyard.hpu:{n}": f"{_IMPL}.graveyard:{n}"
        for n in ("HPUAccelerator", "HPUParallelStrategy", "SingleHPUStrategy", "HPUCheckpointIO", "HPUPrecisionPlugin")},
+    **{f"{_F}.utilities.distributed:{n}": f"{_IMPL}.utilities:{n}"
+       for n in ("_distributed_is_initialized", "_get_default_process_group_backend_for_device", "_is_dtensor",
+                 "_suggested_max_num_threads", "_set_num_threads_if_needed")},
+    f"{_F}.utilities.data:_num_cpus_available": f"{_IMPL}.utilities:_num_cpus_available",
+    f"{_F}.wrappers:_unwrap_objects": f"{_IMPL}.utilities:_unwrap_objects",
 }

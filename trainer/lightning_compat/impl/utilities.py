@@ -161,3 +161,50 @@ def _is_dir(fs: Any, path: Any, strict: bool = False) -> bool:
     if _is_object_storage(fs):
         return fs.isdir(str(path)) if strict else fs.isdir(str(path)) or bool(fs.ls(str(path)))
     return fs.isdir(str(path))
+
+
+# --- processes and devices ---------------------------------------------------------------------------------------------
+def _distributed_is_initialized() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _get_default_process_group_backend_for_device(device: torch.device) -> str:
+    """torch's default backend for the device type (``nccl`` for CUDA), else ``gloo``."""
+    return torch.distributed.Backend.default_device_backend_map.get(device.type, "gloo")
+
+
+def _is_dtensor(tensor: Any) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(tensor, DTensor)
+
+
+def _num_cpus_available() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _suggested_max_num_threads(num_processes: int = 1) -> int:
+    if num_processes < 1:
+        raise ValueError(f"`num_processes` should be >= 1, got {num_processes}.")
+    return max(1, _num_cpus_available() // num_processes)
+
+
+def _set_num_threads_if_needed(num_processes: int = 1) -> None:
+    """Share the CPUs among ``num_processes`` processes, unless ``OMP_NUM_THREADS`` already says how."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        threads = _suggested_max_num_threads(num_processes)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def _unwrap_objects(collection: Any) -> Any:
+    """``collection`` with every object ``Fabric.setup*`` wrapped replaced by the original."""
+    from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, unwrap
+
+    def original(obj: Any) -> Any:
+        return obj._loader if isinstance(obj, FabricDataLoader) else unwrap(obj)
+
+    return apply_to_collection(collection, (FabricModule, FabricOptimizer, FabricDataLoader), original)
