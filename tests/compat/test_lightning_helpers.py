@@ -10,8 +10,12 @@ import torch
 
 
 def test_lazy_load_reads_tensors_on_use_and_loads_into_a_model(tmp_path):
-    from trainer.lightning_compat.impl.loading import _lazy_load, _materialize_tensors, _move_state_into, \
-        _NotYetLoadedTensor
+    from trainer.lightning_compat.impl.loading import (
+        _lazy_load,
+        _materialize_tensors,
+        _move_state_into,
+        _NotYetLoadedTensor,
+    )
 
     model = torch.nn.Linear(3, 2)
     torch.save({"model": model.state_dict(), "step": 7}, tmp_path / "c.pt")
@@ -31,8 +35,11 @@ def test_lazy_load_reads_tensors_on_use_and_loads_into_a_model(tmp_path):
 
 
 def test_meta_tensors_are_materialised_and_empty_init_skips_initialisers():
-    from trainer.lightning_compat.impl.meta_init import _EmptyInit, _has_meta_device_parameters_or_buffers, \
-        _materialize_meta_tensors
+    from trainer.lightning_compat.impl.meta_init import (
+        _EmptyInit,
+        _has_meta_device_parameters_or_buffers,
+        _materialize_meta_tensors,
+    )
 
     with torch.device("meta"):
         model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
@@ -46,8 +53,7 @@ def test_meta_tensors_are_materialised_and_empty_init_skips_initialisers():
 
 
 def test_combined_loader_mode_iterators():
-    from trainer.lightning_compat.impl.combined import _SUPPORTED_MODES, _MaxSize, _MaxSizeCycle, _MinSize, \
-        _Sequential
+    from trainer.lightning_compat.impl.combined import _SUPPORTED_MODES, _MaxSize, _MaxSizeCycle, _MinSize, _Sequential
 
     assert [b for b in _MinSize([range(2), range(3)])] == [([0, 0], 0, 0), ([1, 1], 1, 0)]
     assert [b for b in _MaxSizeCycle([range(2), range(3)])] == [([0, 0], 0, 0), ([1, 1], 1, 0), ([0, 2], 2, 0)]
@@ -61,8 +67,12 @@ def test_combined_loader_mode_iterators():
 
 
 def test_dummy_logger_merge_dicts_and_rank_zero_experiment():
-    from trainer.lightning_compat.impl.logging_helpers import DummyLogger, _DummyExperiment, merge_dicts, \
-        rank_zero_experiment
+    from trainer.lightning_compat.impl.logging_helpers import (
+        DummyLogger,
+        _DummyExperiment,
+        merge_dicts,
+        rank_zero_experiment,
+    )
 
     logger = DummyLogger()
     logger.log_metrics({"a": 1.0}, step=0)
@@ -81,8 +91,14 @@ def test_dummy_logger_merge_dicts_and_rank_zero_experiment():
 
 
 def test_hparams_files_round_trip(tmp_path):
-    from trainer.lightning_compat.impl.saving import convert, load_hparams_from_tags_csv, load_hparams_from_yaml, \
-        save_hparams_to_tags_csv, save_hparams_to_yaml, update_hparams
+    from trainer.lightning_compat.impl.saving import (
+        convert,
+        load_hparams_from_tags_csv,
+        load_hparams_from_yaml,
+        save_hparams_to_tags_csv,
+        save_hparams_to_yaml,
+        update_hparams,
+    )
 
     save_hparams_to_yaml(tmp_path / "h.yaml", argparse.Namespace(lr=0.1, layers=[1, 2]))
     assert dict(load_hparams_from_yaml(tmp_path / "h.yaml")) == {"lr": 0.1, "layers": [1, 2]}
@@ -124,8 +140,8 @@ def test_precision_objects_by_name_and_trainer_weights_only():
     import inspect
 
     from trainer import Trainer
-    from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
     from trainer.checkpointing.weights_only import check_weights_only
+    from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
 
     precision = FSDPPrecision("bf16-true")
     assert precision.precision == "bf16-true" and precision.convert_module(torch.nn.Linear(1, 1)).weight.dtype \
@@ -139,8 +155,16 @@ def test_precision_objects_by_name_and_trainer_weights_only():
 
 
 def test_logger_and_state_utilities():
-    from trainer.lightning_compat.impl.utilities import _add_prefix, _collect_rng_states, _convert_params, \
-        _flatten_dict, _optimizer_to_device, _sanitize_callable_params, _sanitize_params, _set_rng_states
+    from trainer.lightning_compat.impl.utilities import (
+        _add_prefix,
+        _collect_rng_states,
+        _convert_params,
+        _flatten_dict,
+        _optimizer_to_device,
+        _sanitize_callable_params,
+        _sanitize_params,
+        _set_rng_states,
+    )
 
     assert _convert_params(None) == {} and _convert_params(argparse.Namespace(a=1)) == {"a": 1}
     assert _flatten_dict({"a": {"b": 1}, "dl": [{"x": 1}], "l": [1]}) == {"a/b": 1, "dl/0/x": 1, "l": [1]}
@@ -162,8 +186,12 @@ def test_logger_and_state_utilities():
 
 def test_process_and_wrapper_helpers():
     from trainer.fabric.wrappers import FabricModule, FabricOptimizer
-    from trainer.lightning_compat.impl.utilities import _distributed_is_initialized, \
-        _get_default_process_group_backend_for_device, _suggested_max_num_threads, _unwrap_objects
+    from trainer.lightning_compat.impl.utilities import (
+        _distributed_is_initialized,
+        _get_default_process_group_backend_for_device,
+        _suggested_max_num_threads,
+        _unwrap_objects,
+    )
 
     assert not _distributed_is_initialized()
     assert _get_default_process_group_backend_for_device(torch.device("cpu")) == "gloo"

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from lightning_utilities import apply_to_collection
 
+from trainer.fabric.utilities.cloud_io import get_filesystem
 from trainer.lightning_compat.impl.types import _Stateful
 
 
@@ -38,7 +39,7 @@ class _NotYetLoadedTensor:
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        load = lambda t: t._load_tensor()  # noqa: E731
+        load = lambda t: t._load_tensor()
         args = apply_to_collection(args, cls, load)
         kwargs = apply_to_collection(kwargs or {}, cls, load)
         return func(*args, **kwargs)
@@ -96,8 +97,6 @@ def _load(path_or_url: Any, map_location: Any = None, weights_only: bool | None 
         return torch.load(path_or_url, map_location=map_location, weights_only=True)
     if str(path_or_url).startswith(("http://", "https://")):
         return torch.hub.load_state_dict_from_url(str(path_or_url), map_location=map_location, weights_only=True)
-    from trainer.fabric.utilities.cloud_io import get_filesystem
-
     fs = get_filesystem(path_or_url)
     with fs.open(str(path_or_url), "rb") as f:
         return torch.load(f, map_location=map_location, weights_only=True)

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from lightning_utilities import apply_to_collection
 
+from trainer.lightning_compat.impl.requirements import LITLOGGER
 from trainer.utilities.exceptions import MisconfigurationException
 
 
@@ -110,8 +111,6 @@ class LitLogger:
     def __init__(self, root_dir: Any = None, name: str | None = None, teamspace: Any = None,
                  metadata: dict[str, Any] | None = None, store_step: bool = True, log_model: bool = False,
                  save_logs: bool = True, checkpoint_name: str | None = None) -> None:
-        from trainer.lightning_compat.impl.requirements import LITLOGGER
-
         if not LITLOGGER:
             raise ModuleNotFoundError("No module named 'litlogger'", name="litlogger")
         raise RuntimeError("LitLogger: Relay does not run Lightning AI's cloud logger; use WandbLogger, MLFlowLogger, "

@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from trainer.callbacks.model_summary import format_summary, human_count, summarize as _rows, summary_totals
+from trainer.callbacks.model_summary import format_summary, human_count, summary_totals
+from trainer.callbacks.model_summary import summarize as _rows
 
 UNKNOWN_SIZE = "?"
 

@@ -25,7 +25,7 @@ def get_standard_metrics(trainer: Any) -> dict[str, int | str]:
     return out
 
 
-def convert_inf(x: int | float | None) -> int | float | None:
+def convert_inf(x: float | None) -> int | float | None:
     """None for an infinite (or NaN) count, as a progress bar's total takes it."""
     if x is None or math.isinf(x) or math.isnan(x):
         return None

@@ -13,6 +13,8 @@ import sys
 import torch
 from lightning_utilities.core.imports import RequirementCache, compare_version
 
+from plugins.accelerators.mps import MPSAccelerator
+
 _PACKAGES = {"rich": ("rich>=10.2.2", "Rich"), "omegaconf": ("omegaconf", "omegaconf"), "psutil": ("psutil", "psutil"),
              "sklearn": ("scikit-learn", "scikit-learn"), "onnx": ("onnx", "onnx"),
              "onnxscript": ("onnxscript", "onnxscript"), "tensorrt": ("torch_tensorrt", "torch-tensorrt")}
@@ -25,8 +27,6 @@ def _fabric_runif_reasons(*, min_cuda_gpus: int = 0, min_torch: str | None = Non
                           linux_only: bool = False) -> tuple[list[str], dict[str, bool]]:
     """``(reasons to skip, marks for the collection hook)`` for Lightning Fabric's ``RunIf`` arguments."""
     from packaging.version import Version
-
-    from plugins.accelerators.mps import MPSAccelerator
 
     reasons: list[str] = []
     marks: dict[str, bool] = {}

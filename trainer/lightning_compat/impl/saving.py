@@ -10,12 +10,12 @@ import os
 from argparse import Namespace
 from typing import Any
 
+from trainer.fabric.utilities.cloud_io import get_filesystem
 from trainer.lightning_compat.impl.logging_helpers import _warn_on_rank_zero
+from trainer.loggers.utils import save_hparams_yaml
 
 
 def _fs(path: Any) -> tuple[Any, str]:
-    from trainer.fabric.utilities.cloud_io import get_filesystem
-
     return get_filesystem(path), str(path)
 
 
@@ -45,8 +45,6 @@ def load_hparams_from_yaml(config_yaml: str, use_omegaconf: bool = True) -> dict
 
 def save_hparams_to_yaml(config_yaml: str, hparams: dict | Namespace, use_omegaconf: bool = True) -> None:
     """Write ``hparams`` (a dict, a ``Namespace`` or an OmegaConf config) to ``config_yaml``."""
-    from trainer.loggers.utils import save_hparams_yaml
-
     fs, path = _fs(config_yaml)
     if not fs.isdir(os.path.dirname(path) or "."):
         raise RuntimeError(f"Missing folder: {os.path.dirname(path)}.")
@@ -56,7 +54,7 @@ def save_hparams_to_yaml(config_yaml: str, hparams: dict | Namespace, use_omegac
         try:
             from omegaconf import Container, OmegaConf
         except ImportError:
-            Container = None  # noqa: N806
+            Container = None
         if Container is not None and isinstance(hparams, Container):
             with fs.open(path, "w", encoding="utf-8") as f:
                 OmegaConf.save(hparams, f, resolve=True)

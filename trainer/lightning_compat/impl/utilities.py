@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from lightning_utilities import apply_to_collection
 
+from trainer.fabric.utilities.cloud_io import get_filesystem
+
 
 # --- hyperparameters and metrics for loggers -------------------------------------------------------------------------
 def _convert_params(params: dict[str, Any] | Namespace | None) -> dict[str, Any]:
@@ -119,7 +121,7 @@ def _set_rng_states(rng_state_dict: dict[str, Any]) -> None:
 # --- optimizer state ---------------------------------------------------------------------------------------------------
 def _optimizer_to_device(optimizer: torch.optim.Optimizer, device: Any) -> None:
     """Move an optimizer's state tensors to ``device`` (``step`` stays where the optimizer keeps it)."""
-    move = lambda t: t.to(device)  # noqa: E731
+    move = lambda t: t.to(device)
     for param, state in optimizer.state.items():
         if not isinstance(state, MutableMapping):
             optimizer.state[param] = apply_to_collection(state, torch.Tensor, move, allow_frozen=True)
@@ -144,8 +146,6 @@ def _get_rank() -> int | None:
 
 
 def _is_local_file_protocol(path: Any) -> bool:
-    from trainer.fabric.utilities.cloud_io import get_filesystem
-
     return type(get_filesystem(path)).__name__ == "LocalFileSystem"
 
 
@@ -202,6 +202,7 @@ def _set_num_threads_if_needed(num_processes: int = 1) -> None:
 
 def _unwrap_objects(collection: Any) -> Any:
     """``collection`` with every object ``Fabric.setup*`` wrapped replaced by the original."""
+    # local import: Fabric's wrappers (and the strategy code they import) only when something is unwrapped
     from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, unwrap
 
     def original(obj: Any) -> Any:

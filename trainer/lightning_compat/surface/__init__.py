@@ -16,7 +16,7 @@ CANONICAL = {"pytorch_lightning": "lightning.pytorch", "lightning_fabric": "ligh
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning.fabric", "lightning_fabric")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load() -> dict[str, Any]:
     with open(DATA, encoding="utf-8") as f:
         return json.load(f)

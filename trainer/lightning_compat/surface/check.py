@@ -12,7 +12,6 @@ arguments they stand for (a callback hook's ``(trainer, pl_module)``).
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,7 +139,7 @@ def main() -> None:
     import json
     import warnings
 
-    from trainer.lightning_compat import install
+    from trainer.lightning_compat import install  # local import: only the command installs the finder
 
     install(children=False)
     with warnings.catch_warnings():
