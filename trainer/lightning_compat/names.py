@@ -130,4 +130,6 @@ NAMES: dict[str, str] = {
                  "_suggested_max_num_threads", "_set_num_threads_if_needed")},
     f"{_F}.utilities.data:_num_cpus_available": f"{_IMPL}.utilities:_num_cpus_available",
     f"{_F}.wrappers:_unwrap_objects": f"{_IMPL}.utilities:_unwrap_objects",
+    f"{_P}.callbacks.progress.rich_progress:RichProgressBarTheme": "trainer.callbacks.rich_support:RichProgressBarTheme",
+    f"{_F}.loggers.csv_logs:_ExperimentWriter": "trainer.loggers.csv_logs:ExperimentWriter",
 }
