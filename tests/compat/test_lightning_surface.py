@@ -121,5 +121,9 @@ def test_the_data_file_is_the_walk_of_the_installed_lightning(processes, report)
     if "walk" not in processes:
         pytest.skip(f"the data file is Lightning {surface.VERSION}'s")
     walked, probes = _output(processes["walk"]).rsplit("\n", 2)[:2]
-    assert walked + "\n" == Path(surface.DATA).read_text(), "rewrite it: python docs/make_lightning_api.py --walk"
+    if json.loads(walked)["python"] == surface.load()["python"]:
+        assert walked + "\n" == Path(surface.DATA).read_text(), "rewrite it: python docs/make_lightning_api.py --walk"
+    else:  # another Python may write some defaults and expressions differently: the modules and names must agree
+        names = lambda data: {m: sorted(spec["names"]) for m, spec in data["modules"].items()}  # noqa: E731
+        assert names(json.loads(walked)) == names(surface.load())
     assert json.loads(probes) == report["probes"]  # the pieces bound to hardware or packages: as Lightning's
