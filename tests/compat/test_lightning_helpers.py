@@ -208,3 +208,22 @@ def test_process_and_wrapper_helpers():
     wrapped = {"model": fabric_model, "opt": fabric_optimizer, "data": fabric.setup_dataloaders(loader), "n": 1}
     assert isinstance(fabric_model, FabricModule) and isinstance(fabric_optimizer, FabricOptimizer)
     assert _unwrap_objects(wrapped) == {"model": model, "opt": optimizer, "data": loader, "n": 1}
+
+
+def test_batch_size_and_sampler_helpers():
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    from trainer.lightning_compat.impl.misc import _is_dataloader_shuffled, _set_sampler_epoch, extract_batch_size
+    from trainer.utilities.exceptions import MisconfigurationException
+
+    assert extract_batch_size({"text": "abc", "x": torch.zeros(4, 2)}) == 4  # a string is not a batch dimension
+    assert extract_batch_size([torch.tensor(1.0)]) == 1
+    with pytest.warns(UserWarning, match="ambiguous"):
+        assert extract_batch_size([torch.zeros(3), torch.zeros(5)]) == 3
+    with pytest.raises(MisconfigurationException, match="could not infer the batch_size"):
+        extract_batch_size(["a", None])
+    assert _is_dataloader_shuffled(DataLoader(range(4), shuffle=True))
+    assert not _is_dataloader_shuffled(DataLoader(range(4)))
+    sampler = DistributedSampler(range(4), num_replicas=2, rank=0)
+    _set_sampler_epoch(DataLoader(range(4), sampler=sampler), 3)
+    assert sampler.epoch == 3

@@ -100,7 +100,9 @@ NAMES: dict[str, str] = {
     f"{_P}.core.optimizer:do_nothing_closure": f"{_IMPL}.misc:do_nothing_closure",
     f"{_P}.core.optimizer:LightningOptimizer": "trainer.model.optimizers:OptimizerHandle",
     f"{_P}.utilities.signature_utils:is_param_in_hook_signature": f"{_IMPL}.misc:is_param_in_hook_signature",
-    f"{_P}.utilities.data:extract_batch_size": f"{_IMPL}.misc:extract_batch_size",
+    **{f"{_P}.utilities.data:{n}": f"{_IMPL}.misc:{n}"
+       for n in ("extract_batch_size", "_extract_batch_size", "_is_dataloader_shuffled")},
+    f"{_F}.utilities.data:_set_sampler_epoch": f"{_IMPL}.misc:_set_sampler_epoch",
     **{f"{_P}.utilities.memory:{n}": f"{_IMPL}.misc:{n}" for n in ("recursive_detach", "is_cudnn_snafu")},
     f"{_F}.utilities.spike:TrainingSpikeException": "trainer.callbacks.spike:TrainingSpikeException",
     **{f"{_P}.demos.boring_classes:{n}": f"{_IMPL}.demos:{n}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 import socket
-from collections.abc import Callable, Iterable, Mapping
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -44,25 +46,68 @@ def is_param_in_hook_signature(hook_fx: Callable, param: str, explicit: bool = F
         isinstance(min_args, int) and len(args) >= min_args)
 
 
-def _batch_sizes(batch: Any) -> Iterable[int]:
+def _extract_batch_size(batch: Any) -> Iterator[int | None]:
+    """The first dimension of every tensor in ``batch`` (1 for a scalar), walking mappings, sequences and
+    dataclasses; None for each leaf that is not a tensor (a string is a leaf)."""
     if isinstance(batch, torch.Tensor):
         yield batch.size(0) if batch.ndim else 1
-    elif isinstance(batch, (str, bytes)):
-        yield len(batch)
     elif isinstance(batch, Mapping):
         for value in batch.values():
-            yield from _batch_sizes(value)
-    elif isinstance(batch, Iterable):
+            yield from _extract_batch_size(value)
+    elif isinstance(batch, Iterable) and not isinstance(batch, str):
         for value in batch:
-            yield from _batch_sizes(value)
+            yield from _extract_batch_size(value)
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        for field in dataclasses.fields(batch):
+            yield from _extract_batch_size(getattr(batch, field.name))
+    else:
+        yield None
 
 
 def extract_batch_size(batch: Any) -> int:
-    """The batch size of ``batch``: the first dimension of its first tensor (or a string's length)."""
-    for size in _batch_sizes(batch):
-        return size
-    raise MisconfigurationException("We could not infer the batch_size from the batch. Either simplify its structure "
-                                    "or provide the batch_size as `self.log(..., batch_size=batch_size)`.")
+    """The batch size of ``batch``: the first tensor's first dimension (a warning when tensors disagree)."""
+    message = ("We could not infer the batch_size from the batch. Either simplify its structure or provide the "
+               "batch_size as `self.log(..., batch_size=batch_size)`.")
+    size = None
+    try:
+        for found in _extract_batch_size(batch):
+            if size is None:
+                size = found
+            elif found is not None and found != size:
+                warnings.warn(f"Trying to infer the `batch_size` from an ambiguous collection. The batch size we "
+                              f"found is {size}. To avoid any miscalculations, use `self.log(..., "
+                              "batch_size=batch_size)`.", stacklevel=2)
+                break
+    except RecursionError as err:
+        raise MisconfigurationException(message) from err
+    if size is None:
+        raise MisconfigurationException(message)
+    return size
+
+
+def _is_dataloader_shuffled(dataloader: object) -> bool:
+    """Whether ``dataloader`` draws its samples in random order (a ``RandomSampler``, possibly in its batch
+    sampler); never for an iterable dataset."""
+    from torch.utils.data import IterableDataset, RandomSampler
+
+    if isinstance(getattr(dataloader, "dataset", None), IterableDataset) or not hasattr(dataloader, "sampler"):
+        return False
+    batch_sampler = getattr(dataloader, "batch_sampler", None)
+    sampler = getattr(batch_sampler, "sampler", batch_sampler) if batch_sampler is not None else dataloader.sampler
+    return isinstance(sampler, RandomSampler)
+
+
+def _set_sampler_epoch(dataloader: object, epoch: int) -> None:
+    """``set_epoch(epoch)`` on the loader's sampler and its batch sampler's sampler (once each), so a
+    ``DistributedSampler`` shuffles anew every epoch."""
+    seen: dict[int, Any] = {}
+    for sampler in (getattr(dataloader, "sampler", None),
+                    getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)):
+        if sampler is not None:
+            seen[id(sampler)] = sampler
+    for sampler in seen.values():
+        if callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(epoch)
 
 
 def recursive_detach(in_dict: Any, to_cpu: bool = False) -> Any:
