@@ -227,3 +227,16 @@ def test_batch_size_and_sampler_helpers():
     sampler = DistributedSampler(range(4), num_replicas=2, rank=0)
     _set_sampler_epoch(DataLoader(range(4), sampler=sampler), 3)
     assert sampler.epoch == 3
+
+
+def test_module_path_and_tied_parameter_helpers():
+    from trainer.lightning_compat.impl.utilities import _find_shared_parameters, _get_module_by_path, \
+        _set_module_by_path
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    model[1][0].weight = model[0].weight
+    assert _find_shared_parameters(model) == [["0.weight", "1.0.weight"]]
+    assert _get_module_by_path(model, "1.0") is model[1][0]
+    relu = torch.nn.ReLU()
+    _set_module_by_path(model, "1.0", relu)
+    assert model[1][0] is relu

@@ -134,4 +134,8 @@ NAMES: dict[str, str] = {
     f"{_F}.wrappers:_unwrap_objects": f"{_IMPL}.utilities:_unwrap_objects",
     f"{_P}.callbacks.progress.rich_progress:RichProgressBarTheme": "trainer.callbacks.rich_support:RichProgressBarTheme",
     f"{_F}.loggers.csv_logs:_ExperimentWriter": "trainer.loggers.csv_logs:ExperimentWriter",
+    **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.utilities:{n}"
+       for n in ("_get_all_visible_cuda_devices", "_is_ampere_or_later", "_clear_cuda_memory")},
+    **{f"{_P}.utilities.parameter_tying:{n}": f"{_IMPL}.utilities:{n}"
+       for n in ("_get_module_by_path", "_set_module_by_path", "_find_shared_parameters")},
 }

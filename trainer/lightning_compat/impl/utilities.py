@@ -209,3 +209,49 @@ def _unwrap_objects(collection: Any) -> Any:
         return obj._loader if isinstance(obj, FabricDataLoader) else unwrap(obj)
 
     return apply_to_collection(collection, (FabricModule, FabricOptimizer, FabricDataLoader), original)
+
+
+# --- CUDA devices ------------------------------------------------------------------------------------------------------
+def _get_all_visible_cuda_devices() -> list[int]:
+    return list(range(torch.cuda.device_count()))
+
+
+def _is_ampere_or_later(device: torch.device | None = None) -> bool:
+    major, _ = torch.cuda.get_device_capability(device)
+    return major >= 8
+
+
+def _clear_cuda_memory() -> None:
+    """Release what torch's CUDA caching allocator holds (after a garbage collection), if CUDA was used."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+# --- modules by dotted path --------------------------------------------------------------------------------------------
+def _get_module_by_path(module: torch.nn.Module, path: str) -> torch.nn.Module:
+    for name in path.split("."):
+        module = getattr(module, name)
+    return module
+
+
+def _set_module_by_path(module: torch.nn.Module, path: str, value: torch.nn.Module) -> None:
+    *parents, last = path.split(".")
+    for name in parents:
+        module = getattr(module, name)
+    setattr(module, last, value)
+
+
+def _find_shared_parameters(module: torch.nn.Module, tied_parameters: dict | None = None,
+                            prefix: str = "") -> list[list[str]]:
+    """The dotted names of each parameter held under more than one name (tied weights), one list per parameter."""
+    tied = {} if tied_parameters is None else tied_parameters
+    for name, param in module._parameters.items():
+        if param is not None:
+            tied.setdefault(param, []).append(f"{prefix}.{name}" if prefix else name)
+    for name, child in module._modules.items():
+        if child is not None:
+            _find_shared_parameters(child, tied, f"{prefix}.{name}" if prefix else name)
+    return [names for names in tied.values() if len(names) > 1]
