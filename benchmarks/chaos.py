@@ -14,11 +14,15 @@ uninterrupted run:
   every sample must be trained exactly once, and the mean loss of the last steps must be within the uninterrupted
   run's noise (its step-to-step spread over the same window).
 
+- ``spike``: ``--failures`` poisoned batches at seeded steps, recovered in-process by ``Trainer(spike_recovery=...)``
+  (``benchmarks/chaos_spike.py``): one process, against the same job on clean data.
+
 It prints the time lost per failure (wall time of the run with failures minus the uninterrupted one, divided by
 the failures) and exits 1 if a check fails. ``--short`` is the CI form (tests/distributed/test_chaos.py).
 
     python benchmarks/chaos.py --seed 0 --failures 3 --steps 300
     python benchmarks/chaos.py --short
+    python benchmarks/chaos.py --scenarios spike --failures 4 --steps 300 --every 10
 """
 
 from __future__ import annotations
@@ -368,7 +372,8 @@ def main() -> int:
                         help="torchrun's --rdzv-conf (keep_alive_interval x keep_alive_max_attempt, 5 x 3 s by default, "
                              "is how long a dead node holds up the next rendezvous)")
     parser.add_argument("--window", type=int, default=30, help="the last steps whose loss is compared")
-    parser.add_argument("--scenarios", help="rank, node or rank,node (default: both; --short: rank)")
+    parser.add_argument("--scenarios", help="rank, node, spike, or several with commas (default: rank,node; "
+                        "--short: rank)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per job before giving up")
     parser.add_argument("--out-dir", help="keep the runs here (default: a temporary directory)")
     parser.add_argument("--short", action="store_true", help="the CI form: 30 steps, 1 rank failure, the "
@@ -385,6 +390,12 @@ def main() -> int:
     root = Path(args.out_dir or tempfile.mkdtemp(prefix="relay-chaos-"))
     failures, lost = [], {}
     for mode in (args.scenarios or "rank,node").split(","):
+        if mode == "spike":  # in-process recovery from poisoned batches (benchmarks/chaos_spike.py)
+            from chaos_spike import spike_scenario
+
+            found, lost[mode] = spike_scenario(root / "spike", args)
+            failures += found
+            continue
         low, high = int(args.steps * 0.2), int(args.steps * 0.8)
         kills = sorted(rng.sample(range(low, high), args.failures))
         if args.short:  # side by side: fast, but the two share the cores, so no timing figure

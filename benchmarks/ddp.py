@@ -2,8 +2,9 @@
 """DDP over 2 processes (gloo, CPU): Relay against a hand-written DistributedDataParallel script run by torchrun.
 
 Contenders: ``raw`` (hand-written DDP, torchrun), ``relay`` (``python script.py``: Relay starts the 2 workers
-itself), ``relay-torchrun`` (the same Relay script under torchrun) and ``lightning`` (self-launched) when
-installed. Each runs as a user runs it: no thread settings in the scripts and no OMP_NUM_THREADS exported,
+itself), ``relay-torchrun`` (the same Relay script under torchrun), ``relay-straggler`` (``relay`` with a
+``StragglerDetector``: its per-step timing cost, asked for with ``--contenders``) and ``lightning`` (self-launched)
+when installed. Each runs as a user runs it: no thread settings in the scripts and no OMP_NUM_THREADS exported,
 so every launcher picks the per-worker thread count itself (torchrun: 1; Relay and Lightning: cores / processes).
 All train the same MLP (256 -> 512 -> 512 -> 10, batch 64 per rank, SGD) on the same seeded data through a
 ``DataLoader`` with a distributed sampler. Two figures per run, both read on rank 0:
@@ -24,6 +25,7 @@ first step <= raw + 1 s.
   python benchmarks/ddp.py                 # 5 repetitions
   python benchmarks/ddp.py --repeats 9 --steps 300
   python benchmarks/ddp.py --quick         # smoke test; the figures mean nothing
+  python benchmarks/ddp.py --contenders raw,relay,relay-straggler --repeats 9   # the StragglerDetector's cost
 """
 
 from __future__ import annotations
@@ -128,8 +130,14 @@ def child_relay(args: argparse.Namespace) -> None:
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    callbacks = []
+    if args.child == "relay-straggler":  # the per-rank step timing of trainer/healing/straggler.py, default window
+        from trainer.healing import StragglerDetector
+
+        callbacks.append(StragglerDetector())
     trainer = Trainer(strategy="ddp", devices=2, accelerator="cpu", max_epochs=1, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=callbacks)
     trainer.fit(Net(), DataLoader(_data(args.steps, 2), batch_size=64, shuffle=True))
     if trainer.is_global_zero:
         clock.report(args.out)
@@ -202,15 +210,16 @@ def main() -> None:
                    help="comma-separated; raw is always run (the reference); lightning only where it is installed")
     args = p.parse_args()
     if args.child:
-        {"raw": child_raw, "relay": child_relay, "lightning": child_lightning}[args.child](args)
+        {"raw": child_raw, "relay": child_relay, "relay-straggler": child_relay,
+         "lightning": child_lightning}[args.child](args)
         return
     if args.quick:
         args.steps, args.warmup, args.repeats = 2 * BLOCK + 5, 2, 1
     wanted = [c for c in args.contenders.split(",") if c]
-    unknown = sorted(set(wanted) - {"raw", "relay", "relay-torchrun", "lightning"})
+    unknown = sorted(set(wanted) - {"raw", "relay", "relay-torchrun", "relay-straggler", "lightning"})
     if unknown:
-        p.error(f"--contenders: unknown {unknown}; choose from raw, relay, relay-torchrun, lightning")
-    contenders = ["raw"] + [c for c in ("relay", "relay-torchrun") if c in wanted]
+        p.error(f"--contenders: unknown {unknown}; choose from raw, relay, relay-torchrun, relay-straggler, lightning")
+    contenders = ["raw"] + [c for c in ("relay", "relay-torchrun", "relay-straggler") if c in wanted]
     if "lightning" in wanted and importlib.util.find_spec("lightning") is not None:  # not an import: ~3 CPU-s
         contenders.append("lightning")
     results: dict[str, list[dict]] = {c: [] for c in contenders}
@@ -240,6 +249,12 @@ def main() -> None:
         print(f"{name}: step <= 1.05x raw: {'met' if r['step_ratio'] <= 1.05 else 'NOT met'} "
               f"({r['step_ratio']:.3f}); first step <= raw + 1 s: "
               f"{'met' if r['first_step_extra_s'] <= 1.0 else 'NOT met'} ({r['first_step_extra_s']:+.2f} s)")
+    if "relay-straggler" in results and "relay" in results:  # the StragglerDetector's cost, per repetition
+        cost = statistics.median(s["step_ms"] / r["step_ms"] - 1 for s, r in zip(results["relay-straggler"],
+                                                                                  results["relay"]))
+        summary["straggler_overhead"] = cost
+        print(f"StragglerDetector (every 50 steps) vs relay: {100 * cost:+.2f}% per step "
+              f"(<= 1%: {'met' if cost <= 0.01 else 'NOT met'})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "runs": results}, f, indent=1)

@@ -64,11 +64,13 @@ class Trainer(TrainerMembers):
         enable_progress_bar: bool | None = None, enable_model_summary: bool | None = None,
         overfit_batches: int | float = 0.0, reload_dataloaders_every_n_epochs: int = 0,
         accumulate_grad_batches: int = 1, elastic_batch: str = "per_device",
+        rank_batch_sizes: list[int] | str | None = None,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None, deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None, plugins: Any = None, compile: Any = None,
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
-        stop_on_nonfinite_loss: bool = True, preemption_signals: Any = None, auto_requeue: bool = True,
+        stop_on_nonfinite_loss: bool = True, spike_recovery: Any = None, preemption_signals: Any = None,
+        auto_requeue: bool = True,
         profiler: Any = None, benchmark: bool | None = None, inference_mode: bool = True,
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
@@ -95,7 +97,20 @@ class Trainer(TrainerMembers):
             args.callbacks, run["enable_checkpointing"], run["enable_progress_bar"], run["enable_model_summary"],
             bool(self.fast_dev_run),
         )
+        self._add_healing(args)
         self._init_loop_state(run["max_epochs"], run["min_epochs"], run["max_steps"], run["min_steps"])
+
+    def _add_healing(self, args: TrainerArguments) -> None:
+        """``spike_recovery`` and ``rank_batch_sizes`` are callbacks of trainer/healing/, first in the list (they see
+        a step before the others); only a run that asks loads the package."""
+        if args.spike_recovery is not None and args.spike_recovery is not False:
+            from trainer.healing.spike import spike_recovery_callback  # local import: only runs that ask load it
+
+            self.callbacks.insert(0, spike_recovery_callback(args.spike_recovery))
+        if args.rank_batch_sizes is not None:  # the loss weighting; the sampler: trainer/stage/plan.py
+            from trainer.healing.rank_batches import RankBatches  # local import: only runs that ask load it
+
+            self.callbacks.insert(0, RankBatches(args.rank_batch_sizes))
 
     def _init_loop_state(self, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int) -> None:
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""

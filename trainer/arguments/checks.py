@@ -91,6 +91,31 @@ def only_none(name: str, value: Any) -> None:
         raise InvalidArgument
 
 
+def spike_recovery(name: str, value: Any) -> Any:
+    """None/False (off), True, a mapping of ``SpikeRecovery``'s arguments (a DictConfig too) or a SpikeRecovery;
+    a mapping becomes a plain dict (its keys are checked when the callback is built)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    if type(value).__name__ == "SpikeRecovery":  # its own class checked its arguments; no import here
+        return value
+    raise InvalidArgument
+
+
+def rank_batch_sizes(name: str, value: Any) -> tuple[int, ...] | str | None:
+    """None, "auto", or a list of batch sizes (ints >= 1), one per data-parallel process (counted when the run
+    starts)."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgument
+    sizes = tuple(value)
+    if not sizes or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
+        raise InvalidArgument
+    return sizes
+
+
 def limit(name: str, value: Any) -> int | float | None:
     return check_limit(name, value)
 

@@ -152,6 +152,12 @@ class TrainerArguments:
         "per_device", "On a resume at another world size: 'per_device' keeps batch and accumulation per process; "
         "'keep_global' adapts accumulate_grad_batches so the global batch stays the checkpoint's",
         "'per_device' or 'keep_global'", "'keep_global'", checks.one_of("per_device", "keep_global"), lightning=None)
+    rank_batch_sizes: list[int] | str | None = argument(
+        None, "Data-parallel processes with different batch sizes (mixed devices): one size per process, or 'auto' "
+        "(set from each rank's measured speed); each step takes one global batch of their sum and weights the "
+        "gradients so the update is that global batch's",
+        "None, 'auto' or a list of ints >= 1, one per data-parallel process", "[3, 5]", checks.rank_batch_sizes,
+        lightning=None)
     gradient_clip_val: float | None = argument(
         None, "Clip gradients to this norm or value (0 or None: no clipping)",
         "a number >= 0 or None (0 or None: no clipping; a negative value would reverse the gradients)", "1.0",
@@ -186,6 +192,11 @@ class TrainerArguments:
     stop_on_nonfinite_loss: bool = argument(
         True, "Stop with an error (after a checkpoint) when the loss is NaN or infinite", "True or False", "False",
         checks.boolean, lightning=None)
+    spike_recovery: Any = argument(
+        None, "On a loss spike or a non-finite loss, roll back to an in-memory snapshot, skip the offending batches "
+        "and continue (None/False: off; True: the defaults; a dict of SpikeRecovery's arguments)",
+        "None, True, False, a dict of SpikeRecovery's arguments or a SpikeRecovery",
+        "True", checks.spike_recovery, lightning=None)
     preemption_signals: Any = argument(
         None, "Signals that save a checkpoint and stop (None: SIGTERM and SIGUSR1; []: off)",
         "None, a list of signal names or numbers, or [] (off)", "['SIGTERM']", checks.signals, lightning=None)

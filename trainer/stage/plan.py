@@ -67,6 +67,7 @@ class LoaderSource:
     pad: bool = True  # False (prediction): every sample on exactly one rank
     no_shuffle: bool = False  # overfit_batches: the same batches every epoch
     shard: bool = True  # use_distributed_sampler
+    rank_batch_sizes: tuple[int, ...] | str | None = None  # training: per-rank batch sizes (trainer/healing/)
 
     @property
     def method(self) -> str:
@@ -111,6 +112,11 @@ class LoaderSource:
         kwargs = strategy.distributed_sampler_kwargs if self.shard else {"num_replicas": 1, "rank": 0}
         plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
                                 pad=self.pad, no_shuffle=self.no_shuffle) for loader in loaders]
+        if self.rank_batch_sizes is not None and self.shard:
+            from trainer.healing.rank_batches import rank_batched  # local import: only runs that ask load it
+
+            plans = [rank_batched(plan, self.rank_batch_sizes, kwargs["num_replicas"], kwargs["rank"], seed)
+                     for plan in plans]
         prepared = [plan.loader for plan in plans]
         allowed = self.model.allow_zero_length_dataloader_with_multiple_devices or (
             self.datamodule is not None and self.datamodule.allow_zero_length_dataloader_with_multiple_devices)
@@ -228,6 +234,7 @@ def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: D
         required=key != "val" or stage == "validate",
         pad=key != "predict", no_shuffle=key == "train" and bool(trainer.overfit_batches),
         shard=trainer.use_distributed_sampler,
+        rank_batch_sizes=trainer.args.rank_batch_sizes if key == "train" else None,
     )
 
 
