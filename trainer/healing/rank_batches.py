@@ -196,6 +196,12 @@ class RankBatches(Callback):
         loader = trainer.train_dataloader
         sampler = getattr(loader, "batch_sampler", None)
         self.sampler = sampler if isinstance(sampler, RankBatchSampler) else None
+        if self.fixed is not None and self.sampler is not None and len(self.fixed["sizes"]) != len(self.sampler.sizes):
+            if trainer.is_global_zero:  # a restart at another world size: the measured split does not apply
+                print(f"rank_batch_sizes='auto': the checkpoint's sizes {self.fixed['sizes']} were measured on "
+                      f"{len(self.fixed['sizes'])} processes, this run has {len(self.sampler.sizes)}: measuring again",
+                      flush=True)
+            self.fixed = None
         if self.sampler is not None and self.fixed is not None:
             self.sampler.final = tuple(self.fixed["sizes"])
             self.sampler.switch = (self.fixed["epoch"], self.fixed["step"])
