@@ -91,8 +91,15 @@ def test_the_checkpoint_records_the_skipped_batches_and_a_resume_continues_after
 def test_too_many_recoveries_stop_with_the_steps_and_batches_named():
     from trainer.healing import SpikeRecoveryError
 
+    seed_everything(0)
+    model = PoisonedGPT(**TINY)
+    trainer = Trainer(accelerator="cpu", max_steps=20, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False,
+                      spike_recovery={**RECOVERY, "max_recoveries": 1})
+    data = PoisonedSorting(BATCH * 30, BATCH, {12: NON_FINITE, 16: NON_FINITE})
     with pytest.raises(SpikeRecoveryError, match=r"2 recoveries within 1000 batches \(at most 1\): step .*batch 12"):
-        fit({12: NON_FINITE, 16: NON_FINITE}, spike_recovery={**RECOVERY, "max_recoveries": 1}, max_steps=20)
+        trainer.fit(model, DataLoader(data, batch_size=BATCH))
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # left at the last good state
 
 
 def test_off_by_default_a_non_finite_loss_still_stops():

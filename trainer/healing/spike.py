@@ -189,6 +189,7 @@ class SpikeRecovery(Callback):
         self.recoveries.append(record)
         recent = [r for r in self.recoveries if total - r["total_batches"] < self.recovery_window]
         if len(recent) > self.max_recoveries:
+            self.snapshot.restore(trainer)  # the weights in memory are the last good ones when the run stops
             listed = "; ".join(f"step {r['step']} (epoch {r['epoch']}, batch {r['batch']}, {r['reason']}, loss "
                                f"{r['loss']:.4g}; skipped {_batches(r['skipped'])})" for r in recent)
             raise SpikeRecoveryError(
