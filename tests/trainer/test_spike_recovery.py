@@ -151,6 +151,9 @@ def test_the_cli_turns_it_on_by_default_and_hydra_keys_reach_it():
     assert next(cb for cb in trainer.callbacks if isinstance(cb, StragglerDetector)).factor == 2.0
     off = build_trainer(compose_checked(str(configs_dir()), "config", ["logger=none", "trainer.spike_recovery=false"]))
     assert not any(isinstance(cb, SpikeRecovery) for cb in off.callbacks) and off.stop_on_nonfinite_loss
+    for value, kept in (("[3,5]", (3, 5)), ("auto", "auto")):
+        cfg = compose_checked(str(configs_dir()), "config", ["logger=none", f"trainer.rank_batch_sizes={value}"])
+        assert build_trainer(cfg).args.rank_batch_sizes == kept
 
 
 @pytest.mark.cuda
