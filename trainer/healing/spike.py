@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,13 @@ from trainer.healing.snapshot import TrainingSnapshot
 if TYPE_CHECKING:
     from trainer.module import Module
     from trainer.trainer import Trainer
+
+
+# strategies whose training state lives outside the module's parameters and the torch optimizer: a rollback of those
+# alone would leave the rest at the bad step
+UNSUPPORTED = {"DeepSpeedStrategy": "DeepSpeed keeps its own fp32 master weights and partitioned optimizer state, "
+                                    "which the in-memory snapshot does not hold; a non-finite loss stops the run "
+                                    "(stop_on_nonfinite_loss) as without spike recovery."}
 
 
 class SpikeRecoveryError(RuntimeError):
@@ -83,6 +91,7 @@ class SpikeRecovery(Callback):
         self._grad_finite: list[torch.Tensor] = []
         self._lr_hooks: list[Any] = []
         self._stop_was: bool | None = None
+        self.disabled = False  # under a strategy whose state it cannot roll back (UNSUPPORTED)
         if watch_grad_norm:  # an instance hook: the per-step fast path stays on when it is off (trainer/hooks.py)
             self.on_before_optimizer_step = self._watch_gradients  # type: ignore[method-assign]
 
@@ -93,6 +102,12 @@ class SpikeRecovery(Callback):
 
     # --- the run's start and end -------------------------------------------------------------------------------
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self.disabled = type(trainer.strategy).__name__ in UNSUPPORTED
+        if self.disabled:  # said once, and the run goes on as without it (the CLI turns it on for every strategy)
+            if trainer.is_global_zero:
+                warnings.warn(f"Spike recovery is off under {type(trainer.strategy).__name__}: "
+                              f"{UNSUPPORTED[type(trainer.strategy).__name__]}", UserWarning, stacklevel=2)
+            return
         self._stop_was, trainer.stop_on_nonfinite_loss = trainer.stop_on_nonfinite_loss, False  # recovered instead
         on_cpu = trainer.strategy.root_device.type == "cpu"
         self.check_every = self.check_every_n_steps or (1 if on_cpu else min(10, self.snapshot_every))
@@ -120,6 +135,8 @@ class SpikeRecovery(Callback):
 
     # --- per batch ---------------------------------------------------------------------------------------------
     def _watch_gradients(self, trainer: Trainer, pl_module: Module, optimizer: torch.optim.Optimizer) -> None:
+        if self.disabled:
+            return
         grads = [g.to_local() if hasattr(g, "to_local") else g
                  for group in optimizer.param_groups for p in group["params"] if (g := p.grad) is not None]
         if grads:
@@ -128,6 +145,8 @@ class SpikeRecovery(Callback):
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
+        if self.disabled:
+            return
         loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
         progress = trainer.progress
         where = (trainer.global_step, trainer.current_epoch, batch_idx, progress.total_batches)
