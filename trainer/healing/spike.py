@@ -56,7 +56,7 @@ class SpikeRecovery(Callback):
         check_every_n_steps: steps whose losses are read together. None: every step on the CPU (the read costs
             nothing there), every ``min(10, snapshot_every_n_steps)`` steps on an accelerator, where each read waits
             for the device (a spike is then found up to that many steps later, and the rollback undoes them too).
-        window, threshold, min_history, relative_floor: the finite-spike rule, see :class:`SpikeDetector`.
+        window, threshold, min_history, relative_floor, min_ratio: the finite-spike rule, see :class:`SpikeDetector`.
         lr_scale, lr_scale_steps: after a recovery, the learning rates times ``lr_scale`` for that many steps.
         max_recoveries, recovery_window: more than ``max_recoveries`` within ``recovery_window`` batches stop the run.
         watch_grad_norm: also recover when the gradient norm is not finite (costs a norm per step).
@@ -64,7 +64,8 @@ class SpikeRecovery(Callback):
     """
 
     def __init__(self, snapshot_every_n_steps: int = 50, check_every_n_steps: int | None = None, window: int = 50,
-                 threshold: float = 6.0, min_history: int = 10, relative_floor: float = 0.05, lr_scale: float = 1.0,
+                 threshold: float = 6.0, min_history: int = 10, relative_floor: float = 0.05, min_ratio: float = 4.0,
+                 lr_scale: float = 1.0,
                  lr_scale_steps: int = 0, max_recoveries: int = 3, recovery_window: int = 1000,
                  watch_grad_norm: bool = False, verbose: bool = True) -> None:
         for name, value, low in (("snapshot_every_n_steps", snapshot_every_n_steps, 1),
@@ -74,13 +75,14 @@ class SpikeRecovery(Callback):
                                  ("max_recoveries", max_recoveries, 0), ("recovery_window", recovery_window, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise MisconfigurationError(f"SpikeRecovery({name}={value!r}): {name} must be an int >= {low}.")
-        if not (threshold > 0 and 0 < lr_scale <= 1 and relative_floor >= 0):
+        if not (threshold > 0 and 0 < lr_scale <= 1 and relative_floor >= 0 and min_ratio >= 1):
             raise MisconfigurationError(
-                f"SpikeRecovery(threshold={threshold!r}, lr_scale={lr_scale!r}, relative_floor={relative_floor!r}): "
-                "threshold must be > 0, lr_scale in (0, 1], relative_floor >= 0.")
+                f"SpikeRecovery(threshold={threshold!r}, lr_scale={lr_scale!r}, relative_floor={relative_floor!r}, "
+                f"min_ratio={min_ratio!r}): threshold must be > 0, lr_scale in (0, 1], relative_floor >= 0, "
+                "min_ratio >= 1.")
         self.snapshot_every, self.check_every_n_steps = snapshot_every_n_steps, check_every_n_steps
         self.check_every = check_every_n_steps or 1
-        self.detector = SpikeDetector(window, threshold, min_history, relative_floor)
+        self.detector = SpikeDetector(window, threshold, min_history, relative_floor, min_ratio)
         self.lr_scale, self.lr_scale_steps = lr_scale, lr_scale_steps
         self.max_recoveries, self.recovery_window = max_recoveries, recovery_window
         self.verbose = verbose
