@@ -126,7 +126,7 @@ def regression_data() -> TensorDataset:
 
 
 def rank_batches(out: Path, sizes: list[int] | str, max_steps: int, resume: bool, devices: int = 2,
-                 slow: float = 0.0, strategy: str = "ddp") -> Regression:
+                 slow: float = 0.0, strategy: str = "ddp", checkpoint: bool = True) -> Regression:
     from trainer.callbacks import ModelCheckpoint
 
     seed_everything(7)
@@ -134,7 +134,9 @@ def rank_batches(out: Path, sizes: list[int] | str, max_steps: int, resume: bool
     trainer = Trainer(accelerator="cpu", strategy=strategy if devices > 1 else "auto", devices=devices, max_epochs=2,
                       max_steps=max_steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
                       rank_batch_sizes=sizes if devices > 1 else None,
-                      callbacks=[ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=1, save_last=True)])
+                      enable_checkpointing=checkpoint,
+                      callbacks=[ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=1, save_last=True)]
+                      if checkpoint else [])
     for callback in trainer.callbacks:
         if hasattr(callback, "auto_steps"):
             callback.auto_steps = 3  # measure over 3 steps (after 2 of warm-up)
@@ -159,6 +161,7 @@ def main() -> None:
         parser.add_argument("--max-steps", type=int, default=-1)
         parser.add_argument("--resume", action="store_true")
         parser.add_argument("--slow-ms-per-sample", type=float, default=0.0)
+        parser.add_argument("--no-checkpoint", action="store_true")
         parser.add_argument("--strategy", default="ddp")
         parser.add_argument("--sleep-ms", type=float, default=30.0)
         args = parser.parse_args(argv)
@@ -168,7 +171,8 @@ def main() -> None:
             spike(out, args.strategy)
         elif args.scenario == "rank_batches":
             sizes = "auto" if args.sizes == "auto" else [int(b) for b in args.sizes.split(",")]
-            rank_batches(out, sizes, args.max_steps, args.resume, slow=args.slow_ms_per_sample, strategy=args.strategy)
+            rank_batches(out, sizes, args.max_steps, args.resume, slow=args.slow_ms_per_sample, strategy=args.strategy,
+                         checkpoint=not args.no_checkpoint)
         else:
             straggler(out, args.strategy, args.sleep_ms)
 

@@ -26,14 +26,15 @@ def outs(tmp_path_factory) -> dict[str, list[dict]]:
     args = [str(base / "ddp"), "--scenario", "spike", "--strategy", "ddp",
             "--then", str(base / "fsdp"), "--scenario", "spike", "--strategy", "fsdp",
             "--then", str(base / "straggler"), "--scenario", "straggler", "--sleep-ms", "30",
-            "--then", str(base / "uneven"), "--scenario", "rank_batches", "--max-steps", "12",
+            "--then", str(base / "uneven"), "--scenario", "rank_batches", "--max-steps", "12", "--no-checkpoint",
             "--then", str(base / "resumed"), "--scenario", "rank_batches", "--max-steps", "5",
             "--then", str(base / "resumed"), "--scenario", "rank_batches", "--max-steps", "12", "--resume",
             "--then", str(base / "auto"), "--scenario", "rank_batches", "--sizes", "auto", "--slow-ms-per-sample", "3",
             "--max-steps", "6",
             "--then", str(base / "auto"), "--scenario", "rank_batches", "--sizes", "auto", "--slow-ms-per-sample", "3",
             "--max-steps", "12", "--resume",
-            "--then", str(base / "fsdp-uneven"), "--scenario", "rank_batches", "--strategy", "fsdp", "--max-steps", "12"]
+            "--then", str(base / "fsdp-uneven"), "--scenario", "rank_batches", "--strategy", "fsdp", "--max-steps", "12",
+            "--no-checkpoint"]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=240, env=env,
                           cwd=base, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
@@ -83,7 +84,7 @@ def one_process(tmp_path_factory):
     """The reference: one process on batch 8 (3 + 5), in this process."""
     from tests.distributed.healing_script import rank_batches
 
-    return rank_batches(tmp_path_factory.mktemp("batch8"), [3, 5], 12, False, devices=1).weights
+    return rank_batches(tmp_path_factory.mktemp("batch8"), [3, 5], 12, False, devices=1, checkpoint=False).weights
 
 
 @pytest.mark.parametrize("run", ["uneven", "resumed", "auto", "auto-resumed", "fsdp-uneven"])
