@@ -137,8 +137,8 @@ def test_arguments_are_checked():
 def test_the_cli_turns_it_on_by_default_and_hydra_keys_reach_it():
     from trainer.cli.check import compose_checked
     from trainer.cli.job import build_trainer
-    from trainer.healing import SpikeRecovery, StragglerDetector
     from trainer.cli.resources import configs_dir
+    from trainer.healing import SpikeRecovery, StragglerDetector
 
     default = build_trainer(compose_checked(str(configs_dir()), "config", ["logger=none"]))
     assert [type(cb) for cb in default.callbacks].count(SpikeRecovery) == 1
