@@ -19,7 +19,8 @@ fw = load(sys.argv[1])
 if fw.name == "lightning":
     from lightning.pytorch.plugins import AsyncCheckpointIO, TorchCheckpointIO
 else:
-    from trainer.plugins import AsyncCheckpointIO, TorchCheckpointIO
+    from plugins.async_checkpoint_io import AsyncCheckpointIO
+    from plugins.checkpoint_io import TorchCheckpointIO
 
 calls = {"save": 0, "remove": 0}
 

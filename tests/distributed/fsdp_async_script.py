@@ -17,7 +17,8 @@ import torch
 
 from trainer import Module, Trainer, seed_everything
 from trainer.callbacks import ModelCheckpoint
-from trainer.plugins import AsyncCheckpointIO, TorchCheckpointIO
+from plugins.async_checkpoint_io import AsyncCheckpointIO
+from plugins.checkpoint_io import TorchCheckpointIO
 from torch.utils.data import DataLoader, TensorDataset
 
 

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainer import Module, Trainer
-from trainer.plugins import TorchSyncBatchNorm
+from plugins.layer_sync import TorchSyncBatchNorm
 from trainer.utilities import is_shared_filesystem
 
 

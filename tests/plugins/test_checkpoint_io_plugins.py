@@ -23,7 +23,7 @@ from trainer.errors import MisconfigurationError
 def test_signatures_are_lightnings(name):
     import lightning.pytorch.plugins as lightning_plugins
 
-    import trainer.plugins as relay_plugins
+    import trainer.lightning_compat.impl.pytorch_plugins as relay_plugins
 
     ours = getattr(relay_plugins, name)
     # Lightning's AsyncCheckpointIO forwards (*args, **kwargs) to the TorchCheckpointIO it wraps

@@ -18,7 +18,7 @@ TABLES: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
         "loggers": "trainer.loggers",
         "utilities": "trainer.utilities",
         "demos": "trainer.demos",
-        "plugins": "trainer.plugins",
+        "plugins": "trainer.lightning_compat.impl.pytorch_plugins",
         "profilers": "trainer.profilers",
         "trainer": "trainer",
         "tuner": "trainer.tuner",
@@ -35,7 +35,7 @@ TABLES: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
         "loggers.mlflow": "trainer.loggers.mlflow",
         "loggers.comet": "trainer.loggers.comet",
         "loggers.neptune": "trainer.loggers.neptune",
-        "plugins.environments": "trainer.plugins.environments",
+        "plugins.environments": "trainer.lightning_compat.impl.environments",
     }),
     "lightning.fabric": ("trainer.fabric", {
         "fabric": "trainer.fabric.fabric",
@@ -50,12 +50,12 @@ TABLES: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
         "utilities.exceptions": "trainer.utilities.exceptions",
         "utilities.enums": "trainer.utilities.enums",
         "utilities.types": "trainer.fabric.utilities.types",
-        "plugins.environments": "trainer.plugins.environments",
-        **{f"plugins.environments.{name}": "trainer.plugins.environments" for name in _ENVIRONMENTS},
+        "plugins.environments": "trainer.lightning_compat.impl.environments",
+        **{f"plugins.environments.{name}": "trainer.lightning_compat.impl.environments" for name in _ENVIRONMENTS},
     }),
 }
 TABLES["lightning.pytorch"][2].update(
-    {f"plugins.environments.{name}": "trainer.plugins.environments" for name in _ENVIRONMENTS})
+    {f"plugins.environments.{name}": "trainer.lightning_compat.impl.environments" for name in _ENVIRONMENTS})
 
 
 def _split(name: str) -> tuple[str, str] | None:

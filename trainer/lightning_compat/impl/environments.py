@@ -1,4 +1,4 @@
-"""Cluster environments under Lightning's path (``lightning.pytorch.plugins.environments``)."""
+"""``lightning.pytorch.plugins.environments`` (and Fabric's) in the zero-edit mode: Relay's cluster environments."""
 
 from __future__ import annotations
 

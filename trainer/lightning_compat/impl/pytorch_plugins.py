@@ -1,6 +1,6 @@
-"""``trainer.plugins``: precision plugins and checkpoint I/O under Lightning's path (``lightning.pytorch.plugins``).
+"""``lightning.pytorch.plugins`` in the zero-edit mode: Relay's precision plugins, checkpoint I/O and layer sync.
 
-Relay's plugins themselves live in the top-level ``plugins`` package; this only re-exports them.
+Relay's plugins themselves live in the top-level ``plugins`` package; this only serves them under Lightning's path.
 """
 
 from __future__ import annotations
