@@ -103,11 +103,9 @@ class FabricOptimizer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_optimizer"], name)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_optimizer", "_strategy", "__class__"):
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self._optimizer, name, value)
+    # No __setattr__: what is set on the wrapper stays on the wrapper, as on Lightning's. A torch LR scheduler
+    # made on the wrapper patches ``step`` on the object it was given; forwarded to the wrapped optimizer, that
+    # patch made the strategy's ``optimizer.step()`` call the wrapper's step again, without end.
 
 
 def _no_closure() -> None:
