@@ -418,10 +418,25 @@ if "pytest" in sys.modules and __name__ != "__main__":
 # The driver: run both sides, read the records back, print the comparison.
 # --------------------------------------------------------------------------------------------------------
 
+def test_files(tests_root: Path) -> list[str]:
+    return sorted(str(p.relative_to(tests_root)) for suite in SUITES for p in (tests_root / suite).rglob("test_*.py")
+                  if "helpers" not in p.parts)
+
+
+def sampled(tests_root: Path, every: int) -> list[str]:
+    """Every ``every``-th test file of both suites (sorted by path, starting with the first): a fixed sample."""
+    return test_files(tests_root)[::every]
+
+
 def chunks(tests_root: Path, files: list[str] | None) -> list[list[str]]:
-    """The pytest invocations: the given files, else one per top-level folder (and loose files) of each suite."""
+    """The pytest invocations: the given files grouped by their top-level folder, else one per top-level folder
+    (and one for the loose files) of each suite."""
     if files:
-        return [[f] for f in files]
+        groups: dict[str, list[str]] = {}
+        for f in files:
+            parts = Path(f).parts
+            groups.setdefault("/".join(parts[:2]) if len(parts) > 2 else parts[0], []).append(f)
+        return list(groups.values())
     out = []
     for suite in SUITES:
         root = tests_root / suite
@@ -564,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/lightning_conformance"),
                         help="where the outcome records go (default: %(default)s)")
     parser.add_argument("--files", nargs="*", help="test files or folders relative to SRC/tests (default: all)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="run every N-th test file only (sorted by path): a fixed sample (default: all files)")
     parser.add_argument("--frameworks", default="lightning,relay", help="which sides to run (default: both)")
     parser.add_argument("--timeout", type=int, default=120, help="seconds per test (default: %(default)s)")
     parser.add_argument("--report-only", action="store_true", help="read the records of an earlier run")
@@ -576,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{src} has no tests/tests_pytorch: give a checkout of Lightning's repository")
     args.out.mkdir(parents=True, exist_ok=True)
     seconds = {}
+    if args.every > 1 and not args.files:
+        args.files = sampled(src / "tests", args.every)
+        print(f"sample: every {args.every}th test file, {len(args.files)} of {len(test_files(src / 'tests'))}")
     if not args.report_only:
         for framework in [f for f in args.frameworks.split(",") if f]:
             if framework not in FRAMEWORKS:

@@ -30,7 +30,7 @@ from trainer.loops.progress import LoopProgress
 from trainer.stage.run import run_stage
 from trainer.checkpointing.contents import collect_checkpoint
 from trainer.module import Module
-from trainer.loops.nonfinite import refuse_nonfinite_save
+from trainer.loops.nonfinite import refuse_nonfinite_save, stops_on_nonfinite_loss
 from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
 from trainer.profilers.base import resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
@@ -69,7 +69,7 @@ class Trainer(TrainerMembers):
         gradient_clip_algorithm: str | None = None, deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None, plugins: Any = None, compile: Any = None,
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
-        stop_on_nonfinite_loss: bool = True, spike_recovery: Any = None, preemption_signals: Any = None,
+        stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None, preemption_signals: Any = None,
         auto_requeue: bool = True,
         profiler: Any = None, benchmark: bool | None = None, inference_mode: bool = True,
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
@@ -97,6 +97,7 @@ class Trainer(TrainerMembers):
             args.callbacks, run["enable_checkpointing"], run["enable_progress_bar"], run["enable_model_summary"],
             bool(self.fast_dev_run),
         )
+        self.stop_on_nonfinite_loss = stops_on_nonfinite_loss(args.stop_on_nonfinite_loss, self.callbacks)
         self._add_healing(args)
         self._init_loop_state(run["max_epochs"], run["min_epochs"], run["max_steps"], run["min_steps"])
 

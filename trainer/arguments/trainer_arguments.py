@@ -189,9 +189,10 @@ class TrainerArguments:
         "'selective', 'budget', or a dict", "'selective'", checks.checkpointing_setting, lightning=None)
     detect_anomaly: bool = argument(False, "Run with torch.autograd's anomaly detection", "True or False", "True",
                                     checks.boolean)
-    stop_on_nonfinite_loss: bool = argument(
-        True, "Stop with an error (after a checkpoint) when the loss is NaN or infinite", "True or False", "False",
-        checks.boolean, lightning=None)
+    stop_on_nonfinite_loss: bool | None = argument(
+        None, "Stop with an error (after a checkpoint) when the loss is NaN or infinite (None: stop, unless "
+        "Lightning's defaults hold, in the zero-edit mode, or a SpikeDetection callback handles such losses)",
+        "True, False or None", "False", checks.optional_boolean, lightning=None)
     spike_recovery: Any = argument(
         None, "On a loss spike or a non-finite loss, roll back to an in-memory snapshot, skip the offending batches "
         "and continue (None/False: off; True: the defaults; a dict of SpikeRecovery's arguments)",

@@ -44,8 +44,9 @@ class BatchSizeFinder(Callback):
             raise ValueError(f"`margin` should be between 0 and 1. Found margin={margin!r}; e.g. margin=0.05.")
         for name, value in (("steps_per_trial", steps_per_trial), ("init_val", init_val), ("max_trials", max_trials),
                             ("max_val", max_val)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"BatchSizeFinder({name}={value!r}) must be an int >= 1.")
+            least = 0 if name == "max_trials" else 1  # max_trials=0: no search (power) or one trial (binsearch)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"BatchSizeFinder({name}={value!r}) must be an int >= {least}.")
         self.optimal_batch_size: int | None = init_val
         self._mode, self._steps_per_trial, self._init_val = mode, steps_per_trial, init_val
         self._max_trials, self._batch_arg_name, self._margin, self._max_val = max_trials, batch_arg_name, margin, max_val

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data.batches import BatchMover
-from trainer.loops.evaluation_progress import progress_of
+from trainer.loops.evaluation_progress import BatchProgress, progress_of
 from trainer.metrics.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
-    from trainer.loops.evaluation_progress import BatchProgress
     from trainer.trainer import Trainer
 
 _STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
@@ -121,6 +120,7 @@ class PredictLoop:
         self.predictions: list[Any] = []
         self.max_batches: list[int | float] = []
         self.return_predictions = True
+        self.batch_progress = BatchProgress()  # as the evaluation loops': total over calls, current for the last
 
 
 def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
@@ -143,6 +143,8 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
     keep = trainer.predict_loop.return_predictions
+    counts = trainer.predict_loop.batch_progress
+    counts.reset_on_run()
     try:
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
@@ -155,9 +157,13 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
                     if batch_idx >= limit:
                         break
                     batch = move(batch, dl_idx)
+                    counts.increment_ready()
                     hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
+                    counts.increment_started()
                     out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+                    counts.increment_processed()
                     hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
+                    counts.increment_completed()
                     if keep:  # return_predictions=False keeps nothing: large predictions are not held in memory
                         loader_out.append(out)
                 outputs.append(loader_out)

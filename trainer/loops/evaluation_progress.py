@@ -82,9 +82,13 @@ class EvaluationLoop:
 
 
 def progress_of(trainer: Any, stage: str, sanity: bool) -> BatchProgress | None:
-    """The ``batch_progress`` a ``validate``/``test`` call counts into (None inside ``fit`` and its sanity check)."""
-    if sanity or trainer.state.fn == TrainerFn.FITTING:
+    """The ``batch_progress`` an evaluation run counts into: ``validate_loop``'s / ``test_loop``'s, the fit loop's
+    ``epoch_loop.val_loop``'s inside ``fit``, none in the sanity check (Lightning resets it after)."""
+    if sanity:
         return None
+    if trainer.state.fn == TrainerFn.FITTING:  # validation inside fit: the fit loop's val_loop counts it
+        epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        return None if epoch_loop is None or stage != "validate" else epoch_loop.val_loop.batch_progress
     loop = getattr(trainer, "validate_loop" if stage == "validate" else "test_loop", None)
     return None if loop is None else loop.batch_progress
 

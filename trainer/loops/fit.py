@@ -11,12 +11,14 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.loops.evaluation import run_evaluation
+from trainer.loops.loop_views import TrainingEpochLoop
 from trainer.loops.optimization import TrainingStep, step_schedulers
 from trainer.loops.progress import epoch_progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
+from trainer.utilities.seed import isolate_rng
 
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
@@ -41,6 +43,8 @@ class FitLoop:
         self.progress: LoopProgress = trainer.progress
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
+        self.restarting = False  # resumed from a checkpoint, until the first epoch is through (Lightning's)
+        self.epoch_loop = TrainingEpochLoop(self)  # Lightning's members callbacks read (loops/loop_views.py)
 
     @property
     def epoch_progress(self) -> Any:
@@ -185,18 +189,22 @@ class FitLoop:
         ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing."""
         self.progress.resume_cut_short()
         self.resume = run.resume if replan is None else Resume()
+        self.restarting = self.resume.checkpoint is not None
         self._setup_run(run.plan if replan is None else replan, build)
         t = self.trainer
         hooks = run.hooks
         sanity_steps = self.schedule.num_sanity_val_steps
         if self.has_val and sanity_steps != 0:
             limit = math.inf if sanity_steps == -1 else sanity_steps
-            self.progress.set_stage(RunningStage.SANITY_CHECKING)
-            hooks.call("on_sanity_check_start")
-            self._ensure_val()
-            if self.has_val:
-                run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
-            hooks.call("on_sanity_check_end")
+            # the sanity check draws no random numbers training would see (a val loader made with torch.randn
+            # here): Lightning isolates it, so seeded training gets the same data and weights with or without it
+            with isolate_rng():
+                self.progress.set_stage(RunningStage.SANITY_CHECKING)
+                hooks.call("on_sanity_check_start")
+                self._ensure_val()
+                if self.has_val:
+                    run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+                hooks.call("on_sanity_check_end")
         self._load_train()
         if self.max_batches == 0:  # no training batches (an empty loader, limit_train_batches=0): Lightning ends the
             rank_zero_info("`Trainer.fit` stopped: No training batches.")  # fit here, even with max_steps/max_time set
@@ -212,6 +220,7 @@ class FitLoop:
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
         while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
             self.run_epoch()
+            self.restarting = False
             self._agree(wait=True)
             if self._stop_requested():
                 break

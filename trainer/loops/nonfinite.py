@@ -1,6 +1,8 @@
 """What ``training_step`` returned, checked before backward; and no checkpoint of a non-finite model.
 
-A NaN or infinite loss stops training (``Trainer(stop_on_nonfinite_loss=True)``, the default). On the CPU it
+A NaN or infinite loss stops training (``Trainer(stop_on_nonfinite_loss=True)``, the default of Relay's own API;
+in the zero-edit mode Lightning's default holds, training goes on, and a ``SpikeDetection`` callback, which
+handles such losses itself, turns the default off too). On the CPU it
 stops before the loss reaches the weights (one ``.item()`` per step). On a CUDA device the loss is read without
 waiting for the device (``DeferredLossChecks``), so training stops a step or a few later. Either way, and with
 the check off, a model whose weights became non-finite is never written: ``last.ckpt`` keeps the last finite
@@ -10,6 +12,8 @@ state.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -20,6 +24,17 @@ from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
+
+
+def stops_on_nonfinite_loss(value: bool | None, callbacks: list[Any]) -> bool:
+    """``Trainer(stop_on_nonfinite_loss=...)`` resolved: an explicit value holds; None stops unless the user's code
+    expects Lightning's default of going on (the zero-edit mode) or a callback handles non-finite losses."""
+    if value is not None:
+        return value
+    if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1":  # set by `python -m trainer.lightning_compat`
+        return False
+    spike = sys.modules.get("trainer.callbacks.spike")  # not imported: no SpikeDetection was made
+    return spike is None or not any(isinstance(c, spike.SpikeDetection) for c in callbacks)
 
 
 class NonFiniteLossError(ValueError):

@@ -28,6 +28,7 @@ class LoopProgress:
     # ``current_epoch`` does, while checkpoints keep its data position so a resume finishes it
     cut_short: bool = False
     is_last_batch: bool = False
+    last_epoch_batches: int = 0  # batches of the epoch that ended last (Lightning's batch_progress.current after it)
     val_runs_at_epoch_end: bool = False  # this epoch's last batch is a validation point (ModelCheckpoint asks)
     train_batch_size: int | None = None
     eval_batches: int = 0  # evaluation batches run in this Trainer call (their logger step)
@@ -43,6 +44,7 @@ class LoopProgress:
         """After ``on_train_epoch_end``: the counter moves on; an epoch cut short keeps its data position."""
         self.epoch_running = False
         self.epoch += 1
+        self.last_epoch_batches = self.batches_seen
         if self.epoch_finished:
             self.batches_seen = 0
             self.epoch_finished = False

@@ -149,6 +149,7 @@ def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource],
             trainer.num_predict_batches = counts
         return loaders.plans, loaders.counts
 
+    plan.model.zero_grad()  # as Lightning before the loop asks for its loaders
     plans, counts = load()
     if plan.stage == "predict":
         return run_predict(trainer, plans, counts, reload=load)
@@ -206,6 +207,7 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
             logger.log_graph(model)
     run.hooks.call("on_fit_start")
     run.resume.restore_training(trainer)  # resume's phase 3, after on_fit_start as in Lightning
+    model.zero_grad()  # as Lightning before any loop runs (a hook-order recording shows it)
     trainer.fit_loop.run(run, build)
     run.hooks.call("on_fit_end")
 

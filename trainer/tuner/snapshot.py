@@ -31,6 +31,11 @@ def _progress_fields(progress: Any) -> dict[str, Any]:
     return {f.name: copy.deepcopy(getattr(progress, f.name)) for f in dataclasses.fields(progress) if f.name != "state"}
 
 
+def _batch_progress(trainer: Any) -> dict[Any, Any]:
+    loops = [trainer.validate_loop, trainer.test_loop, trainer.predict_loop, trainer.fit_loop.epoch_loop.val_loop]
+    return {loop: copy.deepcopy(loop.batch_progress) for loop in loops if hasattr(loop, "batch_progress")}
+
+
 class TrainerSnapshot:
     """The state one search may change; ``reset_counters()`` before each trial, ``restore()`` at the end."""
 
@@ -47,6 +52,7 @@ class TrainerSnapshot:
         self.callbacks, self.loggers, self.hooks = trainer.callbacks, trainer.loggers, trainer.stage_run.hooks
         self.optimizers, self.schedulers = list(trainer.optimizers), trainer.lr_scheduler_configs
         self.counters = _progress_fields(trainer.progress)
+        self.progress_views = _batch_progress(trainer)  # the loops' batch_progress, as Lightning's checkpoint has them
         self.running_stage = trainer.state.stage
 
     @contextmanager
@@ -76,6 +82,8 @@ class TrainerSnapshot:
         for name, value in self.counters.items():
             setattr(progress, name, copy.deepcopy(value))
         progress.state.stage = self.running_stage
+        for loop, counts in self.progress_views.items():
+            loop.batch_progress = copy.deepcopy(counts)
         self.trainer.should_stop = False
 
     def restore(self) -> None:
