@@ -33,10 +33,25 @@ def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
         if RequirementCache("tensorboard"):
             return [TensorBoardLogger(save_dir=default_root_dir)]
         return [CSVLogger(save_dir=default_root_dir)]
-    loggers = list(logger) if is_sequence_of_items(logger) else [logger]
+    loggers = [logger] if isinstance(logger, Logger) else list(logger) if _iterable(logger) else [logger]
     for item in loggers:
-        if not isinstance(item, Logger):
+        # Lightning takes any object as a logger; one without the two methods every run calls is a mistake
+        if not isinstance(item, Logger) and not all(callable(getattr(item, m, None)) for m in _LOGGER_METHODS):
             raise MisconfigurationError(
-                f"Trainer(logger=...) got {type(item).__name__}; pass True, False, a trainer.loggers.Logger or a list."
+                f"Trainer(logger=...) got {type(item).__name__}; pass True, False, a trainer.loggers.Logger (or an "
+                "object with log_metrics and log_hyperparams) or a list of them."
             )
     return loggers
+
+
+_LOGGER_METHODS = ("log_metrics", "log_hyperparams")
+
+
+def _iterable(value: Any) -> bool:
+    """A list of loggers as Lightning reads one: any iterable (a ``unittest.mock.MagicMock`` is an empty one),
+    not a string or a mapping."""
+    from collections.abc import Iterable, Mapping
+
+    if is_sequence_of_items(value):
+        return True
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,18 @@ class AttributeDict(dict):
 
     def __setattr__(self, key: str, value: Any) -> None:
         self[key] = value
+
+    def __delattr__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        del self[key]
+
+    def __repr__(self) -> str:
+        """One ``"key": value`` line per key, sorted, the values aligned (as Lightning prints hparams)."""
+        if not self:
+            return ""
+        width = max(len(str(k)) for k in self) + 3
+        return "\n".join(f'{f"{chr(34)}{k}{chr(34)}:":<{width}} {self[k]}' for k in sorted(self, key=str))
 
 
 def _init_args_of(frame: Any) -> dict[str, Any]:
@@ -40,8 +53,8 @@ class HyperparametersMixin:
         frame = inspect.currentframe().f_back  # type: ignore[union-attr]
         ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
         init_args = _init_args_of(frame)
-        if len(args) == 1 and isinstance(args[0], Mapping):
-            params = dict(args[0])
+        if len(args) == 1 and isinstance(args[0], (Mapping, Namespace)):
+            params = dict(vars(args[0]) if isinstance(args[0], Namespace) else args[0])
             # the __init__ argument it came in as: load_from_checkpoint passes it back under that name
             self._hparams_name = next((k for k, v in init_args.items() if v is args[0]), None)
             # an OmegaConf config is rebuilt as one by load_from_checkpoint (a plain dict stays a dict, as in Lightning)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainer.loggers.hparams_logging import log_hyperparameters
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.files import finish_checkpoint_writes
 from trainer.data.loaders import num_batches
@@ -201,11 +202,9 @@ def loader_builder(strategy: Strategy, shown: dict[str, Any]) -> Callable[[Loade
 
 def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[LoaderSource], Loaders]) -> None:
     model, datamodule = plan.model, plan.datamodule
-    for logger in trainer.loggers if getattr(trainer, "enable_autolog_hparams", True) else []:
-        logger.log_hyperparams({**(datamodule.hparams if datamodule is not None else {}), **model.hparams})
-        if getattr(model, "example_input_array", None) is not None:
-            logger.log_graph(model)
     run.hooks.call("on_fit_start")
+    if getattr(trainer, "enable_autolog_hparams", True):  # after on_fit_start, as in Lightning
+        log_hyperparameters(trainer.loggers, model, datamodule)
     run.resume.restore_training(trainer)  # resume's phase 3, after on_fit_start as in Lightning
     model.zero_grad()  # as Lightning before any loop runs (a hook-order recording shows it)
     trainer.fit_loop.run(run, build)

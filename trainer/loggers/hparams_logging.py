@@ -1,0 +1,43 @@
+"""What the loggers get as hyperparameters when a fit starts: Lightning's rule.
+
+The *initial* hyperparameters (``hparams_initial``: what ``save_hyperparameters`` recorded, not later edits of
+``self.hparams``) of the module and of the DataModule, each only if it did not ask ``save_hyperparameters(
+logger=False)``; a key both define with different values is an error, as in Lightning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
+    """The dict to log, or None when neither object logs its hyperparameters."""
+    from_model = getattr(model, "_log_hyperparams", True)
+    from_data = datamodule is not None and getattr(datamodule, "_log_hyperparams", True)
+    model_hp = dict(getattr(model, "hparams_initial", {}) or {}) if from_model else {}
+    data_hp = dict(getattr(datamodule, "hparams_initial", {}) or {}) if from_data else {}
+    clash = [k for k in model_hp.keys() & data_hp.keys() if not _same(model_hp[k], data_hp[k])]
+    if clash:
+        raise RuntimeError(
+            f"Error while merging hparams: the keys {sorted(clash)} are present in both the LightningModule's and "
+            "LightningDataModule's hparams but have different values."
+        )
+    if not from_model and not from_data:
+        return None
+    return {**model_hp, **data_hp}
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # tensors of several elements, objects whose == raises
+        return a is b
+
+
+def log_hyperparameters(loggers: list[Any], model: Any, datamodule: Any) -> None:
+    params = initial_hparams(model, datamodule)
+    for logger in loggers:
+        if params is not None:
+            logger.log_hyperparams(params)
+        if getattr(model, "example_input_array", None) is not None:
+            logger.log_graph(model)
