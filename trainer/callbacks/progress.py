@@ -122,7 +122,67 @@ class ProgressBar(Callback):
         self._next_draw = _NEVER
         self._outputs: Any = None
         self._trainer: Trainer | None = None
+        self._current_eval_dataloader_idx: int | None = None
         self._logged_any = False  # a line was written in this stage (non-terminal output)
+
+    # --- Lightning's totals, which custom bars read ----------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        if self._trainer is None:
+            raise TypeError(f"The `{type(self).__name__}._trainer` reference has not been set yet.")
+        return self._trainer
+
+    @property
+    def total_train_batches(self) -> int | float:
+        """Training batches this epoch (fewer when ``max_steps`` ends an iteration-based run first)."""
+        t = self.trainer
+        if t.max_epochs == -1 and t.max_steps is not None and t.max_steps > 0:
+            return min(t.num_training_batches, t.max_steps - t.global_step)
+        return t.num_training_batches
+
+    @property
+    def total_val_batches(self) -> int | float:
+        """Validation batches over all loaders of one validation run (0 in an epoch that does not validate)."""
+        t = self.trainer
+        fit_loop = t.fit_loop
+        if t.state.fn == "fit" and getattr(fit_loop, "schedule", None) is not None and not fit_loop._val_this_epoch():
+            return 0
+        return sum(t.num_val_batches)
+
+    def _current(self, batches: list[int | float]) -> int | float:
+        return batches[self._current_eval_dataloader_idx or 0] if batches else 0
+
+    @property
+    def total_val_batches_current_dataloader(self) -> int | float:
+        t = self.trainer
+        return self._current(t.num_sanity_val_batches if t.sanity_checking else t.num_val_batches)
+
+    @property
+    def total_test_batches_current_dataloader(self) -> int | float:
+        return self._current(self.trainer.num_test_batches)
+
+    @property
+    def total_predict_batches_current_dataloader(self) -> int | float:
+        return self._current(self.trainer.num_predict_batches)
+
+    def has_dataloader_changed(self, dataloader_idx: int) -> bool:
+        old, self._current_eval_dataloader_idx = self._current_eval_dataloader_idx, dataloader_idx
+        return old != dataloader_idx
+
+    def reset_dataloader_idx_tracker(self) -> None:
+        self._current_eval_dataloader_idx = None
+
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                                  dataloader_idx: int = 0) -> None:
+        self.has_dataloader_changed(dataloader_idx)
+
+    def on_test_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                            dataloader_idx: int = 0) -> None:
+        self.has_dataloader_changed(dataloader_idx)
+
+    def on_predict_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                               dataloader_idx: int = 0) -> None:
+        self.has_dataloader_changed(dataloader_idx)
 
     # --- on / off -------------------------------------------------------------------------------------
     @property

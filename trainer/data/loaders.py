@@ -162,8 +162,8 @@ def prepare_loader(
         if no_shuffle:
             import warnings
 
-            warnings.warn("Trainer(overfit_batches=...) reads the training loader in order: its shuffle=True is "
-                          "turned off, so every epoch sees the same batches.", stacklevel=2)
+            warnings.warn("Trainer(overfit_batches=...) reads the training and validation loaders in order: their "
+                          "shuffle=True is turned off, so every epoch sees the same batches.", stacklevel=2)
     elif isinstance(sampler, SequentialSampler):
         shuffle = False
     else:  # a user's own sampler: keep it

@@ -232,7 +232,7 @@ def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: D
     return LoaderSource(
         key, stage, given, model, datamodule, batch_limit(trainer, key),
         required=key != "val" or stage == "validate",
-        pad=key != "predict", no_shuffle=key == "train" and bool(trainer.overfit_batches),
+        pad=key != "predict", no_shuffle=bool(trainer.overfit_batches) and (key == "train" or key == "val" and stage == "fit"),
         shard=trainer.use_distributed_sampler,
         rank_batch_sizes=trainer.args.rank_batch_sizes if key == "train" else None,
     )

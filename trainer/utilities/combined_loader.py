@@ -134,7 +134,7 @@ class _CombinedIterator(Iterator[tuple[Any, int, int]]):
         return tree_unflatten(batches, self.spec), index, 0
 
 
-class CombinedLoader(Iterable[tuple[Any, int, int]]):
+class CombinedLoader(Iterator[tuple[Any, int, int]]):
     """Several iterables as one; ``mode`` is ``"min_size"`` (default), ``"max_size_cycle"``, ``"max_size"`` or
     ``"sequential"``, with Lightning 2.x's semantics."""
 
@@ -206,9 +206,28 @@ class CombinedLoader(Iterable[tuple[Any, int, int]]):
             raise TypeError(f"CombinedLoader({self._mode!r}) has an iterable without a length.")
         return int(total)
 
-    def __iter__(self) -> _CombinedIterator:
+    def __iter__(self) -> CombinedLoader:
+        """A fresh pass; the loader is its own iterator, as Lightning's (``iter(loader) is loader``), so iterating
+        it again starts over and ``next(loader)`` continues the pass in progress."""
         self._iterator = _CombinedIterator(self)
-        return self._iterator
+        return self
+
+    def __next__(self) -> tuple[Any, int, int]:
+        if self._iterator is None:
+            raise RuntimeError("Please call `iter(combined_loader)` first.")
+        return next(self._iterator)
+
+    def _dataset_length(self) -> int:
+        """The datasets' sizes combined as the mode combines lengths (the batch size finder's cap)."""
+        lengths = []
+        for loader in self._flattened:
+            try:
+                lengths.append(len(loader.dataset))
+            except (AttributeError, TypeError):
+                continue
+        if not lengths:
+            raise NotImplementedError("All datasets are iterable-style datasets.")
+        return sum(lengths) if self._mode == "sequential" else min(lengths) if self._mode == "min_size" else max(lengths)
 
     def _iterate_from(self, skip: int, open_at: Any) -> _CombinedIterator:
         """An iterator ``skip`` combined batches into the epoch (the Trainer's exact mid-epoch resume)."""
