@@ -189,7 +189,7 @@ class FitLoop:
         ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing."""
         self.progress.resume_cut_short()
         self.resume = run.resume if replan is None else Resume()
-        self.restarting = self.resume.checkpoint is not None
+        self.restarting = self._restarts(self.resume.checkpoint)
         self._setup_run(run.plan if replan is None else replan, build)
         t = self.trainer
         hooks = run.hooks
@@ -209,6 +209,8 @@ class FitLoop:
         if self.max_batches == 0:  # no training batches (an empty loader, limit_train_batches=0): Lightning ends the
             rank_zero_info("`Trainer.fit` stopped: No training batches.")  # fit here, even with max_steps/max_time set
             return
+        if self._epochs_done() or self._max_reached():  # resumed at the end: no on_train_start (Lightning's skip)
+            return
         if self.has_val:  # built with the training loader when no sanity check built it (as in Lightning)
             self._ensure_val()
         self.step = TrainingStep(t)
@@ -225,6 +227,15 @@ class FitLoop:
             if self._stop_requested():
                 break
         hooks.call("on_train_end")
+
+    def _restarts(self, checkpoint: dict[str, Any] | None) -> bool:
+        """Lightning's ``fit_loop.restarting`` after a checkpoint is loaded: saved in the middle of an epoch, or
+        the fit counts steps (``max_steps``); a checkpoint from the end of an epoch starts the next one afresh."""
+        if checkpoint is None:
+            return False
+        loops = checkpoint.get("loops") or {}
+        mid_epoch = bool(loops.get("batches_seen")) and not loops.get("epoch_finished")
+        return mid_epoch or self.max_steps != -1
 
     def _val_this_epoch(self) -> bool:
         every = self.schedule.check_val_every_n_epoch
