@@ -25,7 +25,8 @@ The harness, the same on both sides (it is this file, loaded into pytest with ``
 - ``tests_*/helpers/runif.py`` imports Lightning's private ``_runif_reasons``; ``RunIf`` is replaced by one
   written here that checks the same requirements on this machine with torch and ``importlib`` and keeps its
   arguments on the ``skipif`` mark, as Lightning's does (the rules below read them).
-- Each top-level test folder runs in its own pytest process (a crash loses one folder, not the run).
+- Each top-level test folder runs in its own pytest process (a crash loses one folder, not the run), with
+  ``--continue-on-collection-errors``: a file that does not import fails its own tests only.
 - Outcomes are written as JSON lines by the hooks at the bottom of this file: one line per test (passed,
   failed, skipped; the first error line) and one per file that fails to import.
 
@@ -464,7 +465,7 @@ def run_side(framework: str, src: Path, out: Path, files: list[str] | None, time
     started = time.perf_counter()
     for chunk in chunks(tests_root, files):
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p",
-               "no:randomly", "--noconftest", "-p", "lightning_conformance", f"--timeout={timeout}",
+               "no:randomly", "--noconftest", "--continue-on-collection-errors", "-p", "lightning_conformance", f"--timeout={timeout}",
                "--rootdir", str(tests_root), "-o", "addopts=", *chunk]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=tests_root, env=env, stdin=subprocess.DEVNULL, capture_output=True,
