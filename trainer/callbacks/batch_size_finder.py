@@ -62,6 +62,9 @@ class BatchSizeFinder(Callback):
                 "The Batch size finder cannot be used with dataloaders passed directly to `.fit()`. Please disable "
                 "the feature or incorporate the dataloader into your LightningModule or LightningDataModule."
             )
+        if trainer.state_fn in _EVAL_KEYS and _eval_loader_count(trainer, pl_module) > 1:
+            prefix = _EVAL_KEYS[trainer.state_fn]
+            raise MisconfigurationError(f"The Batch size finder cannot be used with multiple {prefix} dataloaders.")
         if not lightning_hasattr(pl_module, self._batch_arg_name):
             raise MisconfigurationError(
                 f"Field {self._batch_arg_name} not found in `model`, `datamodule`, nor their `hparams` attributes."
@@ -97,3 +100,25 @@ class BatchSizeFinder(Callback):
 
     def on_predict_start(self, trainer: Trainer, pl_module: Module) -> None:
         self.scale_batch_size(trainer, pl_module)
+
+
+_EVAL_KEYS = {"validate": "val", "test": "test", "predict": "predict"}
+
+
+def _eval_loader_count(trainer: Trainer, pl_module: Module) -> int:
+    """How many loaders the evaluation stage gets (Lightning searches one loader's batch size only)."""
+    from lightning_utilities.core.overrides import is_overridden
+
+    from trainer.datamodule import DataModule
+    from trainer.utilities.combined_loader import CombinedLoader
+
+    key = _EVAL_KEYS[trainer.state_fn]
+    method = "val_dataloader" if key == "val" else f"{key}_dataloader"
+    loaders = trainer.stage_run.given.get(key)
+    if loaders is None:
+        datamodule = trainer.datamodule
+        owner = datamodule if datamodule is not None and is_overridden(method, datamodule, DataModule) else pl_module
+        loaders = getattr(owner, method)()
+    if isinstance(loaders, CombinedLoader):
+        return len(loaders.flattened)
+    return len(CombinedLoader(loaders).flattened) if isinstance(loaders, (list, tuple, dict)) else 1

@@ -44,6 +44,7 @@ class FitLoop:
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self.restarting = False  # resumed from a checkpoint, until the first epoch is through (Lightning's)
+        self.batch_at = (-1, -1)  # the current (or last) training batch: index in its epoch, index over the fit
         self.epoch_loop = TrainingEpochLoop(self)  # Lightning's members callbacks read (loops/loop_views.py)
 
     @property
@@ -65,7 +66,8 @@ class FitLoop:
 
     @property
     def total_batch_idx(self) -> int:
-        return self.progress.total_batches
+        """The index over all epochs of the batch being trained on (or last trained on), as Lightning's."""
+        return self.batch_at[1]
 
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
         schedule = plan.schedule
@@ -282,6 +284,9 @@ class FitLoop:
         return batches, skip, limit, val_now
 
     def run_epoch(self) -> None:
+        if not self.restarting:  # the fit's validation batches are counted per training epoch (Lightning's)
+            counts = self.epoch_loop.val_loop.batch_progress
+            counts.total = type(counts.total)()
         stopped = self._run_batches(*self._start_epoch())
         if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/loops/nonfinite.py)
             self.step.loss_checks.check(wait=True)
@@ -321,6 +326,7 @@ class FitLoop:
                 return False
             before = p.global_step
             p.is_last_batch = last = batch_idx + 1 == limit
+            self.batch_at = (batch_idx, p.total_batches)  # this batch's index in the epoch and over the fit
             outputs = step_run(batch, batch_idx, last)
             p.batches_seen = batch_idx = batch_idx + 1
             p.total_batches += 1

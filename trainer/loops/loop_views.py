@@ -58,11 +58,11 @@ class TrainingEpochLoop:
 
     @property
     def total_batch_idx(self) -> int:
-        return max(self._fit_loop.progress.total_batches - 1, 0)
+        return self._fit_loop.batch_at[1]
 
     @property
     def batch_idx(self) -> int:
-        return max(self._fit_loop.progress.batches_seen - 1, 0)
+        return self._fit_loop.batch_at[0]
 
     @property
     def done(self) -> bool:

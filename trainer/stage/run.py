@@ -186,6 +186,18 @@ def rerun_loop(trainer: Trainer) -> Any:
     return None
 
 
+def reload_shown_loaders(trainer: Trainer) -> None:
+    """The current call's loaders built again from the present settings, as ``trainer.train_dataloader`` and
+    ``val_dataloaders`` show them: after a batch size search Lightning rebuilds them at the size it settled on."""
+    run = trainer.stage_run
+    first = run.plan
+    plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
+    build = loader_builder(plan.strategy, run.loaders)
+    for key, source in plan.sources.items():
+        if key in run.loaders or key in ("train", "val"):
+            build(source)
+
+
 def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
     """This run's checkpoint directories as they are at the end of the fit (the callbacks' setup picked them)."""
     return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from trainer.datamodule import DataModule
-from trainer.stage.run import rerun_loop
+from trainer.stage.run import reload_shown_loaders, rerun_loop
 from trainer.tuner.attributes import lightning_getattr, lightning_setattr
 from trainer.tuner.memory import MemoryLimit, free_memory, is_oom_error
 from trainer.tuner.snapshot import TrainerSnapshot
@@ -202,6 +202,7 @@ def scale_batch_size(
         if progress_bar is not None:
             progress_bar.enable()
         snapshot.restore()
+    reload_shown_loaders(trainer)  # trainer.train_dataloader & co. at the size found, as Lightning's
     return size
 
 

@@ -221,7 +221,7 @@ def lr_find(
         if trainer.global_step != num_training + start_steps:
             log.info(f"LR finder stopped early after {trainer.global_step} steps due to diverging loss.")
         finder.results = trainer.strategy.broadcast({"lr": recorder.lrs, "loss": recorder.losses})
-        finder._total_batch_idx = trainer.fit_loop.total_batch_idx
+        finder._total_batch_idx = trainer.progress.total_batches - 1  # the last batch index of the search
         finished = True
     finally:
         snapshot.restore()

@@ -82,8 +82,8 @@ class TrainerSnapshot:
         for name, value in self.counters.items():
             setattr(progress, name, copy.deepcopy(value))
         progress.state.stage = self.running_stage
-        for loop, counts in self.progress_views.items():
-            loop.batch_progress = copy.deepcopy(counts)
+        for loop, counts in self.progress_views.items():  # in place: a running loop holds the object
+            vars(loop.batch_progress).update(copy.deepcopy(vars(counts)))
         self.trainer.should_stop = False
 
     def restore(self) -> None:
