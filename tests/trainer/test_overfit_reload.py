@@ -34,7 +34,7 @@ class Seen(Regression):
 def test_overfit_batches_repeats_the_first_batches_in_order():
     model = Seen()
     trainer = Trainer(max_epochs=2, overfit_batches=2, **quiet())
-    with pytest.warns(UserWarning, match="shuffle=True is turned off"):
+    with pytest.warns(UserWarning, match="turning off the train dataloader shuffling"):
         trainer.fit(model)
     assert model.train_ids == [[0, 1], [2, 3]] * 2
     assert trainer.limit_train_batches == trainer.limit_val_batches == 2

@@ -135,7 +135,8 @@ class CombinedLoaderPlan:
 
 
 def prepare_loader(
-    loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True, no_shuffle: bool = False
+    loader: Any, *, seed: int, num_replicas: int, rank: int, pad: bool = True, no_shuffle: bool = False,
+    role: str = "train",
 ) -> LoaderPlan | CombinedLoaderPlan:
     """Give a plain ``DataLoader`` a resumable, sharded sampler and its own generator; leave others as they are.
 
@@ -143,8 +144,8 @@ def prepare_loader(
     A ``CombinedLoader`` has each of its loaders prepared so.
     """
     if isinstance(loader, CombinedLoader):
-        parts = [prepare_loader(part, seed=seed, num_replicas=num_replicas, rank=rank, pad=pad, no_shuffle=no_shuffle)
-                 for part in loader.flattened]
+        parts = [prepare_loader(part, seed=seed, num_replicas=num_replicas, rank=rank, pad=pad, no_shuffle=no_shuffle,
+                                role=role) for part in loader.flattened]
         return CombinedLoaderPlan(loader, parts)
     seed_loader_workers(loader, rank)  # seed_everything(workers=True): Lightning's worker seeding
     tell_data_rank(loader, num_replicas, rank)  # a loader that shards itself (StreamLoader)
@@ -157,15 +158,16 @@ def prepare_loader(
     sampler = loader.sampler
     if isinstance(sampler, DistributedSampler):
         return LoaderPlan(loader, None, _own_generator(loader), seed)
-    if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
-        shuffle = not no_shuffle
-        if no_shuffle:
-            import warnings
-
-            warnings.warn("Trainer(overfit_batches=...) reads the training and validation loaders in order: their "
-                          "shuffle=True is turned off, so every epoch sees the same batches.", stacklevel=2)
-    elif isinstance(sampler, SequentialSampler):
+    if isinstance(sampler, SequentialSampler):
         shuffle = False
+    elif no_shuffle:  # overfit_batches: any other sampler is read in order, as Lightning does, with its warning
+        import warnings
+
+        warnings.warn(f"You requested to overfit but enabled {role} dataloader shuffling. We are turning off the "
+                      f"{role} dataloader shuffling for you.", UserWarning, stacklevel=2)
+        shuffle = False
+    elif isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
+        shuffle = True
     else:  # a user's own sampler: keep it
         if num_replicas > 1:
             raise ValueError(

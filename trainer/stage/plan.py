@@ -111,7 +111,7 @@ class LoaderSource:
         loaders, shape = self.request()
         kwargs = strategy.distributed_sampler_kwargs if self.shard else {"num_replicas": 1, "rank": 0}
         plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
-                                pad=self.pad, no_shuffle=self.no_shuffle) for loader in loaders]
+                                pad=self.pad, no_shuffle=self.no_shuffle, role=self.key) for loader in loaders]
         if self.rank_batch_sizes is not None and self.shard:
             from trainer.healing.rank_batches import rank_batched  # local import: only runs that ask load it
 
