@@ -21,6 +21,7 @@ from trainer.callbacks.setup import default_callbacks
 from trainer.checkpointing.files import LAYOUT_KEYS
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
+from trainer.arguments.limits import announce_batch_limits
 from trainer.arguments.torch_switches import apply_torch_switches
 from trainer.loggers.setup import make_loggers
 from trainer.loops.evaluation import PredictLoop, print_results
@@ -79,6 +80,8 @@ class Trainer(TrainerMembers):
         # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/checkpointing/checkpoint_io.py)
         self.args = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
+        announce_batch_limits(fast_dev_run, overfit_batches, limit_train_batches, limit_val_batches,
+                              limit_test_batches, limit_predict_batches, val_check_interval)
         # local import: `from trainer import Trainer` loads no strategy plugin (tests/trainer/test_imports.py)
         from plugins.selection import resolve_plugins
 

@@ -68,3 +68,28 @@ def parse_max_time(value: Any) -> float | None:
     raise MisconfigurationError(
         f"Trainer(max_time={value!r}) is not valid; use 'DD:HH:MM:SS' (e.g. '00:01:30:00'), a timedelta, or a dict."
     )
+
+
+def announce_batch_limits(fast_dev_run: Any, overfit_batches: Any, limit_train_batches: Any, limit_val_batches: Any,
+                          limit_test_batches: Any, limit_predict_batches: Any, val_check_interval: Any) -> None:
+    """Lightning's info line for a limit given as ``1`` (one batch) or ``1.0`` (all of them), which read alike."""
+    from trainer.utilities.rank_zero import rank_zero_info
+
+    given = {"overfit_batches": overfit_batches}
+    if not fast_dev_run:
+        if not overfit_batches:
+            given.update(limit_train_batches=limit_train_batches, limit_val_batches=limit_val_batches)
+        given.update(limit_test_batches=limit_test_batches, limit_predict_batches=limit_predict_batches,
+                     val_check_interval=val_check_interval)
+    for name, value in given.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int) and value == 1:
+            what = {"limit_train_batches": "1 batch per epoch will be used.",
+                    "val_check_interval": "validation will run after every batch."}.get(name, "1 batch will be used.")
+            rank_zero_info(f"`Trainer({name}=1)` was configured so {what}")
+        elif isinstance(value, float) and value == 1.0:
+            what = {"limit_train_batches": "100% of the batches per epoch will be used",
+                    "val_check_interval": "validation will run at the end of the training epoch"}.get(
+                name, "100% of the batches will be used")
+            rank_zero_info(f"`Trainer({name}=1.0)` was configured so {what}.")
