@@ -297,6 +297,14 @@ def pytest_configure(config) -> None:
         config.pluginmanager.register(module, "lightning_loggers_fakes")
 
 
+def pytest_unconfigure(config) -> None:
+    """Workers a timed-out multi-process test left behind would keep pytest from exiting: end them."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
     keep, drop = [], []
     for item in items:
