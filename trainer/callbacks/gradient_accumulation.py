@@ -20,21 +20,24 @@ class GradientAccumulationScheduler(Callback):
     """
 
     def __init__(self, scheduling: dict[int, int]) -> None:
-        if not isinstance(scheduling, dict) or not scheduling:
+        if isinstance(scheduling, dict) and not scheduling:  # Lightning's type and words
+            raise TypeError("Empty dict cannot be interpreted correct: GradientAccumulationScheduler(scheduling=...) "
+                            "needs {epoch: factor}, e.g. {0: 4, 5: 2}.")
+        if not isinstance(scheduling, dict):
             raise MisconfigurationError(
                 f"GradientAccumulationScheduler(scheduling={scheduling!r}) needs a non-empty dict {{epoch: factor}}, "
                 "e.g. {0: 4, 5: 2}."
             )
-        for epoch, factor in scheduling.items():
-            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise MisconfigurationError(
-                    f"GradientAccumulationScheduler(scheduling=...): epoch key {epoch!r} must be an int >= 0."
-                )
-            if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-                raise MisconfigurationError(
-                    f"GradientAccumulationScheduler(scheduling=...): factor {factor!r} at epoch {epoch} must be an "
-                    "int >= 1."
-                )
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in scheduling):
+            raise MisconfigurationError(
+                f"Epoch should be an int greater than or equal to 0. Got {list(scheduling.keys())}: "
+                "GradientAccumulationScheduler(scheduling=...) keys are epochs, e.g. {0: 4, 5: 2}."
+            )
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in scheduling.values()):
+            raise MisconfigurationError(
+                f"Accumulation factor should be an int greater than 0. Got {list(scheduling.values())}: "
+                "GradientAccumulationScheduler(scheduling=...) values are batches to accumulate, e.g. {0: 4, 5: 2}."
+            )
         self.scheduling = dict(sorted(scheduling.items()))
         if 0 not in self.scheduling:
             self.scheduling = {0: 1, **self.scheduling}
@@ -48,18 +51,32 @@ class GradientAccumulationScheduler(Callback):
         return self.scheduling[max(e for e in self.epochs if e <= epoch)]
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
-        if not pl_module.automatic_optimization:
-            raise MisconfigurationError(
-                "GradientAccumulationScheduler works with automatic optimization only; this module sets "
-                "automatic_optimization = False. Accumulate in training_step yourself, or drop the callback."
+        if not pl_module.automatic_optimization:  # Lightning's type and first words
+            raise RuntimeError(
+                "Automatic gradient accumulation and the `GradientAccumulationScheduler` is not supported for manual "
+                "optimization: this module sets automatic_optimization = False. Accumulate in training_step "
+                "yourself, or drop the callback."
             )
+        from lightning_utilities.core.overrides import is_overridden
+
+        from trainer.module import Module
+
+        hooks_overridden = (is_overridden("optimizer_step", pl_module, Module)
+                            or is_overridden("optimizer_zero_grad", pl_module, Module))
+        if hooks_overridden and any(factor > 1 for factor in self.scheduling.values()):
+            from trainer.utilities.rank_zero import rank_zero_warn
+
+            rank_zero_warn("When using `Trainer(accumulate_grad_batches != 1)` and overriding "
+                           "`LightningModule.optimizer_{step,zero_grad}`, the hooks will not be called on every batch "
+                           "(rather, they are called on every optimization step).")
         others = [c for c in trainer.callbacks if isinstance(c, GradientAccumulationScheduler)]
         if len(others) > 1:
             raise MisconfigurationError("Trainer(callbacks=...) has more than one GradientAccumulationScheduler.")
         if trainer.accumulate_grad_batches != 1 and trainer.accumulate_grad_batches != self._applied:
             raise MisconfigurationError(
-                f"Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches}) and a "
-                "GradientAccumulationScheduler both set the accumulation; keep only the scheduler."
+                "You have set `accumulate_grad_batches` and are using the `GradientAccumulationScheduler` callback: "
+                f"Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches}) and the scheduler both set the "
+                "accumulation; keep only the scheduler."
             )
 
     _applied = 1
