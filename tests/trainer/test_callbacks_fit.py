@@ -263,7 +263,7 @@ def test_lr_monitor_epoch_scheduler_and_name(tmp_path):
 
 
 def test_lr_monitor_without_logger_fails_early(tmp_path):
-    with pytest.raises(MisconfigurationError, match="LearningRateMonitor needs a logger"):
+    with pytest.raises(MisconfigurationError, match="Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger"):
         _trainer(tmp_path, max_epochs=1, callbacks=[LearningRateMonitor()]).fit(Tiny(), _loader(8))
 
 

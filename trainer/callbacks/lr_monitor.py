@@ -31,7 +31,8 @@ class LearningRateMonitor(Callback):
     ) -> None:
         if logging_interval not in (None, "step", "epoch"):
             raise MisconfigurationError(
-                f"LearningRateMonitor(logging_interval={logging_interval!r}) is not valid; use 'step', 'epoch' or None."
+                f"logging_interval should be `step` or `epoch` or `None`: LearningRateMonitor(logging_interval="
+                f"{logging_interval!r}) is not valid."
             )
         self.logging_interval = logging_interval
         self.log_momentum = log_momentum
@@ -44,12 +45,15 @@ class LearningRateMonitor(Callback):
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         if stage == "fit" and not trainer.loggers:
             raise MisconfigurationError(
-                "LearningRateMonitor needs a logger to write to, but the Trainer has none (logger=False); "
-                "pass logger=True or a logger such as trainer.loggers.CSVLogger, or drop the callback."
+                "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger: pass logger=True or "
+                "a logger such as trainer.loggers.CSVLogger, or drop the callback."
             )
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         self._last_step_logged = -1
+        # Lightning counts the batches that stepped, not the optimizer steps: with several optimizers stepped by
+        # hand a batch takes several steps (a resumed fit starts from its global step)
+        self._batches_that_stepped = trainer.global_step
         if self.log_momentum:
             missing = [
                 type(o).__name__ for o in trainer.optimizers
@@ -58,16 +62,23 @@ class LearningRateMonitor(Callback):
             if missing:
                 import warnings
 
-                warnings.warn(
-                    f"LearningRateMonitor(log_momentum=True): {', '.join(missing)} has no momentum or betas; "
-                    "0 is logged for it.",
+                warnings.warn(  # Lightning's words and category
+                    "You have set log_momentum=True, but some optimizers do not have momentum. This will log a "
+                    f"value 0 for the momentum ({', '.join(missing)}).",
+                    RuntimeWarning,
                     stacklevel=2,
                 )
 
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if trainer.global_step != getattr(self, "_step_before", trainer.global_step):
+            self._batches_that_stepped = getattr(self, "_batches_that_stepped", 0) + 1
+
     def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
+        self._step_before = trainer.global_step
         if self.logging_interval == "epoch":
             return
-        step = trainer.global_step  # Lightning's numbering: the index of the step this batch takes
+        step = getattr(self, "_batches_that_stepped", trainer.global_step)  # the index of the step this batch takes
         if (step + 1) % trainer.log_every_n_steps or step == self._last_step_logged:
             return
         self._last_step_logged = step
@@ -141,7 +152,8 @@ def _param_group_keys(base: str, groups: list[dict[str, Any]]) -> list[str]:
     given = [n for n in names if n]
     if len(given) != len(set(given)):
         raise MisconfigurationError(
-            f"LearningRateMonitor: {base} has param groups with the same 'name' ({given}); give each a unique name."
+            "A single `Optimizer` cannot have multiple parameter groups with identical `name` values. "
+            f"{base} has duplicated parameter group names {given}: give each a unique name."
         )
     if len(groups) == 1:
         return [f"{base}/{names[0]}" if names[0] else base]
