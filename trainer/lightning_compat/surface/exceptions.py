@@ -46,8 +46,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.format_checkpoint_name",
     "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.to_yaml",
     "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
-    "lightning.pytorch.callbacks.progress.progress_bar:ProgressBar.has_dataloader_changed",
-    "lightning.pytorch.callbacks.progress.progress_bar:ProgressBar.reset_dataloader_idx_tracker",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.configure_columns",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.refresh",
@@ -111,8 +109,6 @@ ALLOWED: list[Allowed] = [
              "*:DistributedSamplerWrapper"), "names",
             "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
             "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
-    Allowed(("lightning.fabric.utilities.spike:SpikeDetection", "*:FabricSpikeDetection"), "names",
-            "Fabric's own spike detector (Relay has the Trainer callback `SpikeDetection`)", NOT_SERVED),
     Allowed(("lightning.pytorch.accelerators.cuda:get_nvidia_gpu_stats", "lightning.pytorch.accelerators.mps:get_device_stats",
              "lightning.pytorch.utilities.parsing:*", "*:save_hyperparameters", "*:parse_class_init_keys",
              "lightning.pytorch.utilities.compile:*", "*:get_torchvision_model", "*:has_len_all_ranks",
