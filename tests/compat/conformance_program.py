@@ -37,8 +37,9 @@ from lightning.fabric import Fabric  # noqa: E402
 from lightning.fabric.utilities.spike import SpikeDetection as FabricSpikeDetection  # noqa: E402
 from lightning.fabric.utilities.spike import TrainingSpikeException  # noqa: E402
 from lightning.pytorch.callbacks import (  # noqa: E402
-    BatchSizeFinder, Callback, ModelCheckpoint, SpikeDetection, TQDMProgressBar)
-from lightning.pytorch.loggers import TensorBoardLogger  # noqa: E402
+    BatchSizeFinder, Callback, LearningRateMonitor, ModelCheckpoint, SpikeDetection, TQDMProgressBar)
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
+from lightning.pytorch.tuner import Tuner  # noqa: E402
 from lightning.pytorch.utilities import CombinedLoader  # noqa: E402
 from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
@@ -406,10 +407,44 @@ def check_seeded_data_with_a_sanity_check():
     return seen
 
 
+class TwoSchedulers(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.layer = torch.nn.Linear(1, 1)
+
+    def training_step(self, batch, batch_idx):
+        for optimizer in self.optimizers():
+            optimizer.zero_grad()
+            self.manual_backward(self.layer(batch[0]).sum())
+            optimizer.step()
+
+    def configure_optimizers(self):
+        first, second = (torch.optim.Adam(self.parameters(), lr=1e-2) for _ in range(2))
+        return [first, second], [torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.1) for o in (first, second)]
+
+
+def check_lr_monitor_with_two_manual_optimizers():
+    monitor = LearningRateMonitor(logging_interval="step")
+    trainer = pl.Trainer(max_epochs=1, limit_train_batches=7, log_every_n_steps=2, callbacks=[monitor],
+                         logger=CSVLogger(ROOT), enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(TwoSchedulers(), data(14))
+    return {key: len(values) for key, values in monitor.lrs.items()}
+
+
+def check_batch_size_found_is_the_loaders_size():
+    trainer = pl.Trainer(max_epochs=1, **QUIET)
+    model = Sized(16, 64)
+    found = Tuner(trainer).scale_batch_size(model, mode="binsearch", max_trials=2, init_val=8, steps_per_trial=2)
+    return [found, trainer.train_dataloader.batch_size, trainer.val_dataloaders.batch_size]
+
+
 CHECKS = [check_fabric_scheduler_on_the_wrapped_optimizer, check_nonfinite_loss_and_spike_detection,
           check_batch_size_finder, check_tensorboard_directories, check_magicmock_logger, check_namespace_hparams,
           check_loop_attributes, check_progress_bar_totals, check_zero_grad_in_the_hook_order, check_batches_seen,
-          check_manual_backward_patched_on_the_instance, check_seeded_data_with_a_sanity_check]
+          check_manual_backward_patched_on_the_instance, check_seeded_data_with_a_sanity_check,
+          check_lr_monitor_with_two_manual_optimizers, check_batch_size_found_is_the_loaders_size]
 
 
 def main() -> None:

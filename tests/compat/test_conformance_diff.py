@@ -96,3 +96,12 @@ def test_a_backward_patched_on_the_instance_runs_with_several_manual_optimizers(
 def test_the_sanity_check_draws_no_random_numbers_training_sees(observed):
     lightning, relay = observed
     assert relay["seeded_data_with_a_sanity_check"] == lightning["seeded_data_with_a_sanity_check"]
+
+
+def test_lr_monitor_counts_batches_that_stepped_with_two_manual_optimizers(observed):
+    assert same(observed, "lr_monitor_with_two_manual_optimizers") == {"lr-Adam": 3, "lr-Adam-1": 3}
+
+
+def test_the_loaders_shown_after_a_batch_size_search_have_the_size_found(observed):
+    found, train, val = same(observed, "batch_size_found_is_the_loaders_size")
+    assert found == train == val == 15  # 16, less binsearch's 5% margin
