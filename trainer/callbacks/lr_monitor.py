@@ -53,7 +53,7 @@ class LearningRateMonitor(Callback):
         self._last_step_logged = -1
         # Lightning counts the batches that stepped, not the optimizer steps: with several optimizers stepped by
         # hand a batch takes several steps (a resumed fit starts from its global step)
-        self._batches_that_stepped = trainer.global_step
+        self._batches_that_stepped = self._step_before = trainer.global_step
         if self.log_momentum:
             missing = [
                 type(o).__name__ for o in trainer.optimizers
@@ -69,12 +69,9 @@ class LearningRateMonitor(Callback):
                     stacklevel=2,
                 )
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        if trainer.global_step != getattr(self, "_step_before", trainer.global_step):
-            self._batches_that_stepped = getattr(self, "_batches_that_stepped", 0) + 1
-
     def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step != getattr(self, "_step_before", trainer.global_step):  # the batch before stepped
+            self._batches_that_stepped = getattr(self, "_batches_that_stepped", 0) + 1
         self._step_before = trainer.global_step
         if self.logging_interval == "epoch":
             return
