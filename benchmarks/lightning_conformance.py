@@ -560,7 +560,7 @@ def report(out: Path, top: int, show_tests: int) -> dict:
           f"selected: {selected}")
     for name, text, _ in RULES:
         print(f"  {c['rules'].get(name, 0):5d}  {name}: {text}")
-    print(f"Selected tests on Lightning: " + ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items())))
+    print("Selected tests on Lightning: " + ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items())))
     if light["collect"]:
         print(f"Files that fail to import on Lightning (left out): {len(light['collect'])}")
     print("\nPer file (selected tests that pass on Lightning / of those, passing on Relay):")
