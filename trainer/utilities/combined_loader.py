@@ -8,7 +8,7 @@ input, or builds one from a dict/list of loaders (``max_size_cycle`` for trainin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
