@@ -50,11 +50,9 @@ NOTES: dict[str, tuple[str, str]] = {
     "SpikeDetection": ("difference", "the running mean of the last `window` losses is Relay's own (no torchmetrics): "
                                      "its checkpoint state holds `window`/`recent` in place of torchmetrics' "
                                      "`running`/`mean`, and loads back (Lightning 2.6.6's `load_state_dict` fails); "
-                                     "Relay stops on a non-finite loss before it unless "
-                                     "`Trainer(stop_on_nonfinite_loss=False)`"),
+                                     "with the callback present Relay does not stop on a non-finite loss itself"),
     "lightning.pytorch.tuner:Tuner": ("difference", "`scale_batch_size` also takes `max_memory_bytes` (see "
                                                     "BatchSizeFinder); `lr_find` as in Lightning"),
-    "lightning.pytorch.trainer.states:*": ("planned", "issue 11, 'compat-behaviour' branch (`trainer.states`)"),
     "RichProgressBar": ("difference", "draws Relay's one-line bar through a rich console (theme styles); "
                                       "`refresh_rate` 0 turns it off, otherwise redraws are time based; needs "
                                       "`pip install 'relaytrain[rich]'`"),
