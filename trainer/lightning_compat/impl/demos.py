@@ -35,23 +35,11 @@ class BoringDataModuleNoLen(BoringDataModule):
         return self._iterable()
 
 
-class IterableBoringDataModule(BoringDataModule):
+class IterableBoringDataModule(BoringDataModuleNoLen):
     """The boring data as iterables that have a length."""
 
     def _iterable(self) -> DataLoader:
         return DataLoader(RandomIterableDatasetWithLen(32, 64))
-
-    def train_dataloader(self) -> DataLoader:
-        return self._iterable()
-
-    def val_dataloader(self) -> DataLoader:
-        return self._iterable()
-
-    def test_dataloader(self) -> DataLoader:
-        return self._iterable()
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._iterable()
 
 
 class Net(torch.nn.Module):
