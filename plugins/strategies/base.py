@@ -131,6 +131,9 @@ class Strategy:
     loop_backward_sync = True
     # why the loop may not clip gradients itself (the engine clips inside its step), or None where it may
     loop_clipping_refused: str | None = None
+    # why a copy of the module's and the torch optimizer's state does not hold all the training state (an engine
+    # keeping its own master weights), or None where it does: spike recovery's rollback reads it
+    state_outside_module: str | None = None
     # activation checkpointing / compile of the blocks (plugins.transforms), set by configure_model_transforms
     model_transforms: Any = None
 

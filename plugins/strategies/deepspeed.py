@@ -68,6 +68,7 @@ class DeepSpeedStrategy(ParallelStrategy):
     name = "deepspeed"
     joint_setup = True  # deepspeed.initialize takes the module and its optimizer together
     loop_backward_sync = False  # the engine accumulates from its config (gradient_accumulation_steps)
+    state_outside_module = "DeepSpeed keeps its own fp32 master weights and partitioned optimizer state"
     loop_clipping_refused = CLIPPING_REFUSED  # and clips from it (gradient_clipping), inside engine.step()
 
     def __init__(

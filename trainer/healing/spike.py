@@ -37,12 +37,6 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-# strategies whose training state lives outside the module's parameters and the torch optimizer: a rollback of those
-# alone would leave the rest at the bad step
-UNSUPPORTED = {"DeepSpeedStrategy": "DeepSpeed keeps its own fp32 master weights and partitioned optimizer state, "
-                                    "which the in-memory snapshot does not hold; a non-finite loss stops the run "
-                                    "(stop_on_nonfinite_loss) as without spike recovery."}
-
 
 class SpikeRecoveryError(RuntimeError):
     """Too many recoveries close together: the cause is not a few bad batches."""
@@ -93,7 +87,7 @@ class SpikeRecovery(Callback):
         self._grad_finite: list[torch.Tensor] = []
         self._lr_hooks: list[Any] = []
         self._stop_was: bool | None = None
-        self.disabled = False  # under a strategy whose state it cannot roll back (UNSUPPORTED)
+        self.disabled = False  # under a strategy whose state it cannot roll back (Strategy.state_outside_module)
         if watch_grad_norm:  # an instance hook: the per-step fast path stays on when it is off (trainer/hooks.py)
             self.on_before_optimizer_step = self._watch_gradients  # type: ignore[method-assign]
 
@@ -104,11 +98,13 @@ class SpikeRecovery(Callback):
 
     # --- the run's start and end -------------------------------------------------------------------------------
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
-        self.disabled = type(trainer.strategy).__name__ in UNSUPPORTED
+        outside = getattr(trainer.strategy, "state_outside_module", None)  # a rollback of part of the state would
+        self.disabled = outside is not None  # leave the rest at the bad step
         if self.disabled:  # said once, and the run goes on as without it (the CLI turns it on for every strategy)
             if trainer.is_global_zero:
-                warnings.warn(f"Spike recovery is off under {type(trainer.strategy).__name__}: "
-                              f"{UNSUPPORTED[type(trainer.strategy).__name__]}", UserWarning, stacklevel=2)
+                warnings.warn(f"Spike recovery is off under {type(trainer.strategy).__name__}: {outside}, which the "
+                              "in-memory snapshot does not hold; a non-finite loss stops the run "
+                              "(stop_on_nonfinite_loss) as without spike recovery.", UserWarning, stacklevel=2)
             return
         self._stop_was, trainer.stop_on_nonfinite_loss = trainer.stop_on_nonfinite_loss, False  # recovered instead
         on_cpu = trainer.strategy.root_device.type == "cpu"
