@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from trainer.errors import MisconfigurationError
+from trainer.utilities.rank_zero import rank_zero_info
 
 
 def check_limit(name: str, value: Any) -> int | float | None:
@@ -73,8 +74,6 @@ def parse_max_time(value: Any) -> float | None:
 def announce_batch_limits(fast_dev_run: Any, overfit_batches: Any, limit_train_batches: Any, limit_val_batches: Any,
                           limit_test_batches: Any, limit_predict_batches: Any, val_check_interval: Any) -> None:
     """Lightning's info line for a limit given as ``1`` (one batch) or ``1.0`` (all of them), which read alike."""
-    from trainer.utilities.rank_zero import rank_zero_info
-
     given = {"overfit_batches": overfit_batches}
     if not fast_dev_run:
         if not overfit_batches:

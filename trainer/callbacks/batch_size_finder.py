@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lightning_utilities.core.overrides import is_overridden
+
 from trainer.callbacks.base import Callback
+from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.tuner.attributes import lightning_hasattr
 from trainer.tuner.batch_size_scaling import scale_batch_size
 from trainer.tuner.memory import memory_limit_from
+from trainer.utilities.combined_loader import CombinedLoader
 from trainer.utilities.exceptions import _TunerExitException
 from trainer.utilities.rank_zero import rank_zero_warn
 
@@ -107,11 +111,6 @@ _EVAL_KEYS = {"validate": "val", "test": "test", "predict": "predict"}
 
 def _eval_loader_count(trainer: Trainer, pl_module: Module) -> int:
     """How many loaders the evaluation stage gets (Lightning searches one loader's batch size only)."""
-    from lightning_utilities.core.overrides import is_overridden
-
-    from trainer.datamodule import DataModule
-    from trainer.utilities.combined_loader import CombinedLoader
-
     key = _EVAL_KEYS[trainer.state_fn]
     method = "val_dataloader" if key == "val" else f"{key}_dataloader"
     loaders = trainer.stage_run.given.get(key)

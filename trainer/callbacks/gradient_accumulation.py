@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lightning_utilities.core.overrides import is_overridden
+
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.module import Module
+from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
-    from trainer.module import Module
     from trainer.trainer import Trainer
 
 
@@ -57,15 +60,9 @@ class GradientAccumulationScheduler(Callback):
                 "optimization: this module sets automatic_optimization = False. Accumulate in training_step "
                 "yourself, or drop the callback."
             )
-        from lightning_utilities.core.overrides import is_overridden
-
-        from trainer.module import Module
-
         hooks_overridden = (is_overridden("optimizer_step", pl_module, Module)
                             or is_overridden("optimizer_zero_grad", pl_module, Module))
         if hooks_overridden and any(factor > 1 for factor in self.scheduling.values()):
-            from trainer.utilities.rank_zero import rank_zero_warn
-
             rank_zero_warn("When using `Trainer(accumulate_grad_batches != 1)` and overriding "
                            "`LightningModule.optimizer_{step,zero_grad}`, the hooks will not be called on every batch "
                            "(rather, they are called on every optimization step).")
