@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("trainer", "plugins")
 TRAINER_NAMES = {"trainer", "t"}  # parameter names that carry the Trainer in Relay's code
-TRAINER_CLASSES = ("Trainer", "TrainerMembers")
+TRAINER_CLASSES = ("Trainer", "TrainerProperties")
 
 
 @dataclass

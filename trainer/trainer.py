@@ -39,13 +39,13 @@ from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
-from trainer.trainer_properties import TrainerMembers
+from trainer.trainer_properties import TrainerProperties
 from trainer.checkpointing.weights_only import check_storage_options, check_weights_only
 
 set_rank_zero_only()
 
 
-class Trainer(TrainerMembers):
+class Trainer(TrainerProperties):
     """Runs a ``Module``'s loops on the hardware and strategy the plugin arguments pick.
 
     More of Lightning's members (placement, ``init_module``, the loaders in use...) are in ``trainer_members.py``.

@@ -21,7 +21,7 @@ from trainer.checkpointing.preemption import received
 from trainer.states import TrainerStatus
 
 
-class TrainerMembers:
+class TrainerProperties:
     """Mixed into ``Trainer``; every member reads state the Trainer already has, none keeps its own."""
 
     # --- placement -------------------------------------------------------------------------------------
