@@ -189,16 +189,21 @@ def environment(name: str, value: Any) -> Any:
     return item
 
 
+def _parsed_setting(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
+    """``parse(value)``; its ValueError becomes one line naming the argument."""
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None
+
+
 def compile_setting(name: str, value: Any) -> Any:
     """``compile=``: off (None/False), True, or a dict of ``torch.compile`` arguments, as ``CompileSettings``."""
     if value is None or value is False:
         return None
-    from plugins.transforms.compile import parse_compile  # local import: only a run that compiles loads it
+    from plugins.transforms.compile import parse_compile  # local import: plugins.transforms loads only when asked
 
-    try:
-        return parse_compile(value)
-    except ValueError as error:
-        raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None
+    return _parsed_setting(name, value, parse_compile)
 
 
 def checkpointing_setting(name: str, value: Any) -> Any:
@@ -207,7 +212,4 @@ def checkpointing_setting(name: str, value: Any) -> Any:
         return None
     from plugins.transforms.activation_checkpointing import parse_activation_checkpointing  # local import: as above
 
-    try:
-        return parse_activation_checkpointing(value)
-    except ValueError as error:
-        raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None
+    return _parsed_setting(name, value, parse_activation_checkpointing)

@@ -25,15 +25,15 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from trainer.callbacks.base import Callback
 from trainer.data.loaders import LoaderPlan, _loader_kwargs
 from trainer.errors import MisconfigurationError
+from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -143,7 +143,7 @@ def rank_batched(plan: Any, sizes: Sequence[int] | str, replicas: int, rank: int
     return RankBatchLoaderPlan(DataLoader(batch_sampler=batches, **kwargs), batches, seed)
 
 
-class RankBatches(Callback):
+class RankBatches(TrainingStepWrapper):
     """What ``Trainer(rank_batch_sizes=...)`` adds besides the sampler: the loss weights and, for ``"auto"``, the
     measurement that fixes the sizes (after ``auto_steps`` steps, the first 2 not counted: warm-up)."""
 
@@ -152,7 +152,6 @@ class RankBatches(Callback):
         self.auto_steps = auto_steps
         self.sampler: RankBatchSampler | None = None
         self.fixed: dict[str, Any] | None = None  # "auto": {"sizes": [...], "epoch": e, "step": s} once measured
-        self._wrapped: Any = None
         self._time = 0.0
         self._samples = 0
         self._steps = 0
@@ -161,13 +160,11 @@ class RankBatches(Callback):
     def state_key(self) -> str:
         return "RankBatches"
 
-    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        if stage != "fit" or self._wrapped is not None:
-            return
+    def wrap_step(self, trainer: Trainer, step: Callable[..., Any]) -> Callable[..., Any]:
         world = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
         if self.sizes != "auto":
             check_sizes(self.sizes, world)
-        step, owner, clock = pl_module.training_step, self, time.perf_counter
+        owner, clock = self, time.perf_counter
 
         def weighted_training_step(*args: Any, **kwargs: Any) -> Any:
             sampler = owner.sampler
@@ -184,13 +181,7 @@ class RankBatches(Callback):
                 return {**out, "loss": out["loss"] * weight}
             return out
 
-        pl_module.training_step = weighted_training_step  # type: ignore[method-assign]
-        self._wrapped = pl_module
-
-    def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        if self._wrapped is not None:
-            vars(self._wrapped).pop("training_step", None)
-            self._wrapped = None
+        return weighted_training_step
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         loader = trainer.train_dataloader

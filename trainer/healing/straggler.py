@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -54,7 +54,7 @@ class StragglerReport:
                 f"{self.others_compute_ms:.1f})")
 
 
-class StragglerDetector(Callback):
+class StragglerDetector(TrainingStepWrapper):
     """Name the rank that is slower than the others by ``factor`` for ``consecutive`` windows of ``every_n_steps``.
 
     Args:
@@ -85,13 +85,10 @@ class StragglerDetector(Callback):
         self._steps = 0
         self._last_end: float | None = None
         self._counted_step = -1
-        self._wrapped: Any = None
 
     # --- timing ------------------------------------------------------------------------------------------------
-    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        if stage != "fit" or self._wrapped is not None:
-            return
-        step, detector, clock = pl_module.training_step, self, time.perf_counter
+    def wrap_step(self, trainer: Trainer, step: Callable[..., Any]) -> Callable[..., Any]:
+        detector, clock = self, time.perf_counter
 
         def timed_training_step(*args: Any, **kwargs: Any) -> Any:
             start = clock()
@@ -100,14 +97,7 @@ class StragglerDetector(Callback):
             finally:
                 detector._compute += clock() - start
 
-        # an instance attribute, read by the loop when it builds the step (DDP's wrapper reads it per call)
-        pl_module.training_step = timed_training_step  # type: ignore[method-assign]
-        self._wrapped = pl_module
-
-    def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        if self._wrapped is not None:
-            vars(self._wrapped).pop("training_step", None)
-            self._wrapped = None
+        return timed_training_step
 
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         self.hosts = trainer.strategy.all_gather_object(socket.gethostname())

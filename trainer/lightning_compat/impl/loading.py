@@ -39,7 +39,7 @@ class _NotYetLoadedTensor:
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        load = lambda t: t._load_tensor()
+        load = lambda tensor: tensor._load_tensor()
         args = apply_to_collection(args, cls, load)
         kwargs = apply_to_collection(kwargs or {}, cls, load)
         return func(*args, **kwargs)
@@ -73,7 +73,7 @@ def _lazy_load(filename: str | os.PathLike) -> Any:
 
 def _materialize_tensors(collection: Any) -> Any:
     """``collection`` with every ``_NotYetLoadedTensor`` read into a tensor."""
-    return apply_to_collection(collection, _NotYetLoadedTensor, lambda t: t._load_tensor())
+    return apply_to_collection(collection, _NotYetLoadedTensor, lambda tensor: tensor._load_tensor())
 
 
 def _move_state_into(source: dict[str, Any], destination: dict[str, Any], keys: set[str] | None = None) -> None:

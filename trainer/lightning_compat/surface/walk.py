@@ -200,45 +200,52 @@ def _where(module: types.ModuleType, name: str, stmts: list[ast.AST]) -> str | N
     return f"{_resolve_from(module, stmt)}:{_imported_name(stmt, name)}"
 
 
+def _imported_entry(module: types.ModuleType, name: str, obj: Any, stmts: list[ast.AST],
+                    in_all: bool) -> dict[str, Any] | None:
+    """A name the module binds by importing it: a Lightning object re-exported, a listed or lightning_utilities name
+    served from where it comes, else not the module's."""
+    obj_module = getattr(obj, "__module__", None)
+    origin = _origin(obj) or (f"{obj_module}:{name}" if obj_module else None)
+    if _is_lightning(obj_module) and origin:
+        source = next(s for s in stmts if isinstance(s, ast.ImportFrom))
+        return {"kind": "reexport", "from": f"{_resolve_from(module, source)}:{_imported_name(source, name)}"}
+    from_utilities = any(isinstance(s, ast.ImportFrom) and (s.module or "").startswith("lightning_utilities")
+                         for s in stmts)
+    if in_all or (from_utilities and not name.startswith("_")):
+        source = next((s for s in stmts if isinstance(s, ast.ImportFrom)), None)
+        if source is None:
+            return None
+        return {"kind": "external", "from": f"{_resolve_from(module, source)}:{_imported_name(source, name)}"}
+    return None
+
+
+def _class_entry(module: types.ModuleType, name: str, obj: type) -> dict[str, Any]:
+    """A class the module defines (or one of Lightning's it re-exports by assignment), with its public surface."""
+    if GRAVEYARD in module.__name__ and _legacy_base(obj) is not None:
+        return {"kind": "legacy", "base": _legacy_base(obj)}
+    if obj.__module__ != module.__name__ and _is_lightning(obj.__module__):
+        return {"kind": "reexport", "from": _origin(obj)}
+    out: dict[str, Any] = {"kind": "class"}
+    if not name.startswith("_"):
+        out["signature"] = signature(obj)
+        out["methods"] = _methods(obj)
+    if isinstance(obj, enum.EnumMeta):
+        out["kind"] = "enum"
+    if issubclass(obj, BaseException):
+        out["kind"] = "exception"
+    return out
+
+
 def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: bool,
           bindings: dict[str, list[ast.AST]]) -> dict[str, Any] | None:
     """What serving ``module.name`` needs, or None when the name is not the module's (the rule above)."""
     obj = getattr(module, name, None)
     if isinstance(obj, types.ModuleType):
         return None
-    kinds = {type(s) for s in stmts}
-    imported = kinds <= {ast.Import, ast.ImportFrom}
-    if imported:
-        if isinstance(obj, types.ModuleType):
-            return None
-        obj_module = getattr(obj, "__module__", None)
-        origin = _origin(obj) or (f"{obj_module}:{name}" if obj_module else None)
-        if _is_lightning(obj_module) and origin:
-            source = next(s for s in stmts if isinstance(s, ast.ImportFrom))
-            src_module = _resolve_from(module, source)
-            return {"kind": "reexport", "from": f"{src_module}:{_imported_name(source, name)}"}
-        from_utilities = any(isinstance(s, ast.ImportFrom) and (s.module or "").startswith("lightning_utilities")
-                             for s in stmts)
-        if in_all or (from_utilities and not name.startswith("_")):
-            source = next((s for s in stmts if isinstance(s, ast.ImportFrom)), None)
-            if source is None:
-                return None
-            return {"kind": "external", "from": f"{_resolve_from(module, source)}:{_imported_name(source, name)}"}
-        return None
-    if isinstance(obj, type) and GRAVEYARD in module.__name__ and _legacy_base(obj) is not None:
-        return {"kind": "legacy", "base": _legacy_base(obj)}
+    if {type(s) for s in stmts} <= {ast.Import, ast.ImportFrom}:
+        return _imported_entry(module, name, obj, stmts, in_all)
     if isinstance(obj, type):
-        if obj.__module__ != module.__name__ and _is_lightning(obj.__module__):
-            return {"kind": "reexport", "from": _origin(obj)}
-        out: dict[str, Any] = {"kind": "class"}
-        if not name.startswith("_"):
-            out["signature"] = signature(obj)
-            out["methods"] = _methods(obj)
-        if isinstance(obj, enum.EnumMeta):
-            out["kind"] = "enum"
-        if issubclass(obj, BaseException):
-            out["kind"] = "exception"
-        return out
+        return _class_entry(module, name, obj)
     if isinstance(inspect.unwrap(obj) if callable(obj) else obj, types.FunctionType) and any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in stmts):
         out = {"kind": "function"}
         if not name.startswith("_"):
