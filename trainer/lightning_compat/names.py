@@ -6,6 +6,8 @@ those follow here). Also Relay's own extras under a Lightning package (``DDPSpaw
 
 from __future__ import annotations
 
+from trainer.lightning_compat import names_fabric, names_loops, names_utilities
+
 _P = "lightning.pytorch"
 _F = "lightning.fabric"
 _IMPL = "trainer.lightning_compat.impl"
@@ -138,4 +140,7 @@ NAMES: dict[str, str] = {
        for n in ("_get_all_visible_cuda_devices", "_is_ampere_or_later", "_clear_cuda_memory")},
     **{f"{_P}.utilities.parameter_tying:{n}": f"{_IMPL}.utilities:{n}"
        for n in ("_get_module_by_path", "_set_module_by_path", "_find_shared_parameters")},
+    **names_fabric.NAMES,
+    **names_loops.NAMES,
+    **names_utilities.NAMES,
 }
