@@ -25,16 +25,23 @@ class LSFEnvironment(ClusterEnvironment):
     launcher = "jsrun"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        """Checks the LSF variables at once, as Lightning's does (the messages are Lightning's, then a hint)."""
         super().__init__(env)
         self._hosts: list[str] | None = None
+        if "LSB_DJOB_RANKFILE" not in self.env:
+            raise ValueError("Did not find the environment variable `LSB_DJOB_RANKFILE`: LSFEnvironment runs in an "
+                             "LSF job (jsrun sets it to the job's rank file).")
+        if not self.env["LSB_DJOB_RANKFILE"].strip():
+            raise ValueError("The environment variable `LSB_DJOB_RANKFILE` is empty: jsrun sets it to the job's rank "
+                             "file.")
+        if "LSB_JOBID" not in self.env:
+            raise ValueError("Could not find job id in environment variable LSB_JOBID: LSFEnvironment runs in an "
+                             "LSF job.")
 
     def compute_hosts(self) -> list[str]:
         """Hosts of the rank file, minus its first line (the launch node); read once."""
         if self._hosts is None:
             path = self._str("LSB_DJOB_RANKFILE")
-            if not path.strip():
-                raise ValueError("LSFEnvironment: the environment variable LSB_DJOB_RANKFILE is empty; jsrun sets it "
-                                 "to the job's rank file.")
             with open(path) as f:
                 lines = [line.strip() for line in f if line.strip()]
             if len(lines) < 2:

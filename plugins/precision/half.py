@@ -14,16 +14,26 @@ from plugins.precision.base import Precision
 class MixedPrecision(Precision):
     """``"16-mixed"`` / ``"bf16-mixed"``: weights stay fp32, ops run under autocast."""
 
-    def __init__(self, precision: str = "bf16-mixed", device_type: str | None = "cpu") -> None:
-        """``device_type=None``: autocast on the accelerator's device type, bound by the resolver (configs use it)."""
+    def __init__(self, precision: str = "bf16-mixed", device_type: str | None = "cpu",
+                 scaler: torch.amp.GradScaler | None = None, device: str | None = None) -> None:
+        """``device_type=None``: autocast on the accelerator's device type, bound by the resolver (configs use it).
+
+        ``device`` (Lightning's name, ``"cuda:0"`` or ``"cpu"``) wins over ``device_type``; ``scaler`` replaces
+        the GradScaler fp16 would make (Lightning's ``MixedPrecision(precision, device, scaler)``).
+        """
         if precision not in ("16-mixed", "bf16-mixed"):
             raise ValueError(f"MixedPrecision(precision={precision!r}): expected '16-mixed' or 'bf16-mixed'.")
         self.name = precision
         self.dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
         self.device_type: str | None = None
         self.scaler: torch.amp.GradScaler | None = None
+        if device is not None:
+            device_type = torch.device(device).type
         if device_type is not None:
-            self.bind_device_type(device_type, cpu_fallback=False)
+            if scaler is not None:  # given: no GradScaler of our own (one for CUDA would warn on a CPU machine)
+                self.device_type, self.scaler = device_type, scaler
+            else:
+                self.bind_device_type(device_type, cpu_fallback=False)
 
     @property
     def device(self) -> str | None:
@@ -52,6 +62,10 @@ class MixedPrecision(Precision):
         if self.device_type is None:
             raise RuntimeError("MixedPrecision(device_type=None) is used before the Trainer bound it to an accelerator.")
         return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def autocast_context_manager(self) -> contextlib.AbstractContextManager:
+        """Lightning's name for :meth:`forward_context`."""
+        return self.forward_context()
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward(*args, **kwargs)

@@ -343,14 +343,15 @@ def test_to_torchscript_script_and_trace_after_a_fit(tmp_path):
     fit(model, loader())
     x = torch.randn(3, 4)
     expected = model(x)
-    scripted = model.to_torchscript(file_path=tmp_path / "m.pt")
+    with pytest.deprecated_call(match="TorchScript is deprecated in PyTorch"):
+        scripted = model.to_torchscript(file_path=tmp_path / "m.pt")
     torch.testing.assert_close(scripted(x), expected)
     torch.testing.assert_close(torch.jit.load(tmp_path / "m.pt")(x), expected)
     assert model.training  # the mode it had comes back
     model.example_input_array = torch.randn(2, 4)
     traced = model.to_torchscript(method="trace")
     torch.testing.assert_close(traced(x), expected)
-    with pytest.raises(ValueError, match="method='trace'"):
+    with pytest.raises(ValueError, match="only supports 'script' or 'trace'"):
         model.to_torchscript(method="onnx")
     model.example_input_array = None
     with pytest.raises(ValueError, match="example_inputs"):

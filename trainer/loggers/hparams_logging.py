@@ -1,8 +1,8 @@
 """What the loggers get as hyperparameters when a fit starts: Lightning's rule.
 
 The *initial* hyperparameters (``hparams_initial``: what ``save_hyperparameters`` recorded, not later edits of
-``self.hparams``) of the module and of the DataModule, each only if it did not ask ``save_hyperparameters(
-logger=False)``; a key both define with different values is an error, as in Lightning.
+``self.hparams``) of the module and of the DataModule, each only if it called ``save_hyperparameters`` without
+``logger=False``; a key both define with different values is an error, as in Lightning.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 
 def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
     """The dict to log, or None when neither object logs its hyperparameters."""
-    from_model = getattr(model, "_log_hyperparams", True)
-    from_data = datamodule is not None and getattr(datamodule, "_log_hyperparams", True)
+    # only objects that called save_hyperparameters (logger=True) log them: Lightning's default is off
+    from_model = getattr(model, "_log_hyperparams", False)
+    from_data = datamodule is not None and getattr(datamodule, "_log_hyperparams", False)
     model_hp = dict(getattr(model, "hparams_initial", {}) or {}) if from_model else {}
     data_hp = dict(getattr(datamodule, "hparams_initial", {}) or {}) if from_data else {}
     clash = [k for k in model_hp.keys() & data_hp.keys() if not _same(model_hp[k], data_hp[k])]

@@ -6,6 +6,7 @@ logging every step costs no device synchronisation.
 
 from __future__ import annotations
 
+import numbers
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -140,10 +141,10 @@ class Results:
             value = value.detach()
             if sync_dist and flags[2]:
                 value = all_reduce(value, reduce)
-        elif not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise TypeError(
-                f"self.log({name!r}, ...) got a {type(value).__name__}; log a float, a tensor or a torchmetrics Metric."
-            )
+        elif isinstance(value, numbers.Number) and not isinstance(value, complex):
+            value = float(value)
+        else:
+            raise ValueError(_not_loggable(name, value))
         if flags[2] and value is not None:
             self.step[name] = value
             self.fresh_step.add(name)
@@ -205,3 +206,11 @@ def as_tensor(value: Any) -> torch.Tensor:
 
 def to_float(value: Any) -> float:
     return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def _not_loggable(name: str, value: Any) -> str:
+    """Lightning's wording (code matches on it), then what to log instead."""
+    if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        return f"`self.log({name}, {value})` was called, but nested dictionaries cannot be logged."
+    return (f"`self.log({name}, {value})` was called, but `{type(value).__name__}` values cannot be logged: log a "
+            "float, a tensor or a torchmetrics Metric (self.log_dict for several).")

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.loggers.utils import COMPAT_ENV
+from trainer.utilities.rank_zero import rank_zero_deprecation
+
 if TYPE_CHECKING:
     from trainer.module import Module
 
@@ -18,13 +21,25 @@ def _on_device(module: Module, inputs: Any) -> Any:
     return module.on_after_batch_transfer(inputs, 0)
 
 
+_DEPRECATION = ("`Module.to_torchscript` is deprecated: TorchScript is deprecated in PyTorch. Use "
+                "`torch.export.export()` (https://pytorch.org/docs/stable/export.html) or `Module.to_onnx`.")
+_LIGHTNING_DEPRECATION = ("`LightningModule.to_torchscript` has been deprecated in v2.7 and will be removed in v2.8. "
+                          "TorchScript is deprecated in PyTorch. Use `torch.export.export()` for model exporting "
+                          "instead. See https://pytorch.org/docs/stable/export.html for more information.")
+
+
 @torch.no_grad()
 def to_torchscript(
     module: Module, file_path: str | os.PathLike | None, method: str | None, example_inputs: Any, **kwargs: Any
 ) -> Any:
-    """Script or trace ``module`` in eval mode (its train/eval mode is restored after), optionally saving it."""
+    """Script or trace ``module`` in eval mode (its train/eval mode is restored after), optionally saving it.
+
+    Deprecated, as TorchScript is in PyTorch (and Lightning 2.6.6 deprecates ``to_torchscript``): the warning
+    says so in Lightning's words in the zero-edit mode, where code may match on them.
+    """
+    rank_zero_deprecation(_LIGHTNING_DEPRECATION if os.environ.get(COMPAT_ENV) == "1" else _DEPRECATION)
     if method not in ("script", "trace"):
-        raise ValueError(f"to_torchscript(method={method!r}) is not valid; use method='script' or method='trace'.")
+        raise ValueError(f"The 'method' parameter only supports 'script' or 'trace', but value given was: {method}")
     was_training = module.training
     try:
         if method == "script":
@@ -34,8 +49,8 @@ def to_torchscript(
                 example_inputs = module.example_input_array
             if example_inputs is None:
                 raise ValueError(
-                    "to_torchscript(method='trace') needs inputs to trace with: pass example_inputs=... or set "
-                    "module.example_input_array."
+                    "Choosing method=`trace` requires either `example_inputs` or `model.example_input_array` to be "
+                    "defined: pass example_inputs=... or set module.example_input_array."
                 )
             if kwargs.get("check_inputs") is not None:
                 kwargs["check_inputs"] = _on_device(module, kwargs["check_inputs"])

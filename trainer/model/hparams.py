@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
+import pickle
 from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import torch
+
+from trainer.utilities.rank_zero import rank_zero_warn
 
 
 class AttributeDict(dict):
@@ -44,35 +50,128 @@ def _init_args_of(frame: Any) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k != "__class__"}
 
 
+def _is_init_of(frame: Any, obj: object) -> bool:
+    """A frame of an ``__init__`` (one that names its class: ``super()`` does) of ``obj`` or of another object with
+    hyperparameters constructing it: Lightning's walk goes on through those, so a module built inside another's
+    ``__init__`` also records the outer one's arguments (its tests pin that)."""
+    if frame.f_code.co_name != "__init__" or "__class__" not in frame.f_locals or not frame.f_code.co_argcount:
+        return False
+    this = frame.f_locals.get(frame.f_code.co_varnames[0])
+    return this is obj or isinstance(this, HyperparametersMixin)
+
+
+def init_args_through_hierarchy(frame: Any, obj: object) -> dict[str, Any]:
+    """The ``__init__`` arguments of ``obj``, from the frame that called ``save_hyperparameters`` out through every
+    subclass's ``__init__`` that called it via ``super().__init__(...)``: a subclass's value of a name wins (what it
+    was called with), so a base class saving its hyperparameters also saves the subclass's arguments.
+
+    Outside any ``__init__`` (e.g. a helper method called by one), the walk starts at the first ``__init__`` of
+    ``obj``; with none at all, the arguments of the calling frame are taken.
+    """
+    chain: list[dict[str, Any]] = []
+    f = frame
+    while f is not None and not _is_init_of(f, obj):
+        f = f.f_back
+    while f is not None and _is_init_of(f, obj):
+        chain.append(_init_args_of(f))
+        f = f.f_back
+    if not chain:
+        return _init_args_of(frame)
+    merged: dict[str, Any] = {}
+    for args in chain:  # the innermost (base class) first, the most specific class last
+        merged.update(args)
+    return merged
+
+
+def _dataclass_init_fields(obj: object) -> dict[str, Any] | None:
+    """A dataclass module's fields that ``__init__`` takes (``field(init=False)`` ones are state, not arguments)."""
+    if not dataclasses.is_dataclass(obj):
+        return None
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
+
+
+def is_picklable(value: object) -> bool:
+    try:
+        pickle.dumps(value)
+    except (pickle.PickleError, AttributeError, RuntimeError, TypeError):
+        return False
+    return True
+
+
+def drop_unpicklable(hparams: dict[str, Any]) -> None:
+    """Remove the hyperparameters a checkpoint could not hold, each with a warning (Lightning's, at fit start)."""
+    for key in [k for k, v in hparams.items() if not is_picklable(v)]:
+        rank_zero_warn(f"Attribute '{key}' removed from hparams because it cannot be pickled. You can suppress this "
+                       f"warning by setting `self.save_hyperparameters(ignore=['{key}'])`.")
+        del hparams[key]
+
+
+_PRIMITIVES = (bool, int, float, str)
+
+
+def _as_hparams_dict(config: Any) -> dict[str, Any]:
+    """A config given to ``save_hyperparameters`` as a plain dict (Lightning's errors for what cannot be one)."""
+    if isinstance(config, Namespace):
+        return dict(vars(config))
+    if isinstance(config, Mapping):
+        return dict(config)
+    if isinstance(config, _PRIMITIVES):
+        raise ValueError(f"Primitives {_PRIMITIVES} are not allowed: pass the argument's name as a string, e.g. "
+                         "save_hyperparameters('lr'), or a dict / Namespace of hyperparameters.")
+    raise ValueError(f"Unsupported config type of {type(config)}: pass a dict, a Namespace or an OmegaConf config.")
+
+
 class HyperparametersMixin:
     """Record the ``__init__`` arguments so checkpoints and loggers can show and restore them."""
 
     def save_hyperparameters(
         self, *args: Any, ignore: Sequence[str] | str | None = None, logger: bool = True
     ) -> None:
+        """Save ``__init__`` arguments as ``self.hparams``: all of them, the ones named in ``args``, or one config
+        object (a dict, ``Namespace`` or OmegaConf config). A second call adds to what an earlier one saved (a base
+        class's and a subclass's calls combine)."""
+        if len(args) == 1 and not isinstance(args[0], str) and not args[0]:
+            return  # an empty config: nothing to save (Lightning's behaviour)
         frame = inspect.currentframe().f_back  # type: ignore[union-attr]
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        init_args = _init_args_of(frame)
-        if len(args) == 1 and isinstance(args[0], (Mapping, Namespace)):
-            params = dict(vars(args[0]) if isinstance(args[0], Namespace) else args[0])
-            # the __init__ argument it came in as: load_from_checkpoint passes it back under that name
-            self._hparams_name = next((k for k, v in init_args.items() if v is args[0]), None)
-            # an OmegaConf config is rebuilt as one by load_from_checkpoint (a plain dict stays a dict, as in Lightning)
-            self._hparams_type = "DictConfig" if type(args[0]).__name__ == "DictConfig" else None
-        else:
-            params = {k: init_args[k] for k in args} if args else init_args
+        ignored = {ignore} if isinstance(ignore, str) else {a for a in ignore or () if isinstance(a, str)}
+        init_args = _dataclass_init_fields(self)
+        if init_args is None:
+            init_args = init_args_through_hierarchy(frame, self)
+        init_args = {k: v for k, v in init_args.items() if k not in ignored}
+        configs = [a for a in args if not isinstance(a, str)]
+        self._hparams_type = None
+        if not args:
+            params: Any = init_args
             self._hparams_name = "kwargs" if params else None
-            self._hparams_type = None
-        params = {k: v for k, v in params.items() if k not in ignored}
+        elif len(configs) == 1:
+            params = configs[0]
+            # the __init__ argument it came in as: load_from_checkpoint passes it back under that name
+            self._hparams_name = next((k for k, v in init_args.items() if v is params), None)
+            # an OmegaConf config is rebuilt as one by load_from_checkpoint (a plain dict stays a dict, as in Lightning)
+            self._hparams_type = "DictConfig" if type(params).__name__ == "DictConfig" else None
+        else:
+            missing = [a for a in args if isinstance(a, str) and a not in init_args and a not in ignored]
+            if missing:
+                raise ValueError(f"save_hyperparameters({', '.join(map(repr, args))}): {missing} are not arguments "
+                                 f"of __init__; its arguments are {sorted(init_args)}.")
+            params = {a: init_args[a] for a in args if isinstance(a, str) and a in init_args}
+            self._hparams_name = "kwargs"
+        params = {k: v for k, v in _as_hparams_dict(params).items() if k not in ignored}
         # for LightningCLI, which records the arguments it built the object with (trainer/cli/lightning_cli.py)
         self._hparams_from_init = not args
         self._hparams_ignored = frozenset(ignored)
         self._log_hyperparams = logger
-        self._hparams = AttributeDict(params)
+        self.hparams.update(params)
+        self.remove_ignored_hparams(sorted(ignored))  # a subclass's ignore drops what a base class's call saved
+        for key, value in self.hparams.items():
+            if isinstance(value, torch.nn.Module):
+                rank_zero_warn(f"Attribute {key!r} is an instance of `nn.Module` and is already saved during "
+                               f"checkpointing. It is recommended to ignore them using "
+                               f"`self.save_hyperparameters(ignore=[{key!r}])`.")
         try:
-            self._hparams_initial = copy.deepcopy(AttributeDict(params))
+            self._hparams_initial = copy.deepcopy(self.hparams)
         except Exception:  # e.g. an un-copyable object passed to __init__
-            self._hparams_initial = AttributeDict(params)
+            self._hparams_initial = AttributeDict(self.hparams)
 
     def remove_ignored_hparams(self, ignore_list: Sequence[str]) -> None:
         """Drop saved hyperparameters by name (e.g. ones a base class saved that a subclass does not want)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainer.loggers.hparams_logging import log_hyperparameters
+from trainer.model.hparams import drop_unpicklable
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.files import finish_checkpoint_writes
 from trainer.data.loaders import num_batches
@@ -99,6 +100,7 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
     _reset(trainer, plan)
     strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
+    drop_unpicklable(model.hparams)  # a checkpoint could not hold them (Lightning drops them here, with a warning)
     # die with Relay's launcher, join the group, pick the device (as Fabric.launch); start-up ends in watch_ranks,
     # once the checkpoint is loaded and the model set up
     join_processes(strategy, begin=False)
