@@ -165,6 +165,7 @@ class ModelCheckpoint(Checkpoint):
         self._val_ran_at_epoch_end = False
         self._val_has_run = False
         self._warned_missing = False
+        self._deferred_to_validation = False  # a step save put off until validation logs the monitored metric
 
     # --- identity -------------------------------------------------------------------------------------
     @property
@@ -204,6 +205,7 @@ class ModelCheckpoint(Checkpoint):
             track_optimizers(trainer, trainer.strategy.checkpoint_io)
         if stage == "fit":
             self._val_has_run = False
+            self._deferred_to_validation = False
             self._warned_missing = False
             if trainer.is_global_zero:
                 # temporaries of a write that was killed (the files of writers still running are kept)
@@ -228,7 +230,29 @@ class ModelCheckpoint(Checkpoint):
         step = trainer.global_step
         if step % every or step == self._last_global_step_saved or self._skip(trainer):
             return
-        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True, on_step=True)
+        self._save_on_step(trainer)
+
+    def _save_on_step(self, trainer: Trainer) -> None:
+        """A step- or time-triggered save, put off to the end of the next validation when that is where the
+        monitored metric comes from (Lightning's rule): it is not logged yet, or the validation that runs right
+        after this batch will replace it."""
+        candidates = self._monitor_candidates(trainer)
+        if self.monitor is not None and _fit_has_validation(trainer) and (
+            self.monitor not in candidates or (self._val_follows_this_batch(trainer)
+                                               and not self._saves_at_train_epoch_end(trainer))):
+            self._deferred_to_validation = True
+            return
+        self._save_checkpoints(trainer, candidates, topk=True, on_step=True)
+
+    def _val_follows_this_batch(self, trainer: Trainer) -> bool:
+        return self._batches_done >= trainer.num_training_batches and trainer.val_runs_at_epoch_end
+
+    def _saves_at_train_epoch_end(self, trainer: Trainer) -> bool:
+        """Lightning's choice when ``save_on_train_epoch_end`` is not given: at the training epoch's end only when
+        validation runs once at every epoch's end."""
+        if self._save_on_train_epoch_end is not None:
+            return self._save_on_train_epoch_end
+        return trainer.check_val_every_n_epoch == 1 and trainer.val_check_interval in (None, 1.0)
 
     def _save_if_time_elapsed(self, trainer: Trainer) -> None:
         """Rank 0's clock decides, so every rank saves (or not) together."""
@@ -241,7 +265,7 @@ class ModelCheckpoint(Checkpoint):
         if not due or trainer.global_step == self._last_global_step_saved or self._skip(trainer):
             return
         self._last_time_checked = now
-        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True, on_step=True)
+        self._save_on_step(trainer)
 
     @property
     def train_time_interval(self) -> datetime.timedelta | None:
@@ -252,6 +276,11 @@ class ModelCheckpoint(Checkpoint):
             return
         self._val_has_run = True
         if self._save_on_train_epoch_end is True:
+            return
+        if self._deferred_to_validation:  # a step save waiting for this validation's metric
+            self._deferred_to_validation = False
+            if not self._skip(trainer):
+                self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=True)
             return
         if (
             self._save_on_train_epoch_end is None
@@ -270,7 +299,8 @@ class ModelCheckpoint(Checkpoint):
             return
         if self._save_on_train_epoch_end is True or val_ran or not _fit_has_validation(trainer):
             self._save_epoch_level(trainer)
-        elif trainer.val_runs_at_epoch_end and (self.save_last or self.monitor is None):
+        elif trainer.val_runs_at_epoch_end and (self.save_last or self.monitor is None) and (
+                trainer.global_step != self._last_global_step_saved):
             # the run stopped before this epoch's validation: no fresh metric to rank by, but keep the latest
             # state (ranked by step when nothing is monitored, as Lightning saves it)
             self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=self.monitor is None)
