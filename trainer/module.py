@@ -194,7 +194,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         if on_epoch is None:
             on_epoch = not trainer.stage_run.on_step
         if not (on_step or on_epoch):
-            return
+            raise MisconfigurationError(f"`self.log(on_step=False, on_epoch=False)` is not useful: {name!r} would be "
+                                        "recorded nowhere; log it per step, per epoch, or both.")
         results.add(
             name, value, (prog_bar, logger, on_step, on_epoch),
             "mean" if reduce_fx == "mean" else reduce_name(reduce_fx), sync_dist,

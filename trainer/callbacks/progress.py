@@ -348,7 +348,9 @@ class ProgressBar(Callback):
             self._next_draw = time.monotonic() + (self.refresh_rate if self._tty else self.log_interval)
 
     def _format(self, phase: _Phase, now: float, final: bool = False) -> str:
-        metrics = self.get_metrics(self._trainer) if self._trainer is not None and phase is self._train else None
+        trainer = self._trainer  # get_metrics(trainer, pl_module): overrides take both, as Lightning calls it
+        train = trainer is not None and phase is self._train
+        metrics = self.get_metrics(trainer, trainer.lightning_module) if train else None
         if phase is self._eval and self._train is not None:
             # a validation inside a training epoch: a short line after the epoch's counters
             train = self._train

@@ -44,6 +44,7 @@ class FitLoop:
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self.restarting = False  # resumed from a checkpoint, until the first epoch is through (Lightning's)
+        self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
         self.batch_at = (-1, -1)  # the current (or last) training batch: index in its epoch, index over the fit
         self.epoch_loop = TrainingEpochLoop(self)  # Lightning's members callbacks read (loops/loop_views.py)
 
@@ -219,6 +220,11 @@ class FitLoop:
         self.move = BatchMover(t)
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
+        # what on_train_start logs counts in the first epoch's aggregates (Lightning's): reset here, not at its start
+        results = t.stage_run.results["train"]
+        results.reset_epoch()
+        t.stage_run.active_results, t.stage_run.on_step = results, False
+        self._fresh_results = True
         hooks.call("on_train_start")
         self.trainer.stage_run.last_val_time = time.monotonic()  # time-based validation counts from the start of training
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
@@ -264,7 +270,9 @@ class FitLoop:
         self._reload_train_if_due()
         self.resume.restore_rng(mid_epoch, epoch_started=False)  # resume's phase 5: an epoch-end checkpoint
         results = t.stage_run.results["train"]
-        results.reset_epoch()
+        if not self._fresh_results:
+            results.reset_epoch()
+        self._fresh_results = False
         t.stage_run.active_results, t.stage_run.on_step = results, False
         timed = self.schedule.val_check_seconds is not None  # then validation runs when the time has passed (below)
         p.val_runs_at_epoch_end = not timed and self._val_due_at_epoch_end()

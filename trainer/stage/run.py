@@ -109,6 +109,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     run.resume = Resume.find(plan.restore, strategy)  # resume's phase 1: found and loaded (checkpointing/resume.py)
     trainer.ckpt_path = run.resume.path
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
+    for callback in trainer.callbacks:  # `self.log` inside a callback logs through the module (as in Lightning)
+        callback.log, callback.log_dict = model.log, model.log_dict
     for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
         if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
             owner.prepare_data()
