@@ -161,6 +161,12 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
             raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; all_gather runs inside a fit.")
         return calls.gather(trainer.strategy, data, self.device, group=group, sync_grads=sync_grads)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its Trainer (``torch.save(model)`` after a fit), as Lightning does."""
+        state = dict(self.__dict__)
+        state["_trainer"] = None
+        return state
+
     # --- logging ----------------------------------------------------------------------------------
     def log(
         self,

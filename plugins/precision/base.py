@@ -29,9 +29,22 @@ class Precision:
         """The dtype new parameters take while a model is built (only precisions that cast the module change it)."""
         return contextlib.nullcontext()
 
+    def module_init_context(self) -> contextlib.AbstractContextManager:
+        """Lightning's name for the context ``configure_model`` and ``init_module`` build modules in."""
+        return self.tensor_init_context()
+
+    def connect(self, model: Any, optimizers: Any, lr_schedulers: Any) -> tuple[Any, Any, Any]:
+        """Lightning's hook to wrap the model and optimizers; nothing to wrap here."""
+        return model, optimizers, lr_schedulers
+
     def convert_input(self, batch: Any) -> Any:
         """The batch as the module needs it; only precisions that cast the module cast its inputs too."""
         return batch
+
+    def convert_output(self, data: Any) -> Any:
+        """A Fabric module's outputs as the user's loop expects them; only precisions that change dtypes change
+        them (back to the default dtype)."""
+        return data
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         loss.backward(*args, **kwargs)

@@ -63,6 +63,9 @@ class MixedPrecision(Precision):
             raise RuntimeError("MixedPrecision(device_type=None) is used before the Trainer bound it to an accelerator.")
         return torch.autocast(self.device_type, dtype=self.dtype)
 
+    def convert_output(self, data: Any) -> Any:
+        return _to_default_dtype(data)
+
     def autocast_context_manager(self) -> contextlib.AbstractContextManager:
         """Lightning's name for :meth:`forward_context`."""
         return self.forward_context()
@@ -104,7 +107,10 @@ class TruePrecision(Precision):
         self.dtype = self._DTYPES[precision]
 
     def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        return module.to(dtype=self.dtype)
+        """Floating-point parameters and buffers only: ``module.to(dtype)`` would also cast complex buffers (and
+        drop their imaginary part); ``double()``/``half()``/``bfloat16()`` leave them, as Lightning's do."""
+        cast = {torch.float64: module.double, torch.float16: module.half, torch.bfloat16: module.bfloat16}
+        return cast[self.dtype]()
 
     def convert_input(self, batch: Any) -> Any:
         """Floating-point tensors in the batch take the module's dtype (an fp32 batch cannot meet fp64 weights)."""
@@ -115,6 +121,9 @@ class TruePrecision(Precision):
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         return _default_dtype(self.dtype)
+
+    def convert_output(self, data: Any) -> Any:
+        return _to_default_dtype(data)
 
     def tensor_init_context(self) -> contextlib.AbstractContextManager:
         return _default_dtype(self.dtype)
@@ -145,3 +154,11 @@ class DoublePrecision(TruePrecision):
 
     def __init__(self) -> None:
         super().__init__("64-true")
+
+
+def _to_default_dtype(data: Any) -> Any:
+    """Floating-point tensors in ``data`` in the default dtype (float32 unless the user changed it)."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    dtype = torch.get_default_dtype()
+    return apply_to_collection(data, torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t)

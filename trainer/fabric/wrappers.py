@@ -40,7 +40,7 @@ class FabricModule(torch.nn.Module):
         return self._original_module
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._fabric_forward(*args, **kwargs)
+        return _precise(self._fabric_strategy.precision, self._fabric_forward, args, kwargs)
 
     def mark_forward_method(self, method: str | Callable[..., Any]) -> None:
         """Run ``method`` the way ``forward`` runs (gradient synchronisation, autocast) when called on this module."""
@@ -62,7 +62,9 @@ class FabricModule(torch.nn.Module):
         if name.startswith(_OWN):
             return super().__getattr__(name)
         if name in self.__dict__.get("_fabric_marked", ()):
-            return self._fabric_strategy.step_function(super().__getattr__("_forward_module"), name)
+            strategy = self._fabric_strategy
+            run = strategy.step_function(super().__getattr__("_forward_module"), name)
+            return lambda *args, **kwargs: _precise(strategy.precision, run, args, kwargs)
         original = super().__getattr__("_original_module")
         return getattr(original, name)
 
@@ -71,6 +73,13 @@ class FabricModule(torch.nn.Module):
         if ours or "_original_module" not in self.__dict__.get("_modules", {}):
             return super().__setattr__(name, value)
         setattr(self._original_module, name, value)
+
+
+def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
+    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop)."""
+    args, kwargs = precision.convert_input((args, kwargs))
+    return precision.convert_output(run(*args, **kwargs))
 
 
 class FabricOptimizer:

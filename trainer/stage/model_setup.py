@@ -25,7 +25,8 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
     """Configured, placed, weights and callback states restored, optimizers made; a fit's optimizer, scheduler and
     loop state are restored later, after ``on_fit_start`` (``Resume.restore_training``)."""
     strategy = trainer.strategy
-    configure_model(model)
+    with strategy.precision.module_init_context():  # a "-true" precision's dtype, as Lightning builds them in
+        configure_model(model)
     if fit:
         check_has_parameters(model)
     if trainer.layer_sync is not None and trainer.world_size > 1:

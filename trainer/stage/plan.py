@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
@@ -222,8 +221,9 @@ def plan_stage(
     dirs = checkpoint_dirs(callbacks, trainer.logger, trainer.default_root_dir)
     best = getattr(callbacks[0], "best_model_path", "") if callbacks else ""
     restore = RestoreRequest(ckpt_path, stage, dirs, best)
-    return StagePlan(stage, model, datamodule, strategy, launcher, restore, MappingProxyType(sources), schedule,
-                     val.available(), MappingProxyType(dict(given)))
+    # plain dicts, not read-only views: a Trainer (and a module attached to it) must pickle, as `torch.save(trainer)`
+    return StagePlan(stage, model, datamodule, strategy, launcher, restore, sources, schedule, val.available(),
+                     dict(given))
 
 
 def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,
