@@ -163,7 +163,8 @@ class Trainer(TrainerProperties):
 
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
-        return estimate_for_trainer(self.strategy, model, train_dataloaders, datamodule, device_memory, layout)
+        return estimate_for_trainer(self.strategy, model, train_dataloaders, datamodule, device_memory, layout,
+                                    checkpointing=self.args.activation_checkpointing)
 
     def validate(
         self,

@@ -71,3 +71,18 @@ def test_trainer_estimate_and_plan_command(capsys):
 
     assert main(["plan", "model.n_layer=2", "data.train_size=256", "--memory", "4GB"]) == 0
     assert "fits in 4.0 GiB" in capsys.readouterr().out
+
+
+def test_trainer_estimate_applies_its_activation_checkpointing():
+    """``Trainer(activation_checkpointing=...)`` is estimated as the fit applies it: full recomputes more than
+    selective (which keeps matmul outputs), and both hold fewer activations than none."""
+    with torch.device("meta"):
+        module = GPTModule(**GPT)
+    data = SortingDataModule(train_size=64, val_size=16, batch_size=4)
+    activations = {}
+    for setting in (None, "selective", "full"):
+        trainer = Trainer(accelerator="cpu", logger=False, activation_checkpointing=setting)
+        estimate = trainer.estimate(module, datamodule=data)
+        assert estimate.layout.activation_checkpointing is (setting is not None)
+        activations[setting] = estimate.activations
+    assert activations["full"] < activations["selective"] < activations[None], activations

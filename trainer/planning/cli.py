@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
                   "(least memory first):")
             print(table(fit or found))
             return 0 if fit else 1
-        estimate = estimate_for_trainer(trainer.strategy, model, None, data, memory)
+        estimate = trainer.estimate(model, datamodule=data, device_memory=memory)  # with its activation checkpointing
     except (ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -28,6 +28,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from plugins.strategies.parallelize import apply_activation_checkpointing, blocks_of
+from plugins.transforms.activation_checkpointing import CheckpointSettings
+from plugins.transforms.blocks import ModelTransforms, apply_model_transforms
 from trainer.model.optimizers import parse_optimizers
 from trainer.planning.layout import Layout, layouts_for
 from trainer.planning.tracker import LiveBytes, local_tensor
@@ -195,16 +197,23 @@ class StepRun:
     grad_keys: set[int]  # the timeline's gradient storages
 
 
-def run_step(module: torch.nn.Module, batch: Any, tp: int = 1, activation_checkpointing: bool = False,
-             wrap_policy: Any = None) -> StepRun:
+def run_step(module: torch.nn.Module, batch: Any, tp: int = 1,
+             activation_checkpointing: bool | CheckpointSettings = False, wrap_policy: Any = None) -> StepRun:
     """One ``training_step``, backward and optimizer step of a meta copy of ``module`` on fake tensors, with its
-    tensor-parallel plan applied at degree ``tp`` (its ``configure_model`` sees a mesh of ``tp`` ranks)."""
+    tensor-parallel plan applied at degree ``tp`` (its ``configure_model`` sees a mesh of ``tp`` ranks).
+
+    ``activation_checkpointing``: True recomputes every block; the Trainer's ``CheckpointSettings`` apply as the
+    fit applies them (``selective`` keeps what its policy saves); ``budget`` mode is the compiler's work and is
+    estimated as no checkpointing (an upper bound)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with _fake_world(Layout(tp=tp)) as mesh:
         twin = meta_twin(module)
         _configure(twin, mesh)
-        if activation_checkpointing:
+        if isinstance(activation_checkpointing, CheckpointSettings):
+            if not activation_checkpointing.needs_compile:
+                apply_model_transforms(twin, ModelTransforms(checkpointing=activation_checkpointing))
+        elif activation_checkpointing:
             apply_activation_checkpointing(twin, True)
         fake = FakeTensorMode(allow_non_fake_inputs=True)
         with fake:
@@ -263,12 +272,13 @@ def per_rank(run: StepRun, layout: Layout, device_memory: int | str | None = Non
 
 def estimate_memory(module: torch.nn.Module, batch: Any, layout: Layout | None = None,
                     device_memory: int | str | None = None, *, gradient_as_bucket_view: bool = False,
-                    wrap_policy: Any = None) -> MemoryEstimate:
+                    wrap_policy: Any = None, checkpointing: CheckpointSettings | None = None) -> MemoryEstimate:
     """The per-rank memory of one training step of ``module`` on ``batch`` (one rank's batch, real tensors or any
     tensors of the real shape and dtype) in ``layout`` (default: one process); ``device_memory`` (bytes or
-    ``"80GB"``) says whether it fits. The module itself is not changed or moved."""
+    ``"80GB"``) says whether it fits; ``checkpointing``: the Trainer's activation-checkpointing settings, applied
+    as the fit applies them. The module itself is not changed or moved."""
     layout = layout or Layout()
-    run = run_step(module, batch, layout.tp, layout.activation_checkpointing, wrap_policy)
+    run = run_step(module, batch, layout.tp, checkpointing or layout.activation_checkpointing, wrap_policy)
     return per_rank(run, layout, device_memory, gradient_as_bucket_view)
 
 

@@ -3,6 +3,7 @@ read from the training loader, the device memory from the accelerator."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -35,11 +36,17 @@ def device_memory_of(strategy: Any) -> int | None:
 
 
 def estimate_for_trainer(strategy: Any, model: Any, train_dataloaders: Any = None, datamodule: Any = None,
-                         device_memory: int | str | None = None, layout: Layout | None = None) -> MemoryEstimate:
-    layout = layout or Layout.of_strategy(strategy)
+                         device_memory: int | str | None = None, layout: Layout | None = None,
+                         checkpointing: Any = None) -> MemoryEstimate:
+    """``checkpointing``: the Trainer's ``activation_checkpointing`` settings (applied as the fit applies them)."""
+    if layout is None:
+        layout = Layout.of_strategy(strategy)
+        if checkpointing is not None:
+            layout = dataclasses.replace(layout, activation_checkpointing=True)
     batch = first_batch(model, train_dataloaders, datamodule)
     memory = device_memory if device_memory is not None else device_memory_of(strategy)
     return estimate_memory(model, batch, layout, memory,
                            gradient_as_bucket_view=bool(getattr(strategy, "ddp_kwargs", {}).get(
                                "gradient_as_bucket_view", False)),
-                           wrap_policy=getattr(strategy, "auto_wrap_policy", None))
+                           wrap_policy=getattr(strategy, "auto_wrap_policy", None),
+                           checkpointing=checkpointing if layout.activation_checkpointing else None)
