@@ -18,7 +18,7 @@ from trainer.errors import LoaderNotImplementedError, MisconfigurationError
 from trainer.model.export import to_onnx, to_torchscript
 from trainer.model.hparams import HyperparametersMixin
 from trainer.distributed.ranks import set_rank_zero_only
-from trainer.metrics.results import reduce_name
+from trainer.metrics.results import group_all_reduce, reduce_name
 
 set_rank_zero_only()
 
@@ -173,16 +173,26 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         name: str,
         value: Any,
         prog_bar: bool = False,
-        logger: bool = True,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
         reduce_fx: str | Any = "mean",
+        enable_graph: bool = False,
         sync_dist: bool = False,
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
         batch_size: int | None = None,
+        metric_attribute: str | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
         """Record a metric: per step, aggregated per epoch (weighted by ``batch_size``), or both.
 
-        The Trainer's side is inline here, not a call into it: this runs on every step of most modules.
+        Lightning's signature, in its order. ``sync_dist`` reduces the value over the processes (over
+        ``sync_dist_group`` when given); ``rank_zero_only=True`` (logged from rank 0 alone) never synchronises, so it
+        cannot deadlock; ``add_dataloader_idx=False`` keeps the name as given with several evaluation loaders.
+        ``enable_graph`` and ``metric_attribute`` are accepted as Lightning's: values are stored detached, and a
+        torchmetrics ``Metric`` is found by the object itself. The Trainer's side is inline here, not a call into
+        it: this runs on every step of most modules.
         """
         trainer = self._trainer
         if trainer is None:
@@ -193,7 +203,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
                 f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
                 "training_step, validation_step, test_step or an on_* hook."
             )
-        if trainer.stage_run.log_suffix:
+        if add_dataloader_idx and trainer.stage_run.log_suffix:
             name += trainer.stage_run.log_suffix
         if on_step is None:
             on_step = trainer.stage_run.on_step
@@ -202,25 +212,33 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         if not (on_step or on_epoch):
             raise MisconfigurationError(f"`self.log(on_step=False, on_epoch=False)` is not useful: {name!r} would be "
                                         "recorded nowhere; log it per step, per epoch, or both.")
+        sync = sync_dist and not rank_zero_only
+        reduce = trainer.strategy.all_reduce if sync_dist_group is None else group_all_reduce(sync_dist_group)
         results.add(
-            name, value, (prog_bar, logger, on_step, on_epoch),
-            "mean" if reduce_fx == "mean" else reduce_name(reduce_fx), sync_dist,
-            batch_size if batch_size is not None else trainer.stage_run.infer_batch_size, trainer.strategy.all_reduce,
+            name, value, (prog_bar, logger is not False, on_step, on_epoch),
+            "mean" if reduce_fx == "mean" else reduce_name(reduce_fx), sync,
+            batch_size if batch_size is not None else trainer.stage_run.infer_batch_size, reduce,
         )
 
     def log_dict(
         self,
         dictionary: Mapping[str, Any],
         prog_bar: bool = False,
-        logger: bool = True,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
         reduce_fx: str | Any = "mean",
+        enable_graph: bool = False,
         sync_dist: bool = False,
+        sync_dist_group: Any | None = None,
+        add_dataloader_idx: bool = True,
         batch_size: int | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
+        """``self.log`` for each item (Lightning's signature); a torchmetrics ``MetricCollection`` logs each metric."""
         for name, value in dictionary.items():
-            self.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+            self.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, enable_graph, sync_dist,
+                     sync_dist_group, add_dataloader_idx, batch_size, None, rank_zero_only)
 
     # --- steps --------------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -440,11 +440,96 @@ def check_batch_size_found_is_the_loaders_size():
     return [found, trainer.train_dataloader.batch_size, trainer.val_dataloaders.batch_size]
 
 
+class LoggingKinds(Recorder):
+    """self.log's Lightning arguments, logging in on_train_start, and a dict value refused with Lightning's error."""
+
+    def on_train_start(self):
+        self.log("started", 3.0)
+
+    def training_step(self, batch, batch_idx):
+        self.log("ranked", 1.0, rank_zero_only=True, sync_dist=True)
+        self.log("grouped", 2.0, sync_dist=True, sync_dist_group=None, enable_graph=True)
+        return super().training_step(batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        if dataloader_idx == 1:  # one loader only: the same key from two loaders is refused by Lightning
+            self.log("plain", 7.0, add_dataloader_idx=False)
+        self.log("suffixed", float(dataloader_idx))
+
+
+class CallbackLogs(Callback):
+    def on_train_epoch_end(self, trainer, pl_module):
+        self.log("from_callback", 5.0)
+
+
+def check_logging_arguments_and_hooks():
+    trainer = pl.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, callbacks=[CallbackLogs()],
+                         **QUIET)
+    trainer.fit(LoggingKinds(), data(4), [data(2), data(2)])
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    errors = {}
+    for value in ({"a": 1}, {"a": {"b": 1}}, "text"):
+        class Bad(Recorder):
+            def training_step(self, batch, batch_idx, value=value):
+                self.log("bad", value)
+                return super().training_step(batch, batch_idx)
+        try:
+            pl.Trainer(max_steps=1, **QUIET).fit(Bad(), data(2))
+        except Exception as err:  # noqa: BLE001 - the error is the observation
+            errors[repr(value)] = [type(err).__name__, str(err).split(":")[0].split(" was called")[0]]
+    return {"metrics": dict(sorted(metrics.items())), "errors": errors}
+
+
+class Base(pl.LightningModule):
+    def __init__(self, lr=0.1, width=4):
+        super().__init__()
+        self.save_hyperparameters(ignore="width")
+
+
+class Child(Base):
+    def __init__(self, depth=2, lr=0.5, width=8, **kwargs):
+        super().__init__(lr=lr, width=width)
+        self.save_hyperparameters(ignore=("lr",))
+
+
+def check_hyperparameters_through_the_class_hierarchy():
+    child = Child(depth=3)
+    out = {"child": dict(child.hparams), "base": dict(Base(lr=0.2).hparams)}
+    try:
+        Base().save_hyperparameters(5)
+    except ValueError as err:
+        out["primitive"] = str(err).split(":")[0][:40]
+    return out
+
+
+class ComplexBuffer(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("before", torch.complex(torch.ones(2), torch.ones(2)), persistent=False)
+
+    def configure_model(self):
+        self.register_buffer("configured", torch.complex(torch.ones(2), torch.ones(2)), persistent=False)
+
+
+def check_true_precision_keeps_complex_buffers():
+    model = ComplexBuffer()
+    pl.Trainer(max_steps=1, precision="64-true", **QUIET).fit(model, data(2))
+    fabric = Fabric(devices=1, precision="64-true")
+    with fabric.init_module():
+        layer = torch.nn.Linear(1, 1)
+    layer = fabric.setup(layer)
+    out = layer(torch.ones(1, 1))
+    return {"buffers": [str(model.before.dtype), str(model.configured.dtype), str(model.layer.weight.dtype)],
+            "fabric": [str(layer.weight.dtype), str(out.dtype)]}
+
+
 CHECKS = [check_fabric_scheduler_on_the_wrapped_optimizer, check_nonfinite_loss_and_spike_detection,
           check_batch_size_finder, check_tensorboard_directories, check_magicmock_logger, check_namespace_hparams,
           check_loop_attributes, check_progress_bar_totals, check_zero_grad_in_the_hook_order, check_batches_seen,
           check_manual_backward_patched_on_the_instance, check_seeded_data_with_a_sanity_check,
-          check_lr_monitor_with_two_manual_optimizers, check_batch_size_found_is_the_loaders_size]
+          check_lr_monitor_with_two_manual_optimizers, check_batch_size_found_is_the_loaders_size,
+          check_logging_arguments_and_hooks, check_hyperparameters_through_the_class_hierarchy,
+          check_true_precision_keeps_complex_buffers]
 
 
 def main() -> None:

@@ -105,3 +105,22 @@ def test_lr_monitor_counts_batches_that_stepped_with_two_manual_optimizers(obser
 def test_the_loaders_shown_after_a_batch_size_search_have_the_size_found(observed):
     found, train, val = same(observed, "batch_size_found_is_the_loaders_size")
     assert found == train == val == 15  # 16, less binsearch's 5% margin
+
+
+def test_log_arguments_logging_in_on_train_start_and_from_callbacks(observed):
+    seen = same(observed, "logging_arguments_and_hooks")
+    assert {"started", "ranked", "grouped", "plain", "suffixed/dataloader_idx_1", "from_callback"} <= set(
+        seen["metrics"])
+    assert seen["errors"]["'text'"][0] == "ValueError" and seen["errors"]["{'a': {'b': 1}}"][0] == "ValueError"
+
+
+def test_save_hyperparameters_through_the_class_hierarchy(observed):
+    seen = same(observed, "hyperparameters_through_the_class_hierarchy")
+    assert seen["child"] == {"depth": 3, "width": 8} and seen["base"] == {"lr": 0.2}
+    assert seen["primitive"].startswith("Primitives")
+
+
+def test_true_precision_keeps_complex_buffers_and_fabric_converts_outputs(observed):
+    seen = same(observed, "true_precision_keeps_complex_buffers")
+    assert seen["buffers"] == ["torch.complex64", "torch.complex128", "torch.float64"]
+    assert seen["fabric"] == ["torch.float64", "torch.float32"]

@@ -11,6 +11,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from lightning_utilities.core.rank_zero import rank_zero_only
 
+from plugins.remote_paths import exists, isdir
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
     NoOpExperiment,
@@ -33,6 +34,8 @@ class TensorBoardLogger(VersionedDirLogger):
     ``writer_kwargs`` go to ``SummaryWriter`` (``flush_secs``, ``max_queue``, ...). The writer, and with
     it tensorboard, is imported only when something is first logged.
     """
+
+    NAME_HPARAMS_FILE = "hparams.yaml"
 
     def __init__(
         self,
@@ -99,7 +102,7 @@ class TensorBoardLogger(VersionedDirLogger):
 
         plain = to_plain(params)
         self.hparams.update(plain)
-        save_hparams_yaml(os.path.join(self.log_dir, "hparams.yaml"), self.hparams)
+        save_hparams_yaml(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), self.hparams)
 
         if metrics is None:
             metrics = {"hp_metric": -1} if self._default_hp_metric else {}
@@ -135,14 +138,21 @@ class TensorBoardLogger(VersionedDirLogger):
 
     @rank_zero_only
     def save(self) -> None:
+        """Flush the events; a run whose log directory exists gets its ``hparams.yaml`` even when no hyperparameters
+        were logged (``{}``), as Lightning writes it."""
         if self._experiment is not None:
             self._experiment.flush()
+        path = os.path.join(self.log_dir, self.NAME_HPARAMS_FILE)
+        if isdir(self.log_dir) and not exists(path):
+            save_hparams_yaml(path, self.hparams)
 
     @rank_zero_only
     def finalize(self, status: str) -> None:
         if self._experiment is not None:
             self._experiment.flush()
             self._experiment.close()
+        if status == "success":
+            self.save()  # hparams.yaml, also for a run that logged none
 
     def __getstate__(self) -> dict[str, Any]:
         # the open writer cannot be pickled (spawned workers); each process makes its own on first use

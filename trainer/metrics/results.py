@@ -22,6 +22,22 @@ _REDUCE_CALLABLES = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", tor
                      sum: "sum", max: "max", min: "min"}
 
 
+def group_all_reduce(group: Any) -> Callable[[torch.Tensor, str], torch.Tensor]:
+    """``self.log(sync_dist_group=group)``: the value reduced over that process group only."""
+
+    def reduce(tensor: torch.Tensor, op: str) -> torch.Tensor:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return tensor
+        out = tensor.detach().clone().float() if op == "mean" else tensor.detach().clone()
+        dist.all_reduce(out, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}.get(op, dist.ReduceOp.SUM),
+                        group=group)
+        return out / dist.get_world_size(group) if op == "mean" else out
+
+    return reduce
+
+
 def reduce_name(reduce_fx: str | Callable) -> str:
     """``"mean"``/``"sum"``/``"max"``/``"min"`` from a name, a torch reduction or a built-in (as Lightning takes)."""
     if reduce_fx == "mean":  # the default, on every self.log call: no lookups

@@ -59,8 +59,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.cli:LightningArgumentParser.add_lr_scheduler_args",
     "lightning.pytorch.cli:LightningCLI",
     "lightning.pytorch.core.mixins.hparams_mixin:HyperparametersMixin.save_hyperparameters",
-    "lightning.pytorch.core.module:LightningModule.log",
-    "lightning.pytorch.core.module:LightningModule.log_dict",
     "lightning.pytorch.core.module:LightningModule.to_tensorrt",
     "lightning.pytorch.core.optimizer:LightningOptimizer",
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
@@ -131,7 +129,7 @@ ALLOWED: list[Allowed] = [
             "methods of a class that cannot be constructed here (its constructor raises what Lightning raises without "
             "the `litlogger` package)", LISTED),
     Allowed(NOT_ALIGNED, "signatures",
-            "Not aligned yet (each listed): `LightningModule.log`'s `enable_graph` and parameter order, "
+            "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"
             "`sharded_model` (deprecated in Lightning), profilers' extra options, hook mixins' dataloader methods",
             LISTED),
