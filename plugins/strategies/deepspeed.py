@@ -36,7 +36,7 @@ import datetime
 import functools
 import importlib
 import io
-import json
+import logging
 import os
 import sys
 import warnings
@@ -50,12 +50,26 @@ from plugins.accelerators.base import Accelerator
 from plugins.precision.base import Precision
 from plugins.strategies.base import under_forward_context
 from plugins.strategies.ddp import GRADIENT_STEPS, _StepModule
-from plugins.strategies.deepspeed_checkpoint import TAG, DeepSpeedState, mlflow_on_first_use, save_deepspeed
-from plugins.strategies.deepspeed_checkpoint import weights_only_loads
+from plugins.strategies.deepspeed_checkpoint import (
+    TAG,
+    DeepSpeedState,
+    mlflow_on_first_use,
+    save_deepspeed,
+    weights_only_loads,
+)
+from plugins.strategies.deepspeed_config import (
+    check_device_indices,
+    check_stage,
+    default_config,
+    format_precision,
+    level_number,
+    load_config,
+    offload_setting,
+    zero_stage,
+)
+from plugins.strategies.deepspeed_engine_state import load_engine_checkpoint, load_state_file, save_engine_checkpoint
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
-STAGES = (0, 1, 2, 3)
-OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 EXTENSIONS_CACHE = Path("~/.cache/relay/torch_extensions")
 # Lightning Fabric's words for a loop that clips under DeepSpeed
 CLIPPING_REFUSED = ("DeepSpeed handles gradient clipping automatically within the optimizer. Make sure to set the "
@@ -74,34 +88,94 @@ class DeepSpeedStrategy(ParallelStrategy):
     def __init__(
         self,
         accelerator: Accelerator | None = None,
-        precision: Precision | None = None,
+        zero_optimization: bool = True,
         stage: int = 2,
-        offload_optimizer: str | bool = "none",
-        offload_parameters: str | bool = "none",
+        remote_device: str | None = None,
+        offload_optimizer: bool | str = False,
+        offload_parameters: bool | str = False,
+        offload_params_device: str = "cpu",
+        nvme_path: str = "/local_nvme",
+        params_buffer_count: int = 5,
+        params_buffer_size: int = 100_000_000,
+        max_in_cpu: int = 1_000_000_000,
+        offload_optimizer_device: str = "cpu",
+        optimizer_buffer_count: int = 4,
+        block_size: int = 1048576,
+        queue_depth: int = 8,
+        single_submit: bool = False,
+        overlap_events: bool = True,
+        thread_count: int = 1,
+        pin_memory: bool = False,
+        sub_group_size: int = 1_000_000_000_000,
+        contiguous_gradients: bool = True,
+        overlap_comm: bool = True,
+        allgather_partitions: bool = True,
+        reduce_scatter: bool = True,
+        allgather_bucket_size: int = 200_000_000,
+        reduce_bucket_size: int = 200_000_000,
+        zero_allow_untested_optimizer: bool = True,
+        logging_batch_size_per_gpu: int | str | None = None,
         config: str | os.PathLike | Mapping[str, Any] | None = None,
+        logging_level: int | str = logging.WARNING,
+        parallel_devices: list[torch.device] | None = None,
+        cluster_environment: Any = None,
+        loss_scale: float = 0,
+        initial_scale_power: int = 16,
+        loss_scale_window: int = 1000,
+        hysteresis: int = 2,
+        min_loss_scale: int = 1,
+        partition_activations: bool = False,
+        cpu_checkpointing: bool = False,
+        contiguous_memory_optimization: bool = False,
+        synchronize_checkpoint_boundary: bool = False,
+        load_full_weights: bool = False,
+        precision: Precision | None = None,
         process_group_backend: str | None = None,
         timeout: float | datetime.timedelta | None = DEFAULT_TIMEOUT,
-        logging_level: str = "WARNING",
+        exclude_frozen_parameters: bool = False,
+        *,
+        precision_plugin: Precision | None = None,  # the Trainer-side name of ``precision`` (lightning.pytorch)
         max_restarts: int = 0,
         shutdown_timeout: float = 30,
         startup_timeout: float | datetime.timedelta | None = DEFAULT_STARTUP_TIMEOUT,
     ) -> None:
-        super().__init__(accelerator=accelerator, precision=precision, process_group_backend=process_group_backend,
-                         timeout=timeout, max_restarts=max_restarts, shutdown_timeout=shutdown_timeout,
-                         startup_timeout=startup_timeout)
-        if isinstance(stage, bool) or stage not in STAGES:
-            raise ValueError(f"DeepSpeedStrategy(stage={stage!r}) is not a ZeRO stage; use 0, 1, 2 or 3, "
-                             "e.g. strategy=deepspeed strategy.stage=3")
-        self.stage = stage
-        self.offload_optimizer = _offload("offload_optimizer", offload_optimizer)
-        self.offload_parameters = _offload("offload_parameters", offload_parameters)
-        if self.offload_parameters != "none" and stage != 3:
-            raise ValueError(f"DeepSpeedStrategy(offload_parameters={offload_parameters!r}) needs stage=3 "
-                             f"(got stage={stage}); use strategy.stage=3, or offload_optimizer only.")
-        self.user_config = _read_config(config)
-        if str(logging_level).upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise ValueError(f"DeepSpeedStrategy(logging_level={logging_level!r}): use DEBUG, INFO, WARNING or ERROR.")
-        self.logging_level = logging_level.upper()
+        """Lightning's arguments, defaults and meaning (``deepspeed_config.py`` maps them into DeepSpeed's config);
+        ``max_restarts``, ``shutdown_timeout`` and ``startup_timeout`` are Relay's, as for every parallel strategy."""
+        super().__init__(accelerator=accelerator, precision=precision or precision_plugin,
+                         process_group_backend=process_group_backend, timeout=timeout, max_restarts=max_restarts,
+                         shutdown_timeout=shutdown_timeout, startup_timeout=startup_timeout)
+        check_stage(stage)
+        self.config = load_config(config)
+        if self.config is None:
+            self.config = default_config(
+                zero_optimization, zero_allow_untested_optimizer, logging_batch_size_per_gpu,
+                offload_setting("offload_optimizer", offload_optimizer, offload_optimizer_device),
+                offload_setting("offload_parameters", offload_parameters, offload_params_device), nvme_path,
+                params_buffer_count=params_buffer_count, params_buffer_size=params_buffer_size, max_in_cpu=max_in_cpu,
+                optimizer_buffer_count=optimizer_buffer_count, pin_memory=pin_memory,
+                activation_checkpointing={
+                    "partition_activations": partition_activations, "cpu_checkpointing": cpu_checkpointing,
+                    "contiguous_memory_optimization": contiguous_memory_optimization,
+                    "synchronize_checkpoint_boundary": synchronize_checkpoint_boundary},
+                aio={"block_size": block_size, "queue_depth": queue_depth, "single_submit": single_submit,
+                     "overlap_events": overlap_events, "thread_count": thread_count},
+                stage=stage, contiguous_gradients=contiguous_gradients, overlap_comm=overlap_comm,
+                allgather_partitions=allgather_partitions, reduce_scatter=reduce_scatter,
+                allgather_bucket_size=allgather_bucket_size, reduce_bucket_size=reduce_bucket_size,
+                sub_group_size=sub_group_size,
+            )
+        self.logging_level = level_number(logging_level)
+        self.parallel_devices = parallel_devices
+        if cluster_environment is not None:
+            self.environment = cluster_environment
+        self.remote_device = remote_device
+        self.load_full_weights = load_full_weights
+        self.exclude_frozen_parameters = exclude_frozen_parameters
+        self.loss_scale = loss_scale  # DeepSpeed's fp16 loss scaling (0: dynamic)
+        self.initial_scale_power = initial_scale_power
+        self.loss_scale_window = loss_scale_window
+        self.hysteresis = hysteresis
+        self.min_loss_scale = min_loss_scale
         self.accumulate_grad_batches = 1
         self.gradient_clip_val: float | None = None
         self._trainer_settings = False  # configure_optimization called: the Trainer's settings go into the config
@@ -109,13 +183,43 @@ class DeepSpeedStrategy(ParallelStrategy):
         self._accumulating = False
         self._resume_from: tuple[str, bool] | None = None
 
+    @property
+    def stage(self) -> int:
+        """The ZeRO stage of the config in use (0 where it has no ZeRO section)."""
+        return zero_stage(self.config)
+
+    @property
+    def zero_stage_3(self) -> bool:
+        return self.stage == 3
+
+    @property
+    def cluster_environment(self) -> Any:
+        """Lightning's name for the environment that says who this process is (``environment``)."""
+        return self.environment
+
+    @cluster_environment.setter
+    def cluster_environment(self, environment: Any) -> None:
+        self.environment = environment
+
+    @property
+    def model(self) -> Any:
+        """The DeepSpeed engine, once built."""
+        return self.engine
+
+    @property
+    def root_device(self) -> torch.device:
+        if self.parallel_devices:  # chosen by the user (Lightning's parallel_devices): one per local rank
+            return self.parallel_devices[self.local_rank]
+        return super().root_device
+
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))
         # DeepSpeed picks its accelerator by probing (and warns); Relay has chosen one already
-        kind = self.accelerator.name if self.accelerator is not None else "cpu"
-        os.environ.setdefault("DS_ACCELERATOR", {"rocm": "cuda"}.get(kind, kind))
+        kind = getattr(self.accelerator, "name", None)
+        kind = kind if isinstance(kind, str) else "cpu"
         super().setup_environment()
+        os.environ.setdefault("DS_ACCELERATOR", {"rocm": "cuda"}.get(kind, kind))
         with _quiet(self.logging_level):
             deepspeed = import_deepspeed()
             deepspeed.utils.logger.setLevel(self.logging_level)
@@ -125,6 +229,11 @@ class DeepSpeedStrategy(ParallelStrategy):
                                            timeout=self.timeout, dist_init_required=False)
         # DeepSpeed's ZeRO calls collectives that torch renamed: a warning per rank and run, not the user's to fix
         warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
+
+    def _init_process_group(self) -> None:
+        if self.parallel_devices:  # after the device is set up, before any process joins (Lightning's order)
+            check_device_indices(self.parallel_devices)
+        super()._init_process_group()
 
     def configure_optimization(
         self, accumulate_grad_batches: int, gradient_clip_val: float | None, gradient_clip_algorithm: str | None,
@@ -156,6 +265,7 @@ class DeepSpeedStrategy(ParallelStrategy):
             model=_StepModule(self.module), optimizer=optimizers[0], config=self.deepspeed_config(),
             dist_init_required=False,
         )
+        self._configure_activation_checkpointing(deepspeed)
         if self._resume_from is not None:  # the weights were restored before the engine existed (Lightning's order)
             path, strict = self._resume_from
             self._resume_from = None
@@ -166,13 +276,19 @@ class DeepSpeedStrategy(ParallelStrategy):
         self.engine = None
         super().teardown()
 
+    def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Lightning's one-optimizer call: the engine is built around module and optimizer together."""
+        raise NotImplementedError(
+            f"The `{type(self).__name__}` does not support setting up the module and optimizer(s) independently."
+            " Please call `setup_module_and_optimizers(model, [optimizer, ...])` to jointly set them up."
+        )
+
     def deepspeed_config(self) -> dict[str, Any]:
-        """DeepSpeed's config: the user's (``config=``) or built from ``stage`` and the offload options,
-        with the Trainer's accumulation and clipping and the precision's dtype filled in. A user's own loop (Fabric)
-        sets neither: DeepSpeed's config (its defaults: no accumulation, clipping at norm 1.0) decides, as under
-        Lightning Fabric."""
-        config = copy.deepcopy(self.user_config) if self.user_config is not None else {
-            "zero_optimization": self._zero_section()}
+        """DeepSpeed's config: ``config`` (the user's, or built from the arguments as Lightning does), with the
+        Trainer's accumulation and clipping and the precision's fp16/bf16 section filled in. A user's own loop
+        (Fabric) sets neither: DeepSpeed's config (its defaults: no accumulation, clipping at norm 1.0) decides, as
+        under Lightning Fabric."""
+        config = copy.deepcopy(self.config)
         if self._trainer_settings:
             _agree(config, "gradient_accumulation_steps", self.accumulate_grad_batches,
                    "trainer.accumulate_grad_batches")
@@ -181,20 +297,21 @@ class DeepSpeedStrategy(ParallelStrategy):
         config.setdefault("zero_allow_untested_optimizer", True)  # the user's torch optimizer
         config.setdefault("zero_force_ds_cpu_optimizer", False)
         config.setdefault("steps_per_print", 2**31 - 1)
-        name = getattr(self.precision, "name", "32-true")
-        if name.startswith("bf16"):
-            config.setdefault("bf16", {"enabled": True})
-        elif name.startswith("16"):
-            config.setdefault("fp16", {"enabled": True})
+        format_precision(config, getattr(self.precision, "name", "32-true"), {
+            "loss_scale": self.loss_scale, "initial_scale_power": self.initial_scale_power,
+            "loss_scale_window": self.loss_scale_window, "hysteresis": self.hysteresis,
+            "min_loss_scale": self.min_loss_scale})
         return config
 
-    def _zero_section(self) -> dict[str, Any]:
-        zero: dict[str, Any] = {"stage": self.stage}
-        if self.offload_optimizer != "none":
-            zero["offload_optimizer"] = {"device": self.offload_optimizer}
-        if self.offload_parameters != "none":
-            zero["offload_param"] = {"device": self.offload_parameters}
-        return zero
+    def _configure_activation_checkpointing(self, deepspeed: Any) -> None:
+        """``deepspeed.checkpointing`` set from the config's ``activation_checkpointing`` section, for a model that
+        wraps its blocks in ``deepspeed.checkpointing.checkpoint``."""
+        section = self.config.get("activation_checkpointing") or {}
+        if any(section.values()):
+            deepspeed.checkpointing.configure(
+                mpu_=None, partition_activations=section.get("partition_activations"),
+                contiguous_checkpointing=section.get("contiguous_memory_optimization"),
+                checkpoint_in_cpu=section.get("cpu_checkpointing"), profile=section.get("profile"))
 
     # --- one step -------------------------------------------------------------------------------
     def step_function(self, module: torch.nn.Module, name: str) -> Callable[..., Any]:
@@ -252,6 +369,14 @@ class DeepSpeedStrategy(ParallelStrategy):
                        algorithm: str) -> None:
         """DeepSpeed clips inside ``engine.step()`` (``gradient_clipping`` in its config)."""
 
+    def clip_gradients_norm(self, module: Any, optimizer: Any, max_norm: float, norm_type: float = 2.0,
+                            error_if_nonfinite: bool = True) -> torch.Tensor:
+        """A loop's own clipping (Lightning Fabric's call): DeepSpeed clips inside its step instead."""
+        raise NotImplementedError(CLIPPING_REFUSED)
+
+    def clip_gradients_value(self, module: Any, optimizer: Any, clip_val: float) -> None:
+        raise NotImplementedError(CLIPPING_REFUSED)
+
     # --- state layout ---------------------------------------------------------------------------
     def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
         return {} if self.engine is not None else module.state_dict()  # the engine saves the weights
@@ -292,10 +417,26 @@ class DeepSpeedStrategy(ParallelStrategy):
             "written by another strategy. Start from its weights (fit without ckpt_path after loading them)."
         )
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
-        if self.engine is None:
-            return super().save_checkpoint(checkpoint, path, layout_keys)
-        save_deepspeed(checkpoint, path, self, layout_keys)
+    def save_checkpoint(self, path: Any, state: Any, storage_options: Any = None, filter: Any = None,
+                        layout_keys: tuple[str, ...] = ()) -> None:
+        """Two callers. Lightning code: ``save_checkpoint(path, state)``, where ``state`` holds the engine, which writes
+        itself and the rest of ``state`` (``deepspeed_engine_state.py``). Relay's Trainer and Fabric:
+        ``save_checkpoint(checkpoint, path, layout_keys=...)`` (``Strategy.save_checkpoint``'s order), with the
+        states already collected: the engine's files and Relay's ``meta.pt`` (``deepspeed_checkpoint.py``)."""
+        if isinstance(path, Mapping):  # Relay's order: a checkpoint first (a path never is a mapping)
+            checkpoint, path = path, state
+            if self.engine is None:
+                return super().save_checkpoint(checkpoint, path, layout_keys)
+            return save_deepspeed(checkpoint, path, self, layout_keys)
+        save_engine_checkpoint(self, path, state, storage_options, filter)
+
+    def load_checkpoint(self, path: str | os.PathLike, state: Any = None, strict: bool = True,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning's call: restore ``state`` (a dict holding the engine) from a checkpoint the engine wrote, or a
+        module / optimizer (or, with ``load_full_weights`` under ZeRO-3, a dict) from one plain checkpoint file."""
+        if isinstance(state, (torch.nn.Module, torch.optim.Optimizer)) or (self.load_full_weights and self.zero_stage_3):
+            return load_state_file(self, self.broadcast(path), state, strict, weights_only)
+        return load_engine_checkpoint(path, state, strict)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "
@@ -303,10 +444,10 @@ class DeepSpeedStrategy(ParallelStrategy):
 
 
 @contextlib.contextmanager
-def _quiet(level: str) -> Iterator[None]:
+def _quiet(level: int) -> Iterator[None]:
     """DeepSpeed's start-up chatter (distutils warnings from its op builder, "built successfully" prints)
     is hidden unless its logging level asks for INFO or DEBUG; errors still raise."""
-    if level in ("INFO", "DEBUG"):
+    if level <= logging.INFO:
         yield
         return
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -390,30 +531,6 @@ def _compile_at_first_call(**options: Any) -> Callable[[Callable[..., Any]], Cal
             return compiled[0](*args, **kwargs)
         return call
     return decorate
-
-
-def _offload(argument: str, value: str | bool | None) -> str:
-    device = "cpu" if value is True else "none" if value in (False, None) else value
-    if device not in OFFLOAD_DEVICES:
-        raise ValueError(f"DeepSpeedStrategy({argument}={value!r}) is not valid; use one of "
-                         f"{', '.join(OFFLOAD_DEVICES)} "
-                         f"(or true for cpu), e.g. strategy.{argument}=cpu")
-    return device
-
-
-def _read_config(config: str | os.PathLike | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if config is None:
-        return None
-    if isinstance(config, Mapping):
-        return dict(config)
-    path = Path(config).expanduser()
-    if not path.is_file():
-        raise ValueError(f"DeepSpeedStrategy(config={str(config)!r}): no such file. Pass a DeepSpeed JSON config "
-                         "file or a dict, e.g. strategy.config=ds_config.json")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"DeepSpeedStrategy(config={str(config)!r}) is not valid JSON: {err}.") from None
 
 
 def _agree(config: dict[str, Any], key: str, value: Any, trainer_key: str) -> None:
