@@ -67,7 +67,12 @@ from plugins.strategies.deepspeed_config import (
     offload_setting,
     zero_stage,
 )
-from plugins.strategies.deepspeed_engine_state import load_engine_checkpoint, load_state_file, save_engine_checkpoint
+from plugins.strategies.deepspeed_engine_state import (
+    check_checkpoint_directory,
+    load_engine_checkpoint,
+    load_state_file,
+    save_engine_checkpoint,
+)
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
 EXTENSIONS_CACHE = Path("~/.cache/relay/torch_extensions")
@@ -165,7 +170,7 @@ class DeepSpeedStrategy(ParallelStrategy):
                 sub_group_size=sub_group_size,
             )
         self.logging_level = level_number(logging_level)
-        self.parallel_devices = parallel_devices
+        self._parallel_devices = list(parallel_devices) if parallel_devices is not None else None
         if cluster_environment is not None:
             self.environment = cluster_environment
         self.remote_device = remote_device
@@ -207,9 +212,23 @@ class DeepSpeedStrategy(ParallelStrategy):
         return self.engine
 
     @property
+    def parallel_devices(self) -> list[torch.device] | None:
+        """One device per local process: the user's (Lightning's argument), else the chosen accelerator's."""
+        if self._parallel_devices is not None or self.accelerator is None:
+            return self._parallel_devices
+        device_for = getattr(self.accelerator, "device_for", None)
+        if not callable(device_for):
+            return None
+        return [device_for(rank, self.device_ids) for rank in range(len(self.device_ids))]
+
+    @parallel_devices.setter
+    def parallel_devices(self, devices: list[torch.device] | None) -> None:
+        self._parallel_devices = list(devices) if devices is not None else None
+
+    @property
     def root_device(self) -> torch.device:
-        if self.parallel_devices:  # chosen by the user (Lightning's parallel_devices): one per local rank
-            return self.parallel_devices[self.local_rank]
+        if self._parallel_devices:  # chosen by the user: one per local rank
+            return self._parallel_devices[self.local_rank]
         return super().root_device
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -220,6 +239,7 @@ class DeepSpeedStrategy(ParallelStrategy):
         kind = kind if isinstance(kind, str) else "cpu"
         super().setup_environment()
         os.environ.setdefault("DS_ACCELERATOR", {"rocm": "cuda"}.get(kind, kind))
+        os.environ.setdefault("LOCAL_RANK", str(self.local_rank))  # DeepSpeed asserts it (one process, no launcher)
         with _quiet(self.logging_level):
             deepspeed = import_deepspeed()
             deepspeed.utils.logger.setLevel(self.logging_level)
@@ -231,8 +251,8 @@ class DeepSpeedStrategy(ParallelStrategy):
         warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
 
     def _init_process_group(self) -> None:
-        if self.parallel_devices:  # after the device is set up, before any process joins (Lightning's order)
-            check_device_indices(self.parallel_devices)
+        if self._parallel_devices:  # after the device is set up, before any process joins (Lightning's order)
+            check_device_indices(self._parallel_devices)
         super()._init_process_group()
 
     def configure_optimization(
@@ -430,10 +450,19 @@ class DeepSpeedStrategy(ParallelStrategy):
             return save_deepspeed(checkpoint, path, self, layout_keys)
         save_engine_checkpoint(self, path, state, storage_options, filter)
 
-    def load_checkpoint(self, path: str | os.PathLike, state: Any = None, strict: bool = True,
-                        weights_only: bool | None = None) -> dict[str, Any]:
-        """Lightning's call: restore ``state`` (a dict holding the engine) from a checkpoint the engine wrote, or a
-        module / optimizer (or, with ``load_full_weights`` under ZeRO-3, a dict) from one plain checkpoint file."""
+    def load_checkpoint(self, path: str | os.PathLike | None = None, state: Any = None, strict: bool = True,
+                        weights_only: bool | None = None, *, checkpoint_path: str | os.PathLike | None = None,
+                        ) -> dict[str, Any]:
+        """Lightning Fabric's call: restore ``state`` (a dict holding the engine) from a checkpoint the engine wrote,
+        or a module / optimizer (or, with ``load_full_weights`` under ZeRO-3, a dict) from one plain checkpoint file.
+        Lightning's Trainer-side call, ``load_checkpoint(checkpoint_path=...)``, restores this strategy's engine."""
+        if checkpoint_path is not None:
+            path = checkpoint_path
+            if not (self.load_full_weights and self.zero_stage_3):
+                check_checkpoint_directory(path)
+                state = {"model": self.engine, "optimizer": getattr(self.engine, "optimizer", None)}
+        if path is None:
+            raise TypeError("DeepSpeedStrategy.load_checkpoint() needs the checkpoint's path.")
         if isinstance(state, (torch.nn.Module, torch.optim.Optimizer)) or (self.load_full_weights and self.zero_stage_3):
             return load_state_file(self, self.broadcast(path), state, strict, weights_only)
         return load_engine_checkpoint(path, state, strict)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from plugins.errors import ConfigFileNotFoundError
+
 ENV_VAR = "PL_DEEPSPEED_CONFIG_PATH"  # Lightning's: a JSON config file used when no config is passed
 STAGES = (0, 1, 2, 3)
 OFFLOAD_DEVICES = ("cpu", "nvme")
@@ -36,7 +38,7 @@ def load_config(config: str | os.PathLike | Mapping[str, Any] | None) -> dict[st
         raise TypeError(f"DeepSpeedStrategy(config={config!r}): pass a dict or the path of a DeepSpeed JSON config.")
     path = Path(config).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"You passed in a path to a DeepSpeed config but the path does not exist: {config}")
+        raise ConfigFileNotFoundError(f"You passed in a path to a DeepSpeed config but the path does not exist: {config}")
     try:
         loaded = json.loads(path.read_text())
     except json.JSONDecodeError as err:
