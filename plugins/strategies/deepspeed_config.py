@@ -87,7 +87,7 @@ def default_config(
                                         "max_in_cpu": max_in_cpu, "pin_memory": pin_memory}
             if section.get("stage") != 3:
                 warnings.warn(f"DeepSpeedStrategy(offload_parameters=True) offloads parameters under ZeRO stage 3 only "
-                              f"(stage={section.get('stage')}): pass stage=3, or offload_optimizer alone.", stacklevel=3)
+                              f"(stage={section.get('stage')}): pass stage=3, or offload_optimizer alone.", stacklevel=4)
         config["zero_allow_untested_optimizer"] = zero_allow_untested_optimizer
         config["zero_optimization"] = section
     if logging_batch_size_per_gpu and logging_batch_size_per_gpu != "auto":

@@ -25,8 +25,8 @@ def test_config_from_stage_offload_and_the_trainer_settings():
     strategy = DeepSpeedStrategy(stage=3, offload_optimizer=True, offload_parameters="cpu")
     strategy.configure_optimization(4, 0.5, "norm")
     config = strategy.deepspeed_config()
-    assert config["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu"},
-                                           "offload_param": {"device": "cpu"}}
+    zero = config["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_optimizer"]["device"] == zero["offload_param"]["device"] == "cpu"
     assert (config["gradient_accumulation_steps"], config["gradient_clipping"]) == (4, 0.5)
 
 
@@ -41,15 +41,19 @@ def test_a_full_deepspeed_config_file_is_used_and_must_agree_with_the_trainer(tm
         strategy.deepspeed_config()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"stage": 4}, "use 0, 1, 2 or 3"),
-    ({"stage": 2, "offload_parameters": "cpu"}, "needs stage=3"),
-    ({"offload_optimizer": "disk"}, "none, cpu, nvme"),
-    ({"config": "missing.json"}, "no such file"),
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"stage": 4}, ValueError, "use 0, 1, 2 or 3"),
+    ({"offload_optimizer": "disk"}, ValueError, "none, cpu, nvme"),
+    ({"config": "missing.json"}, FileNotFoundError, "path does not exist: missing.json"),
 ])
-def test_bad_settings_are_one_clear_line(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_settings_are_one_clear_line(kwargs, error, message):
+    with pytest.raises(error, match=message):
         DeepSpeedStrategy(**kwargs)
+
+
+def test_parameter_offload_below_stage_3_warns_instead_of_failing():
+    with pytest.warns(UserWarning, match="under ZeRO stage 3 only"):
+        DeepSpeedStrategy(stage=2, offload_parameters="cpu")
 
 
 def test_value_clipping_is_refused_because_deepspeed_clips_by_norm():
