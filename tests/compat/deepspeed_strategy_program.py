@@ -74,6 +74,13 @@ def main(framework: str) -> None:
         strategy = DeepSpeedStrategy(**kwargs)
         result["configs"][name] = json.loads(json.dumps(strategy.config))
         result["attributes"][name] = {a: getattr(strategy, a) for a in ATTRIBUTES}
+    from lightning.fabric.strategies import STRATEGY_REGISTRY
+
+    for name in ("deepspeed", *(f"deepspeed_stage_{s}" for s in (1, 2, 3)),
+                 *(f"deepspeed_stage_{s}_offload" for s in (1, 2, 3)), "deepspeed_stage_3_offload_nvme"):
+        preset = STRATEGY_REGISTRY.get(name)  # Lightning's named presets: Fabric(strategy=name)
+        result["configs"][f"registry_{name}"] = preset.config
+        result["attributes"][f"registry_{name}"] = {a: getattr(preset, a) for a in ATTRIBUTES}
     Path("ds.json").write_text(json.dumps({"zero_optimization": {"stage": 1}}))
     os.environ["PL_DEEPSPEED_CONFIG_PATH"] = "ds.json"
     result["configs"]["from_environment"] = DeepSpeedStrategy().config
