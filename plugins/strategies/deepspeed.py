@@ -20,12 +20,9 @@ The Trainer's loop stays the same; the engine takes the parts DeepSpeed must own
   step ``engine.step()``. Accumulation and clipping then come from DeepSpeed's config alone, so the loop's
   ``no_backward_sync`` is a no-op (with Lightning's warning) and its ``clip_gradients`` an error; the config
   Relay writes leaves both keys to DeepSpeed there (its default clips at norm 1.0, as under Lightning Fabric).
-
-DeepSpeed builds a C++ op (``deepspeed_shm_comm``) with the machine's compiler the first time it starts
-its communication layer (about a minute, once): ``TORCH_EXTENSIONS_DIR`` defaults to Relay's cache, one
-folder per Python environment, so the build is kept between runs and environments never rebuild each
-other's. Machines without a compiler install a prebuilt op instead:
-``DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed``.
+- Lightning's arguments and their DeepSpeed config: ``deepspeed_config.py``; Lightning Fabric's strategy-level
+  checkpoint calls (``save_checkpoint(path, state)``): ``deepspeed_engine_state.py``; DeepSpeed's import and start-up:
+  ``deepspeed_import.py``.
 """
 
 from __future__ import annotations
@@ -34,14 +31,10 @@ import contextlib
 import copy
 import datetime
 import functools
-import importlib
-import io
 import logging
 import os
-import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,11 +46,12 @@ from plugins.strategies.ddp import GRADIENT_STEPS, _StepModule
 from plugins.strategies.deepspeed_checkpoint import (
     TAG,
     DeepSpeedState,
-    mlflow_on_first_use,
     save_deepspeed,
     weights_only_loads,
 )
 from plugins.strategies.deepspeed_config import (
+    ENV_VAR,
+    agree,
     check_device_indices,
     check_stage,
     default_config,
@@ -73,9 +67,14 @@ from plugins.strategies.deepspeed_engine_state import (
     load_state_file,
     save_engine_checkpoint,
 )
+from plugins.strategies.deepspeed_import import (
+    extensions_cache,
+    import_deepspeed,
+    quiet,
+    without_shared_memory_inference_op,
+)
 from plugins.strategies.parallel import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, ParallelStrategy
 
-EXTENSIONS_CACHE = Path("~/.cache/relay/torch_extensions")
 # Lightning Fabric's words for a loop that clips under DeepSpeed
 CLIPPING_REFUSED = ("DeepSpeed handles gradient clipping automatically within the optimizer. Make sure to set the "
                     "`gradient_clipping` value in your Config.")
@@ -85,6 +84,7 @@ class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed.initialize`` around the Module and its optimizer, one process per device."""
 
     name = "deepspeed"
+    DEEPSPEED_ENV_VAR = ENV_VAR  # Lightning's: a JSON config file used when none is passed
     joint_setup = True  # deepspeed.initialize takes the module and its optimizer together
     loop_backward_sync = False  # the engine accumulates from its config (gradient_accumulation_steps)
     state_outside_module = "DeepSpeed keeps its own fp32 master weights and partitioned optimizer state"
@@ -240,11 +240,11 @@ class DeepSpeedStrategy(ParallelStrategy):
         super().setup_environment()
         os.environ.setdefault("DS_ACCELERATOR", {"rocm": "cuda"}.get(kind, kind))
         os.environ.setdefault("LOCAL_RANK", str(self.local_rank))  # DeepSpeed asserts it (one process, no launcher)
-        with _quiet(self.logging_level):
+        with quiet(self.logging_level):
             deepspeed = import_deepspeed()
             deepspeed.utils.logger.setLevel(self.logging_level)
             # joins the process group Relay created (or the one Ray/torchrun made); never makes its own
-            with _without_shared_memory_inference_op(deepspeed):
+            with without_shared_memory_inference_op(deepspeed):
                 deepspeed.init_distributed(dist_backend=self.process_group_backend, auto_mpi_discovery=False,
                                            timeout=self.timeout, dist_init_required=False)
         # DeepSpeed's ZeRO calls collectives that torch renamed: a warning per rank and run, not the user's to fix
@@ -296,6 +296,40 @@ class DeepSpeedStrategy(ParallelStrategy):
         self.engine = None
         super().teardown()
 
+    def setup_module_and_optimizers(self, module: torch.nn.Module, optimizers: list[torch.optim.Optimizer],
+                                    scheduler: Any = None) -> tuple[Any, list[Any], Any]:
+        """Lightning's call for code that drives the engine itself: ``deepspeed.initialize`` around ``module`` (its
+        trainable parameters), one optimizer and an optional scheduler; returns the engine, [its optimizer] and its
+        scheduler. Relay's Trainer and Fabric build their engine in ``setup_optimizers`` instead."""
+        if len(optimizers) != 1:
+            raise ValueError(
+                f"Currently only one optimizer is supported with DeepSpeed. Got {len(optimizers)} optimizers instead."
+            )
+        deepspeed = import_deepspeed()
+        engine, optimizer, _, scheduler = deepspeed.initialize(
+            model=module, model_parameters=[p for p in module.parameters() if p.requires_grad],
+            optimizer=optimizers[0], lr_scheduler=scheduler, config=self.deepspeed_config(), dist_init_required=False,
+        )
+        self._configure_activation_checkpointing(deepspeed)
+        return engine, [optimizer], scheduler
+
+    def module_sharded_context(self) -> contextlib.AbstractContextManager:
+        """Modules built inside are partitioned as they are made under ZeRO-3 (``deepspeed.zero.Init``)."""
+        return import_deepspeed().zero.Init(enabled=self.zero_stage_3, remote_device=self.remote_device,
+                                            config_dict_or_path=self.deepspeed_config())
+
+    def module_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Lightning's: ``module_sharded_context`` (and, below ZeRO-3, the device and dtype of ``tensor_init_context``)."""
+        if self.zero_stage_3 and empty_init is False:
+            raise NotImplementedError(
+                f"`{empty_init=}` is not a valid choice with `DeepSpeedStrategy` when ZeRO stage 3 is enabled."
+            )
+        stack = contextlib.ExitStack()
+        if not self.zero_stage_3:
+            stack.enter_context(self.tensor_init_context(empty_init=empty_init))
+        stack.enter_context(self.module_sharded_context())
+        return stack
+
     def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         """Lightning's one-optimizer call: the engine is built around module and optimizer together."""
         raise NotImplementedError(
@@ -310,9 +344,9 @@ class DeepSpeedStrategy(ParallelStrategy):
         under Lightning Fabric."""
         config = copy.deepcopy(self.config)
         if self._trainer_settings:
-            _agree(config, "gradient_accumulation_steps", self.accumulate_grad_batches,
+            agree(config, "gradient_accumulation_steps", self.accumulate_grad_batches,
                    "trainer.accumulate_grad_batches")
-            _agree(config, "gradient_clipping", float(self.gradient_clip_val or 0.0), "trainer.gradient_clip_val")
+            agree(config, "gradient_clipping", float(self.gradient_clip_val or 0.0), "trainer.gradient_clip_val")
         config.setdefault("train_micro_batch_size_per_gpu", 1)  # Relay's loaders decide the batch
         config.setdefault("zero_allow_untested_optimizer", True)  # the user's torch optimizer
         config.setdefault("zero_force_ds_cpu_optimizer", False)
@@ -470,106 +504,3 @@ class DeepSpeedStrategy(ParallelStrategy):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(accelerator={self.accelerator!r}, precision={self.precision!r}, "
                 f"world_size={self.world_size}, stage={self.stage})")
-
-
-@contextlib.contextmanager
-def _quiet(level: int) -> Iterator[None]:
-    """DeepSpeed's start-up chatter (distutils warnings from its op builder, "built successfully" prints)
-    is hidden unless its logging level asks for INFO or DEBUG; errors still raise."""
-    if level <= logging.INFO:
-        yield
-        return
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore", UserWarning)
-        yield
-
-
-@contextlib.contextmanager
-def _without_shared_memory_inference_op(deepspeed: Any) -> Iterator[None]:
-    """DeepSpeed's CPU backend builds its shared-memory all-reduce op (C++, compiled on first use) when it starts,
-    for ``inference_all_reduce``, which training never calls. Building it first probes every op with the compiler,
-    then compiles for 1-3 min on 2 cores while every other rank waits on the build folder's lock (measured: a Ray
-    ZeRO-3 test spent ~100 s there). While Relay starts DeepSpeed's backend, that op's builder is "not available",
-    which DeepSpeed handles by using torch.distributed's all-reduce."""
-    accelerator = deepspeed.accelerator.get_accelerator()
-    own, create = vars(accelerator).get("create_op_builder"), accelerator.create_op_builder
-    accelerator.create_op_builder = lambda name: None if name == "ShareMemCommBuilder" else create(name)
-    try:
-        yield
-    finally:
-        if own is None:
-            del accelerator.create_op_builder  # the class's method again
-        else:
-            accelerator.create_op_builder = own
-
-
-def extensions_cache() -> Path:
-    """Where DeepSpeed's C++ ops are built: one folder per Python environment and torch version.
-
-    Torch keys a built op by its name only, so two environments sharing a folder (two virtualenvs of one
-    user, whose compile flags name different paths) would rebuild it on every start, each for the other.
-    """
-    import hashlib
-    import sys
-
-    tag = hashlib.sha1(f"{sys.prefix}|{torch.__version__}".encode()).hexdigest()[:10]
-    return EXTENSIONS_CACHE.expanduser() / f"py{sys.version_info[0]}{sys.version_info[1]}-{tag}"
-
-
-def import_deepspeed() -> Any:
-    try:
-        with mlflow_on_first_use():
-            import deepspeed
-    except ImportError:
-        raise ValueError(
-            "strategy=deepspeed needs DeepSpeed, which is not installed: pip install 'relaytrain[deepspeed]' "
-            "(on a machine without a C++ compiler: DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed)."
-        ) from None
-    _import_muon_compiled_at_first_call(deepspeed)
-    return deepspeed
-
-
-def _import_muon_compiled_at_first_call(deepspeed: Any) -> None:
-    """DeepSpeed imports its Muon optimizer to compare every optimizer's class with it (``deepspeed.initialize``, each
-    ZeRO gradient reduction), and that import wraps its kernels in ``torch.compile``, which imports torch's inductor:
-    ~1.8 CPU-seconds per rank of every run, with or without Muon. Imported here with each kernel compiled at its first
-    call instead: what ``torch.compile`` does anyway, less the import of a compiler no other optimizer uses."""
-    muon = "deepspeed.runtime.zero.muon.original_muon"
-    compiler = getattr(getattr(deepspeed, "runtime", None), "compiler", None)
-    if muon in sys.modules or not callable(getattr(compiler, "compile", None)):
-        return
-    eager = compiler.compile
-    compiler.compile = _compile_at_first_call
-    try:
-        importlib.import_module(muon)
-    except ImportError:
-        pass  # a DeepSpeed without Muon
-    finally:
-        compiler.compile = eager
-
-
-def _compile_at_first_call(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``torch.compile(**options)`` as a decorator whose ``torch.compile`` call waits for the function's first call."""
-    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
-        compiled: list[Callable[..., Any]] = []
-
-        @functools.wraps(function)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not compiled:
-                compiled.append(torch.compile(function, **options))
-            return compiled[0](*args, **kwargs)
-        return call
-    return decorate
-
-
-def _agree(config: dict[str, Any], key: str, value: Any, trainer_key: str) -> None:
-    """The Trainer's setting goes into DeepSpeed's config; a different value already there is an error."""
-    given = config.get(key, "auto")
-    if given not in ("auto", value) and not (key == "gradient_clipping" and value == 0.0):
-        raise ValueError(
-            f"The DeepSpeed config sets {key}={given!r} but {trainer_key}={value!r}; set it in one place "
-            f"(remove {key} from the DeepSpeed config, or pass {trainer_key}={given})."
-        )
-    if key == "gradient_clipping" and value == 0.0 and given not in ("auto", 0.0):
-        return  # the DeepSpeed config clips and the Trainer does not: keep DeepSpeed's
-    config[key] = value

@@ -129,3 +129,16 @@ def check_device_indices(devices: list[torch.device]) -> None:
             "select GPUs at a specific index, set the `CUDA_VISIBLE_DEVICES` environment variable instead. For "
             f"example: `CUDA_VISIBLE_DEVICES={','.join(str(i) for i in chosen)}`."
         )
+
+
+def agree(config: dict[str, Any], key: str, value: Any, trainer_key: str) -> None:
+    """The Trainer's setting goes into DeepSpeed's config; a different value already there is an error."""
+    given = config.get(key, "auto")
+    if given not in ("auto", value) and not (key == "gradient_clipping" and value == 0.0):
+        raise ValueError(
+            f"The DeepSpeed config sets {key}={given!r} but {trainer_key}={value!r}; set it in one place "
+            f"(remove {key} from the DeepSpeed config, or pass {trainer_key}={given})."
+        )
+    if key == "gradient_clipping" and value == 0.0 and given not in ("auto", 0.0):
+        return  # the DeepSpeed config clips and the Trainer does not: keep DeepSpeed's
+    config[key] = value

@@ -46,7 +46,7 @@ ATTRIBUTES = ("remote_device", "load_full_weights", "exclude_frozen_parameters",
 def refusal(call) -> dict:
     try:
         call()
-    except Exception as err:  # what a user's except clause sees
+    except Exception as err:  # noqa: BLE001 (what a user's except clause sees)
         return exception(err)
     return {"exception": None}
 

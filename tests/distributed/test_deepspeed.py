@@ -9,14 +9,24 @@ run has a hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's s
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from plugins.strategies.deepspeed import DeepSpeedStrategy, extensions_cache
-from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
-from tests.distributed.engine_runs import single_device_reference
+from tests.distributed.engine_runs import (
+    TWO_RANKS,
+    assert_same_weights,
+    cli,
+    mid_checkpoint,
+    run_dir,
+    single_device_reference,
+)
 from tests.helpers import EarlyPython311Pickling
 from tests.optional import need, need_mark
 
@@ -192,3 +202,18 @@ def test_a_failing_rank_is_named_in_one_line(tmp_path, capfd):
 
 def checkpoint_loops(root) -> dict:
     return torch.load(run_dir(root) / "checkpoints" / "last.ckpt" / "meta.pt", weights_only=True)["loops"]
+
+
+@pytest.mark.timeout(120)
+def test_code_that_drives_the_engine_saves_and_loads_through_the_strategy_as_on_lightning_fabric(tmp_path):
+    """``setup_module_and_optimizers`` then ``save_checkpoint(path, state)`` / ``load_checkpoint(path, state)``:
+    the engine's own files under ``checkpoint/``, the rest of ``state`` carried in them and moved back in place."""
+    program = Path(__file__).with_name("deepspeed_engine_state_program.py")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    run = subprocess.run([sys.executable, str(program), str(tmp_path / "ckpt")], capture_output=True, text=True,
+                         timeout=110, cwd=tmp_path, env=env, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert {"checkpoint", "latest"} <= set(seen["files"])
+    assert seen["moved"] and seen["restored"] and seen["engine_keys"]
+    assert (seen["step"], seen["info"], seen["user_keys_left"]) == (3, {"a": 1}, [])
