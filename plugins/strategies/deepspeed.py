@@ -274,15 +274,22 @@ class DeepSpeedStrategy(ParallelStrategy):
         return module
 
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
-        if len(optimizers) != 1:
+        """The engine around the module and its one optimizer. Under the Trainer, a DeepSpeed config with an
+        ``optimizer`` section builds DeepSpeed's own optimizer (and ``scheduler``) instead, as Lightning does."""
+        config = self.deepspeed_config()
+        from_config = self._trainer_settings and "optimizer" in config
+        if len(optimizers) > 1 or not (optimizers or from_config):
             raise ValueError(
                 f"DeepSpeedStrategy drives exactly one optimizer, but configure_optimizers returned {len(optimizers)}."
                 " Return one optimizer (with parameter groups if parts of the model need other settings)."
             )
-
+        if from_config and any(group["params"] for o in optimizers for group in o.param_groups):
+            warnings.warn("The DeepSpeed config has an `optimizer` section: DeepSpeed builds that optimizer, and the one "
+                          "configure_optimizers returned is not used.", UserWarning, stacklevel=2)
         deepspeed = import_deepspeed()
         self.engine, optimizer, _, _ = deepspeed.initialize(
-            model=_StepModule(self.module), optimizer=optimizers[0], config=self.deepspeed_config(),
+            model=_StepModule(self.module), optimizer=None if from_config else optimizers[0], config=config,
+            model_parameters=[p for p in self.module.parameters() if p.requires_grad] if from_config else None,
             dist_init_required=False,
         )
         self._configure_activation_checkpointing(deepspeed)

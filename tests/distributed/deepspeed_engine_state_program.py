@@ -1,5 +1,7 @@
 """Code that drives DeepSpeed's engine itself, as Lightning Fabric's strategy API allows: one process on the CPU,
 ``setup_module_and_optimizers``, a step, ``save_checkpoint(path, state)``, another step, ``load_checkpoint`` back.
+Then, in the same process group, a Trainer whose DeepSpeed config names the optimizer (``configure_optimizers``
+returns None): DeepSpeed builds it, as under Lightning's Trainer.
 
 ``python deepspeed_engine_state_program.py OUT``: prints one JSON line of what the user reads back.
 """
@@ -38,12 +40,31 @@ def main(out: Path) -> None:
     moved = not all(torch.equal(a, b) for a, b in zip(saved, engine.parameters()))
     state = {"model": engine, "optimizer": optimizer, "step": 0, "info": {}}
     rest = strategy.load_checkpoint(out, state)
-    print(json.dumps({
+    trained = fit_with_the_configs_optimizer()
+    print(json.dumps({"config_optimizer_trained": trained,
         "files": sorted(p.name for p in out.iterdir()), "moved": moved,
         "restored": all(torch.equal(a, b) for a, b in zip(saved, engine.parameters())),
         "step": state["step"], "info": state["info"], "user_keys_left": sorted({"step", "info"} & set(rest)),
         "engine_keys": "ds_config" in rest,
     }))
+
+
+def fit_with_the_configs_optimizer() -> bool:
+    from plugins.strategies.deepspeed import DeepSpeedStrategy
+    from trainer import Trainer
+    from trainer.demos import BoringModel
+
+    class NoOptimizer(BoringModel):
+        def configure_optimizers(self) -> None:
+            return None
+
+    model = NoOptimizer()
+    before = [p.detach().clone() for p in model.parameters()]
+    config = {"optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_optimization": {"stage": 2}}
+    Trainer(accelerator="cpu", strategy=DeepSpeedStrategy(config=config), max_steps=2, logger=False,
+            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+            limit_val_batches=0).fit(model)
+    return all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 if __name__ == "__main__":

@@ -207,7 +207,8 @@ def checkpoint_loops(root) -> dict:
 @pytest.mark.timeout(120)
 def test_code_that_drives_the_engine_saves_and_loads_through_the_strategy_as_on_lightning_fabric(tmp_path):
     """``setup_module_and_optimizers`` then ``save_checkpoint(path, state)`` / ``load_checkpoint(path, state)``:
-    the engine's own files under ``checkpoint/``, the rest of ``state`` carried in them and moved back in place."""
+    the engine's own files under ``checkpoint/``, the rest of ``state`` carried in them and moved back in place.
+    Then a Trainer whose DeepSpeed config has an ``optimizer`` section trains with the optimizer DeepSpeed builds."""
     program = Path(__file__).with_name("deepspeed_engine_state_program.py")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     run = subprocess.run([sys.executable, str(program), str(tmp_path / "ckpt")], capture_output=True, text=True,
@@ -217,3 +218,4 @@ def test_code_that_drives_the_engine_saves_and_loads_through_the_strategy_as_on_
     assert {"checkpoint", "latest"} <= set(seen["files"])
     assert seen["moved"] and seen["restored"] and seen["engine_keys"]
     assert (seen["step"], seen["info"], seen["user_keys_left"]) == (3, {"a": 1}, [])
+    assert seen["config_optimizer_trained"]
