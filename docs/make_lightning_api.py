@@ -93,9 +93,11 @@ NOTES: dict[str, tuple[str, str]] = {
     "SingleDeviceXLAStrategy": ("refused", XLA),
     "WikiText2": ("difference", "reads `<data_dir>/wikitext-2/train.txt` and never downloads; a missing file "
                                 "is a FileNotFoundError naming the path"),
-    "DeepSpeedStrategy": ("difference", "Relay's ZeRO strategy (extra `relaytrain[deepspeed]`): `stage`, "
-                                        "`offload_optimizer`, `offload_parameters`, `config` as in Lightning; Lightning's other "
-                                        "keyword arguments are not taken: put those DeepSpeed settings in `config`"),
+    "DeepSpeedStrategy": ("difference", "Relay's ZeRO strategy (extra `relaytrain[deepspeed]`) with Lightning's "
+                                        "arguments and their DeepSpeed config; also runs on the CPU (gloo), where "
+                                        "Lightning refuses any accelerator but CUDA; `timeout` defaults to 300 s "
+                                        "(Lightning: 30 min); Relay's Trainer and Fabric build the engine in "
+                                        "`setup_optimizers`, so `setup_module` alone builds none"),
     "XLAAccelerator": ("refused", XLA),
     "AsyncCheckpointIO": ("difference", "`Trainer(plugins=[AsyncCheckpointIO()])`; tensors go to reused CPU buffers "
                                         "(parameters and optimizer state while the next step runs), one save in "

@@ -5,9 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-
-class MisconfigurationException(Exception):
-    """Lightning's name for a configuration mistake; kept as a base so ``except MisconfigurationException`` works."""
+# defined where the plugins can raise it too; re-exported here, its home for Trainer code
+from plugins.errors import MisconfigurationException
 
 
 class MisconfigurationError(MisconfigurationException, ValueError):

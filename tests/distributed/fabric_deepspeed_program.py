@@ -47,20 +47,20 @@ def lightning_fabric(stage: int) -> tuple[type, object]:
             shared-memory op (1-3 min of C++ on 2 cores, no effect on training)."""
             import deepspeed
 
-            from plugins.strategies.deepspeed import _without_shared_memory_inference_op, extensions_cache
+            from plugins.strategies.deepspeed_import import extensions_cache, without_shared_memory_inference_op
 
             # Relay's folder for DeepSpeed's C++ ops, set in each rank as Relay's strategy does (set before the
             # launch, it would make Lightning's rank 1 a program of other variables than rank 0's)
             os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_cache()))
-            with _without_shared_memory_inference_op(deepspeed):
+            with without_shared_memory_inference_op(deepspeed):
                 super()._init_deepspeed_distributed()
 
     return Fabric, DeepSpeedStrategy(stage=stage)
 
 
 def relay_fabric(stage: int) -> tuple[type, object]:
-    from trainer.fabric import Fabric
     from plugins.strategies.deepspeed import DeepSpeedStrategy
+    from trainer.fabric import Fabric
 
     return Fabric, "deepspeed" if stage == 2 else DeepSpeedStrategy(stage=stage)  # the name means stage 2
 

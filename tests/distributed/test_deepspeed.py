@@ -9,14 +9,24 @@ run has a hard timeout (pytest-timeout); no run compiles a C++ op (DeepSpeed's s
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from plugins.strategies.deepspeed import DeepSpeedStrategy, extensions_cache
-from tests.distributed.engine_runs import TWO_RANKS, assert_same_weights, checkpoint, cli, mid_checkpoint, run_dir
-from tests.distributed.engine_runs import single_device_reference
+from tests.distributed.engine_runs import (
+    TWO_RANKS,
+    assert_same_weights,
+    cli,
+    mid_checkpoint,
+    run_dir,
+    single_device_reference,
+)
 from tests.helpers import EarlyPython311Pickling
 from tests.optional import need, need_mark
 
@@ -25,8 +35,8 @@ def test_config_from_stage_offload_and_the_trainer_settings():
     strategy = DeepSpeedStrategy(stage=3, offload_optimizer=True, offload_parameters="cpu")
     strategy.configure_optimization(4, 0.5, "norm")
     config = strategy.deepspeed_config()
-    assert config["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu"},
-                                           "offload_param": {"device": "cpu"}}
+    zero = config["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_optimizer"]["device"] == zero["offload_param"]["device"] == "cpu"
     assert (config["gradient_accumulation_steps"], config["gradient_clipping"]) == (4, 0.5)
 
 
@@ -41,15 +51,19 @@ def test_a_full_deepspeed_config_file_is_used_and_must_agree_with_the_trainer(tm
         strategy.deepspeed_config()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"stage": 4}, "use 0, 1, 2 or 3"),
-    ({"stage": 2, "offload_parameters": "cpu"}, "needs stage=3"),
-    ({"offload_optimizer": "disk"}, "none, cpu, nvme"),
-    ({"config": "missing.json"}, "no such file"),
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"stage": 4}, ValueError, "use 0, 1, 2 or 3"),
+    ({"offload_optimizer": "disk"}, ValueError, "none, cpu, nvme"),
+    ({"config": "missing.json"}, FileNotFoundError, "path does not exist: missing.json"),
 ])
-def test_bad_settings_are_one_clear_line(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_settings_are_one_clear_line(kwargs, error, message):
+    with pytest.raises(error, match=message):
         DeepSpeedStrategy(**kwargs)
+
+
+def test_parameter_offload_below_stage_3_warns_instead_of_failing():
+    with pytest.warns(UserWarning, match="under ZeRO stage 3 only"):
+        DeepSpeedStrategy(stage=2, offload_parameters="cpu")
 
 
 def test_value_clipping_is_refused_because_deepspeed_clips_by_norm():
@@ -188,3 +202,20 @@ def test_a_failing_rank_is_named_in_one_line(tmp_path, capfd):
 
 def checkpoint_loops(root) -> dict:
     return torch.load(run_dir(root) / "checkpoints" / "last.ckpt" / "meta.pt", weights_only=True)["loops"]
+
+
+@pytest.mark.timeout(120)
+def test_code_that_drives_the_engine_saves_and_loads_through_the_strategy_as_on_lightning_fabric(tmp_path):
+    """``setup_module_and_optimizers`` then ``save_checkpoint(path, state)`` / ``load_checkpoint(path, state)``:
+    the engine's own files under ``checkpoint/``, the rest of ``state`` carried in them and moved back in place.
+    Then a Trainer whose DeepSpeed config has an ``optimizer`` section trains with the optimizer DeepSpeed builds."""
+    program = Path(__file__).with_name("deepspeed_engine_state_program.py")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    run = subprocess.run([sys.executable, str(program), str(tmp_path / "ckpt")], capture_output=True, text=True,
+                         timeout=110, cwd=tmp_path, env=env, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert {"checkpoint", "latest"} <= set(seen["files"])
+    assert seen["moved"] and seen["restored"] and seen["engine_keys"]
+    assert (seen["step"], seen["info"], seen["user_keys_left"]) == (3, {"a": 1}, [])
+    assert seen["config_optimizer_trained"]

@@ -1,0 +1,12 @@
+"""Errors shared by the plugins and the Trainer (``trainer.errors`` re-exports them)."""
+
+from __future__ import annotations
+
+
+class MisconfigurationException(Exception):
+    """Lightning's name for a configuration mistake; kept as a base so ``except MisconfigurationException`` works."""
+
+
+class ConfigFileNotFoundError(MisconfigurationException, FileNotFoundError):
+    """A config file that was named does not exist: ``except FileNotFoundError`` and Lightning's
+    ``except MisconfigurationException`` both catch it."""
