@@ -29,6 +29,7 @@ from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
 from trainer.distributed.plugin_calls import join_processes, start_processes
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
+from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -55,6 +56,12 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
     run = trainer.stage_run = StageRun(trainer, plan, active=True)
     try:
         return _run_plan(trainer, plan, run)
+    except KeyboardInterrupt:
+        if outer is not None:  # the outer call shuts down
+            raise
+        # Lightning's ending: the state is INTERRUPTED, on_exception ran, teardown done; the process exits with 1
+        rank_zero_info("\nDetected KeyboardInterrupt, attempting graceful shutdown ...")
+        raise SystemExit(1) from None
     finally:
         run.active = False
         if outer is not None:
