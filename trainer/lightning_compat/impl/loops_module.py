@@ -110,3 +110,13 @@ class ServableModuleValidator(Callback):
             "ServableModuleValidator: Relay has no serving check during training (Lightning starts a FastAPI server "
             "in a child process and posts `configure_payload()` to it). Export the module after training "
             "(`module.to_torchscript()` / `to_onnx()`) and test it with your serving stack.")
+
+    def on_train_start(self, trainer: Any, servable_module: Any) -> None:
+        raise NotImplementedError("ServableModuleValidator: Relay has no serving check during training.")
+
+    @property
+    def successful(self) -> bool | None:
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"successful": None, "optimization": None, "server": "fastapi"}
