@@ -243,6 +243,14 @@ class _FxValidator:
 
 # --- logger_connector.result ------------------------------------------------------------------------------
 
+class _METRICS(TypedDict):
+    """The three metric dicts a result collection produces: for callbacks, for loggers, for the progress bar."""
+
+    callback: dict[str, torch.Tensor]
+    log: dict[str, torch.Tensor]
+    pbar: dict[str, float]
+
+
 @dataclass
 class _Sync:
     """How a logged value is reduced over ranks: ``fn(value, reduce_op=op, group=group)`` when ``should`` (and not

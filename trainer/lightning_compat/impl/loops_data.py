@@ -11,6 +11,7 @@ iterates and has workers, the batch-limit arithmetic, the loop limits and the no
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing as mp
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from plugins.strategies.parallel import ParallelStrategy
 from trainer.datamodule import DataModule
@@ -55,6 +56,30 @@ class _DataLoaderSource:
 
     def is_module(self) -> bool:
         return isinstance(self.instance, (Module, DataModule))
+
+
+def _get_distributed_sampler(dataloader: DataLoader, shuffle: bool, overfit_batches: int | float,
+                             mode: RunningStage | None = None, **kwargs: Any) -> DistributedSampler:
+    """The sampler that shards ``dataloader`` over ranks: each rank once for prediction, a ``DistributedSampler``
+    over the dataset for random/sequential sampling, else over the loader's own sampler's indices. Shuffling is off
+    with ``overfit_batches``; the seed is ``PL_GLOBAL_SEED`` (0 when unset)."""
+    from torch.utils.data import RandomSampler, SequentialSampler
+
+    from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSamplerWrapper, _SamplerShards
+
+    kwargs["shuffle"] = shuffle and not overfit_batches
+    kwargs.setdefault("seed", int(os.getenv("PL_GLOBAL_SEED", 0)))
+    if mode == RunningStage.PREDICTING:
+        return UnrepeatedDistributedSamplerWrapper(dataloader.sampler, **kwargs)
+    if isinstance(dataloader.sampler, (RandomSampler, SequentialSampler)):
+        return DistributedSampler(dataloader.dataset, **kwargs)
+    return _SamplerShards(dataloader.sampler, **kwargs)
+
+
+def _process_dataloader(trainer: Any, trainer_fn: TrainerFn, stage: RunningStage, dataloader: object) -> object:
+    raise NotImplementedError(
+        "_process_dataloader: Relay's Trainer prepares its loaders itself (trainer/data/loaders.py: the strategy's "
+        "sampler, worker seeds and the epoch set on the sampler); pass the loaders to the Trainer call.")
 
 
 def _request_dataloader(data_source: _DataLoaderSource) -> Any:

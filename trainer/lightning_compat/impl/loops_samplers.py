@@ -104,6 +104,24 @@ class UnrepeatedDistributedSampler(DistributedSampler):
         return iter(order[self.rank:self.total_size:self.num_replicas])
 
 
+class _SamplerShards(DistributedSampler):
+    """A ``DistributedSampler`` over the indices another sampler gives (shuffling is that sampler's; ``set_epoch``
+    reaches it too)."""
+
+    def __init__(self, sampler: Sampler | Iterable, *args: Any, **kwargs: Any) -> None:
+        super().__init__(_SamplerAsDataset(sampler), *args, **kwargs)
+
+    def __iter__(self) -> Iterator:
+        self.dataset.reset()
+        return (self.dataset[i] for i in super().__iter__())
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        inner = getattr(self.dataset._sampler, "set_epoch", None)
+        if callable(inner):
+            inner(epoch)
+
+
 class UnrepeatedDistributedSamplerWrapper(UnrepeatedDistributedSampler):
     """``UnrepeatedDistributedSampler`` over the indices another sampler gives."""
 

@@ -75,7 +75,6 @@ NOT_ALIGNED = (
 ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loops*:*", "lightning.pytorch.trainer.call:*",
              "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
              "lightning.pytorch._graveyard._torchmetrics:*",
