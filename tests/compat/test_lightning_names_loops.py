@@ -335,3 +335,57 @@ def test_relays_loops_and_launchers_answer_to_lightnings_classes():
                 internal()
     finally:
         uninstall()
+
+
+def test_trainer_argument_helpers_and_samplers_as_lightnings():
+    from trainer.lightning_compat.impl import loops_plugins, loops_trainer_calls as calls
+
+    setup = real("lightning.pytorch.trainer.setup")
+    dc = real("lightning.pytorch.trainer.connectors.data_connector")
+    for value, name in [(None, "limit_val_batches"), (1, "limit_train_batches"), (0.25, "x"), (4.0, "x"), (7, "x"),
+                        (1.5, "x"), (-1, "x")]:
+        outcome = []
+        for fn in (calls._determine_batch_limits, setup._determine_batch_limits):
+            try:
+                outcome.append(fn(value, name))
+            except Exception as err:
+                outcome.append(str(err))
+        assert outcome[0] == outcome[1]
+    for value in ["01:02:03:04", {"hours": 2}, "1:2:3", "a:b:c:d"]:
+        outcome = []
+        for fn in (calls._parse_time_interval_seconds, setup._parse_time_interval_seconds):
+            try:
+                outcome.append(fn(value))
+            except Exception as err:
+                outcome.append(str(err))
+        assert outcome[0] == outcome[1]
+    assert calls._get_default_dtype() is torch.float32
+    loader = DataLoader(range(10), sampler=SequentialSampler(range(10)))
+    for mode in (None, "predict"):
+        from trainer.states import RunningStage
+
+        ours = loops_data._get_distributed_sampler(loader, True, 0, RunningStage(mode) if mode else None,
+                                                   num_replicas=3, rank=1)
+        theirs = dc._get_distributed_sampler(loader, True, 0, real("lightning.pytorch.trainer.states").RunningStage(mode)
+                                             if mode else None, num_replicas=3, rank=1)
+        assert list(ours) == list(theirs)
+    custom = DataLoader(range(10), sampler=list(range(9, -1, -1)))
+    assert list(loops_data._get_distributed_sampler(custom, False, 0, num_replicas=2, rank=0)) == [9, 7, 5, 3, 1]
+    norm = loops_plugins._BatchNormXd(3)
+    assert norm(torch.randn(4, 3, 2, 2, 2)).shape == (4, 3, 2, 2, 2)
+
+    class Inner(torch.nn.Module):
+        automatic_optimization = True
+
+        def forward(self, x):
+            return x
+
+        def training_step(self, x):
+            return x * 2
+
+    inner = Inner()
+    wrapper = torch.nn.Sequential(inner)
+    assert loops_plugins._ForwardRedirection()(wrapper, inner, "training_step", torch.ones(1)).item() == 2.0
+    assert inner(torch.ones(1)).item() == 1.0  # forward is the module's own again
+    with pytest.raises(NotImplementedError, match="_adjust_batch_size: a step of Lightning's tuner"):
+        calls._SCALE_BATCH["_adjust_batch_size"](None)
