@@ -309,6 +309,20 @@ def test_torch_flags_callbacks_list_and_global_state_as_lightnings():
     loops_connectors._validate_callbacks_list([EarlyStopping("a"), EarlyStopping("b")])
 
 
+def _rank_and_scaled(x, scale=1):
+    import os
+
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), x * scale
+
+
+@pytest.mark.timeout(60)
+def test_multiprocessing_launcher_runs_the_function_in_two_processes_and_returns_rank_zeros_result():
+    """Lightning's launcher built from a strategy is Relay's SpawnLauncher: two real workers (forked: fast)."""
+    launcher = loops_launchers._MultiProcessingLauncher(types.SimpleNamespace(num_processes=2), start_method="fork")
+    assert launcher.launch(_rank_and_scaled, 3, scale=2) == (0, 2, 6)
+    assert launcher.is_interactive_compatible
+
+
 def test_relays_loops_and_launchers_answer_to_lightnings_classes():
     from plugins.launchers.spawn import SpawnLauncher
     from trainer import Trainer
