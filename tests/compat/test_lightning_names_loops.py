@@ -344,6 +344,13 @@ def test_relays_loops_and_launchers_answer_to_lightnings_classes():
         assert launcher.nprocs == 2 and not launcher.is_interactive_compatible
         with pytest.raises(ValueError, match="The start method 'nope' is not available"):
             _MultiProcessingLauncher(None, start_method="nope")
+        from lightning.pytorch.plugins import DoublePrecisionPlugin as FromPlugins
+        from lightning.pytorch.plugins.precision.double import DoublePrecision, DoublePrecisionPlugin
+
+        assert FromPlugins is DoublePrecisionPlugin and issubclass(DoublePrecisionPlugin, DoublePrecision)
+        with pytest.deprecated_call(match="The `DoublePrecisionPlugin` is deprecated. Use "
+                                          "`lightning.pytorch.plugins.precision.DoublePrecision` instead."):
+            DoublePrecisionPlugin()
         for internal in (_AcceleratorConnector, _ResultCollection):
             with pytest.raises(NotImplementedError, match=f"{internal.__name__} is Lightning's Trainer internal"):
                 internal()

@@ -16,6 +16,19 @@ def _from(module: str, impl: str, *names: str) -> dict[str, str]:
     return {f"{_P}.{module}:{n}": f"{_IMPL}.{impl}:{n}" for n in names}
 
 
+# old precision-plugin names -> (module under plugins.precision, new name): impl/loops_legacy_precision.py's RENAMED
+_RENAMED_PRECISIONS = {
+    "BitsandbytesPrecisionPlugin": ("bitsandbytes", "BitsandbytesPrecision"),
+    "DeepSpeedPrecisionPlugin": ("deepspeed", "DeepSpeedPrecision"),
+    "DoublePrecisionPlugin": ("double", "DoublePrecision"),
+    "FSDPPrecisionPlugin": ("fsdp", "FSDPPrecision"),
+    "HalfPrecisionPlugin": ("half", "HalfPrecision"),
+    "MixedPrecisionPlugin": ("amp", "MixedPrecision"),
+    "PrecisionPlugin": ("precision", "Precision"),
+    "TransformerEnginePrecisionPlugin": ("transformer_engine", "TransformerEnginePrecision"),
+    "XLAPrecisionPlugin": ("xla", "XLAPrecision"),
+}
+
 NAMES: dict[str, str] = {
     **_from("loops.progress", "loops_progress", "_BaseProgress", "_ReadyCompletedTracker", "_StartedTracker",
             "_ProcessedTracker", "_Progress", "_BatchProgress", "_SchedulerProgress", "_OptimizerProgress",
@@ -95,4 +108,9 @@ NAMES: dict[str, str] = {
     **_from("plugins.io.async_plugin", "loops_plugins", "_clone_tensor"),
     **_from("plugins.layer_sync", "loops_plugins", "_BatchNormXd"),
     **_from("core.module", "loops_plugins", "_jit_is_scripting"),
+    # the deprecated *PrecisionPlugin names: one class each, the same object at every path Lightning sets it on
+    **{f"{_P}.{where}:{old}": f"{_IMPL}.loops_legacy_precision:{old}"
+       for old, module in (*((o, m) for o, (m, _) in _RENAMED_PRECISIONS.items()), ("FSDPMixedPrecisionPlugin", "fsdp"))
+       for where in ("plugins", "plugins.precision", f"plugins.precision.{module}")},
+    f"{_P}._graveyard.precision:FSDPMixedPrecisionPlugin": f"{_IMPL}.loops_legacy_precision:FSDPMixedPrecisionPlugin",
 }

@@ -20,7 +20,10 @@ from lightning_utilities import apply_to_collection
 from lightning_utilities.core.imports import RequirementCache
 
 from trainer.callbacks.base import Callback
+from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_deprecation
+
+set_rank_zero_only()  # as importing Lightning does: its deprecations are announced from rank 0
 
 
 class _TrainerFabricShim:
