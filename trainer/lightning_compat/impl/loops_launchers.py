@@ -27,6 +27,7 @@ from lightning_utilities import apply_to_collection
 
 from plugins.launchers.elastic import ElasticLauncher
 from plugins.launchers.spawn import SpawnLauncher
+from trainer.lightning_compat.impl.loops_objects import _AlsoRelays
 from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rng_states
 
 
@@ -45,15 +46,6 @@ class _Launcher(ABC):
     @abstractmethod
     def kill(self, signum: int) -> None:
         """Send ``signum`` to the processes it started."""
-
-
-class _ServesRelayLauncher(type(_Launcher)):  # type: ignore[misc]
-    """``isinstance(x, Adapter)`` is also true for an instance of the Relay launcher the adapter stands for (only
-    for the adapter itself: a user subclass matches its own instances only)."""
-
-    def __instancecheck__(cls, obj: Any) -> bool:
-        relay = cls.__dict__.get("_relay_counterpart")
-        return super().__instancecheck__(obj) or (relay is not None and isinstance(obj, relay))
 
 
 @dataclass
@@ -91,7 +83,7 @@ def _run_restored(snapshot: _GlobalStateSnapshot | None, function: Callable, *ar
     return function(*args)
 
 
-class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_ServesRelayLauncher):
+class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
     """Relay's ``SpawnLauncher`` built from a strategy: ``strategy.num_processes`` workers started with
     ``torch.multiprocessing`` (``start_method``), ``function`` run in each, rank 0's return value handed back."""
 
@@ -162,7 +154,7 @@ def _script_command() -> list[str]:
     return [sys.executable, "-m", spec.name, *sys.argv[1:]]
 
 
-class _SubprocessScriptLauncher(ElasticLauncher, _Launcher, metaclass=_ServesRelayLauncher):
+class _SubprocessScriptLauncher(ElasticLauncher, _Launcher, metaclass=_AlsoRelays):
     """Lightning's script launcher over Relay's: unless the cluster environment started the processes, the script
     runs again for local ranks ``1..num_processes-1`` (``LOCAL_RANK`` set), then ``function`` runs here as local rank
     0. Relay's own Trainer starts its workers with ``ElasticLauncher`` (torch elastic) instead."""

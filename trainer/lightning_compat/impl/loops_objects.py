@@ -13,6 +13,7 @@ is one object for both, so these hold Lightning's progress counters and their ``
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from typing import Any
 
 from trainer.lightning_compat.impl.loops_closure import ClosureResult, ManualResult
@@ -24,9 +25,9 @@ from trainer.loops.loop_views import TrainingEpochLoop
 from trainer.states import RunningStage, TrainerFn
 
 
-class _AlsoRelays(type):
-    """``isinstance(x, Adapter)`` also holds for the Relay loop the adapter stands for (the adapter only, not a
-    user subclass of it)."""
+class _AlsoRelays(ABCMeta):
+    """``isinstance(x, Adapter)`` also holds for the Relay object the adapter stands for (a loop, a launcher): for
+    the adapter only, not for a user subclass of it."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
         relay = cls.__dict__.get("_relay_counterpart")
