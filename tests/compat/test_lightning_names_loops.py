@@ -309,6 +309,19 @@ def test_torch_flags_callbacks_list_and_global_state_as_lightnings():
     loops_connectors._validate_callbacks_list([EarlyStopping("a"), EarlyStopping("b")])
 
 
+def test_fit_loop_done_before_a_fit_as_lightnings():
+    from trainer import Trainer
+
+    their_trainer = real("lightning.pytorch").Trainer
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False}
+    for max_epochs, max_steps in [(5, -1), (-1, 10), (0, -1), (-1, 0)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = Trainer(max_epochs=max_epochs, max_steps=max_steps, **quiet).fit_loop.done
+            theirs = their_trainer(max_epochs=max_epochs, max_steps=max_steps, **quiet).fit_loop.done
+        assert ours is theirs
+
+
 def _rank_and_scaled(x, scale=1):
     import os
 
