@@ -216,6 +216,18 @@ def test_data_and_loop_helpers_as_lightnings():
         assert loops_data._is_max_limit_reached(current, maximum) == lu._is_max_limit_reached(current, maximum)
     with pytest.raises(ValueError, match="The loss returned in `training_step` is"):
         loops_data.check_finite_loss(torch.tensor(float("nan")))
+    their_fn = real("lightning.pytorch.trainer.states").TrainerFn
+    from trainer.states import TrainerFn
+
+    for fn in ("fit", "validate"):
+        messages = []
+        for module, trainer_fn in ((loops_data, TrainerFn(fn)), (dc, their_fn(fn))):
+            with pytest.raises(TypeError) as caught:
+                module._check_dataloader_iterable(5, module._DataLoaderSource(5, "train_dataloader"), trainer_fn)
+            messages.append(str(caught.value))
+        assert messages[0] == messages[1]
+    loops_data._check_dataloader_iterable([1], loops_data._DataLoaderSource([1], "x"), TrainerFn.FITTING)
+    assert loops_data._request_dataloader(loops_data._DataLoaderSource([1, 2], "val_dataloader")) == [1, 2]
 
 
 def test_fx_validator_sync_and_metadata_as_lightnings():

@@ -146,7 +146,7 @@ class _IndexBatchSamplerWrapper:
 
     def __next__(self) -> list[int]:
         if self._iterator is None:
-            raise TypeError("iterate the sampler with iter() first")
+            raise AssertionError("iterate the sampler with iter() first")
         batch = next(self._iterator)
         self.seen_batch_indices.append(batch)
         return batch
