@@ -185,6 +185,16 @@ class FitLoop:
         t = self.trainer
         return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
 
+    @property
+    def done(self) -> bool:
+        """Lightning's ``fit_loop.done``, read from the state: a step or epoch limit is reached, or a stop was asked
+        for once ``min_epochs``/``min_steps`` are met."""
+        t = self.trainer
+        if t.max_steps != -1 and t.global_step >= t.max_steps:
+            return True
+        return self._epochs_done() or (bool(t.should_stop) and t.current_epoch >= (t.min_epochs or 0)
+                                       and t.global_step >= (t.min_steps or 0))
+
     # --- running ------------------------------------------------------------------------------------
     def run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
         """Run one fit call (``run``: its ``StageRun``). ``build`` builds a source's loaders when Lightning asks for

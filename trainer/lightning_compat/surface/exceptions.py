@@ -72,22 +72,21 @@ NOT_ALIGNED = (
 
 ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loops*:*", "lightning.pytorch.trainer.call:*",
-             "lightning.pytorch.trainer.configuration_validator:*", "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
+             "lightning.pytorch.trainer.connectors.*:*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
              "lightning.pytorch._graveyard._torchmetrics:*",
              "lightning.pytorch.core.module:_*",
-             "*:pl_legacy_patch", "*:prepare_for_backward"), "names",
+             "*:pl_legacy_patch"), "names",
             "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks, "
             "old-checkpoint migration and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
     Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
-             "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*", "lightning.pytorch.serve*:*",
+             "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*",
              "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"), "names",
             "Lightning AI's own services and command lines: LitLogger's helpers (`LitLogger` itself is served and "
             "raises what Lightning raises without `litlogger`), the model registry, "
-            "`serve` (Lightning's serving checks), `fabric run` and the checkpoint-consolidation scripts; Relay "
+            "`fabric run` and the checkpoint-consolidation scripts; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.pytorch.utilities.deepspeed:*", "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*",
              "*:DeepSpeedSummary", "lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
@@ -110,7 +109,7 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.accelerators.cuda:get_nvidia_gpu_stats", "lightning.pytorch.accelerators.mps:get_device_stats",
              "lightning.pytorch.utilities.parsing:*", "*:save_hyperparameters", "*:parse_class_init_keys",
              "lightning.pytorch.utilities.compile:*", "*:get_torchvision_model", "*:has_len_all_ranks",
-             "lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
+             "lightning.pytorch.demos.mnist_datamodule:*",
              "lightning.pytorch.profilers.pytorch:*", "lightning.fabric.accelerators.registry:call_register_accelerators",
              "*:fabric_plugin_to_compute_dtype"),
             "names",
