@@ -369,13 +369,13 @@ class FitLoop:
         results.finish_epoch(t.strategy.all_reduce)
         t.stage_run.send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
         # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
-        if t.lightning_module.automatic_optimization:
+        complete = self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
+        # and only after a whole epoch: a fit stopped mid-epoch (max_steps, a stop) does not step them (Lightning)
+        if t.lightning_module.automatic_optimization and complete:
             epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
             if epoch_schedulers:
                 step_schedulers(t, epoch_schedulers, t.current_epoch + 1)
-        self.progress.epoch_finished = (
-            self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
-        )
+        self.progress.epoch_finished = complete
 
     def _stopped_mid_epoch(self) -> bool:
         return self._max_reached() or self._stop_requested()

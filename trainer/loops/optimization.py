@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
@@ -240,12 +242,15 @@ def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
         metric = None
         if config.reduce_on_plateau:
             metrics = trainer.callback_metrics
-            if config.monitor not in metrics:
+            if config.monitor not in metrics:  # Lightning's words (code matches on them), then what to do
                 if config.strict:
                     raise MisconfigurationError(
-                        f"The lr_scheduler monitors {config.monitor!r}, which was never logged. "
-                        f"Logged keys: {sorted(metrics) or 'none'}. Log it with self.log({config.monitor!r}, ...)."
+                        f"ReduceLROnPlateau conditioned on metric {config.monitor} which is not available. Available "
+                        f"metrics are: {sorted(metrics)}. Condition can be set using `monitor` key in lr scheduler "
+                        f"dict: log it with self.log({config.monitor!r}, ...) or monitor one of those keys."
                     )
+                warnings.warn(f"ReduceLROnPlateau conditioned on metric {config.monitor} which is not available but "
+                              "strict is set to `False`. Skipping learning rate update.", RuntimeWarning, stacklevel=2)
                 continue
             metric = metrics[config.monitor]
         module.lr_scheduler_step(config.scheduler, metric)

@@ -40,12 +40,13 @@ def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
         unknown = [k for k in obj if k not in _SCHEDULER_KEYS]
         if unknown:  # Lightning warns and goes on; so do we, naming the likely intended key
             warnings.warn(
-                f"configure_optimizers: unknown lr_scheduler key {unknown[0]!r} is ignored."
+                f"Found unsupported keys in the lr scheduler dict: {set(unknown)}. They are ignored."
                 f"{suggest(unknown[0], _SCHEDULER_KEYS)} Valid keys: {', '.join(_SCHEDULER_KEYS)}.",
                 RuntimeWarning, stacklevel=2,
             )
         if "scheduler" not in obj:
-            raise MisconfigurationError("configure_optimizers: an lr_scheduler dict needs a 'scheduler' key.")
+            raise MisconfigurationError('The lr scheduler dict must have the key "scheduler" with its item being an '
+                                        "lr scheduler: {'scheduler': sched, 'interval': 'epoch'}.")
         config = LRSchedulerConfig(**{"monitor": monitor, **{k: v for k, v in obj.items() if k in _SCHEDULER_KEYS}})
     else:
         config = LRSchedulerConfig(scheduler=obj, monitor=monitor)
@@ -55,7 +56,7 @@ def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
         )
     if config.interval not in ("step", "epoch"):
         raise MisconfigurationError(
-            f"configure_optimizers: lr_scheduler interval={config.interval!r} is not valid; use 'step' or 'epoch'."
+            f'The "interval" key in lr scheduler dict must be "step" or "epoch" but is "{config.interval}".'
         )
     if not isinstance(config.frequency, int) or config.frequency < 1:
         raise MisconfigurationError(
@@ -66,17 +67,32 @@ def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
     )
     if config.reduce_on_plateau and config.monitor is None:
         raise MisconfigurationError(
-            "configure_optimizers: ReduceLROnPlateau needs a metric to watch; return "
+            "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. For example: "
             "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}}."
         )
+    if config.interval == "epoch" and isinstance(config.scheduler, torch.optim.lr_scheduler.OneCycleLR):
+        warnings.warn("A `OneCycleLR` scheduler is using 'interval': 'epoch'. Are you sure you didn't mean "
+                      "'interval': 'step'?", RuntimeWarning, stacklevel=3)
     return config
 
 
 def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
+    optimizers, configs = _parse(returned)
+    for config in configs:
+        if getattr(config.scheduler, "optimizer", None) is not None and all(
+                config.scheduler.optimizer is not o for o in optimizers):
+            raise MisconfigurationError(
+                "Some schedulers are attached with an optimizer that wasn't returned from `configure_optimizers`: "
+                f"{type(config.scheduler).__name__} steps an optimizer the fit does not; return that optimizer too."
+            )
+    return optimizers, configs
+
+
+def _parse(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     if returned is None:  # Lightning runs the loop anyway, with an optimizer that does nothing
-        warnings.warn("configure_optimizers returned None: this fit runs with no optimizer (the steps change nothing).",
-                      UserWarning, stacklevel=2)
+        warnings.warn("`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer "
+                      "(the steps change nothing).", UserWarning, stacklevel=2)
         return [NoOptimizer()], []
     if _is_optimizer(returned):
         return [returned], []
@@ -92,7 +108,8 @@ def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[L
             schedulers = items[1] if isinstance(items[1], Sequence) else [items[1]]
             return list(items[0]), [_scheduler_config(s, None) for s in schedulers]
     raise MisconfigurationError(
-        f"configure_optimizers returned {type(returned).__name__} {_short(returned)}, which is not usable: {_FORMS}."
+        f"Unknown configuration for model optimizers: configure_optimizers returned {type(returned).__name__} "
+        f"{_short(returned)}; {_FORMS}."
     )
 
 
@@ -103,12 +120,13 @@ def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], lis
         unknown = [k for k in d if k not in valid]
         if unknown:  # Lightning warns and goes on
             warnings.warn(
-                f"configure_optimizers returned a dict with unknown key {unknown[0]!r}, which is ignored."
+                f"Found unsupported keys in the optimizer configuration: {set(unknown)}. They are ignored."
                 f"{suggest(unknown[0], valid)} Valid keys: {', '.join(valid)}.", RuntimeWarning, stacklevel=3,
             )
         if not _is_optimizer(d.get("optimizer")):
             raise MisconfigurationError(
-                f"configure_optimizers returned a dict with no torch.optim.Optimizer under 'optimizer': {_FORMS}."
+                "Unknown configuration for model optimizers: configure_optimizers returned a dict with no "
+                f"torch.optim.Optimizer under 'optimizer'; {_FORMS}."
             )
         optimizers.append(d["optimizer"])
         if d.get("lr_scheduler") is not None:
