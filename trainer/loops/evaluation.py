@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data.batches import BatchMover
+from trainer.loops.step_arguments import check_dataloader_idx, step_caller
 from trainer.loops.evaluation_progress import BatchProgress, progress_of
 from trainer.metrics.results import to_float
 from trainer.states import RunningStage, TrainerFn
@@ -53,8 +54,12 @@ def run_evaluation(
     try:
         hooks.call(f"on_{prefix}_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
-        hooks.call(f"on_{prefix}_epoch_start")
         multiple = len(plans) > 1
+        loader = "val" if prefix == "validation" else prefix
+        check_dataloader_idx(module, loader, (f"{prefix}_step", f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"),
+                             multiple)
+        step_fn = step_caller(step_fn, getattr(module, f"{prefix}_step"))
+        hooks.call(f"on_{prefix}_epoch_start")
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts)
@@ -77,17 +82,24 @@ def run_evaluation(
         results.reset()
     if len(plans) <= 1:
         return [epoch_metrics]
-    shared = {k: v for k, v in epoch_metrics.items() if "/dataloader_idx_" not in k}  # e.g. logged at epoch end
-    return [
-        {**shared, **{k: v for k, v in epoch_metrics.items() if k.endswith(f"/dataloader_idx_{i}")}}
-        for i in range(len(plans))
-    ]
+    return [{k: v for k, v in epoch_metrics.items() if _belongs(results, k, i)} for i in range(len(plans))]
+
+
+def _belongs(results: Any, key: str, loader: int) -> bool:
+    """A key in loader ``loader``'s results: its suffix says so, or it was logged (without one) from that loader's
+    batches, or outside any loader (at epoch end: every loader's)."""
+    if "/dataloader_idx_" in key:
+        return key.endswith(f"/dataloader_idx_{loader}")
+    name = key[:-len("_epoch")] if key.endswith("_epoch") and key not in results.loader_of else key
+    return results.loader_of.get(name) in (None, loader)
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
                 multiple: bool, counts: BatchProgress | None = None) -> None:
     hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
+    extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
+    results.current_loader = dl_idx
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
@@ -96,13 +108,13 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
             trainer.stage_run.batch_for_size = batch
             if counts is not None:
                 counts.increment_ready()
-            hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, dl_idx)
+            hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, *extra)
             if counts is not None:
                 counts.increment_started()
-            out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+            out = step_fn(batch, batch_idx, extra)
             if counts is not None:
                 counts.increment_processed()
-            hooks.call(f"on_{prefix}_batch_end", out, batch, batch_idx, dl_idx)
+            hooks.call(f"on_{prefix}_batch_end", out, batch, batch_idx, *extra)
             if counts is not None:
                 counts.increment_completed()
             if not trainer.sanity_checking:  # each evaluation batch's values, numbered per Trainer call
@@ -111,6 +123,7 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
                 progress.eval_batches += 1
     finally:
         trainer.stage_run.log_suffix = ""
+        results.current_loader = None
 
 
 class PredictLoop:
@@ -149,20 +162,24 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
+        check_dataloader_idx(module, "predict", ("predict_step", "on_predict_batch_start", "on_predict_batch_end"),
+                             multiple)
+        step_fn = step_caller(step_fn, module.predict_step)
         hooks.call("on_predict_epoch_start")
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 loader_out: list[Any] = []
+                extra = (dl_idx,) if multiple else ()
                 for batch_idx, batch in enumerate(plan.iterate(0)):
                     if batch_idx >= limit:
                         break
                     batch = move(batch, dl_idx)
                     counts.increment_ready()
-                    hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
+                    hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                     counts.increment_started()
-                    out = step_fn(batch, batch_idx, dl_idx) if multiple else step_fn(batch, batch_idx)
+                    out = step_fn(batch, batch_idx, extra)
                     counts.increment_processed()
-                    hooks.call("on_predict_batch_end", out, batch, batch_idx, dl_idx)
+                    hooks.call("on_predict_batch_end", out, batch, batch_idx, *extra)
                     counts.increment_completed()
                     if keep:  # return_predictions=False keeps nothing: large predictions are not held in memory
                         loader_out.append(out)

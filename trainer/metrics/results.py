@@ -115,10 +115,15 @@ class Results:
         self.epoch_values: dict[str, torch.Tensor] = {}
         self.flags: dict[str, tuple[bool, bool, bool, bool]] = {}  # prog_bar, logger, on_step, on_epoch
         self.steps_in_callbacks = True
+        # the evaluation loader each key was logged from (None: outside a loader's batches, e.g. at epoch end):
+        # a key logged with add_dataloader_idx=False belongs to that loader's results only (Lightning's split)
+        self.current_loader: int | None = None
+        self.loader_of: dict[str, int | None] = {}
 
     def reset_epoch(self) -> None:
         self.epoch.clear()
         self.epoch_values.clear()
+        self.loader_of.clear()
         self.steps_in_callbacks = True
 
     def hide_steps(self) -> None:
@@ -145,6 +150,7 @@ class Results:
             del self.step[name]
             self.fresh_step.discard(name)
         self.flags[name] = flags
+        self.loader_of[name] = self.current_loader
         metric = None
         if type(value) is not torch.Tensor and is_torchmetric(value):
             metric, value = value, value._forward_cache if flags[2] else None
@@ -181,7 +187,7 @@ class Results:
     # --- views --------------------------------------------------------------------------------------
     def _suffixed(self, name: str, suffix: str) -> str:
         _, _, on_step, on_epoch = self.flags[name]
-        return f"{name}_{suffix}" if on_step and on_epoch else name
+        return forked(name, suffix) if on_step and on_epoch else name
 
     def step_for_logger(self) -> dict[str, Any]:
         """Step values logged since the last call (what the loggers get now)."""
@@ -201,18 +207,27 @@ class Results:
         for k, v in (self.step.items() if self.steps_in_callbacks else ()):
             out[k] = v = as_tensor(v)
             if self.flags[k][3]:
-                out[f"{k}_step"] = v
+                out[forked(k, "step")] = v
         pending = {k: agg.peek() for k, agg in self.epoch.items() if agg.total is not None or agg.metric is not None}
         for k, v in {**self.epoch_values, **pending}.items():
             out[k] = v
             if self.flags[k][2]:
-                out[f"{k}_epoch"] = v
+                out[forked(k, "epoch")] = v
         return out
 
     def progress_bar_view(self) -> dict[str, Any]:
         out = {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][0]}
         out.update((self._suffixed(k, "step"), v) for k, v in self.step.items() if self.flags[k][0])
         return out
+
+
+def forked(name: str, suffix: str) -> str:
+    """``loss_step``/``loss_epoch``; with an evaluation loader's index, before it: ``loss_epoch/dataloader_idx_1``
+    (Lightning's names)."""
+    if "/dataloader_idx_" in name:
+        base, sep, idx = name.rpartition("/dataloader_idx_")
+        return f"{base}_{suffix}{sep}{idx}"
+    return f"{name}_{suffix}"
 
 
 def as_tensor(value: Any) -> torch.Tensor:

@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 import torch
 
 from trainer.callbacks.base import Callback
+from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
 from trainer.states import TrainerFn
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
@@ -480,7 +481,6 @@ def __verify_manual_optimization_support(trainer: Any, model: Any) -> None:
 
 
 def __warn_dataloader_iter_limitations(model: Any) -> None:
-    from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
 
     steps = (model.training_step, model.validation_step, model.predict_step, model.test_step)
     if any(is_param_in_hook_signature(fn, "dataloader_iter", explicit=True) for fn in steps if fn is not None):

@@ -10,7 +10,6 @@ iterates and has workers, the batch-limit arithmetic, the loop limits and the no
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
@@ -22,10 +21,14 @@ import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 
 from plugins.strategies.parallel import ParallelStrategy
+from trainer.callbacks.timer import Timer
+from trainer.data.loaders import _loader_kwargs
 from trainer.datamodule import DataModule
 from trainer.lightning_compat.impl.loops_fetchers import _DataFetcher, _DataLoaderIterDataFetcher, _PrefetchDataFetcher
 from trainer.lightning_compat.impl.loops_progress import _BaseProgress, _Loop
+from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSamplerWrapper, _SamplerShards
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
+from trainer.loops.step_arguments import check_dataloader_idx
 from trainer.module import Module
 from trainer.states import RunningStage, TrainerFn
 from trainer.utilities.data import suggested_max_num_workers
@@ -64,8 +67,6 @@ def _get_distributed_sampler(dataloader: DataLoader, shuffle: bool, overfit_batc
     over the dataset for random/sequential sampling, else over the loader's own sampler's indices. Shuffling is off
     with ``overfit_batches``; the seed is ``PL_GLOBAL_SEED`` (0 when unset)."""
     from torch.utils.data import RandomSampler, SequentialSampler
-
-    from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSamplerWrapper, _SamplerShards
 
     kwargs["shuffle"] = shuffle and not overfit_batches
     kwargs.setdefault("seed", int(os.getenv("PL_GLOBAL_SEED", 0)))
@@ -186,8 +187,6 @@ def _resolve_overfit_batches(combined_loader: Any, mode: RunningStage) -> None:
     shuffled); a loader is rebuilt with a ``SequentialSampler`` (Relay's own loader copy, ``_loader_kwargs``)."""
     from torch.utils.data import SequentialSampler
 
-    from trainer.data.loaders import _loader_kwargs
-
     loaders = combined_loader.flattened
     if all(isinstance(dl.sampler, SequentialSampler) for dl in loaders if hasattr(dl, "sampler")):
         return
@@ -210,7 +209,6 @@ def _parse_loop_limits(min_steps: int | None, max_steps: int, min_epochs: int | 
                        trainer: Any) -> tuple[int, int]:
     """``(min_epochs, max_epochs)`` with the defaults filled in: 1000 epochs (with a warning) when nothing bounds the
     fit, ``-1`` when steps or a ``Timer`` do; at least one epoch when ``min_steps`` is set."""
-    from trainer.callbacks.timer import Timer
 
     if max_epochs is None:
         if max_steps == -1 and not any(isinstance(cb, Timer) for cb in trainer.callbacks):
@@ -292,17 +290,6 @@ def _needs_no_grad(trainer: Any) -> bool:
 
 def _verify_dataloader_idx_requirement(hooks: tuple[str, ...], is_expected: bool, stage: RunningStage,
                                        pl_module: Any) -> None:
-    """With several loaders the step hooks need ``dataloader_idx``; with one, it must have a default."""
-    prefix = RunningStage(stage).dataloader_prefix
-    for hook in hooks:
-        fx = getattr(pl_module, hook)
-        present = is_param_in_hook_signature(fx, "dataloader_idx")
-        if is_expected and not present:
-            raise RuntimeError(f"You provided multiple `{prefix}_dataloader`, but no `dataloader_idx` argument in "
-                               f"`{type(pl_module).__name__}.{hook}()`. Try adding `dataloader_idx=0` to its signature.")
-        if not is_expected and present:
-            param = inspect.signature(fx).parameters.get("dataloader_idx")
-            if param is not None and param.default is inspect.Parameter.empty:
-                raise RuntimeError(f"You provided only a single `{prefix}_dataloader`, but have included "
-                                   f"`dataloader_idx` in `{type(pl_module).__name__}.{hook}()`. Either remove the "
-                                   "argument or give it a default value i.e. `dataloader_idx=0`.")
+    """With several loaders the step hooks need ``dataloader_idx``; with one, it must have a default (the engine's
+    check, ``trainer/loops/step_arguments.py``)."""
+    check_dataloader_idx(pl_module, RunningStage(stage).dataloader_prefix, hooks, is_expected)

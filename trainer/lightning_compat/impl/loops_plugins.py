@@ -18,6 +18,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from plugins.checkpoint_io import CheckpointIO
+from trainer.module import Module
 
 
 class _ForwardRedirection:
@@ -127,7 +128,6 @@ class _BatchNormXd(torch.nn.modules.batchnorm._BatchNorm):
 @contextmanager
 def _jit_is_scripting() -> Generator[None, None, None]:
     """``Module._jit_is_scripting`` is True inside (TorchScript export reads it)."""
-    from trainer.module import Module
 
     Module._jit_is_scripting = True
     try:

@@ -22,9 +22,15 @@ from typing import Any
 
 import torch
 
+from plugins.accelerators.cuda import CUDAAccelerator
+from plugins.accelerators.mps import MPSAccelerator
 from plugins.strategies.parallel import ParallelStrategy
 from trainer.callbacks.base import Checkpoint
+from trainer.callbacks.batch_size_finder import BatchSizeFinder
 from trainer.callbacks.early_stopping import EarlyStopping
+from trainer.callbacks.lr_finder import LearningRateFinder
+from trainer.lightning_compat.impl.xla import XLAProfiler
+from trainer.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
 from trainer.tuner.lr_finder import lr_attribute_name
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
@@ -236,8 +242,6 @@ def _parse_time_interval_seconds(value: str | timedelta | dict) -> float:
 
 def _init_profiler(trainer: Any, profiler: Any) -> None:
     """``trainer.profiler`` from a profiler object or its short name (Relay's profilers)."""
-    from trainer.lightning_compat.impl.xla import XLAProfiler
-    from trainer.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
 
     if isinstance(profiler, str):
         known = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler,
@@ -251,8 +255,6 @@ def _init_profiler(trainer: Any, profiler: Any) -> None:
 
 def _log_device_info(trainer: Any) -> None:
     """What Lightning prints when a Trainer is made: GPUs and TPUs available and used (a warning for an idle GPU)."""
-    from plugins.accelerators.cuda import CUDAAccelerator
-    from plugins.accelerators.mps import MPSAccelerator
 
     gpu = "cuda" if CUDAAccelerator.is_available() else "mps" if MPSAccelerator.is_available() else None
     used = isinstance(trainer.accelerator, (CUDAAccelerator, MPSAccelerator))
@@ -272,7 +274,6 @@ def _init_debugging_flags(trainer: Any, *args: Any, **kwargs: Any) -> None:
 # --- tuner ----------------------------------------------------------------------------------------------------
 
 def _check_lr_find_configuration(trainer: Any) -> None:
-    from trainer.callbacks.lr_finder import LearningRateFinder
 
     if any(isinstance(cb, LearningRateFinder) for cb in trainer.callbacks):
         raise ValueError("Trainer is already configured with a `LearningRateFinder` callback.Please remove it if you "
@@ -280,7 +281,6 @@ def _check_lr_find_configuration(trainer: Any) -> None:
 
 
 def _check_scale_batch_size_configuration(trainer: Any) -> None:
-    from trainer.callbacks.batch_size_finder import BatchSizeFinder
 
     if isinstance(trainer.strategy, ParallelStrategy):
         raise ValueError("Tuning the batch size is currently not supported with distributed strategies.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import socket
 import dataclasses
 import warnings
@@ -15,6 +14,7 @@ from lightning_utilities import apply_to_collection
 
 from trainer.lightning_compat.impl.requirements import LITLOGGER
 from trainer.utilities.exceptions import MisconfigurationException
+from trainer.loops.step_arguments import takes
 
 
 def is_cuda_available() -> bool:
@@ -39,11 +39,8 @@ def do_nothing_closure() -> None:
 def is_param_in_hook_signature(hook_fx: Callable, param: str, explicit: bool = False,
                                min_args: int | None = None) -> bool:
     """Whether ``hook_fx`` (a bound method) takes ``param``: by name, through ``*args`` unless ``explicit``, or by
-    having at least ``min_args`` positional parameters."""
-    spec = inspect.getfullargspec(hook_fx)
-    args = spec.args[1:]  # without self
-    return param in args or (not explicit and spec.varargs is not None) or (
-        isinstance(min_args, int) and len(args) >= min_args)
+    having at least ``min_args`` positional parameters (the engine's check, ``trainer/loops/step_arguments.py``)."""
+    return takes(hook_fx, param, min_args, explicit)
 
 
 def _extract_batch_size(batch: Any) -> Iterator[int | None]:
