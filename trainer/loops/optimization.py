@@ -15,7 +15,7 @@ from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
 from trainer.distributed.plugin_calls import backward_function, overridden
-from trainer.loops.step_outputs import loss_of, step_outputs
+from trainer.loops.step_outputs import loss_of, manual_output, step_outputs
 from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class TrainingStep:
         optimizer step once every ``accumulate_grad_batches`` batches). ``unrolled_step.unrolled`` derives the
         fast form of this method where nothing sits between those calls."""
         if not self.module.automatic_optimization:
-            return self.step_fn(batch, batch_idx)
+            return manual_output(self.step_fn(batch, batch_idx))
         # a GradientAccumulationScheduler may change it per epoch
         self.accumulate = accumulate = self.trainer.accumulate_grad_batches
         should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0

@@ -153,21 +153,60 @@ class NoOptimizer(torch.optim.Optimizer):
 
 
 class OptimizerHandle:
-    """An optimizer whose ``step`` goes through the strategy (precision scaling, sharding, step counting)."""
+    """An optimizer whose ``step`` goes through the strategy (precision scaling, sharding, step counting): what
+    ``self.optimizers()`` returns (Lightning's ``LightningOptimizer``).
+
+    Its class derives from the wrapped optimizer's (``isinstance(handle, torch.optim.Adam)`` holds, and it prints
+    as ``LightningAdam(...)``); ``state``, ``param_groups`` and ``defaults`` are the wrapped optimizer's. Made
+    without ``step`` (``LightningOptimizer(optimizer)``), its ``step`` is the optimizer's own.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer,
-                 step: Callable[[torch.optim.Optimizer, Callable[[], Any] | None], Any]) -> None:
-        self.optimizer = optimizer
-        self._step = step  # the loop's optimizer step (trainer/loops/optimization.py: optimizer_step)
+                 step: Callable[[torch.optim.Optimizer, Callable[[], Any] | None], Any] | None = None) -> None:
+        self.__dict__["_optimizer"] = optimizer
+        self.__dict__["_step"] = step  # the loop's optimizer step (trainer/loops/optimization.py: optimizer_step)
+        self.__class__ = _handle_class(type(optimizer))
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.__dict__["_optimizer"]
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return self._step(self.optimizer, closure)
+        step = self.__dict__["_step"]
+        if step is None:
+            return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+        return step(self.optimizer, closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
+        return getattr(self.__dict__["_optimizer"], name)
 
     def __repr__(self) -> str:
-        return f"OptimizerHandle({self.optimizer!r})"
+        return "Lightning" + repr(self.optimizer)
+
+
+def _wrapped_attribute(name: str) -> property:
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
+for _name in ("state", "param_groups", "defaults"):
+    setattr(OptimizerHandle, _name, _wrapped_attribute(_name))
+
+_HANDLE_CLASSES: dict[type, type] = {}
+
+
+def _handle_class(optimizer_class: type) -> type:
+    """``Lightning<Optimizer>``: the handle's methods first, then the optimizer class's (made once per class)."""
+    if optimizer_class not in _HANDLE_CLASSES:
+        _HANDLE_CLASSES[optimizer_class] = type(f"Lightning{optimizer_class.__name__}",
+                                                (OptimizerHandle, optimizer_class), {"__module__": __name__})
+    return _HANDLE_CLASSES[optimizer_class]
