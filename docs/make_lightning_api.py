@@ -232,6 +232,7 @@ def classify(report: dict[str, Any]) -> tuple[dict[int, list[str]], list[str]]:
     uncovered = []
     findings = [("names", k) for k in report["names_failed"]] + [("signatures", k) for k in report["signatures_failed"]]
     findings += [("modules", k) for k in report["modules_failed"]]
+    findings += [("refused", k) for k in report.get("refused_failed", {})]
     for what, key in findings:
         index = next((i for i, a in enumerate(ALLOWED) if a.what == what and a.covers(key)), None)
         if index is None:

@@ -1,4 +1,9 @@
-"""Lightning names served one at a time, like ``names.NAMES``: the `lightning.fabric` part (merged into ``names.NAMES``)."""
+"""Lightning names served one at a time, like ``names.NAMES``: the `lightning.fabric` part (merged into ``names.NAMES``).
+
+Keyed by the Lightning module that defines each name; the modules re-exporting it follow. The implementations are
+in ``impl/fabric_*.py`` (their docstrings say the rule: Lightning's behaviour written in Relay, Relay's counterpart,
+or an engine internal that raises when used).
+"""
 
 from __future__ import annotations
 
@@ -6,4 +11,66 @@ _P = "lightning.pytorch"
 _F = "lightning.fabric"
 _IMPL = "trainer.lightning_compat.impl"
 
-NAMES: dict[str, str] = {}
+
+def _each(module: str, impl: str, names: str) -> dict[str, str]:
+    return {f"{_F}.{module}:{name}": f"{_IMPL}.{impl}:{name}" for name in names.split()}
+
+
+NAMES: dict[str, str] = {
+    # helpers with defined behaviour (impl/fabric_helpers.py)
+    **_each("accelerators.cpu", "fabric_helpers", "_parse_cpu_cores"),
+    **_each("accelerators.cuda", "fabric_helpers", "_check_cuda_matmul_precision"),
+    **_each("accelerators.mps", "fabric_helpers", "_get_all_available_mps_gpus"),
+    **_each("utilities.device_parser", "fabric_helpers",
+            "_check_data_type _check_unique _determine_root_gpu_device _get_all_available_gpus "
+            "_normalize_parse_gpu_input_to_list _normalize_parse_gpu_string_input _parse_gpu_ids _sanitize_gpu_ids "
+            "_select_auto_accelerator"),
+    **_each("utilities.seed", "fabric_helpers", "_generate_seed_sequence"),
+    **_each("utilities.warnings", "fabric_helpers", "_is_path_in_lightning _custom_format_warning"),
+    **_each("wrappers", "fabric_helpers", "_unwrap_compiled _to_compiled _capture_compile_kwargs"),
+    **_each("utilities.throughput", "fabric_helpers", "_MonotonicWindow"),
+    **_each("utilities.registry", "fabric_helpers", "_load_external_callbacks _register_classes"),
+    **_each("utilities.cloud_io", "fabric_helpers", "_atomic_save"),
+    # data-loader re-instantiation (impl/fabric_data.py)
+    **_each("utilities.data", "fabric_data",
+            "_WrapAttrTag _auto_add_worker_init_fn _dataloader_init_kwargs_resolve_sampler "
+            "_get_dataloader_init_args_and_kwargs _reinstantiate_wrapped_cls _replace_dunder_methods "
+            "_replace_value_in_saved_args _update_dataloader _wrap_attr_method _wrap_init_method"),
+    # distributed helpers and collectives (impl/fabric_distributed.py)
+    **_each("utilities.distributed", "fabric_distributed",
+            "DistributedSamplerWrapper _DatasetSamplerWrapper _InfiniteBarrier _all_gather_ddp_if_available "
+            "_destroy_dist_connection _gather_all_tensors _init_dist_connection _simple_gather_all_tensors _sync_ddp "
+            "_sync_ddp_if_available group ReduceOp"),
+    **_each("utilities.types", "fabric_distributed", "CollectibleGroup"),
+    **_each("plugins.collectives.collective", "fabric_distributed", "Collective"),
+    **_each("plugins.collectives.single_device", "fabric_distributed", "SingleDeviceCollective"),
+    **_each("plugins.collectives.torch_collective", "fabric_distributed", "TorchCollective default_pg_timeout"),
+    # precision and module state (impl/fabric_precision.py)
+    **_each("plugins.precision.utils", "fabric_precision",
+            "_ClassReplacementContextManager _DtypeContextManager _convert_fp_tensor"),
+    **_each("plugins.precision.amp", "fabric_precision", "_optimizer_handles_unscaling"),
+    **_each("utilities.device_dtype_mixin", "fabric_precision", "_DeviceDtypeModuleMixin _update_properties"),
+    **_each("strategies.launchers.multiprocessing", "fabric_precision", "_GlobalStateSnapshot"),
+    # strategy helpers (impl/fabric_strategies.py)
+    **_each("strategies.strategy", "fabric_strategies",
+            "_BackwardSyncControl _Sharded _apply_filter _validate_keys_for_strict_loading"),
+    **_each("strategies.ddp", "fabric_strategies", "_DDPBackwardSyncControl"),
+    **_each("strategies.fsdp", "fabric_strategies",
+            "_FSDPBackwardSyncControl _get_full_state_dict_context _get_sharded_state_dict_context "
+            "_is_sharded_checkpoint _is_full_checkpoint _has_fsdp_modules"),
+    **_each("strategies.model_parallel", "fabric_strategies",
+            "_FSDPNoSync _ParallelBackwardSyncControl _has_dtensor_modules _load_raw_module_state "
+            "_load_raw_module_state_from_path _named_parameters_and_buffers_to_load"),
+    **_each("utilities.load", "fabric_strategies", "_load_distributed_checkpoint"),
+    **_each("utilities.consolidate_checkpoint", "fabric_strategies", "_parse_cli_args _process_cli_args"),
+    # engine internals Relay does not run: import everywhere, raise when used (impl/fabric_refused.py)
+    **_each("connector", "fabric_refused", "_Connector"),
+    **_each("strategies.launchers.launcher", "fabric_refused", "_Launcher"),
+    **_each("strategies.launchers.subprocess_script", "fabric_refused",
+            "_SubprocessScriptLauncher _ChildProcessObserver _launch_process_observer"),
+    **_each("cli", "fabric_refused", "_main _run _consolidate main _torchrun_launch"),
+    **_each("strategies.xla_fsdp", "fabric_refused",
+            "_XLAFSDPBackwardSyncControl _activation_checkpointing_auto_wrapper _activation_checkpointing_kwargs "
+            "_auto_wrap_policy_kwargs"),
+    **_each("strategies.launchers.xla", "fabric_refused", "_rank_teardown"),
+}

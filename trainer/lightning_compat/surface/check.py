@@ -39,6 +39,8 @@ class Report:
     names_failed: dict[str, str] = field(default_factory=dict)  # "module:name" -> error
     signatures: int = 0
     signatures_failed: dict[str, str] = field(default_factory=dict)  # "module:name[.method]" -> difference
+    # served names that raise when used (an engine internal Relay does not run): "module:name" -> its reason
+    refused_failed: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         return (f"modules importing {self.modules - len(self.modules_failed)}/{self.modules}, "
@@ -81,6 +83,15 @@ def difference(lightning: list[list[str]], relay: list[list[str]] | None) -> str
     return None
 
 
+def _refused(obj: Any) -> str | None:
+    """The reason a served name raises when used (its ``__relay_refused__``), or None."""
+    try:
+        why = getattr(obj, "__relay_refused__", None)
+    except Exception:  # noqa: BLE001 - an object whose attribute lookup fails is not a refused stand-in
+        return None
+    return why if isinstance(why, str) else None
+
+
 def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report:
     """Import every module under every root, resolve every name, compare every public signature."""
     data = data or surface.load()
@@ -113,6 +124,9 @@ def check(data: dict[str, Any] | None = None, signatures: bool = True) -> Report
             except Exception as err:  # noqa: BLE001
                 report.names_failed[f"{name}:{attr}"] = f"{type(err).__name__}: {err}".splitlines()[0]
                 continue
+            refused = _refused(obj)
+            if refused:
+                report.refused_failed[f"{name}:{attr}"] = refused
             if not signatures or entry["kind"] == "reexport" or attr.startswith("_"):
                 continue
             if "signature" in entry and entry["signature"] is not None:

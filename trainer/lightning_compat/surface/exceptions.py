@@ -28,6 +28,7 @@ class Allowed:
 
 
 NOT_SERVED = f"{TESTS}::test_names_not_served_fail_when_used_naming_themselves"
+RAISES_ON_USE = "tests/compat/test_lightning_names_fabric.py::test_engine_internals_import_and_raise_naming_themselves"
 LISTED = f"{TESTS}::test_every_finding_is_an_allowed_exception_and_every_exception_still_holds"
 
 # public signatures that differ today, each by name: a new difference is a finding, not covered here
@@ -90,7 +91,7 @@ ALLOWED: list[Allowed] = [
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.pytorch.utilities.deepspeed:*", "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*",
              "*:DeepSpeedSummary", "lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
-             "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*", "lightning.*.strategies.xla_fsdp:_*"),
+             "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*"),
             "names",
             "Lightning's strategy-specific helpers (DeepSpeed checkpoint conversion and summaries, FSDP/model-parallel "
             "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
@@ -102,10 +103,6 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.callbacks.progress.rich_progress:*", "*:Tqdm"), "names",
             "Lightning's progress-bar drawing (rich columns and theme, its tqdm subclass): Relay's bars draw "
             "themselves", NOT_SERVED),
-    Allowed(("lightning.fabric.plugins.collectives*:*", "*:CollectibleGroup", "lightning.fabric.utilities.distributed:*",
-             "*:DistributedSamplerWrapper"), "names",
-            "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
-            "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
     Allowed(("lightning.pytorch.accelerators.cuda:get_nvidia_gpu_stats", "lightning.pytorch.accelerators.mps:get_device_stats",
              "lightning.pytorch.utilities.parsing:*", "*:save_hyperparameters", "*:parse_class_init_keys",
              "lightning.pytorch.utilities.compile:*", "*:get_torchvision_model", "*:has_len_all_ranks",
@@ -127,6 +124,19 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loggers.litlogger:LitLogger.*",), "signatures",
             "methods of a class that cannot be constructed here (its constructor raises what Lightning raises without "
             "the `litlogger` package)", LISTED),
+    # served, but raise when constructed or called (``__relay_refused__``): Lightning engine internals Relay does not run
+    Allowed(("lightning.fabric.connector:_Connector", "lightning.fabric.fabric:_Connector"), "refused",
+            "Lightning Fabric's connector (choosing accelerator, strategy, precision and environment from the "
+            "arguments): Relay's `Fabric` makes that choice itself; the class imports and raises when constructed",
+            RAISES_ON_USE),
+    Allowed(("lightning.fabric.strategies*:_SubprocessScriptLauncher", "*:_ChildProcessObserver",
+             "*:_launch_process_observer"), "refused",
+            "Lightning's script-relaunching launcher and its child-process watcher: Relay starts and watches workers "
+            "with its launcher on torch.distributed.elastic; they import and raise when used", RAISES_ON_USE),
+    Allowed(("lightning.fabric.cli:_main", "lightning.fabric.cli:_run", "lightning.fabric.cli:_consolidate",
+             "lightning.fabric.cli:main", "lightning.fabric.cli:_torchrun_launch"), "refused",
+            "the `fabric run` / `fabric consolidate` command line: Relay has its own (`python -m trainer`); they "
+            "import and raise when called", RAISES_ON_USE),
     Allowed(NOT_ALIGNED, "signatures",
             "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"

@@ -1,0 +1,129 @@
+"""Lightning Fabric's engine internals that Relay has no counterpart of: they import everywhere (so a file that
+imports them loads) and raise ``LightningEngineInternalError`` when constructed or called, naming what they are
+and what Relay does instead. Each carries ``__relay_refused__`` (its reason), which the surface check reports and
+``surface/exceptions.py`` lists as an allowed exception.
+
+How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``names_fabric.py``):
+1. a helper with defined behaviour is written here, with Lightning's signature and observable behaviour (results,
+   exception types and messages), reusing Relay's own functions where Relay does the same thing;
+2. a Lightning engine class Relay has a counterpart of is served as that counterpart (or a small adapter);
+3. an engine internal Relay has no counterpart of imports everywhere and raises, when constructed or called, an
+   error naming what it is and what Relay does instead (this file).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from trainer.lightning_compat.impl.xla import _refuse as _refuse_xla
+
+
+class LightningEngineInternalError(NotImplementedError):
+    """A piece of Lightning's engine that Relay's zero-edit mode serves by name only."""
+
+
+def _message(name: str, reason: str) -> str:
+    return (f"{name} is a piece of Lightning's engine that Relay does not run: {reason} (Relay's Lightning "
+            "compatibility mode serves the name so that files importing it load; see docs/lightning_api.md).")
+
+
+def _refused_class(name: str, reason: str, base: type = object) -> type:
+    """A class named as Lightning's whose construction raises (subclasses too)."""
+    qualname = name.rsplit(":", 1)[1]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise LightningEngineInternalError(_message(name, reason))
+
+    return type(qualname, (base,), {"__init__": __init__, "__relay_refused__": reason, "__module__": __name__,
+                                    "__doc__": f"``{name}``: not run by Relay ({reason})."})
+
+
+def _refused_function(name: str, reason: str) -> Callable[..., Any]:
+    """A function named as Lightning's that raises when called."""
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise LightningEngineInternalError(_message(name, reason))
+
+    refused.__name__ = refused.__qualname__ = name.rsplit(":", 1)[1]
+    refused.__doc__ = f"``{name}``: not run by Relay ({reason})."
+    refused.__relay_refused__ = reason  # type: ignore[attr-defined]
+    return refused
+
+
+_F = "lightning.fabric"
+
+# --- the connector ---------------------------------------------------------------------------------------------------
+_CONNECTOR = ("Relay's Fabric chooses its accelerator, strategy, precision and cluster environment in "
+              "`trainer.fabric.Fabric` itself (`fabric.accelerator`, `fabric.strategy` show the choice)")
+_Connector = _refused_class(f"{_F}.connector:_Connector", _CONNECTOR)
+
+
+# --- launchers -------------------------------------------------------------------------------------------------------
+class _Launcher(ABC):
+    """Lightning's launcher interface: starts the processes a strategy runs in."""
+
+    @property
+    @abstractmethod
+    def is_interactive_compatible(self) -> bool:
+        """Whether it works in a notebook."""
+
+    @abstractmethod
+    def launch(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Start the processes and run ``function`` in them."""
+
+
+_SCRIPT = ("Relay starts worker processes for `strategy='ddp'` with its launcher on torch.distributed.elastic "
+           "(plugins/launchers/elastic.py), and watches them there")
+_SubprocessScriptLauncher = _refused_class(f"{_F}.strategies.launchers.subprocess_script:_SubprocessScriptLauncher",
+                                           _SCRIPT, _Launcher)
+_ChildProcessObserver = _refused_class(f"{_F}.strategies.launchers.subprocess_script:_ChildProcessObserver", _SCRIPT)
+_launch_process_observer = _refused_function(
+    f"{_F}.strategies.launchers.subprocess_script:_launch_process_observer", _SCRIPT)
+
+
+# --- Lightning's `fabric` command line ---------------------------------------------------------------------------------
+_CLI = ("Relay has its own command line (`python -m trainer`); a Fabric script runs under torchrun or "
+        "`python -m trainer.lightning_compat script.py`")
+_main = _refused_function(f"{_F}.cli:_main", _CLI)
+_run = _refused_function(f"{_F}.cli:_run", _CLI)
+_consolidate = _refused_function(f"{_F}.cli:_consolidate", _CLI)
+_refused_main = _refused_function(f"{_F}.cli:main", _CLI)
+
+
+def main(args: Any, script_args: list[str] | None = None) -> None:
+    """``lightning.fabric.cli.main``: not run by Relay (see ``_CLI``)."""
+    _refused_main(args, script_args)
+
+
+main.__relay_refused__ = _CLI  # type: ignore[attr-defined]
+_torchrun_launch = _refused_function(f"{_F}.cli:_torchrun_launch", _CLI)
+
+
+# --- XLA FSDP (no torch_xla here, and no XLA backend in Relay): as Lightning without torch_xla, then Relay's refusal --
+class _XLAFSDPBackwardSyncControl:
+    """``no_backward_sync`` of an XLA-FSDP module: needs torch_xla."""
+
+    def no_backward_sync(self, module: Any, enabled: bool) -> Any:
+        _refuse_xla()
+
+
+def _activation_checkpointing_auto_wrapper(policy: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
+    """XLA-FSDP's activation-checkpointing wrapper: needs torch_xla."""
+    _refuse_xla()
+
+
+def _activation_checkpointing_kwargs(policy: Any, kwargs: dict) -> dict:
+    _refuse_xla()
+    return kwargs
+
+
+def _auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
+    _refuse_xla()
+    return kwargs
+
+
+def _rank_teardown(rank: int) -> None:
+    """The XLA launcher's end-of-process rendezvous: needs torch_xla."""
+    _refuse_xla()
