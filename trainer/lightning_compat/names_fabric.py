@@ -31,6 +31,27 @@ NAMES: dict[str, str] = {
     **_each("utilities.throughput", "fabric_helpers", "_MonotonicWindow"),
     **_each("utilities.registry", "fabric_helpers", "_load_external_callbacks _register_classes"),
     **_each("utilities.cloud_io", "fabric_helpers", "_atomic_save"),
+    **_each("utilities.throughput", "fabric_helpers", "_plugin_to_compute_dtype"),
+    **_each("wrappers", "fabric_helpers", "_backward_hook"),
+    **_each("accelerators.registry", "fabric_helpers", "call_register_accelerators"),
+    **_each("plugins.environments.slurm", "fabric_helpers", "_is_slurm_interactive_mode _is_srun_used"),
+    **_each("utilities.apply_func", "fabric_helpers", "_TransferableDataType _from_numpy"),
+    **_each("accelerators.xla", "fabric_helpers", "_parse_tpu_devices_str _check_tpu_devices_valid"),
+    **_each("fabric", "fabric_helpers", "_do_nothing"),
+    **_each("connector", "fabric_helpers", "_is_using_cli _convert_precision_to_unified_args"),
+    **_each("cli", "fabric_helpers", "_get_supported_strategies _set_env_variables _get_num_processes"),
+    # strategy options: FSDP, DeepSpeed, model parallel, XLA-FSDP argument checks (impl/fabric_strategy_options.py)
+    **_each("strategies.fsdp", "fabric_strategy_options",
+            "_auto_wrap_policy_kwargs _activation_checkpointing_kwargs _setup_activation_checkpointing _init_cpu_offload "
+            "_init_sharding_strategy _optimizer_has_flat_params _move_torchmetrics_to_device "
+            "_distributed_checkpoint_save _distributed_checkpoint_load"),
+    **_each("strategies.model_parallel", "fabric_strategy_options", "_setup_device_mesh _rekey_optimizer_state_if_needed"),
+    **_each("strategies.deepspeed", "fabric_strategy_options",
+            "_format_precision_config _get_deepspeed_engines_from_state _validate_state_keys "
+            "_validate_device_index_selection _is_deepspeed_checkpoint _validate_checkpoint_directory"),
+    f"{_F}.strategies.xla_fsdp:_auto_wrap_policy_kwargs": f"{_IMPL}.fabric_strategy_options:_xla_auto_wrap_policy_kwargs",
+    f"{_F}.strategies.xla_fsdp:_activation_checkpointing_kwargs":
+        f"{_IMPL}.fabric_strategy_options:_xla_activation_checkpointing_kwargs",
     # data-loader re-instantiation (impl/fabric_data.py)
     **_each("utilities.data", "fabric_data",
             "_WrapAttrTag _auto_add_worker_init_fn _dataloader_init_kwargs_resolve_sampler "
@@ -51,6 +72,14 @@ NAMES: dict[str, str] = {
     **_each("plugins.precision.amp", "fabric_precision", "_optimizer_handles_unscaling"),
     **_each("utilities.device_dtype_mixin", "fabric_precision", "_DeviceDtypeModuleMixin _update_properties"),
     **_each("strategies.launchers.multiprocessing", "fabric_precision", "_GlobalStateSnapshot"),
+    **_each("plugins.precision.bitsandbytes", "fabric_precision",
+            "_import_bitsandbytes _quantize_on_load_hook _ignore_missing_weights_hook _replace_param _convert_layers"),
+    f"{_F}.plugins.precision.transformer_engine:_convert_layers": f"{_IMPL}.fabric_precision:_convert_te_layers",
+    # launchers: the interface, the multiprocessing launcher on Relay's spawn launcher, helpers (impl/fabric_launchers.py)
+    **_each("strategies.launchers.launcher", "fabric_launchers", "_Launcher"),
+    **_each("strategies.launchers.multiprocessing", "fabric_launchers",
+            "_MultiProcessingLauncher _check_bad_cuda_fork _check_missing_main_guard _disable_module_memory_sharing"),
+    **_each("strategies.launchers.subprocess_script", "fabric_launchers", "_basic_subprocess_cmd _hydra_subprocess_cmd"),
     # strategy helpers (impl/fabric_strategies.py)
     **_each("strategies.strategy", "fabric_strategies",
             "_BackwardSyncControl _Sharded _apply_filter _validate_keys_for_strict_loading"),
@@ -65,12 +94,12 @@ NAMES: dict[str, str] = {
     **_each("utilities.consolidate_checkpoint", "fabric_strategies", "_parse_cli_args _process_cli_args"),
     # engine internals Relay does not run: import everywhere, raise when used (impl/fabric_refused.py)
     **_each("connector", "fabric_refused", "_Connector"),
-    **_each("strategies.launchers.launcher", "fabric_refused", "_Launcher"),
     **_each("strategies.launchers.subprocess_script", "fabric_refused",
             "_SubprocessScriptLauncher _ChildProcessObserver _launch_process_observer"),
     **_each("cli", "fabric_refused", "_main _run _consolidate main _torchrun_launch"),
-    **_each("strategies.xla_fsdp", "fabric_refused",
-            "_XLAFSDPBackwardSyncControl _activation_checkpointing_auto_wrapper _activation_checkpointing_kwargs "
-            "_auto_wrap_policy_kwargs"),
+    **_each("strategies.xla_fsdp", "fabric_refused", "_XLAFSDPBackwardSyncControl _activation_checkpointing_auto_wrapper"),
+    **_each("_graveyard.tpu", "fabric_refused", "_patch_sys_modules _patch_classes"),
     **_each("strategies.launchers.xla", "fabric_refused", "_rank_teardown"),
+    **_each("strategies.model_parallel", "fabric_refused", "_save_checkpoint _load_checkpoint"),
+    **_each("utilities.load", "fabric_refused", "_LazyLoadingUnpickler"),
 }

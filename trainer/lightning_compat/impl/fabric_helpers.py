@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from abc import ABC
 from collections.abc import MutableSequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -282,3 +283,175 @@ def _atomic_save(checkpoint: dict[str, Any], filepath: str | Path) -> None:
     log.debug(f"Saving checkpoint: {filepath}")
     TorchCheckpointIO().save_checkpoint(checkpoint, filepath)
 
+
+
+def _plugin_to_compute_dtype(plugin: Any) -> torch.dtype:
+    """The dtype a precision plugin computes in (for FLOP counts): bitsandbytes' compute dtype, int8 for
+    TransformerEngine, the 16-bit type of a half or mixed precision, float64 for double, else float32."""
+    from plugins.precision.base import Precision
+    from plugins.precision.half import DoublePrecision
+    from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
+    from trainer.lightning_compat.impl.quantization import BitsandbytesPrecision, TransformerEnginePrecision
+
+    if not isinstance(plugin, Precision):
+        raise RuntimeError(f"Expected a precision plugin, got {plugin}")
+    if isinstance(plugin, BitsandbytesPrecision):
+        return plugin.dtype
+    if isinstance(plugin, TransformerEnginePrecision):
+        return torch.int8
+    if isinstance(plugin, DoublePrecision):
+        return torch.double
+    name = str(getattr(plugin, "name", "32-true"))
+    if isinstance(plugin, FSDPPrecision) and name not in ("16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true"):
+        raise ValueError(f"Was unable to infer precision type, received {name!r}.")
+    if name.startswith("bf16"):
+        return torch.bfloat16
+    if name.startswith("16"):
+        return torch.float16
+    if name.startswith("64"):
+        return torch.double
+    return torch.float32
+
+
+def _backward_hook(requires_backward: bool, *_: Any) -> None:
+    """Lightning's check behind ``loss.backward()`` on a module set up by Fabric: with a strategy or precision that
+    needs ``fabric.backward``, a ``backward()`` outside it is a ``RuntimeError``. Relay's Fabric does not install
+    this hook, and nothing in Relay sets the "inside fabric.backward" flag it reads (``_in_fabric_backward`` on
+    ``trainer.fabric.wrappers``), so here ``requires_backward=True`` always raises."""
+    if requires_backward and not _in_fabric_backward():
+        raise RuntimeError("The current strategy and precision selection requires you to call `fabric.backward(loss)`"
+                           " instead of `loss.backward()`.")
+
+
+def _in_fabric_backward() -> bool:
+    from trainer.fabric import wrappers
+
+    return bool(getattr(wrappers, "_in_fabric_backward", False))
+
+
+def call_register_accelerators(registry: Any, base_module: str) -> None:
+    """Let each accelerator class in ``base_module`` that overrides ``register_accelerators`` add itself to
+    ``registry`` (Lightning's legacy hook)."""
+    import importlib
+
+    from plugins.accelerators.base import Accelerator
+
+    _register_classes(registry, "register_accelerators", importlib.import_module(base_module), Accelerator)
+
+
+# --- environments, data transfer, XLA device strings -------------------------------------------------------------------
+def _is_slurm_interactive_mode() -> bool:
+    """Whether this SLURM job is an interactive shell (its job name is ``bash`` or ``interactive``)."""
+    return os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")
+
+
+def _is_srun_used() -> bool:
+    """Whether processes were started by ``srun`` (``SLURM_NTASKS`` set, not an interactive job)."""
+    return "SLURM_NTASKS" in os.environ and not _is_slurm_interactive_mode()
+
+
+class _TransferableDataType(ABC):
+    """``isinstance(x, _TransferableDataType)``: whether ``x`` has a callable ``to`` (can be moved to a device)."""
+
+    @classmethod
+    def __subclasshook__(cls, subclass: Any) -> Any:
+        if cls is _TransferableDataType:
+            return callable(getattr(subclass, "to", None))
+        return NotImplemented
+
+
+def _from_numpy(value: Any, device: Any) -> torch.Tensor:
+    return torch.from_numpy(value).to(device)
+
+
+def _parse_tpu_devices_str(devices: str) -> int | list[int]:
+    """``"8"`` -> 8, ``"1,"`` -> ``[1]``; anything else a ``ValueError``."""
+    devices = devices.strip()
+    try:
+        return int(devices)
+    except ValueError:
+        try:
+            return [int(x.strip()) for x in devices.split(",") if x]
+        except ValueError:
+            raise ValueError(f"Could not parse the selected TPU devices: {devices!r}") from None
+
+
+def _check_tpu_devices_valid(devices: object) -> None:
+    """``devices`` for TPUs: 1, all of them, or one index; here no TPU exists (a count of 0)."""
+    count = 0  # XLAAccelerator.auto_device_count() without torch_xla
+    if (isinstance(devices, int) and devices in {1, count}) or (
+            isinstance(devices, (list, tuple)) and len(devices) == 1 and 0 <= devices[0] <= count - 1):
+        return
+    raise ValueError(f"`devices` can only be 'auto', 1, {count} or [<0-{count - 1}>] for TPUs. Got {devices!r}")
+
+
+# --- Lightning's `fabric run` command line: its argument handling -------------------------------------------------------
+def _do_nothing(*_: Any) -> None:
+    pass
+
+
+def _is_using_cli() -> bool:
+    """Whether the program was started by ``fabric run`` (``LT_CLI_USED=1``)."""
+    return bool(int(os.environ.get("LT_CLI_USED", "0")))
+
+
+def _get_supported_strategies() -> list[str]:
+    """The strategy names ``fabric run --strategy`` accepts: the registry's, without those that start processes
+    themselves or need more configuration (spawn, fork, notebook, XLA/TPU, offload)."""
+    import re
+
+    from trainer.fabric.registries import STRATEGY_REGISTRY
+
+    excluded = r".*(spawn|fork|notebook|xla|tpu|offload).*"
+    return [name for name in STRATEGY_REGISTRY.available_strategies() if not re.match(excluded, name)]
+
+
+def _set_env_variables(args: Any) -> None:
+    """Export the ``fabric run`` options as the ``LT_*`` variables the launched processes read."""
+    os.environ["LT_CLI_USED"] = "1"
+    if args.accelerator is not None:
+        os.environ["LT_ACCELERATOR"] = str(args.accelerator)
+    if args.strategy is not None:
+        os.environ["LT_STRATEGY"] = str(args.strategy)
+    os.environ["LT_DEVICES"] = str(args.devices)
+    os.environ["LT_NUM_NODES"] = str(args.num_nodes)
+    if args.precision is not None:
+        os.environ["LT_PRECISION"] = str(args.precision)
+
+
+def _get_num_processes(accelerator: str, devices: str) -> int:
+    """How many processes ``fabric run`` starts on this machine for ``accelerator`` and ``devices``."""
+    if accelerator in ("auto", None):
+        accelerator = _select_auto_accelerator()
+    if devices == "auto":
+        if accelerator not in ("cuda", "mps", "cpu"):
+            raise ValueError(f"Cannot default to '1' device for accelerator='{accelerator}'")
+        devices = "1"
+    if accelerator == "tpu":
+        raise ValueError("Launching processes for TPU through the CLI is not supported.")
+    if accelerator not in ("gpu", "cuda", "mps"):
+        return _parse_cpu_cores(devices)
+    ids = _parse_gpu_ids(devices, include_cuda=accelerator in ("gpu", "cuda"), include_mps=accelerator in ("gpu", "mps"))
+    return len(ids) if ids is not None else 0
+
+
+def _convert_precision_to_unified_args(precision: Any) -> str | None:
+    """A precision setting in Lightning's current form: ``32`` -> ``"32-true"``, ``"16"`` -> ``"16-mixed"``
+    (with a warning for the 16-bit aliases), an unknown value a ``ValueError``."""
+    from trainer.utilities.rank_zero import rank_zero_warn
+
+    if precision is None:
+        return None
+    full = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+            "32-true", "64-true")
+    aliases = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
+    supported = full + (64, 32, 16) + tuple(aliases)
+    if precision not in supported:
+        raise ValueError(f"Precision {precision!r} is invalid. Allowed precision values: {supported}")
+    precision = str(precision)
+    if precision in aliases:
+        if precision[:2] not in ("32", "64"):
+            rank_zero_warn(f"`precision={precision}` is supported for historical reasons but its usage is discouraged. "
+                           f"Please set your precision to {aliases[precision]} instead!")
+        precision = aliases[precision]
+    return precision

@@ -165,3 +165,102 @@ class _GlobalStateSnapshot:
                                            warn_only=self.use_deterministic_algorithms_warn_only)
         torch.backends.cudnn.benchmark = self.cudnn_benchmark
         _set_rng_states(self.rng_states)
+
+
+# --- bitsandbytes and TransformerEngine layer helpers (need their package; without it, Lightning's error) --------------
+def _import_bitsandbytes() -> Any:
+    """The ``bitsandbytes`` module (imported without its welcome banner and CPU-build warnings); without the
+    package, the ``ModuleNotFoundError`` Lightning raises."""
+    import os
+    import warnings
+
+    from trainer.lightning_compat.impl.requirements import BITSANDBYTES, require
+
+    require(BITSANDBYTES)
+    quiet = "BITSANDBYTES_NOWELCOME" in os.environ
+    os.environ.setdefault("BITSANDBYTES_NOWELCOME", "1")
+    warnings.filterwarnings("ignore", message=r".*bitsandbytes was compiled without GPU support.*")
+    warnings.filterwarnings("ignore", message=r"MatMul8bitLt: inputs will be cast from .* to float16 during quantization")
+    import bitsandbytes
+
+    if not quiet:
+        del os.environ["BITSANDBYTES_NOWELCOME"]
+    return bitsandbytes
+
+
+def _quantize_on_load_hook(quantize_fn: Any, state_dict: Any, *_: Any) -> None:
+    """A ``load_state_dict`` pre-hook of a quantized linear layer: the weight is taken out of the state dict and
+    quantized into the layer by ``quantize_fn``."""
+    weight_key = next((name for name in state_dict if name.endswith("weight")), None)
+    if weight_key is not None:
+        quantize_fn(state_dict.pop(weight_key))
+
+
+def _ignore_missing_weights_hook(module: torch.nn.Module, incompatible_keys: Any) -> None:
+    """A ``load_state_dict`` post-hook: the weight loaded by ``_quantize_on_load_hook`` is not missing."""
+    for key in reversed(incompatible_keys.missing_keys):
+        if key.endswith("weight"):
+            incompatible_keys.missing_keys.remove(key)
+
+
+def _replace_param(param: torch.nn.Parameter, data: Tensor, quant_state: tuple | None = None) -> torch.nn.Parameter:
+    """``param`` holding ``data`` (a new parameter when ``param`` is on the meta device, where data cannot be set);
+    a 4-bit parameter keeps its quantization settings and gets ``quant_state``."""
+    bnb = _import_bitsandbytes()
+    is_4bit = isinstance(param, bnb.nn.Params4bit)
+    if param.device.type == "meta":
+        if is_4bit:
+            return bnb.nn.Params4bit(data=data, requires_grad=data.requires_grad, quant_state=quant_state,
+                                     blocksize=param.blocksize, compress_statistics=param.compress_statistics,
+                                     quant_type=param.quant_type, quant_storage=param.quant_storage,
+                                     module=param.module, bnb_quantized=param.bnb_quantized)
+        return torch.nn.Parameter(data, requires_grad=data.requires_grad)
+    param.data = data
+    if is_4bit:
+        param.quant_state = quant_state
+    return param
+
+
+def _convert_layers(module: torch.nn.Module, linear_cls: type, ignore_modules: set[str], prefix: str = "") -> None:
+    """Replace, in place, every ``nn.Linear`` of ``module`` (except those under a name in ``ignore_modules``) by a
+    ``linear_cls`` layer holding a copy of its weights (a 4-bit class is built on the meta device)."""
+    bnb = _import_bitsandbytes()
+    four_bit = issubclass(linear_cls, bnb.nn.Linear4bit)
+    for name, child in module.named_children():
+        fullname = f"{prefix}.{name}" if prefix else name
+        if isinstance(child, torch.nn.Linear) and not any(fullname.startswith(s) for s in ignore_modules):
+            replacement = linear_cls(child.in_features, child.out_features, bias=child.bias is not None,
+                                     device=torch.device("meta" if four_bit else "cpu"))
+            if child.bias is not None:
+                replacement.bias = _replace_param(replacement.bias, child.bias.data.clone())
+            state = replacement.weight.quant_state if four_bit else None
+            replacement.weight = _replace_param(replacement.weight, child.weight.data.clone(), quant_state=state)
+            module.__setattr__(name, replacement)
+        else:
+            _convert_layers(child, linear_cls, ignore_modules, prefix=fullname)
+
+
+def _convert_te_layers(module: torch.nn.Module) -> None:
+    """Replace, in place, ``nn.Linear`` (dimensions divisible by 8 and 16; others are skipped with a warning) and
+    ``nn.LayerNorm`` layers by TransformerEngine's, with copies of their weights."""
+    import transformer_engine.pytorch as te
+
+    from trainer.utilities.rank_zero import rank_zero_warn
+
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.Linear):
+            if child.in_features % 8 != 0 or child.out_features % 16 != 0:
+                rank_zero_warn("Support for FP8 in the linear layers with this plugin is currently limited to tensors with"
+                               " shapes where the dimensions are divisible by 8 and 16 respectively. The layer "
+                               f"{name!r} does not fit this criteria. You might want to add padding to your inputs.")
+                continue
+            replacement = te.Linear(child.in_features, child.out_features, bias=child.bias is not None)
+        elif isinstance(child, torch.nn.LayerNorm):
+            replacement = te.LayerNorm(child.normalized_shape[0], eps=child.eps)
+        else:
+            _convert_te_layers(child)
+            continue
+        replacement.weight.data = child.weight.data.clone()
+        if child.bias is not None and replacement.bias is not None:
+            replacement.bias.data = child.bias.data.clone()
+        module.__setattr__(name, replacement)

@@ -13,10 +13,10 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from trainer.lightning_compat.impl.fabric_launchers import _Launcher
 from trainer.lightning_compat.impl.xla import _refuse as _refuse_xla
 
 
@@ -33,10 +33,10 @@ def _refused_class(name: str, reason: str, base: type = object) -> type:
     """A class named as Lightning's whose construction raises (subclasses too)."""
     qualname = name.rsplit(":", 1)[1]
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
         raise LightningEngineInternalError(_message(name, reason))
 
-    return type(qualname, (base,), {"__init__": __init__, "__relay_refused__": reason, "__module__": __name__,
+    return type(qualname, (base,), {"__new__": __new__, "__relay_refused__": reason, "__module__": __name__,
                                     "__doc__": f"``{name}``: not run by Relay ({reason})."})
 
 
@@ -61,19 +61,6 @@ _Connector = _refused_class(f"{_F}.connector:_Connector", _CONNECTOR)
 
 
 # --- launchers -------------------------------------------------------------------------------------------------------
-class _Launcher(ABC):
-    """Lightning's launcher interface: starts the processes a strategy runs in."""
-
-    @property
-    @abstractmethod
-    def is_interactive_compatible(self) -> bool:
-        """Whether it works in a notebook."""
-
-    @abstractmethod
-    def launch(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
-        """Start the processes and run ``function`` in them."""
-
-
 _SCRIPT = ("Relay starts worker processes for `strategy='ddp'` with its launcher on torch.distributed.elastic "
            "(plugins/launchers/elastic.py), and watches them there")
 _SubprocessScriptLauncher = _refused_class(f"{_F}.strategies.launchers.subprocess_script:_SubprocessScriptLauncher",
@@ -89,6 +76,12 @@ _CLI = ("Relay has its own command line (`python -m trainer`); a Fabric script r
 _main = _refused_function(f"{_F}.cli:_main", _CLI)
 _run = _refused_function(f"{_F}.cli:_run", _CLI)
 _consolidate = _refused_function(f"{_F}.cli:_consolidate", _CLI)
+
+# --- Lightning's TPU graveyard: it patches its legacy TPU names into its modules; Relay's alias serves them ---------
+_GRAVEYARD = ("Relay serves Lightning's legacy TPU names (`TPUAccelerator`, `lightning.fabric.accelerators.tpu`) "
+              "through its module aliases; there is nothing to patch")
+_patch_sys_modules = _refused_function(f"{_F}._graveyard.tpu:_patch_sys_modules", _GRAVEYARD)
+_patch_classes = _refused_function(f"{_F}._graveyard.tpu:_patch_classes", _GRAVEYARD)
 _refused_main = _refused_function(f"{_F}.cli:main", _CLI)
 
 
@@ -99,6 +92,18 @@ def main(args: Any, script_args: list[str] | None = None) -> None:
 
 main.__relay_refused__ = _CLI  # type: ignore[attr-defined]
 _torchrun_launch = _refused_function(f"{_F}.cli:_torchrun_launch", _CLI)
+
+
+# --- model-parallel checkpoints and the lazy-loading unpickler -----------------------------------------------------------
+_MODEL_PARALLEL_CHECKPOINT = ("Relay's ModelParallelStrategy saves and loads its checkpoints itself (a sharded "
+                              "directory read back into any world size: plugins/strategies/sharded_checkpoint.py); "
+                              "use fabric.save / fabric.load")
+_save_checkpoint = _refused_function(f"{_F}.strategies.model_parallel:_save_checkpoint", _MODEL_PARALLEL_CHECKPOINT)
+_load_checkpoint = _refused_function(f"{_F}.strategies.model_parallel:_load_checkpoint", _MODEL_PARALLEL_CHECKPOINT)
+_LazyLoadingUnpickler = _refused_class(
+    f"{_F}.utilities.load:_LazyLoadingUnpickler",
+    "Relay's `_lazy_load` memory-maps the checkpoint through torch.load's weights-only unpickler instead of a "
+    "plain pickle unpickler (a checkpoint is data, never code)")
 
 
 # --- XLA FSDP (no torch_xla here, and no XLA backend in Relay): as Lightning without torch_xla, then Relay's refusal --
@@ -112,16 +117,6 @@ class _XLAFSDPBackwardSyncControl:
 def _activation_checkpointing_auto_wrapper(policy: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
     """XLA-FSDP's activation-checkpointing wrapper: needs torch_xla."""
     _refuse_xla()
-
-
-def _activation_checkpointing_kwargs(policy: Any, kwargs: dict) -> dict:
-    _refuse_xla()
-    return kwargs
-
-
-def _auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
-    _refuse_xla()
-    return kwargs
 
 
 def _rank_teardown(rank: int) -> None:
