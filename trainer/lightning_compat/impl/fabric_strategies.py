@@ -227,14 +227,16 @@ def _load_distributed_checkpoint(checkpoint_folder: Path) -> dict[str, Any]:
 
     if tensor_keys(extra):  # Relay's layout: the tensors' places are marked in meta.pt
         return join_tensors(extra, read_full(checkpoint_folder))
-    import torch.distributed.checkpoint as dcp
+    # torch's loader that fills an empty dict from the metadata (the public ``load`` fills a copy); private, as in
+    # Lightning and in torch's own ``dcp_to_torch_save``
     from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     from plugins.strategies.dcp_reader import SafeFileSystemReader
 
     checkpoint: dict[str, Any] = {}
-    dcp.load(checkpoint, storage_reader=SafeFileSystemReader(checkpoint_folder),
-             planner=_EmptyStateDictLoadPlanner(), no_dist=True)
+    _load_state_dict(checkpoint, storage_reader=SafeFileSystemReader(checkpoint_folder),
+                     planner=_EmptyStateDictLoadPlanner(), no_dist=True)
     checkpoint.update(extra)
     return checkpoint
 
