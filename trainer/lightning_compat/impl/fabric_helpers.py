@@ -41,7 +41,9 @@ def _parse_cpu_cores(cpu_cores: int | str) -> int:
 def _check_cuda_matmul_precision(device: torch.device) -> None:
     """On a GPU with Tensor Cores (Ampere or later) and float32 matmuls left at "highest", say (rank 0, info) that
     ``torch.set_float32_matmul_precision`` would use them."""
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability(device)[0] < 8:
+    from trainer.lightning_compat.impl.utilities import _is_ampere_or_later
+
+    if not torch.cuda.is_available() or not _is_ampere_or_later(device):
         return
     if torch.get_float32_matmul_precision() == "highest":
         rank_zero_info(
@@ -81,7 +83,9 @@ def _check_unique(device_ids: list[int]) -> None:
 
 
 def _get_all_available_gpus(include_cuda: bool = False, include_mps: bool = False) -> list[int]:
-    cuda = list(range(torch.cuda.device_count())) if include_cuda else []
+    from trainer.lightning_compat.impl.utilities import _get_all_visible_cuda_devices
+
+    cuda = _get_all_visible_cuda_devices() if include_cuda else []
     return cuda + (_get_all_available_mps_gpus() if include_mps else [])
 
 
