@@ -82,7 +82,8 @@ def test_device_and_seed_helpers_answer_as_lightning():
 
 
 def test_monotonic_window_and_precision_dtype():
-    window_cls = relay("fabric_helpers")._MonotonicWindow
+    from trainer.fabric.utilities.throughput import _MonotonicWindow as window_cls
+
     theirs_cls = lightning("lightning.fabric.utilities.throughput")._MonotonicWindow
     for cls in (window_cls, theirs_cls):
         w = cls(maxlen=2)

@@ -28,7 +28,7 @@ NAMES: dict[str, str] = {
     **_each("utilities.seed", "fabric_helpers", "_generate_seed_sequence"),
     **_each("utilities.warnings", "fabric_helpers", "_is_path_in_lightning _custom_format_warning"),
     **_each("wrappers", "fabric_helpers", "_unwrap_compiled _to_compiled _capture_compile_kwargs"),
-    **_each("utilities.throughput", "fabric_helpers", "_MonotonicWindow"),
+    f"{_F}.utilities.throughput:_MonotonicWindow": "trainer.fabric.utilities.throughput:_MonotonicWindow",
     **_each("utilities.registry", "fabric_helpers", "_load_external_callbacks _register_classes"),
     **_each("utilities.cloud_io", "fabric_helpers", "_atomic_save"),
     **_each("utilities.throughput", "fabric_helpers", "_plugin_to_compute_dtype"),
@@ -52,6 +52,9 @@ NAMES: dict[str, str] = {
     f"{_F}.strategies.xla_fsdp:_auto_wrap_policy_kwargs": f"{_IMPL}.fabric_strategy_options:_xla_auto_wrap_policy_kwargs",
     f"{_F}.strategies.xla_fsdp:_activation_checkpointing_kwargs":
         f"{_IMPL}.fabric_strategy_options:_xla_activation_checkpointing_kwargs",
+    # public utilities with Lightning's checks over Relay's own (impl/fabric_utilities.py)
+    **_each("utilities.seed", "fabric_utilities", "seed_everything reset_seed"),
+    **_each("utilities.data", "fabric_utilities", "has_len suggested_max_num_workers"),
     # data-loader re-instantiation (impl/fabric_data.py)
     **_each("utilities.data", "fabric_data",
             "_WrapAttrTag _auto_add_worker_init_fn _dataloader_init_kwargs_resolve_sampler "

@@ -22,7 +22,8 @@ class AttributeDict(dict):
         try:
             return self[key]
         except KeyError:
-            raise AttributeError(f"No hyperparameter {key!r}; saved ones: {sorted(self)}") from None
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute {key!r} (saved hyperparameters: "
+                                 f"{sorted(self)})") from None
 
     def __setattr__(self, key: str, value: Any) -> None:
         self[key] = value

@@ -41,6 +41,29 @@ def get_available_flops(device: torch.device, dtype: torch.dtype | str) -> int |
     return int(peak) if peak is not None else None
 
 
+class _MonotonicWindow(list[T]):
+    """A list of at most ``maxlen`` values, appended on the right only, each larger than the one before (Lightning's
+    ``lightning.fabric.utilities.throughput._MonotonicWindow``)."""
+
+    def __init__(self, maxlen: int) -> None:
+        super().__init__()
+        self.maxlen = maxlen
+
+    @property
+    def last(self) -> T | None:
+        return self[-1] if self else None
+
+    def append(self, x: T) -> None:
+        if self and self[-1] >= x:
+            raise ValueError(f"Expected the value to increase, last: {self[-1]}, current: {x}")
+        list.append(self, x)
+        if len(self) > self.maxlen:
+            del self[0]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise NotImplementedError("__setitem__ is not supported")
+
+
 class Throughput:
     """Rates over the last ``window_size`` calls of ``update`` (which takes running totals since the start)."""
 
@@ -51,24 +74,30 @@ class Throughput:
         self.available_flops = available_flops
         self.world_size = world_size
         self.separator = separator
-        self._time: deque[float] = deque(maxlen=window_size)
-        self._batches: deque[int] = deque(maxlen=window_size)
-        self._samples: deque[int] = deque(maxlen=window_size)
-        self._lengths: deque[int] = deque(maxlen=window_size)
+        self._time: _MonotonicWindow[float] = _MonotonicWindow(maxlen=window_size)
+        self._batches: _MonotonicWindow[int] = _MonotonicWindow(maxlen=window_size)
+        self._samples: _MonotonicWindow[int] = _MonotonicWindow(maxlen=window_size)
+        self._lengths: _MonotonicWindow[int] = _MonotonicWindow(maxlen=window_size)
         self._flops: deque[int] = deque(maxlen=window_size)
 
     def update(self, *, time: float, batches: int, samples: int, lengths: int | None = None,
                flops: int | None = None) -> None:
         """``time``, ``batches``, ``samples`` (and ``lengths``, items such as tokens) are totals so far; ``flops``
-        the FLOPs of this batch on this device."""
-        if self._samples and samples < self._samples[-1]:
-            raise ValueError(f"Throughput.update(samples={samples}) went down from {self._samples[-1]}: pass "
-                             "running totals, not per-batch counts.")
+        the FLOPs of this batch on this device. Totals must grow at each call (``ValueError``: pass running totals,
+        not per-batch counts); ``lengths`` given at some calls only is a ``RuntimeError``."""
         self._time.append(time)
+        if samples < batches:
+            raise ValueError(f"Expected samples ({samples}) to be greater or equal than batches ({batches}); update() "
+                             "takes running totals, not per-batch counts")
         self._batches.append(batches)
         self._samples.append(samples)
         if lengths is not None:
+            if lengths < samples:
+                raise ValueError(f"Expected lengths ({lengths}) to be greater or equal than samples ({samples})")
             self._lengths.append(lengths)
+            if len(self._samples) != len(self._lengths):
+                raise RuntimeError(f"If lengths are passed ({len(self._lengths)}), there needs to be the same number "
+                                   f"of samples ({len(self._samples)})")
         if flops is not None:
             self._flops.append(flops * self.world_size)
 

@@ -17,7 +17,7 @@ import os
 from abc import ABC
 from collections.abc import MutableSequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -25,7 +25,6 @@ from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.rank_zero import rank_zero_info
 
 log = logging.getLogger(__name__)
-T = TypeVar("T", bound=float)
 
 
 # --- accelerators ----------------------------------------------------------------------------------------------------
@@ -225,29 +224,6 @@ def _capture_compile_kwargs(compile_fn: Any) -> Any:
         return compiled
 
     return capture
-
-
-# --- throughput ------------------------------------------------------------------------------------------------------
-class _MonotonicWindow(list[T]):
-    """A list of at most ``maxlen`` values, appended on the right only, each larger than the one before."""
-
-    def __init__(self, maxlen: int) -> None:
-        super().__init__()
-        self.maxlen = maxlen
-
-    @property
-    def last(self) -> T | None:
-        return self[-1] if self else None
-
-    def append(self, x: T) -> None:
-        if self and self[-1] >= x:
-            raise ValueError(f"Expected the value to increase, last: {self[-1]}, current: {x}")
-        list.append(self, x)
-        if len(self) > self.maxlen:
-            del self[0]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise NotImplementedError("__setitem__ is not supported")
 
 
 # --- registries ------------------------------------------------------------------------------------------------------
