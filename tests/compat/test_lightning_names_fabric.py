@@ -104,6 +104,39 @@ def test_monotonic_window_and_precision_dtype():
     assert outcome(to_dtype, object())[0] == outcome(theirs, object())[0] == "RuntimeError"
 
 
+def test_seed_and_loader_length_utilities_check_as_lightning(monkeypatch):
+    import warnings
+
+    ours, theirs = relay("fabric_utilities"), lightning("lightning.fabric.utilities.seed")
+    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "RELAY_GLOBAL_SEED", "RELAY_SEED_WORKERS"):
+        monkeypatch.delenv(name, raising=False)
+    for module in (ours, theirs):  # never seeded: reset_seed does nothing
+        module.reset_seed()
+        assert "PL_GLOBAL_SEED" not in __import__("os").environ
+    for args in ((10e9,), (-1,), (7.0,)):
+        assert outcome(ours.seed_everything, *args, verbose=False) == \
+            outcome(theirs.seed_everything, *args, verbose=False), args
+    monkeypatch.setenv("PL_GLOBAL_SEED", "abc")
+    assert outcome(ours.seed_everything) == outcome(theirs.seed_everything)
+    for module in (ours, theirs):
+        monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+        with pytest.warns(UserWarning, match="No seed found, seed set to 0"):
+            module.seed_everything()
+        module.seed_everything(123, workers=True, verbose=False)
+        first = torch.rand(1)
+        module.reset_seed()
+        assert torch.equal(torch.rand(1), first) and __import__("os").environ["PL_SEED_WORKERS"] == "1"
+    data = lightning("lightning.fabric.utilities.data")
+    for module in (ours, data):
+        with pytest.warns(UserWarning, match="returned 0 length"):
+            assert module.has_len(DataLoader(TensorDataset(torch.zeros(0))))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert module.has_len(DataLoader(TensorDataset(torch.zeros(2))))
+    assert outcome(ours.suggested_max_num_workers, 0) == outcome(data.suggested_max_num_workers, 0)
+    assert ours.suggested_max_num_workers(1) == data.suggested_max_num_workers(1)
+
+
 # --- data-loader re-instantiation -------------------------------------------------------------------------------------
 class _Loader(DataLoader):
     def __init__(self, data, marker, *args, **kwargs):

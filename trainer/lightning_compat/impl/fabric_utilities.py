@@ -19,7 +19,10 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 from __future__ import annotations
 
 import os
+from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_warn
+
+set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
 
 max_seed_value = 4294967295  # numpy's seeds are unsigned 32-bit
 min_seed_value = 0
