@@ -38,10 +38,14 @@ log = logging.getLogger(__name__)
 
 ReduceOp = dist.ReduceOp
 RedOpType = dist.ReduceOp.RedOpType
-default_pg_timeout = datetime.timedelta(minutes=30)
 if dist.is_available():
     from torch.distributed import group  # noqa: F401 - Lightning's module exposes it
-    from torch.distributed.constants import default_pg_timeout  # noqa: F811
+    from torch.distributed.constants import default_pg_timeout
+else:  # a torch built without distributed support: the names still exist, as in Lightning
+    default_pg_timeout = datetime.timedelta(minutes=30)
+
+    class group:  # type: ignore[no-redef]  # noqa: N801
+        WORLD = None
 
 
 @runtime_checkable

@@ -2,7 +2,9 @@
 names give Lightning's (``lightning.fabric.utilities.seed`` and ``.data``); Relay's own functions keep theirs.
 
 - ``seed_everything``: Lightning's argument checks (a seed outside numpy's 32-bit range or an unparsable
-  ``PL_GLOBAL_SEED`` is a ``ValueError``; no seed at all warns and uses 0), then Relay's seeding.
+  ``PL_GLOBAL_SEED`` is a ``ValueError``; no seed at all warns and uses 0) and message ("[rank: 0] Seed set to 7" on
+  the ``lightning.fabric.utilities.seed`` logger, which is set up as Lightning's import sets it), then Relay's
+  seeding.
 - ``reset_seed``: nothing when ``seed_everything`` was not called; else the same seed and workers flag, silently.
 - ``has_len``: a loader of length 0 warns (Relay's raises); an iterable dataset with a length counts as sized, with
   Lightning's warning.
@@ -18,11 +20,27 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 
 from __future__ import annotations
 
+import logging
 import os
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_warn
 
 set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
+
+log = logging.getLogger("lightning.fabric.utilities.seed")
+
+
+def _lightning_fabric_logger() -> None:
+    """Lightning's package logger as its import sets it: INFO, printed to the console when nothing else is set up."""
+    package = logging.getLogger("lightning.fabric")
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+        if not logging.getLogger().hasHandlers():
+            package.addHandler(logging.StreamHandler())
+            package.propagate = False
+
+
+_lightning_fabric_logger()
 
 max_seed_value = 4294967295  # numpy's seeds are unsigned 32-bit
 min_seed_value = 0
@@ -48,7 +66,13 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
         seed = int(seed)
     if not min_seed_value <= seed <= max_seed_value:
         raise ValueError(f"{seed} is not in bounds, numpy accepts from {min_seed_value} to {max_seed_value}")
-    return relay_seed_everything(seed, workers=workers, verbose=verbose)
+    if verbose:
+        from trainer.utilities.rank_zero import rank_prefixed_message
+
+        from trainer.lightning_compat.impl.utilities import _get_rank
+
+        log.info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
+    return relay_seed_everything(seed, workers=workers, verbose=False)
 
 
 def reset_seed() -> None:
