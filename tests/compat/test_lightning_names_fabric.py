@@ -274,6 +274,25 @@ def test_dtype_and_class_replacement_contexts_and_device_dtype_mixin():
             assert mine == seen
 
 
+def test_fsdp_precision_mixed_precision_config_as_lightning():
+    import warnings
+
+    from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
+
+    theirs_cls = lightning("lightning.fabric.plugins.precision.fsdp").FSDPPrecision
+
+    def config(cls, precision):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = outcome(lambda: cls(precision).mixed_precision_config)
+        if result[0] == "ok":
+            result = ("ok", (result[1].param_dtype, result[1].reduce_dtype, result[1].buffer_dtype))
+        return result, [str(w.message) for w in caught if "FSDP" in str(w.message)]
+
+    for precision in ("16-true", "bf16-true", "16-mixed", "bf16-mixed", "32-true"):
+        assert config(FSDPPrecision, precision) == config(theirs_cls, precision), precision
+
+
 def test_global_state_snapshot_restores_flags_and_random_state():
     snapshot_cls = relay("fabric_precision")._GlobalStateSnapshot
     assert [f for f in snapshot_cls.__dataclass_fields__] == \

@@ -78,6 +78,28 @@ class FSDPPrecision(_ByName):
         if scaler is not None:
             self._relay.scaler = scaler
 
+    @property
+    def mixed_precision_config(self) -> Any:
+        """torch's FSDP ``MixedPrecision`` for this precision: parameters, gradients' reduction and buffers all in its
+        16-bit type (float32 for "32-true"); a "-true" 16-bit precision warns that FSDP still keeps full-precision
+        parameters to shard."""
+        import torch
+        from torch.distributed.fsdp import MixedPrecision as TorchMixedPrecision
+
+        from trainer.distributed.ranks import set_rank_zero_only
+        from trainer.utilities.rank_zero import rank_zero_warn
+
+        set_rank_zero_only()  # the environment's rank when no run has set one (Lightning sets it on import)
+        if self.name in ("16-true", "bf16-true"):
+            rank_zero_warn(f"FSDP with `{self.name}` enables computation in lower precision. "
+                           "FSDP will always retain a full-precision copy of the model parameters for sharding.")
+        dtypes = {"16-true": torch.float16, "16-mixed": torch.float16, "bf16-true": torch.bfloat16,
+                  "bf16-mixed": torch.bfloat16, "32-true": torch.float32}
+        if self.name not in dtypes:
+            raise ValueError(f"Was unable to infer precision type, received {self.name!r}.")
+        dtype = dtypes[self.name]
+        return TorchMixedPrecision(param_dtype=dtype, reduce_dtype=dtype, buffer_dtype=dtype)
+
 
 class DeepSpeedPrecision(_ByName):
     """``DeepSpeedStrategy``'s precision: Relay writes DeepSpeed's fp16/bf16 config from the name."""
