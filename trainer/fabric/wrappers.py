@@ -39,6 +39,15 @@ class FabricModule(torch.nn.Module):
     def module(self) -> torch.nn.Module:
         return self._original_module
 
+    @property
+    def device(self) -> torch.device:
+        """Where the module is: its first parameter's (or buffer's) device; the strategy's device for a module
+        without tensors (Lightning's wrapper reports the device ``setup`` moved it to)."""
+        for tensors in (self._original_module.parameters(), self._original_module.buffers()):
+            for tensor in tensors:
+                return tensor.device
+        return self._fabric_strategy.root_device
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return _precise(self._fabric_strategy.precision, self._fabric_forward, args, kwargs)
 
