@@ -60,6 +60,19 @@ class CPUAccelerator(Accelerator):
     def device_for(self, local_rank: int, device_ids: list[int] | None = None) -> torch.device:
         return torch.device("cpu")
 
+    def setup_device(self, device: torch.device) -> None:
+        if device.type != "cpu":
+            raise ValueError(f"Device should be CPU, got {device} instead.")
+
+    @staticmethod
+    def get_parallel_devices(devices: int | str) -> list[torch.device]:
+        """One CPU device per process: ``devices`` is an int > 0 or a string of one (Lightning's form)."""
+        if isinstance(devices, str) and devices.strip().isdigit():
+            devices = int(devices)
+        if not isinstance(devices, int) or devices <= 0:
+            raise TypeError("`devices` selected with `CPUAccelerator` should be an int > 0.")
+        return [torch.device("cpu")] * devices
+
     @staticmethod
     def _process_cpu_seconds() -> float:
         times = os.times()

@@ -67,7 +67,14 @@ class CUDAAccelerator(Accelerator):
         return "nccl"
 
     def setup_device(self, device: torch.device) -> None:
+        if device.type != "cuda":
+            raise ValueError(f"Device should be CUDA, got {device} instead.")
         torch.cuda.set_device(device)
+
+    @staticmethod
+    def get_parallel_devices(devices: list[int]) -> list[torch.device]:
+        """The CUDA devices of these indices (Lightning's form of a device list)."""
+        return [torch.device("cuda", i) for i in devices]
 
     def device_stats(self, device: torch.device) -> dict[str, Any]:
         stats = allocator_stats(torch.cuda.memory_stats(device))

@@ -81,6 +81,21 @@ def test_device_and_seed_helpers_answer_as_lightning():
         assert isinstance(value, ours) == isinstance(value, theirs)
 
 
+def test_accelerators_list_parallel_devices_and_check_their_device_as_lightning():
+    from plugins.accelerators.cpu import CPUAccelerator
+    from plugins.accelerators.cuda import CUDAAccelerator
+
+    theirs = lightning("lightning.fabric.accelerators")
+    for args in ((1,), ("3",), (0,), ("a",)):
+        assert outcome(CPUAccelerator.get_parallel_devices, *args) == \
+            outcome(theirs.CPUAccelerator.get_parallel_devices, *args), args
+    assert CUDAAccelerator.get_parallel_devices([3, 1]) == theirs.CUDAAccelerator.get_parallel_devices([3, 1])
+    assert outcome(CPUAccelerator().setup_device, torch.device("cuda")) == \
+        outcome(theirs.CPUAccelerator().setup_device, torch.device("cuda"))
+    assert outcome(CUDAAccelerator().setup_device, torch.device("cpu")) == \
+        outcome(theirs.CUDAAccelerator().setup_device, torch.device("cpu"))
+
+
 def test_monotonic_window_and_precision_dtype():
     from trainer.fabric.utilities.throughput import _MonotonicWindow as window_cls
 
