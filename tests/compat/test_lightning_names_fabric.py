@@ -382,6 +382,27 @@ def test_a_sharded_checkpoint_is_read_whole_as_lightning_reads_it(tmp_path):
     assert outcome(relay("fabric_strategies")._load_raw_module_state, {}, other)[0] == "RuntimeError"
 
 
+def test_importing_lightning_fabric_sets_what_lightnings_import_sets(monkeypatch):
+    import warnings
+
+    from trainer.utilities.warnings import PossibleUserWarning
+
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.setenv("POSSIBLE_USER_WARNINGS", "off")
+    install(children=False)
+    try:
+        with warnings.catch_warnings():  # the filter Lightning's import adds stays inside this block
+            import lightning.fabric
+
+            importlib.reload(lightning.fabric)  # Lightning's package code runs again, as on a first import
+            assert __import__("os").environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.warn("quiet", PossibleUserWarning)
+            assert caught == []
+    finally:
+        uninstall()
+
+
 # --- refused engine internals ---------------------------------------------------------------------------------------
 REFUSED = {
     "lightning.fabric.connector": ("_Connector", ()),

@@ -38,6 +38,10 @@ def serves_module(name: str) -> bool:
     return surface.module(canonical) is not None or relay_module_for(canonical) is not None
 
 
+# what importing a Lightning package does besides defining names (its logger, environment variables)
+ON_IMPORT = {"lightning.fabric": "trainer.lightning_compat.impl.fabric_package:on_import"}
+
+
 class _AliasLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return LightningAlias(spec.name)
@@ -46,6 +50,10 @@ class _AliasLoader(importlib.abc.Loader):
         target = getattr(module, "__relay_target__", None)
         if target is not None:
             importlib.import_module(target)  # fail here, at import, if the Relay side is broken
+        hook = ON_IMPORT.get(surface.canonical(module.__name__))
+        if hook is not None:  # at the first import and at importlib.reload, as Lightning's package code runs
+            module_name, _, function = hook.partition(":")
+            getattr(importlib.import_module(module_name), function)()
 
 
 class LightningFinder(importlib.abc.MetaPathFinder):

@@ -3,7 +3,7 @@ names give Lightning's (``lightning.fabric.utilities.seed`` and ``.data``); Rela
 
 - ``seed_everything``: Lightning's argument checks (a seed outside numpy's 32-bit range or an unparsable
   ``PL_GLOBAL_SEED`` is a ``ValueError``; no seed at all warns and uses 0) and message ("[rank: 0] Seed set to 7" on
-  the ``lightning.fabric.utilities.seed`` logger, which is set up as Lightning's import sets it), then Relay's
+  the ``lightning.fabric.utilities.seed`` logger, set up as Lightning's import sets it: ``fabric_package``), then Relay's
   seeding.
 - ``reset_seed``: nothing when ``seed_everything`` was not called; else the same seed and workers flag, silently.
 - ``has_len``: a loader of length 0 warns (Relay's raises); an iterable dataset with a length counts as sized, with
@@ -22,25 +22,15 @@ from __future__ import annotations
 
 import logging
 import os
+
 from trainer.distributed.ranks import set_rank_zero_only
+from trainer.lightning_compat.impl import fabric_package
 from trainer.utilities.rank_zero import rank_zero_warn
 
 set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
 
 log = logging.getLogger("lightning.fabric.utilities.seed")
-
-
-def _lightning_fabric_logger() -> None:
-    """Lightning's package logger as its import sets it: INFO, printed to the console when nothing else is set up."""
-    package = logging.getLogger("lightning.fabric")
-    if package.level == logging.NOTSET:
-        package.setLevel(logging.INFO)
-        if not logging.getLogger().hasHandlers():
-            package.addHandler(logging.StreamHandler())
-            package.propagate = False
-
-
-_lightning_fabric_logger()
+fabric_package.setup_logger()  # as Lightning's import sets it (also when this module is used on its own)
 
 max_seed_value = 4294967295  # numpy's seeds are unsigned 32-bit
 min_seed_value = 0

@@ -1,0 +1,38 @@
+"""What importing Lightning Fabric's package does besides defining names (``lightning/fabric/__init__.py``), done
+when the zero-edit mode's ``lightning.fabric`` (or ``lightning_fabric``) is first imported or reloaded:
+
+- its package logger ``lightning.fabric`` at INFO, printed to the console when the program set up no logging;
+- ``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that asking torch about CUDA does not poison later forks;
+- ``POSSIBLE_USER_WARNINGS=0`` (or ``off``) silences ``PossibleUserWarning``.
+
+How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``names_fabric.py``):
+1. a helper with defined behaviour is written here, with Lightning's signature and observable behaviour (results,
+   exception types and messages), reusing Relay's own functions where Relay does the same thing;
+2. a Lightning engine class Relay has a counterpart of is served as that counterpart (or a small adapter);
+3. an engine internal Relay has no counterpart of imports everywhere and raises, when constructed or called, an
+   error naming what it is and what Relay does instead (``impl/fabric_refused.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+
+def setup_logger() -> None:
+    """``lightning.fabric``'s logger as Lightning's import sets it (once: a level set by the program stays)."""
+    package = logging.getLogger("lightning.fabric")
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+        if not logging.getLogger().hasHandlers():
+            package.addHandler(logging.StreamHandler())
+            package.propagate = False
+
+
+def on_import() -> None:
+    setup_logger()
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
+        from trainer.utilities.warnings import disable_possible_user_warnings
+
+        disable_possible_user_warnings()
