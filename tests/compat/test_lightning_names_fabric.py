@@ -19,7 +19,7 @@ from trainer.lightning_compat.alias import LightningAlias
 
 pytestmark = [need_mark("lightning", "compared with the installed Lightning"), pytest.mark.timeout(120)]
 
-I = "trainer.lightning_compat.impl"  # noqa: E741
+I = "trainer.lightning_compat.impl"
 
 
 def lightning(module: str):

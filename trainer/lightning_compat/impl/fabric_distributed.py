@@ -39,12 +39,12 @@ log = logging.getLogger(__name__)
 ReduceOp = dist.ReduceOp
 RedOpType = dist.ReduceOp.RedOpType
 if dist.is_available():
-    from torch.distributed import group  # noqa: F401 - Lightning's module exposes it
+    from torch.distributed import group  # Lightning's module exposes it
     from torch.distributed.constants import default_pg_timeout
 else:  # a torch built without distributed support: the names still exist, as in Lightning
     default_pg_timeout = datetime.timedelta(minutes=30)
 
-    class group:  # type: ignore[no-redef]  # noqa: N801
+    class group:  # type: ignore[no-redef]
         WORLD = None
 
 

@@ -111,9 +111,10 @@ def _basic_subprocess_cmd() -> Sequence[str]:
 def _hydra_subprocess_cmd(local_rank: int) -> tuple[Sequence[str], str]:
     """The command that started this Hydra program, with the run directory kept and no second config output for
     worker ``local_rank``; and the directory it was started from."""
-    import __main__
     from hydra.core.hydra_config import HydraConfig
     from hydra.utils import get_original_cwd, to_absolute_path
+
+    import __main__
 
     if __main__.__spec__ is None:
         command = [sys.executable, to_absolute_path(sys.argv[0])]

@@ -57,9 +57,8 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
     if not min_seed_value <= seed <= max_seed_value:
         raise ValueError(f"{seed} is not in bounds, numpy accepts from {min_seed_value} to {max_seed_value}")
     if verbose:
-        from trainer.utilities.rank_zero import rank_prefixed_message
-
         from trainer.lightning_compat.impl.utilities import _get_rank
+        from trainer.utilities.rank_zero import rank_prefixed_message
 
         log.info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
     return relay_seed_everything(seed, workers=workers, verbose=False)
