@@ -72,14 +72,14 @@ NOT_ALIGNED = (
 )
 
 ALLOWED: list[Allowed] = [
-    Allowed(("lightning.pytorch.loops*:*", "lightning.pytorch.trainer.call:*",
+    Allowed(("lightning.pytorch.loops*:*",
              "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
+             "lightning.pytorch.overrides.*:*",
              "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
              "lightning.pytorch._graveyard._torchmetrics:*",
              "lightning.pytorch.core.module:_*",
              "*:pl_legacy_patch"), "names",
-            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks, "
+            "Lightning's engine: its loop objects, connectors, hook dispatch, configuration checks, "
             "old-checkpoint migration and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
     Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
@@ -90,8 +90,8 @@ ALLOWED: list[Allowed] = [
             "the Trainer's checkpoint-consolidation script; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.pytorch.utilities.deepspeed:*", "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*",
-             "*:DeepSpeedSummary", "lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
-             "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*"),
+             "*:DeepSpeedSummary", "lightning.*.strategies.model_parallel:_*",
+             "lightning.*.strategies.ddp:_*"),
             "names",
             "Lightning's strategy-specific helpers (DeepSpeed checkpoint conversion and summaries, FSDP/model-parallel "
             "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
