@@ -61,7 +61,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.cli:LightningCLI",
     "lightning.pytorch.core.mixins.hparams_mixin:HyperparametersMixin.save_hyperparameters",
     "lightning.pytorch.core.module:LightningModule.to_tensorrt",
-    "lightning.pytorch.core.optimizer:LightningOptimizer",
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
     "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
     "lightning.pytorch.demos.transformer:WikiText2.download",
