@@ -27,6 +27,8 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
+from trainer.fabric.utilities.data import get_all_subclasses
+from trainer.seed import seed_loader_workers
 from trainer.utilities.enums import LightningEnum
 from trainer.utilities.exceptions import MisconfigurationException
 
@@ -200,7 +202,6 @@ def _replace_value_in_saved_args(replace_key: str, replace_value: Any, args: tup
 def _auto_add_worker_init_fn(dataloader: object, rank: int) -> None:
     """With ``seed_everything(workers=True)`` (``PL_SEED_WORKERS=1``), give a loader without a ``worker_init_fn``
     Lightning's worker seeding for this ``rank``."""
-    from trainer.seed import seed_loader_workers
 
     seed_loader_workers(dataloader, rank)
 
@@ -260,7 +261,6 @@ def _wrap_attr_method(method: Callable, tag: _WrapAttrTag) -> Callable:
 def _replace_dunder_methods(base_cls: type, store_explicit_arg: str | None = None) -> Generator[None, None, None]:
     """While open, ``base_cls`` and every subclass of it record their constructor arguments and later attribute
     changes (``_wrap_init_method``, ``_wrap_attr_method``), so ``_update_dataloader`` can rebuild them."""
-    from trainer.fabric.utilities.data import get_all_subclasses
 
     classes = get_all_subclasses(base_cls) | {base_cls}
     for cls in classes:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset, DistributedSampler, Sampler
 
+from plugins.strategies.gather import all_gather_with_grad
 from trainer.lightning_compat.impl.utilities import _distributed_is_initialized
 from trainer.utilities.rank_zero import rank_zero_info
 
@@ -125,7 +126,6 @@ def _all_gather_ddp_if_available(tensor: Tensor, group: Any | None = None, sync_
     ``tensor`` unchanged."""
     if not _distributed_is_initialized():
         return tensor
-    from plugins.strategies.gather import all_gather_with_grad
 
     tensor = tensor.contiguous()
     if sync_grads:

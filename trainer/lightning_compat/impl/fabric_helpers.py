@@ -21,8 +21,21 @@ from typing import Any
 
 import torch
 
+from plugins.accelerators.base import Accelerator
+from plugins.accelerators.cuda import CUDAAccelerator
+from plugins.accelerators.mps import MPSAccelerator
+from plugins.checkpoint_io import TorchCheckpointIO
+from plugins.precision.base import Precision
+from plugins.precision.half import DoublePrecision
+from trainer.fabric import wrappers
+from trainer.fabric.registries import STRATEGY_REGISTRY
+from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
+from trainer.lightning_compat.impl.quantization import BitsandbytesPrecision, TransformerEnginePrecision
+from trainer.lightning_compat.impl.utilities import _get_all_visible_cuda_devices, _is_ampere_or_later
+from trainer.seed import _worker_seeds
 from trainer.utilities.exceptions import MisconfigurationException
-from trainer.utilities.rank_zero import rank_zero_info
+from trainer.utilities.model_helpers import is_overridden
+from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +53,6 @@ def _parse_cpu_cores(cpu_cores: int | str) -> int:
 def _check_cuda_matmul_precision(device: torch.device) -> None:
     """On a GPU with Tensor Cores (Ampere or later) and float32 matmuls left at "highest", say (rank 0, info) that
     ``torch.set_float32_matmul_precision`` would use them."""
-    from trainer.lightning_compat.impl.utilities import _is_ampere_or_later
 
     if not torch.cuda.is_available() or not _is_ampere_or_later(device):
         return
@@ -55,7 +67,6 @@ def _check_cuda_matmul_precision(device: torch.device) -> None:
 
 def _get_all_available_mps_gpus() -> list[int]:
     """``[0]`` where Apple's MPS backend is usable, else ``[]``."""
-    from plugins.accelerators.mps import MPSAccelerator
 
     return [0] if MPSAccelerator.is_available() else []
 
@@ -82,7 +93,6 @@ def _check_unique(device_ids: list[int]) -> None:
 
 
 def _get_all_available_gpus(include_cuda: bool = False, include_mps: bool = False) -> list[int]:
-    from trainer.lightning_compat.impl.utilities import _get_all_visible_cuda_devices
 
     cuda = _get_all_visible_cuda_devices() if include_cuda else []
     return cuda + (_get_all_available_mps_gpus() if include_mps else [])
@@ -154,8 +164,6 @@ def _determine_root_gpu_device(gpus: list[Any] | None) -> Any:
 
 def _select_auto_accelerator() -> str:
     """``"mps"``, ``"cuda"`` or ``"cpu"``: the first available (Lightning puts ``"tpu"`` first; never here)."""
-    from plugins.accelerators.cuda import CUDAAccelerator
-    from plugins.accelerators.mps import MPSAccelerator
 
     if MPSAccelerator.is_available():
         return "mps"
@@ -167,7 +175,6 @@ def _select_auto_accelerator() -> str:
 # --- seeds -----------------------------------------------------------------------------------------------------------
 def _generate_seed_sequence(base_seed: int, worker_id: int, global_rank: int, count: int) -> list[int]:
     """``count`` 64-bit seeds for one data-loader worker (Relay's worker seeding computes the same numbers)."""
-    from trainer.seed import _worker_seeds
 
     return _worker_seeds(base_seed, worker_id, global_rank, count)
 
@@ -247,7 +254,6 @@ def _register_classes(registry: Any, method: str, module: Any, parent: type) -> 
     """Call ``cls.<method>(registry)`` for each subclass of ``parent`` in ``module`` that overrides ``method``."""
     import inspect
 
-    from trainer.utilities.model_helpers import is_overridden
 
     for _, member in inspect.getmembers(module, inspect.isclass):
         if issubclass(member, parent) and is_overridden(method, member, parent):
@@ -258,7 +264,6 @@ def _register_classes(registry: Any, method: str, module: Any, parent: type) -> 
 def _atomic_save(checkpoint: dict[str, Any], filepath: str | Path) -> None:
     """``torch.save`` of ``checkpoint`` to ``filepath`` (local or a URL) that never leaves a half-written file:
     Relay's checkpoint writer (a temporary file renamed into place; an object written whole)."""
-    from plugins.checkpoint_io import TorchCheckpointIO
 
     log.debug(f"Saving checkpoint: {filepath}")
     TorchCheckpointIO().save_checkpoint(checkpoint, filepath)
@@ -268,10 +273,6 @@ def _atomic_save(checkpoint: dict[str, Any], filepath: str | Path) -> None:
 def _plugin_to_compute_dtype(plugin: Any) -> torch.dtype:
     """The dtype a precision plugin computes in (for FLOP counts): bitsandbytes' compute dtype, int8 for
     TransformerEngine, the 16-bit type of a half or mixed precision, float64 for double, else float32."""
-    from plugins.precision.base import Precision
-    from plugins.precision.half import DoublePrecision
-    from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
-    from trainer.lightning_compat.impl.quantization import BitsandbytesPrecision, TransformerEnginePrecision
 
     if not isinstance(plugin, Precision):
         raise RuntimeError(f"Expected a precision plugin, got {plugin}")
@@ -304,7 +305,6 @@ def _backward_hook(requires_backward: bool, *_: Any) -> None:
 
 
 def _in_fabric_backward() -> bool:
-    from trainer.fabric import wrappers
 
     return bool(getattr(wrappers, "_in_fabric_backward", False))
 
@@ -314,7 +314,6 @@ def call_register_accelerators(registry: Any, base_module: str) -> None:
     ``registry`` (Lightning's legacy hook)."""
     import importlib
 
-    from plugins.accelerators.base import Accelerator
 
     _register_classes(registry, "register_accelerators", importlib.import_module(base_module), Accelerator)
 
@@ -380,7 +379,6 @@ def _get_supported_strategies() -> list[str]:
     themselves or need more configuration (spawn, fork, notebook, XLA/TPU, offload)."""
     import re
 
-    from trainer.fabric.registries import STRATEGY_REGISTRY
 
     excluded = r".*(spawn|fork|notebook|xla|tpu|offload).*"
     return [name for name in STRATEGY_REGISTRY.available_strategies() if not re.match(excluded, name)]
@@ -418,7 +416,6 @@ def _get_num_processes(accelerator: str, devices: str) -> int:
 def _convert_precision_to_unified_args(precision: Any) -> str | None:
     """A precision setting in Lightning's current form: ``32`` -> ``"32-true"``, ``"16"`` -> ``"16-mixed"``
     (with a warning for the 16-bit aliases), an unknown value a ``ValueError``."""
-    from trainer.utilities.rank_zero import rank_zero_warn
 
     if precision is None:
         return None

@@ -31,7 +31,11 @@ import torch
 import torch.multiprocessing as mp
 from lightning_utilities import apply_to_collection
 
+from plugins.accelerators.cpu import CPUAccelerator
+from plugins.launchers.spawn import SpawnLauncher
 from trainer.lightning_compat.impl.fabric_precision import _GlobalStateSnapshot
+from trainer.lightning_compat.impl.utilities import _set_num_threads_if_needed
+from trainer.utilities.data import move_data_to_device
 
 _IS_INTERACTIVE = hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
@@ -129,8 +133,6 @@ def _hydra_subprocess_cmd(local_rank: int) -> tuple[Sequence[str], str]:
 def _run_launched(function: Callable, args: Any, kwargs: Any, snapshot: _GlobalStateSnapshot | None, unshare: bool,
                   num_processes: int) -> Any:
     """In each worker: the launching process's global state, own copies of CPU modules, then ``function``."""
-    from trainer.lightning_compat.impl.utilities import _set_num_threads_if_needed
-    from trainer.utilities.data import move_data_to_device
 
     if snapshot is not None:
         snapshot.restore()
@@ -164,8 +166,6 @@ class _MultiProcessingLauncher(_Launcher):
         return int(count)
 
     def launch(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
-        from plugins.accelerators.cpu import CPUAccelerator
-        from plugins.launchers.spawn import SpawnLauncher
 
         if self._start_method in ("fork", "forkserver"):
             _check_bad_cuda_fork()

@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 
+from trainer.utilities.warnings import disable_possible_user_warnings
+
 
 def setup_logger() -> None:
     """``lightning.fabric``'s logger as Lightning's import sets it (once: a level set by the program stays)."""
@@ -33,6 +35,5 @@ def on_import() -> None:
     setup_logger()
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
-        from trainer.utilities.warnings import disable_possible_user_warnings
 
         disable_possible_user_warnings()

@@ -21,7 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from trainer.lightning_compat.impl.requirements import BITSANDBYTES, require
 from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rng_states
+from trainer.utilities.rank_zero import rank_zero_warn
 
 
 def _convert_fp_tensor(tensor: Tensor, dst_type: str | torch.dtype) -> Tensor:
@@ -174,7 +176,6 @@ def _import_bitsandbytes() -> Any:
     import os
     import warnings
 
-    from trainer.lightning_compat.impl.requirements import BITSANDBYTES, require
 
     require(BITSANDBYTES)
     quiet = "BITSANDBYTES_NOWELCOME" in os.environ
@@ -245,7 +246,6 @@ def _convert_te_layers(module: torch.nn.Module) -> None:
     ``nn.LayerNorm`` layers by TransformerEngine's, with copies of their weights."""
     import transformer_engine.pytorch as te
 
-    from trainer.utilities.rank_zero import rank_zero_warn
 
     for name, child in module.named_children():
         if isinstance(child, torch.nn.Linear):

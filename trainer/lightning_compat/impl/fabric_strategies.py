@@ -27,6 +27,9 @@ from typing import Any
 import torch
 from torch.nn import Module
 
+from plugins.strategies.dcp_reader import SafeFileSystemReader
+from plugins.strategies.sharded_checkpoint import join_tensors, read_full, tensor_keys
+
 _log = logging.getLogger(__name__)
 _METADATA_FILENAME = "meta.pt"  # the non-tensor part of a sharded checkpoint (Lightning's name; Relay's too)
 
@@ -223,7 +226,6 @@ def _load_distributed_checkpoint(checkpoint_folder: Path) -> dict[str, Any]:
     checkpoint_folder = Path(checkpoint_folder)
     extra_file = checkpoint_folder / _METADATA_FILENAME
     extra = torch.load(extra_file, map_location="cpu", weights_only=True) if extra_file.is_file() else {}
-    from plugins.strategies.sharded_checkpoint import join_tensors, read_full, tensor_keys
 
     if tensor_keys(extra):  # Relay's layout: the tensors' places are marked in meta.pt
         return join_tensors(extra, read_full(checkpoint_folder))
@@ -232,7 +234,6 @@ def _load_distributed_checkpoint(checkpoint_folder: Path) -> dict[str, Any]:
     from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-    from plugins.strategies.dcp_reader import SafeFileSystemReader
 
     checkpoint: dict[str, Any] = {}
     _load_state_dict(checkpoint, storage_reader=SafeFileSystemReader(checkpoint_folder),

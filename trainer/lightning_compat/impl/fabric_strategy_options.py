@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch.nn import Module
 
+from trainer.lightning_compat.impl.fabric_refused import _activation_checkpointing_auto_wrapper
+from trainer.lightning_compat.impl.xla import _refuse
 from trainer.utilities.rank_zero import rank_zero_deprecation, rank_zero_info, rank_zero_warn
 
 
@@ -225,7 +227,6 @@ def _xla_auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
     if policy is None:
         return kwargs
     if isinstance(policy, set):
-        from trainer.lightning_compat.impl.xla import _refuse
 
         _refuse()
     kwargs["auto_wrap_policy"] = policy
@@ -235,7 +236,6 @@ def _xla_auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
 def _xla_activation_checkpointing_kwargs(policy: Any, kwargs: dict) -> dict:
     """XLA-FSDP's ``auto_wrapper_callable`` for a set of layer classes to checkpoint (the wrapper needs
     torch_xla when it runs)."""
-    from trainer.lightning_compat.impl.fabric_refused import _activation_checkpointing_auto_wrapper
 
     if not policy:
         return kwargs

@@ -24,8 +24,12 @@ import logging
 import os
 
 from trainer.distributed.ranks import set_rank_zero_only
+from trainer.fabric.utilities.data import has_iterable_dataset, sized_len
 from trainer.lightning_compat.impl import fabric_package
-from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.lightning_compat.impl.utilities import _get_rank
+from trainer.seed import seed_everything as relay_seed_everything
+from trainer.utilities.data import suggested_max_num_workers as relay_suggestion
+from trainer.utilities.rank_zero import rank_prefixed_message, rank_zero_warn
 
 set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
 
@@ -39,7 +43,6 @@ min_seed_value = 0
 def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python, NumPy and torch (Relay's ``trainer.seed.seed_everything``) after Lightning's checks: no
     ``seed`` reads ``PL_GLOBAL_SEED`` (unset: 0, with a warning when ``verbose``)."""
-    from trainer.seed import seed_everything as relay_seed_everything
 
     if seed is None:
         env_seed = os.environ.get("PL_GLOBAL_SEED")
@@ -57,8 +60,6 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
     if not min_seed_value <= seed <= max_seed_value:
         raise ValueError(f"{seed} is not in bounds, numpy accepts from {min_seed_value} to {max_seed_value}")
     if verbose:
-        from trainer.lightning_compat.impl.utilities import _get_rank
-        from trainer.utilities.rank_zero import rank_prefixed_message
 
         log.info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
     return relay_seed_everything(seed, workers=workers, verbose=False)
@@ -75,7 +76,6 @@ def reset_seed() -> None:
 
 def has_len(dataloader: object) -> bool:
     """Whether ``len(dataloader)`` works; a length of 0 and an ``IterableDataset`` with a length warn."""
-    from trainer.fabric.utilities.data import has_iterable_dataset, sized_len
 
     length = sized_len(dataloader)
     if length == 0:
@@ -89,7 +89,6 @@ def has_len(dataloader: object) -> bool:
 
 def suggested_max_num_workers(local_world_size: int) -> int:
     """Relay's suggestion (CPU cores per local process, one left for the main process), with Lightning's error."""
-    from trainer.utilities.data import suggested_max_num_workers as relay_suggestion
 
     if local_world_size < 1:
         raise ValueError(f"`local_world_size` should be >= 1, got {local_world_size}.")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import dataclasses
+import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
@@ -13,8 +13,8 @@ import torch
 from lightning_utilities import apply_to_collection
 
 from trainer.lightning_compat.impl.requirements import LITLOGGER
-from trainer.utilities.exceptions import MisconfigurationException
 from trainer.loops.step_arguments import takes
+from trainer.utilities.exceptions import MisconfigurationException
 
 
 def is_cuda_available() -> bool:

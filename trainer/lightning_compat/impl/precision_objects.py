@@ -8,6 +8,8 @@ from typing import Any
 
 from plugins.precision.base import Precision
 from plugins.precision.half import MixedPrecision, TruePrecision
+from trainer.distributed.ranks import set_rank_zero_only
+from trainer.utilities.rank_zero import rank_zero_warn
 
 _SUPPORTED = ("32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed")
 
@@ -86,8 +88,6 @@ class FSDPPrecision(_ByName):
         import torch
         from torch.distributed.fsdp import MixedPrecision as TorchMixedPrecision
 
-        from trainer.distributed.ranks import set_rank_zero_only
-        from trainer.utilities.rank_zero import rank_zero_warn
 
         set_rank_zero_only()  # the environment's rank when no run has set one (Lightning sets it on import)
         if self.name in ("16-true", "bf16-true"):
