@@ -323,10 +323,14 @@ class Fabric:
                 rank_zero_warn(f"Skipping the callback `{type(callback).__name__}.{hook_name}` because it is not "
                                "callable.")
                 continue
-            params = inspect.signature(method).parameters
-            if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-                kwargs = {k: v for k, v in kwargs.items() if k in params}
-            method(*args, **kwargs)
+            given = kwargs
+            try:
+                params = inspect.signature(method).parameters
+            except (ValueError, TypeError):  # a signature that cannot be read: every keyword goes (as Lightning)
+                params = None
+            if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                given = {k: v for k, v in kwargs.items() if k in params}
+            method(*args, **given)
 
     def log(self, name: str, value: Any, step: int | None = None) -> None:
         self.log_dict({name: value}, step=step)
@@ -334,7 +338,7 @@ class Fabric:
     def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         from lightning_utilities.core.apply_func import apply_to_collection
 
-        metrics = apply_to_collection(dict(metrics), torch.Tensor, lambda t: t.item())
+        metrics = apply_to_collection(dict(metrics), torch.Tensor, _scalar)
         for logger in self._loggers:
             logger.log_metrics(metrics=metrics, step=step)
 
@@ -347,12 +351,18 @@ class Fabric:
 
     def load(self, path: str | os.PathLike, state: dict[str, Any] | None = None, strict: bool = True,
              *, weights_only: bool | None = None) -> dict[str, Any]:
-        """Restore ``state`` in place from ``path``; what the checkpoint holds beyond ``state`` comes back."""
+        """Restore ``state`` in place from ``path``; what the checkpoint holds beyond ``state`` comes back.
+
+        ``weights_only`` is Lightning's argument, accepted with any value: Relay always loads checkpoints as data
+        (tensors, containers and the types checkpoints hold), never arbitrary pickled objects; a file holding
+        other objects fails to load with torch's message naming them."""
         remainder = checkpoint.load(self._strategy, path, state, strict)
         self.barrier("fabric_load")
         return remainder
 
-    def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True) -> None:
+    def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True,
+                 weights_only: bool | None = None) -> None:
+        """Load a plain ``state_dict`` file (not one ``save`` wrote) into ``obj``; ``weights_only`` as in ``load``."""
         checkpoint.load_raw(self._strategy, path, obj, strict)
 
     # --- seeding ------------------------------------------------------------------------------------
@@ -382,4 +392,11 @@ def _in_worker(function: Callable[..., Any] | None, kwargs: dict[str, Any], fabr
     """What a spawned worker runs once it joined the group: the user's function, with this Fabric launched."""
     fabric._launched = True
     return function(fabric, *args, **kwargs) if function is not None else None
+
+
+def _scalar(tensor: torch.Tensor) -> Any:
+    if tensor.numel() != 1:
+        raise ValueError(f"`Fabric.log` got a tensor of shape {tuple(tensor.shape)}; it cannot be converted to a "
+                         "scalar. Log one number (e.g. `tensor.mean()`) or log each element under its own name.")
+    return tensor.item()
 
