@@ -436,3 +436,42 @@ def main() -> None:
     parser.add_argument("--map-to-cpu", action="store_true",
                         help="Map all tensors in the checkpoint to CPU (a GPU checkpoint on a machine without GPUs).")
     _upgrade(parser.parse_args())
+
+
+# --- Relay's reader: a checkpoint a Lightning Trainer wrote ----------------------------------------------------------
+def is_lightning_checkpoint(checkpoint: Any) -> bool:
+    """Written by a Lightning (or ``pytorch_lightning``) Trainer, not by Relay."""
+    return isinstance(checkpoint, dict) and VERSION_KEY in checkpoint and "relay_format" not in checkpoint
+
+
+def relay_checkpoint_from_lightning(checkpoint: _CHECKPOINT, path: str | os.PathLike | None = None) -> _CHECKPOINT:
+    """A Lightning Trainer's checkpoint, migrated as Lightning migrates it on load, with the loop counters Relay's
+    Trainer resumes from added to its ``loops`` entry (Lightning's own loop states stay there, under their keys)."""
+    checkpoint = _pl_migrate_checkpoint(checkpoint, path)
+    loops = checkpoint.get("loops") or {}
+    fit = loops.get("fit_loop")
+    if fit is not None and "epoch" not in loops:
+        loops.update(_relay_progress(fit, checkpoint))
+    checkpoint["loops"] = loops
+    return checkpoint
+
+
+def _relay_progress(fit: dict, checkpoint: _CHECKPOINT) -> dict[str, Any]:
+    """Relay's ``LoopProgress`` entries from Lightning's fit-loop state: the epoch Lightning was in (its completed
+    epochs), whether that epoch's data was all trained on, and how many of its batches were."""
+    epochs = fit.get("epoch_progress", {}).get("current", {})
+    batches = fit.get("epoch_loop.batch_progress", {})
+    epoch = int(epochs.get("completed", checkpoint.get("epoch", 0)))
+    running = int(epochs.get("started", 0)) > epoch  # an epoch had started and not completed when it was saved
+    seen = int(batches.get("current", {}).get("processed", 0)) if running else 0
+    finished = running and (bool(batches.get("is_last_batch")) or int(epochs.get("processed", 0)) > epoch)
+    return {
+        "epoch": epoch,
+        "global_step": int(checkpoint.get("global_step", 0)),
+        "batches_seen": seen,
+        "total_batches": int(batches.get("total", {}).get("processed", 0)),
+        "epoch_finished": finished,
+        "world_size": 1,
+        "data_replicas": 1,
+        "batch_size": None,
+    }
