@@ -295,8 +295,8 @@ _OLD_PACKAGE = "pytorch_" + "lightning"
 
 
 def _patch_pl_to_mirror_if_necessary(module: str) -> str:
-    """``pytorch_lightning[.x]`` -> ``lightning.pytorch[.x]``; other module names unchanged."""
-    if module == _OLD_PACKAGE or module.startswith(_OLD_PACKAGE + "."):
+    """A module name starting with ``pytorch_lightning`` -> the same under ``lightning.pytorch``; others unchanged."""
+    if module.startswith(_OLD_PACKAGE):
         return "lightning.pytorch" + module[len(_OLD_PACKAGE):]
     return module
 
@@ -459,7 +459,8 @@ def relay_checkpoint_from_lightning(checkpoint: _CHECKPOINT, path: str | os.Path
 def _relay_progress(fit: dict, checkpoint: _CHECKPOINT) -> dict[str, Any]:
     """Relay's ``LoopProgress`` entries from Lightning's fit-loop state: the epoch Lightning was in (its completed
     epochs), whether that epoch's data was all trained on, and how many of its batches were."""
-    epochs = fit.get("epoch_progress", {}).get("current", {})
+    progress = fit.get("epoch_progress", {})
+    epochs = progress.get("total", progress.get("current", {}))  # what Lightning's restored fit loop counts from
     batches = fit.get("epoch_loop.batch_progress", {})
     epoch = int(epochs.get("completed", checkpoint.get("epoch", 0)))
     running = int(epochs.get("started", 0)) > epoch  # an epoch had started and not completed when it was saved

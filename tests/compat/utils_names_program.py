@@ -1,0 +1,288 @@
+"""The same calls of Lightning's utilities on Lightning 2.6.6 (``python utils_names_program.py lightning <dir>``
+through tests/compat/lightning_diff/harness.py, a process without Relay's zero-edit mode) and on Relay's implementations (``results("relay", dir)`` in the test's
+process): test_lightning_names_utils.py compares the two. With ``lightning``, it also writes checkpoints with a real
+Lightning Trainer into ``dir`` and records how Lightning resumes from each (``resume``)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import warnings
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, SequentialSampler
+
+RESUMED = ("step=2", "step=4", "end", "old")
+
+
+def _names(side: str) -> SimpleNamespace:
+    if side == "lightning":
+        from lightning.pytorch.callbacks.device_stats_monitor import _prefix_metric_keys
+        from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
+        from lightning.pytorch.core.mixins import HyperparametersMixin
+        from lightning.pytorch.loggers.utilities import _scan_checkpoints
+        from lightning.pytorch.profilers.pytorch import RegisterRecordFunction
+        from lightning.pytorch.trainer.states import RunningStage
+        from lightning.pytorch.utilities import _pytree, data, exceptions, model_helpers, parsing
+        from lightning.pytorch.utilities.consolidate_checkpoint import _format_checkpoint
+        from lightning.pytorch.utilities.migration import utils as migration
+        from lightning.pytorch.utilities.upgrade_checkpoint import main as upgrade_main
+
+        strategy: Any = __import__("lightning.pytorch.strategies", fromlist=["x"]).SingleDeviceStrategy("cpu")
+    else:
+        from trainer.lightning_compat.impl import utils_callbacks, utils_data, utils_helpers, utils_migration
+        from trainer.lightning_compat.impl import utils_parsing
+        from trainer.model.hparams import HyperparametersMixin
+        from trainer.states import RunningStage
+        from plugins.strategies.single_device import SingleDeviceStrategy
+
+        _prefix_metric_keys, Tqdm = utils_callbacks._prefix_metric_keys, utils_callbacks.Tqdm
+        _scan_checkpoints, RegisterRecordFunction = utils_callbacks._scan_checkpoints, utils_callbacks.RegisterRecordFunction
+        _pytree = exceptions = model_helpers = utils_helpers
+        _format_checkpoint = utils_helpers._format_checkpoint
+        data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
+        strategy = SingleDeviceStrategy("cpu")
+    return SimpleNamespace(**{k: v for k, v in locals().items() if k != "side"})
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able, with classes by name (the callback classes differ by package)."""
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, dict):
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return value
+
+
+def _error(fn: Any) -> list[str]:
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - the type and words are what is compared
+        return [type(err).__name__, str(err)]
+    return []
+
+
+def _migration(n: SimpleNamespace, version: str) -> dict[str, Any]:
+    m = n.migration
+    out: dict[str, Any] = {}
+    old = {"pytorch-lightning_version": "0.9.0", "global_step": 3, "epoch": 1, "amp_scaling_state": {"s": 1},
+           "checkpoint_callback_best_model_score": 0.5, "early_stop_callback_wait": 2, "early_stop_callback_patience": 4}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        migrated, applied = m.migrate_checkpoint(dict(old))
+    out["from_0.9"] = _plain([migrated, applied, sorted(str(w.message) for w in caught)])
+    loops_1x = {"fit_loop": {
+        "epoch_loop.batch_loop.state_dict": {"x": 1}, "epoch_loop.state_dict": {},
+        "epoch_loop.batch_loop.optimizer_loop.optim_progress": {"optimizer_position": 1, "optimizer": {}},
+        "epoch_loop.batch_loop.optimizer_loop.state_dict": {}, "epoch_loop.batch_loop.manual_loop.state_dict": {},
+        "epoch_loop.batch_loop.manual_loop.optim_step_progress": {"total": {}}},
+        "validate_loop": {"dataloader_progress": {}, "epoch_loop.batch_progress": {"a": 1}, "state_dict": {}}}
+    callbacks = {"ModelCheckpoint{'monitor': 'x', 'mode': 'min', 'every_n_train_steps': 0, 'every_n_epochs': 1, "
+                 "'train_time_interval': None, 'save_on_train_epoch_end': True}": {"k": 1}, "EarlyStopping{'m': 1}": {}}
+    one_eight = {"pytorch-lightning_version": "1.8.0", "global_step": 5, "epoch": 0, "loops": loops_1x,
+                 "callbacks": callbacks}
+    out["from_1.8"] = _plain(m.migrate_checkpoint(json.loads(json.dumps(one_eight))))
+    out["to_1.6"] = _plain(m.migrate_checkpoint({"pytorch-lightning_version": "1.0.0", "global_step": 1, "epoch": 0},
+                                                target_version="1.6.0"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        newer = m.migrate_checkpoint({"pytorch-lightning_version": "99.0.0", "x": 1})
+    out["newer"] = _plain([newer, [str(w.message).replace(version, "<current>") for w in caught]])
+    collide = {"pytorch-lightning_version": "1.8.0", "callbacks": {
+        "ModelCheckpoint{'a': 1, 'save_on_train_epoch_end': True}": 1, "ModelCheckpoint{'a': 1, 'save_on_train_epoch_end': False}": 2}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["collide"] = _plain([m.migrate_checkpoint(collide)[0]["callbacks"], len(caught)])
+    out["should_upgrade"] = [m._should_upgrade({"pytorch-lightning_version": v}, t, mx)
+                             for v, t, mx in (("1.0.0", "1.6.0", None), ("1.6.0", "1.6.0", None),
+                                              ("1.0.0", "2.0.0", "1.9.0"), ("1.0.0", "1.9.0", "1.9.0"))]
+    legacy = {"pytorch-lightning_version": "0.1.0"}
+    m._set_legacy_version(legacy, "0.1.0")
+    m._set_legacy_version(legacy, "0.2.0")
+    m._set_version(legacy, "1.0.0")
+    out["versions"] = [legacy, m._get_version(legacy), _error(lambda: m._get_version({}))[:1]]
+    out["mirror"] = [m._patch_pl_to_mirror_if_necessary(x) for x in ("pytorch_lightning", "pytorch_lightning.callbacks",
+                                                                     "pytorch_lightningx", "torch.nn")]
+    out["pl_migrate"] = _plain(m._pl_migrate_checkpoint({"pytorch-lightning_version": "0.0.1", "global_step": 2,
+                                                         "epoch": 0}, "x.ckpt"))
+    return out
+
+
+def _hparams(n: SimpleNamespace) -> dict[str, Any]:
+    p = n.parsing
+    seen: dict[str, Any] = {}
+
+    class Base(n.HyperparametersMixin):
+        def __init__(self, a: int, b: str = "x", *args: Any, **kwargs: Any) -> None:
+            super().__init__()
+            seen["collected"] = p.collect_init_args(inspect.currentframe(), [], classes=(n.HyperparametersMixin,))
+            seen["init_args"] = p.get_init_args(inspect.currentframe())
+            p.save_hyperparameters(self, ignore="b", frame=inspect.currentframe())
+
+    class Child(Base):
+        def __init__(self, c: float = 1.5, **kwargs: Any) -> None:
+            super().__init__(a=1, **kwargs)
+
+    child = Child(c=2.5, extra=7)
+    hp = {"keep": 1, "drop": lambda: 1, "also": "s"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p.clean_namespace(hp)
+    return {"keys": [p.parse_class_init_keys(Base), p.parse_class_init_keys(Child)],
+            "collected": seen["collected"], "init_args": seen["init_args"], "saved": dict(child.hparams),
+            "name": child._hparams_name, "cleaned": [sorted(hp), [str(w.message) for w in caught]]}
+
+
+class _Loader(DataLoader):
+    def __init__(self, dataset: Any, tag: str, **kwargs: Any) -> None:
+        super().__init__(dataset, **kwargs)
+        self.tag = tag
+
+
+class _NoAttr(DataLoader):
+    def __init__(self, dataset: Any, secret: int, **kwargs: Any) -> None:
+        super().__init__(dataset, **kwargs)
+
+
+def _data(n: SimpleNamespace) -> dict[str, Any]:
+    d = n.data
+    loader = _Loader(list(range(10)), "t", batch_size=3, shuffle=True, drop_last=True)
+    rebuilt = d._update_dataloader(loader, SequentialSampler(range(10)))
+    predict = d._update_dataloader(loader, SequentialSampler(range(10)), mode=n.RunningStage.PREDICTING)
+    args, kwargs = d._get_dataloader_init_args_and_kwargs(loader, SequentialSampler(range(10)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lengths = [d.has_len_all_ranks(DataLoader(list(range(4))), n.strategy),
+                   d.has_len_all_ranks(DataLoader([]), n.strategy),
+                   d.has_len_all_ranks(iter(range(3)), n.strategy)]
+    return {"rebuilt": [type(rebuilt).__name__, rebuilt.tag, rebuilt.batch_size, rebuilt.drop_last,
+                        type(rebuilt.sampler).__name__, [b.tolist() for b in rebuilt]],
+            "predict": [type(predict.batch_sampler).__name__, predict.batch_sampler.drop_last,
+                        [b.tolist() for b in predict], predict.batch_sampler.seen_batch_indices],
+            "kwargs": [list(args), sorted(kwargs)],
+            "missing": _error(lambda: d._update_dataloader(_NoAttr(range(3), 1), SequentialSampler(range(3)))),
+            "not_a_loader": _error(lambda: d._get_dataloader_init_args_and_kwargs("a list", None)),
+            "lengths": [lengths, sorted({str(w.message) for w in caught})]}
+
+
+def _helpers(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    out["format_num"] = [n.Tqdm.format_num(x) for x in (1, 1.0, "1", 1e-5, "abc", 0.1234567, 10000.0, 12.5, "2.")]
+    err = ValueError("shape mismatch somewhere", 3, "other")
+    n.exceptions._augment_message(err, "shape.*", "better")
+    out["augment"] = list(err.args)
+    out["format_checkpoint"] = n._format_checkpoint({"model": 1, "optimizer_1": "b", "optimizer_0": "a", "optimizer_x": 0})
+    tree = {"a": [1, 2], "b": [[1, torch.tensor(2.0)], (3, "s")], "c": {"x": 1.0}}
+    leaves, spec = n._pytree._tree_flatten(tree)
+    out["pytree"] = [_plain(leaves), _plain(n._pytree.tree_unflatten(leaves, spec)), spec.num_leaves]
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout())
+    mode = n.model_helpers._ModuleMode()
+    model[1].eval()
+    mode.capture(model)
+    model.train()
+    mode.restore(model)
+    out["module_mode"] = [m.training for m in model.modules()]
+
+    class Restricted:
+        @n.model_helpers._restricted_classmethod
+        def build(cls, x: int) -> str:
+            return f"{cls.__name__}{x}"
+
+    out["restricted"] = [Restricted.build(1), _error(lambda: Restricted().build(1))]
+    out["prefix"] = n._prefix_metric_keys({"a": 1.0, "b": 2.0}, "train", "/")
+    paths = []
+    for i in range(3):
+        paths.append(os.path.join(tmp, f"c{i}.ckpt"))
+        with open(paths[-1], "w") as f:
+            f.write("x")
+        os.utime(paths[-1], (1000 + i, 1000 + i))
+    callback = SimpleNamespace(last_model_path=paths[2], current_score=0.3, best_model_path=paths[0],
+                               best_model_score=0.1, best_k_models={paths[0]: 0.1, paths[1]: 0.2,
+                                                                    os.path.join(tmp, "gone.ckpt"): 0.9})
+    scanned = n._scan_checkpoints(callback, {paths[1]: 5000})
+    out["scan"] = [[os.path.basename(p), s, tag] for _, p, s, tag in scanned]
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    with torch.profiler.profile() as prof, n.RegisterRecordFunction(net):
+        net(torch.ones(1, 2))
+    out["records"] = sorted({e.name for e in prof.events() if "[pl][module]" in e.name})
+    out["model_helpers_errors"] = _error(lambda: n.model_helpers.get_torchvision_model("resnet18"))[:1]
+    return out
+
+
+def _upgrade(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
+    path = os.path.join(tmp, "u.ckpt")
+    torch.save({"pytorch-lightning_version": "1.5.0", "global_step": 1, "epoch": 0, "state_dict": {}}, path)
+    argv = sys.argv
+    sys.argv = ["upgrade_checkpoint.py", path, "--map-to-cpu"]
+    try:
+        n.upgrade_main()
+    finally:
+        sys.argv = argv
+    upgraded = torch.load(path, weights_only=True)
+    upgraded["pytorch-lightning_version"] = "<current>"
+    return {"upgraded": upgraded, "backup": os.path.exists(path[:-5] + ".bak")}
+
+
+def results(side: str, tmp: str) -> dict[str, Any]:
+    n = _names(side)
+    version = "2.6.6"
+    return {"migration": _migration(n, version), "hparams": _hparams(n), "data": _data(n),
+            "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp)}
+
+
+def _write_and_resume(root: str) -> dict[str, Any]:
+    """Checkpoints a real Lightning Trainer writes (mid-epoch, at an epoch's end, after fit, and one made to look
+    0.9-era: no loop states, old top-level callback keys), and how Lightning resumes from each."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    quiet = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                 limit_train_batches=4, default_root_dir=root)
+    pl.seed_everything(0)
+    first = pl.Trainer(max_epochs=1, callbacks=[ModelCheckpoint(dirpath=root, every_n_train_steps=2, save_top_k=-1,
+                                                                filename="{step}")], **quiet)
+    first.fit(BoringModel())
+    first.save_checkpoint(os.path.join(root, "end.ckpt"))
+    end = torch.load(os.path.join(root, "end.ckpt"), weights_only=True)
+    old = {k: v for k, v in end.items() if k not in ("loops", "callbacks")}
+    old.update({"pytorch-lightning_version": "0.9.0", "checkpoint_callback_best_model_score": 0.5,
+                "early_stop_callback_wait": 1})
+    torch.save(old, os.path.join(root, "old.ckpt"))
+    return {name: resume(pl.Trainer, BoringModel, os.path.join(root, name + ".ckpt"), quiet) for name in RESUMED}
+
+
+def resume(trainer_cls: type, model_cls: type, path: str, quiet: dict) -> list:
+    """``[[current_epoch, global_step] at on_train_start, first batch_idx, [current_epoch, global_step] at the end,
+    whether the weights at on_train_start are the checkpoint's]``."""
+    seen: list = []
+    saved = torch.load(path, weights_only=True)["state_dict"]
+
+    class Model(model_cls):  # type: ignore[valid-type, misc]
+        def on_train_start(self) -> None:
+            seen.append([self.trainer.current_epoch, self.trainer.global_step])
+            seen.append(all(torch.equal(v, saved[k]) for k, v in self.state_dict().items()))
+
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+            if len(seen) == 2:
+                seen.append(batch_idx)
+
+    trainer = trainer_cls(max_epochs=2, enable_checkpointing=False, **quiet)
+    trainer.fit(Model(), ckpt_path=path)
+    return [*seen, [trainer.current_epoch, trainer.global_step]]
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore", message=".*(does not have many workers|GPU available|TPU available|LOCAL_RANK).*")
+    from tests.compat.lightning_diff.harness import emit
+
+    where = sys.argv[2]
+    emit({"resume": _write_and_resume(where), "calls": results(sys.argv[1], where)})
