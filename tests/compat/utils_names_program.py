@@ -11,6 +11,7 @@ import os
 import sys
 import warnings
 from types import SimpleNamespace
+from argparse import Namespace
 from typing import Any
 
 import torch
@@ -33,6 +34,13 @@ def _names(side: str) -> SimpleNamespace:
         from lightning.pytorch.utilities.upgrade_checkpoint import main as upgrade_main
 
         strategy: Any = __import__("lightning.pytorch.strategies", fromlist=["x"]).SingleDeviceStrategy("cpu")
+        from lightning.pytorch.plugins.precision import DoublePrecision, HalfPrecision, MixedPrecision, Precision
+
+        extras = SimpleNamespace()
+        for module, names in EXTRAS.items():
+            loaded = __import__(f"lightning.pytorch.{module}", fromlist=["x"])
+            for name in names:
+                setattr(extras, name, getattr(loaded, name))
     else:
         from trainer.lightning_compat.impl import utils_callbacks, utils_data, utils_helpers, utils_migration
         from trainer.lightning_compat.impl import utils_parsing
@@ -46,7 +54,88 @@ def _names(side: str) -> SimpleNamespace:
         _format_checkpoint = utils_helpers._format_checkpoint
         data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
         strategy = SingleDeviceStrategy("cpu")
+        from plugins.precision.base import Precision
+        from plugins.precision.half import DoublePrecision, HalfPrecision, MixedPrecision
+        from trainer.lightning_compat.impl import utils_extras as extras
     return SimpleNamespace(**{k: v for k, v in locals().items() if k != "side"})
+
+
+EXTRAS = {
+    "core.saving": ("_is_imported_subclass", "_convert_loaded_hparams"),
+    "core.mixins.hparams_mixin": ("_given_hyperparameters_context",),
+    "cli": ("_class_path_from_class", "_global_add_class_path", "_add_class_path_generator", "_get_short_description",
+            "_get_module_type", "_set_dict_nested"),
+    "utilities.argparse": ("_parse_env_variables", "_defaults_from_env_vars"),
+    "utilities.imports": ("_try_import_module",),
+    "utilities.model_summary.model_summary": ("_format_summary_table",),
+    "callbacks.throughput_monitor": ("_plugin_to_compute_dtype",),
+    "accelerators.mps": ("get_device_stats",),
+    "profilers.pytorch": ("_default_sort_by_key",),
+}
+
+
+class Settings:
+    """Built from settings."""
+
+    def __init__(self, max_epochs: int = 1, name: str = "x", flag: bool = False) -> None:
+        self.seen = (max_epochs, name, flag)
+
+
+def _extras(n: SimpleNamespace) -> dict[str, Any]:
+    e = n.extras
+    out: dict[str, Any] = {}
+    out["table"] = e._format_summary_table(1234567, 1000, 4.938, {"train": 3, "eval": 1}, 0,
+                                           (" ", ["0", "1"]), ("Name", ["layer", "x"]), ("Params", ["1.2 M", "66"]))
+    out["empty_table"] = e._format_summary_table(0, 0, 0.0, {"train": 0, "eval": 0}, 5, (" ", []), ("Name", []))
+    out["imported"] = [e._is_imported_subclass("torch.nn.Linear", torch.nn.Module),
+                       e._is_imported_subclass("torch.nn.Linear", dict), e._is_imported_subclass(3, object),
+                       e._is_imported_subclass("not_a_module_anywhere.X", object)]
+    out["converted"] = [_plain(e._convert_loaded_hparams({"a": 1})), type(e._convert_loaded_hparams({"a": 1}, "x")).__name__,
+                        e._convert_loaded_hparams({"a": 1}, lambda d: sorted(d))]
+    nested = {"a": {"b": {"c": 1}}}
+    e._set_dict_nested(nested, "a.b.c", 2)
+    out["cli"] = [e._class_path_from_class(torch.nn.Linear), e._global_add_class_path(torch.nn.ReLU, {"x": 1}),
+                  e._add_class_path_generator(torch.nn.ReLU)({"inplace": True}),
+                  e._get_short_description(Settings), e._get_short_description(type("NoDoc", (), {"__doc__": None})),
+                  e._get_module_type(Settings).__name__, nested, _error(lambda: e._set_dict_nested(nested, "z.y", 1))]
+
+    def make() -> Settings:
+        return Settings()
+
+    out["module_type"] = e._get_module_type(make).__name__ if isinstance(e._get_module_type(make), type) \
+        else str(e._get_module_type(make))
+    os.environ.update({"PL_SETTINGS_MAX_EPOCHS": "3", "PL_SETTINGS_NAME": "run one", "PL_SETTINGS_FLAG": "",
+                       "PL_SETTINGS_OTHER": "1"})
+    try:
+        parsed = vars(e._parse_env_variables(Settings))
+
+        class FromEnv(Settings):
+            @e._defaults_from_env_vars
+            def __init__(self, max_epochs: int = 1, name: str = "x", flag: bool = False) -> None:
+                super().__init__(max_epochs, name, flag)
+
+        out["env"] = [parsed, list(FromEnv().seen), list(FromEnv(7).seen), list(FromEnv(name="y").seen)]
+    finally:
+        for key in ("PL_SETTINGS_MAX_EPOCHS", "PL_SETTINGS_NAME", "PL_SETTINGS_FLAG", "PL_SETTINGS_OTHER"):
+            del os.environ[key]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["imports"] = [e._try_import_module("json"), e._try_import_module("no_such_module_here"), len(caught)]
+    out["sort_key"] = [e._default_sort_by_key({}), e._default_sort_by_key({"use_cuda": True})]
+    out["dtypes"] = [str(e._plugin_to_compute_dtype(p)) for p in
+                     (n.Precision(), n.DoublePrecision(), n.HalfPrecision("bf16-true"), n.MixedPrecision("bf16-mixed", "cpu"))]
+    out["dtype_error"] = _error(lambda: e._plugin_to_compute_dtype("not a plugin"))[:1]
+    out["mps_stats"] = sorted(e.get_device_stats())
+
+    class Saved(n.HyperparametersMixin):
+        def __init__(self, a: int = 1) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+    with e._given_hyperparameters_context({"a": 5, "b": 2}, "pkg.build"):
+        given = dict(Saved().hparams)
+    out["given"] = [given, dict(Saved(3).hparams)]
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -235,7 +324,7 @@ def results(side: str, tmp: str) -> dict[str, Any]:
     n = _names(side)
     version = "2.6.6"
     return {"migration": _migration(n, version), "hparams": _hparams(n), "data": _data(n),
-            "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp)}
+            "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp), "extras": _extras(n)}
 
 
 def _write_and_resume(root: str) -> dict[str, Any]:

@@ -64,3 +64,20 @@ NAMES.update({
        for n in ("DeepSpeedSummary", "DeepSpeedLayerSummary", "deepspeed_param_size")},
     f"{_P}.callbacks.model_summary:DeepSpeedSummary": f"{_IMPL}.utils_refused:DeepSpeedSummary",
 })
+
+_EXTRAS = {
+    "core.saving": ("_default_map_location", "_is_imported_subclass", "_convert_loaded_hparams", "_load_from_checkpoint"),
+    "core.mixins.hparams_mixin": ("_given_hyperparameters_context",),
+    "cli": ("_class_path_from_class", "_global_add_class_path", "_add_class_path_generator", "_get_short_description",
+            "_get_module_type", "_set_dict_nested"),
+    "utilities.argparse": ("_parse_env_variables", "_defaults_from_env_vars"),
+    "utilities.compile": ("_verify_strategy_supports_compile",),
+    "utilities.imports": ("_try_import_module",),
+    "utilities.types": ("_SizedIterable",),
+    "utilities.model_summary.model_summary": ("_format_summary_table", "_tensor_has_shape"),
+    "callbacks.pruning": ("_LayerRef",),
+    "callbacks.throughput_monitor": ("_plugin_to_compute_dtype",),
+    "accelerators.mps": ("get_device_stats",),
+    "profilers.pytorch": ("_default_sort_by_key",),
+}
+NAMES.update({f"{_P}.{module}:{n}": f"{_IMPL}.utils_extras:{n}" for module, names in _EXTRAS.items() for n in names})

@@ -129,7 +129,11 @@ def _set_hparams(obj: Any, hparams: Any) -> None:
 
     if isinstance(hparams, Namespace):
         hparams = vars(hparams)
-    obj._hparams = hparams if type(hparams).__name__ == "DictConfig" else AttributeDict(hparams)
+    current = getattr(obj, "_hparams", None)
+    if isinstance(hparams, dict) and isinstance(current, dict):  # a second call adds to what was saved
+        current.update(hparams)
+    else:
+        obj._hparams = hparams if type(hparams).__name__ == "DictConfig" else AttributeDict(hparams)
 
 
 def _lightning_get_all_attr_holders(model: Any, attribute: str) -> list[Any]:

@@ -90,10 +90,10 @@ ALLOWED: list[Allowed] = [
             "raises what Lightning raises without `litlogger`), the model registry, "
             "`serve` (Lightning's serving checks), `fabric run` and the checkpoint-consolidation scripts; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
-    Allowed(("lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*", "lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
+    Allowed(("lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
              "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*", "lightning.*.strategies.xla_fsdp:_*"),
             "names",
-            "Lightning's strategy-specific helpers (DeepSpeed checkpoint conversion and summaries, FSDP/model-parallel "
+            "Lightning's strategy-specific helpers (DeepSpeed strategy internals, FSDP/model-parallel "
             "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
             "checkpoint layouts and code", NOT_SERVED),
     Allowed(("lightning.*:_*",), "names",
@@ -107,12 +107,11 @@ ALLOWED: list[Allowed] = [
              "*:DistributedSamplerWrapper"), "names",
             "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
             "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
-    Allowed(("lightning.pytorch.accelerators.mps:get_device_stats",
-             "lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
+    Allowed(("lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
              "lightning.pytorch.profilers.pytorch:*", "lightning.fabric.accelerators.registry:call_register_accelerators",
              "*:fabric_plugin_to_compute_dtype"),
             "names",
-            "Public helpers not served yet: the MPS device-stats reader, the MNIST demo (it downloads), profiler "
+            "Public helpers not served yet: the MNIST demo (it downloads), profiler "
             "internals", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
