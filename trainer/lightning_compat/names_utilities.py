@@ -66,7 +66,10 @@ NAMES.update({
 })
 
 _EXTRAS = {
-    "core.saving": ("_default_map_location", "_is_imported_subclass", "_convert_loaded_hparams", "_load_from_checkpoint"),
+    "core.saving": ("_default_map_location", "_is_imported_subclass", "_convert_loaded_hparams", "_load_from_checkpoint",
+                    "_load_state"),
+    "loggers.utilities": ("_log_hyperparams",),
+    "loggers.litlogger": ("_create_experiment_name",),
     "core.mixins.hparams_mixin": ("_given_hyperparameters_context",),
     "cli": ("_class_path_from_class", "_global_add_class_path", "_add_class_path_generator", "_get_short_description",
             "_get_module_type", "_set_dict_nested"),
@@ -79,5 +82,10 @@ _EXTRAS = {
     "callbacks.throughput_monitor": ("_plugin_to_compute_dtype",),
     "accelerators.mps": ("get_device_stats",),
     "profilers.pytorch": ("_default_sort_by_key",),
+    "utilities.model_registry": ("_is_registry", "_parse_registry_model_version", "_determine_model_name",
+                                 "_determine_model_folder", "find_model_local_ckpt_path",
+                                 "download_model_from_registry"),
 }
 NAMES.update({f"{_P}.{module}:{n}": f"{_IMPL}.utils_extras:{n}" for module, names in _EXTRAS.items() for n in names})
+NAMES.update({f"{_P}.profilers.pytorch:ScheduleWrapper": f"{_IMPL}.utils_refused:ScheduleWrapper",
+              f"{_P}.cli:_InstantiatorFn": f"{_IMPL}.utils_refused:_InstantiatorFn"})

@@ -72,6 +72,39 @@ def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = N
                                 strict=strict, **kwargs)
 
 
+def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, **cls_kwargs_new: Any) -> Any:
+    """The object ``cls.load_from_checkpoint`` builds from an already loaded checkpoint dict (Relay's
+    ``load_state``: saved hyperparameters and ``cls_kwargs_new`` to the constructor, then the weights)."""
+    from trainer.model.saving import load_state
+
+    return load_state(cls, checkpoint, strict=strict, **cls_kwargs_new)
+
+
+# --- loggers ---------------------------------------------------------------------------------------------------------
+def _log_hyperparams(trainer: Any) -> None:
+    """Give each of the Trainer's loggers the initial hyperparameters of the module and DataModule (Relay's rule,
+    Lightning's: a key both define differently is an error; LightningCLI's ``_class_path`` is left out), the graph,
+    and a save."""
+    from trainer.loggers.hparams_logging import initial_hparams
+
+    if not trainer.loggers:
+        return
+    module = trainer.lightning_module
+    params = initial_hparams(module, trainer.datamodule)
+    for logger in trainer.loggers:
+        if params is not None:
+            logger.log_hyperparams({k: v for k, v in params.items() if k != "_class_path"})
+        logger.log_graph(module)
+        logger.save()
+
+
+def _create_experiment_name() -> str:
+    """A random experiment name from ``litlogger``'s generator (``ModuleNotFoundError`` without ``litlogger``)."""
+    from litlogger.generator import _create_name
+
+    return _create_name()
+
+
 # --- cli -------------------------------------------------------------------------------------------------------------
 def _class_path_from_class(class_type: type) -> str:
     return f"{class_type.__module__}.{class_type.__name__}"
@@ -265,3 +298,65 @@ def _default_sort_by_key(profiler_kwargs: dict) -> str:
     cuda = profiler_kwargs.get("use_cuda", False) or (activities and ProfilerActivity.CUDA in activities) or \
         (not activities and torch.cuda.is_available())
     return "cuda_time_total" if cuda else "cpu_time_total"
+
+
+# --- utilities.model_registry ----------------------------------------------------------------------------------------
+def _is_registry(text: Any) -> bool:
+    """Whether ``text`` is ``"registry"`` or starts with ``"registry:"`` (any case)."""
+    return isinstance(text, str) and (text.lower() == "registry" or text.lower().startswith("registry:"))
+
+
+def _parse_registry_model_version(ckpt_path: Any) -> tuple[str, str]:
+    """``(model name, version)`` of ``registry[:name][:version:<v>]`` (``""`` for a part not given)."""
+    if not ckpt_path or not _is_registry(ckpt_path):
+        raise ValueError(f"Invalid registry path: {ckpt_path}")
+    parts = str(ckpt_path).split(":")
+    name = parts[1] if len(parts) >= 2 and parts[1].lower() != "version" else ""
+    version = ""
+    if len(parts) == 3 and parts[1].lower() == "version":
+        version = parts[2]
+    elif len(parts) == 4 and parts[2].lower() == "version":
+        version = parts[3]
+    return name, version
+
+
+def _determine_model_name(ckpt_path: Any, default_model_registry: str | None) -> str:
+    """``name[:version]`` of a registry path, the default registry's name when the path names none."""
+    name, version = _parse_registry_model_version(ckpt_path)
+    name = name or default_model_registry or ""
+    if not name:
+        raise ValueError(f"Invalid model registry: '{ckpt_path}'")
+    return f"{name}:{version}" if version else name
+
+
+def _determine_model_folder(model_name: str, default_root_dir: str) -> str:
+    """``<root>/<name with '/' and ':' as '_'>``: where a registry model is downloaded to."""
+    if not model_name:
+        raise ValueError(f"Invalid model registry: '{model_name}'")
+    return os.path.join(default_root_dir, model_name.replace("/", "_").replace(":", "_"))
+
+
+def find_model_local_ckpt_path(ckpt_path: Any, default_model_registry: str | None, default_root_dir: str) -> str:
+    """The first ``.ckpt`` file in a downloaded registry model's folder."""
+    name = _determine_model_name(ckpt_path, default_model_registry)
+    folder = _determine_model_folder(name, default_root_dir)
+    files = [f for f in os.listdir(folder) if f.endswith(".ckpt")]
+    if not files:
+        raise RuntimeError(f"Parsing files from downloaded model: {name}")
+    return os.path.join(folder, files[0])
+
+
+def download_model_from_registry(ckpt_path: Any, trainer: Any) -> None:
+    """Download a registry model with ``litmodels`` on each node's first process (``ImportError`` without it), then
+    wait for every process."""
+    if trainer.local_rank == 0:
+        from lightning_utilities import module_available
+
+        if not module_available("litmodels"):
+            raise ImportError("The `litmodels` package is not installed. Please install it with `pip install litmodels`.")
+        from litmodels import download_model
+
+        name = _determine_model_name(ckpt_path, getattr(trainer, "model_registry", None))
+        if not download_model(name, download_dir=_determine_model_folder(name, trainer.default_root_dir)):
+            raise RuntimeError(f"Download model failed - {name}")
+    trainer.strategy.barrier("download_model_from_registry")

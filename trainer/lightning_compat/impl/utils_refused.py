@@ -67,3 +67,33 @@ def deepspeed_param_size(p: Any) -> int:
     if not hasattr(p, "ds_numel"):
         raise AssertionError("a ZeRO-3 partitioned parameter (with `ds_numel`) was expected")
     return p.ds_numel
+
+
+class ScheduleWrapper:
+    """Lightning's wrapper of a ``torch.profiler`` schedule that its ``PyTorchProfiler`` drives per stage (not on
+    Relay)."""
+
+    def __init__(self, schedule: Any) -> None:
+        raise _refuse(*_SCHEDULE)
+
+    def reset(self) -> None:
+        raise _refuse(*_SCHEDULE)
+
+    def setup(self, start_action_name: str) -> None:
+        raise _refuse(*_SCHEDULE)
+
+    def pre_step(self, current_action: str) -> None:
+        raise _refuse(*_SCHEDULE)
+
+
+_SCHEDULE = ("`ScheduleWrapper` (Lightning's PyTorchProfiler schedule internals)",
+             "Relay's PyTorchProfiler(schedule=...) takes a torch.profiler.schedule directly.")
+
+
+class _InstantiatorFn:
+    """Lightning's ``LightningCLI`` hook that records the config a class was built from (not on Relay)."""
+
+    def __init__(self, cli: Any, key: str) -> None:
+        raise _refuse("`_InstantiatorFn` (LightningCLI's instantiation hook)",
+                      "Relay's LightningCLI records the config of the objects it builds itself; `save_hyperparameters` "
+                      "inside `given_hyperparameters_context` records a given config.")

@@ -83,11 +83,9 @@ ALLOWED: list[Allowed] = [
             "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks "
             "and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
-    Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
-             "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*", "lightning.pytorch.serve*:*",
-             "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"), "names",
-            "Lightning AI's own services and command lines: LitLogger's helpers (`LitLogger` itself is served and "
-            "raises what Lightning raises without `litlogger`), the model registry, "
+    Allowed(("lightning.pytorch.serve*:*", "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"),
+            "names",
+            "Lightning AI's own services and command lines: "
             "`serve` (Lightning's serving checks), `fabric run` and the checkpoint-consolidation scripts; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
@@ -108,11 +106,11 @@ ALLOWED: list[Allowed] = [
             "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
             "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
     Allowed(("lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
-             "lightning.pytorch.profilers.pytorch:*", "lightning.fabric.accelerators.registry:call_register_accelerators",
+             "lightning.fabric.accelerators.registry:call_register_accelerators",
              "*:fabric_plugin_to_compute_dtype"),
             "names",
-            "Public helpers not served yet: the MNIST demo (it downloads), profiler "
-            "internals", NOT_SERVED),
+            "Public helpers not served yet: the MNIST demo (it downloads), the double-precision plugin's module helpers, "
+            "the accelerator registry's entry-point loader", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
