@@ -71,6 +71,8 @@ EXTRAS = {
     "callbacks.throughput_monitor": ("_plugin_to_compute_dtype",),
     "accelerators.mps": ("get_device_stats",),
     "profilers.pytorch": ("_default_sort_by_key",),
+    "utilities.model_registry": ("_is_registry", "_parse_registry_model_version", "_determine_model_name",
+                                 "_determine_model_folder", "find_model_local_ckpt_path"),
 }
 
 
@@ -127,6 +129,13 @@ def _extras(n: SimpleNamespace) -> dict[str, Any]:
     out["dtype_error"] = _error(lambda: e._plugin_to_compute_dtype("not a plugin"))[:1]
     out["mps_stats"] = sorted(e.get_device_stats())
 
+    out["registry"] = [[e._is_registry(x) for x in ("registry", "REGISTRY:m", "x_registry", "", None)],
+                       [e._parse_registry_model_version(x) for x in ("registry:m:version:1.0", "registry:m",
+                                                                    "registry:VERSION:v2", "registry")],
+                       [e._determine_model_name(x, "dflt") for x in ("registry:m:version:1", "registry:version:v2")],
+                       _error(lambda: e._determine_model_name("registry", None)),
+                       e._determine_model_folder("org/m:1.0", "/root"),
+                       _error(lambda: e._parse_registry_model_version("other"))]
     class Saved(n.HyperparametersMixin):
         def __init__(self, a: int = 1) -> None:
             super().__init__()
