@@ -111,7 +111,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     # die with Relay's launcher, join the group, pick the device (as Fabric.launch); start-up ends in watch_ranks,
     # once the checkpoint is loaded and the model set up
     join_processes(strategy, begin=False)
-    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
+    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank if strategy.world_size > 1 else None,
+                           log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
     run.resume = Resume.find(plan.restore, strategy)  # resume's phase 1: found and loaded (checkpointing/resume.py)
     trainer.ckpt_path = run.resume.path

@@ -66,7 +66,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
     "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
     "lightning.pytorch.demos.transformer:WikiText2.download",
-    "lightning.pytorch.profilers.advanced:AdvancedProfiler",
     "lightning.pytorch.profilers.pytorch:PyTorchProfiler",
     "lightning.pytorch.trainer.trainer:Trainer",
     "lightning.pytorch.utilities.types:DistributedDataParallel",
