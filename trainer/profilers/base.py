@@ -82,8 +82,8 @@ class Profiler:
         """Called by every rank when a stage starts, before any batch (``local_rank`` None in a single process).
         Without a ``dirpath``, the files go to ``log_dir`` (Lightning's: the Trainer's log directory)."""
         self._stage, self._local_rank, self._log_dir = stage, local_rank, log_dir
-        if self.dirpath is None and log_dir is not None:
-            self.dirpath = log_dir
+        if (self.dirpath is None or getattr(self, "_dirpath_is_log_dir", False)) and log_dir is not None:
+            self.dirpath, self._dirpath_is_log_dir = log_dir, True
 
     def teardown(self, stage: str | None) -> None: ...
 
