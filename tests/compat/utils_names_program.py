@@ -34,6 +34,7 @@ def _names(side: str) -> SimpleNamespace:
         from lightning.pytorch.utilities.upgrade_checkpoint import main as upgrade_main
 
         strategy: Any = __import__("lightning.pytorch.strategies", fromlist=["x"]).SingleDeviceStrategy("cpu")
+        from lightning.pytorch.profilers import AdvancedProfiler, SimpleProfiler
         from lightning.pytorch.plugins.precision import DoublePrecision, HalfPrecision, MixedPrecision, Precision
 
         extras = SimpleNamespace()
@@ -54,6 +55,7 @@ def _names(side: str) -> SimpleNamespace:
         _format_checkpoint = utils_helpers._format_checkpoint
         data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
         strategy = SingleDeviceStrategy("cpu")
+        from trainer.profilers import AdvancedProfiler, SimpleProfiler
         from plugins.precision.base import Precision
         from plugins.precision.half import DoublePrecision, HalfPrecision, MixedPrecision
         from trainer.lightning_compat.impl import utils_extras as extras
@@ -315,6 +317,20 @@ def _helpers(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
     return out
 
 
+def _profilers(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
+    where = os.path.join(tmp, "profiles")
+    advanced = n.AdvancedProfiler(dirpath=where, filename="p", dump_stats=True)
+    with advanced.profile("a/b"):
+        sum(range(10))
+    advanced.describe()
+    simple = n.SimpleProfiler()
+    errors = [_error(lambda: simple.stop("x")), _error(lambda: advanced.stop("never"))]
+    simple.start("x")
+    errors.append(_error(lambda: simple.start("x")))
+    return {"files": sorted(os.listdir(where)), "errors": errors,
+            "sizes": sorted(os.path.getsize(os.path.join(where, f)) > 0 for f in os.listdir(where))}
+
+
 def _upgrade(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
     path = os.path.join(tmp, "u.ckpt")
     torch.save({"pytorch-lightning_version": "1.5.0", "global_step": 1, "epoch": 0, "state_dict": {}}, path)
@@ -333,7 +349,8 @@ def results(side: str, tmp: str) -> dict[str, Any]:
     n = _names(side)
     version = "2.6.6"
     return {"migration": _migration(n, version), "hparams": _hparams(n), "data": _data(n),
-            "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp), "extras": _extras(n)}
+            "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp), "extras": _extras(n),
+            "profilers": _profilers(n, tmp)}
 
 
 def _write_and_resume(root: str) -> dict[str, Any]:
