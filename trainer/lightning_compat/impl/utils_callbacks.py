@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from lightning_utilities.core.imports import RequirementCache
@@ -32,7 +33,7 @@ class Tqdm(_tqdm):
     """A ``tqdm`` whose float and string numbers are padded to five characters, so the bar does not flicker."""
 
     @staticmethod
-    def format_num(n: int | float | str) -> str:
+    def format_num(n: float | str) -> str:
         text = n if isinstance(n, str) else _tqdm.format_num(n)
         if not isinstance(n, (float, str)) or "e" in text:
             return text

@@ -155,7 +155,7 @@ def _dataloader_init_kwargs_resolve_sampler(dataloader: DataLoader, sampler: Sam
     """The ``sampler``/``batch_sampler`` arguments of the rebuilt loader: a custom batch sampler (or any, when
     predicting) is rebuilt around ``sampler``; for prediction it is wrapped to record the indices it gives."""
     predicting = _is_predicting(mode)
-    batch_sampler = getattr(dataloader, "batch_sampler")
+    batch_sampler = dataloader.batch_sampler
     kind = type(batch_sampler)
     if batch_sampler is None or (kind is BatchSampler and not predicting):
         return {"sampler": sampler, "shuffle": False, "batch_sampler": None}

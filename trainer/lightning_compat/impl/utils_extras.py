@@ -17,14 +17,15 @@ import os
 import sys
 from argparse import Namespace
 from ast import literal_eval
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any, Callable, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import torch
 from torch import nn
 
-from trainer.model.hparams import AttributeDict, given_hyperparameters_context as _given_hyperparameters_context
+from trainer.model.hparams import AttributeDict
+from trainer.model.hparams import given_hyperparameters_context as _given_hyperparameters_context
 from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
 
 __all__ = ["_given_hyperparameters_context"]
@@ -242,7 +243,7 @@ def _format_summary_table(total_parameters: int, trainable_parameters: int, mode
     widths = [max([len(header), *(len(str(v)) for v in values)]) if rows else len(header) for header, values in cols]
     rule = "-" * (sum(widths) + 3 * (1 + len(cols)))
     lines = [" | ".join(f"{header:<{w}}" for (header, _), w in zip(cols, widths)), rule]
-    lines += [" | ".join(f"{str(values[i]):<{w}}" for (_, values), w in zip(cols, widths)) for i in range(rows)]
+    lines += [" | ".join(f"{values[i]!s:<{w}}" for (_, values), w in zip(cols, widths)) for i in range(rows)]
     lines.append(rule)
     totals = ((get_human_readable_count(trainable_parameters), "Trainable params"),
               (get_human_readable_count(total_parameters - trainable_parameters), "Non-trainable params"),

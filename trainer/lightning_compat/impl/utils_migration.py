@@ -24,10 +24,11 @@ import sys
 import threading
 import warnings
 from argparse import ArgumentParser, Namespace
+from collections.abc import Callable
 from pathlib import Path
 from shutil import copyfile
 from types import ModuleType, TracebackType
-from typing import Any, Callable
+from typing import Any
 
 from packaging.version import Version
 

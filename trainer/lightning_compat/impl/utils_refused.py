@@ -38,7 +38,7 @@ def ds_checkpoint_dir(checkpoint_dir: Any, tag: str | None = None) -> str:
 
 def _remove_prefix(key: str, prefix: str) -> str:
     """``key`` without a leading ``prefix``."""
-    return key[len(prefix):] if key.startswith(prefix) else key
+    return key.removeprefix(prefix)
 
 
 _SUMMARY = ("Relay's ModelSummary counts the parameters of a DeepSpeed-sharded model as it counts any other "
