@@ -35,6 +35,9 @@ def _names(side: str) -> SimpleNamespace:
 
         strategy: Any = __import__("lightning.pytorch.strategies", fromlist=["x"]).SingleDeviceStrategy("cpu")
         from lightning.pytorch.profilers import AdvancedProfiler, SimpleProfiler
+
+        rich = __import__("lightning.pytorch.callbacks.progress.rich_progress", fromlist=["x"])
+        RichProgressBar = rich.RichProgressBar
         from lightning.pytorch.plugins.precision import DoublePrecision, HalfPrecision, MixedPrecision, Precision
 
         extras = SimpleNamespace()
@@ -56,6 +59,8 @@ def _names(side: str) -> SimpleNamespace:
         data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
         strategy = SingleDeviceStrategy("cpu")
         from trainer.profilers import AdvancedProfiler, SimpleProfiler
+        from trainer.callbacks.rich_progress import RichProgressBar
+        from trainer.lightning_compat.impl import utils_rich as rich
         from plugins.precision.base import Precision
         from plugins.precision.half import DoublePrecision, HalfPrecision, MixedPrecision
         from trainer.lightning_compat.impl import utils_extras as extras
@@ -331,6 +336,31 @@ def _profilers(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
             "sizes": sorted(os.path.getsize(os.path.join(where, f)) > 0 for f in os.listdir(where))}
 
 
+def _rich(n: SimpleNamespace) -> dict[str, Any]:
+    r = n.rich
+    progress = r.CustomProgress(r.CustomBarColumn(), r.BatchesProcessedColumn(style="b"), auto_refresh=False,
+                                disable=True)
+    finite = progress.add_task("train", total=10)
+    endless = progress.add_task("stream", total=float("inf"), start=False)
+    progress.update(finite, completed=3)
+    tasks = {t.id: t for t in progress.tasks}
+    batches = r.BatchesProcessedColumn(style="b")
+    speed = r.ProcessingSpeedColumn(style="s")
+    clock = r.CustomTimeColumn(style="t")
+    bar = n.RichProgressBar()
+    bar.train_progress_bar_id = finite
+    trainer = SimpleNamespace(state=SimpleNamespace(fn="fit"), sanity_checking=False, training=False,
+                              progress_bar_callback=bar)
+    metrics = r.MetricsTextColumn(trainer, style="m", text_delimiter=" ", metrics_format=".3f")
+    metrics.update({"loss": 0.12345, "name": "x", "n": [1]})
+    return {"types": [type(t).__name__ for t in progress.tasks],
+            "batches": [batches.render(tasks[finite]).plain, batches.render(tasks[endless]).plain],
+            "speed": speed.render(tasks[endless]).plain, "clock": clock.render(tasks[endless]).plain,
+            "remaining": tasks[endless].time_remaining,
+            "metrics": [metrics.render(tasks[finite]).plain, metrics.render(tasks[endless]).plain],
+            "pulse": [r.CustomBarColumn().render(tasks[t]).pulse for t in (finite, endless)]}
+
+
 def _upgrade(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
     path = os.path.join(tmp, "u.ckpt")
     torch.save({"pytorch-lightning_version": "1.5.0", "global_step": 1, "epoch": 0, "state_dict": {}}, path)
@@ -350,7 +380,7 @@ def results(side: str, tmp: str) -> dict[str, Any]:
     version = "2.6.6"
     return {"migration": _migration(n, version), "hparams": _hparams(n), "data": _data(n),
             "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp), "extras": _extras(n),
-            "profilers": _profilers(n, tmp)}
+            "profilers": _profilers(n, tmp), "rich": _rich(n)}
 
 
 def _write_and_resume(root: str) -> dict[str, Any]:

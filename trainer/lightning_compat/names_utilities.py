@@ -89,3 +89,6 @@ _EXTRAS = {
 NAMES.update({f"{_P}.{module}:{n}": f"{_IMPL}.utils_extras:{n}" for module, names in _EXTRAS.items() for n in names})
 NAMES.update({f"{_P}.profilers.pytorch:ScheduleWrapper": f"{_IMPL}.utils_refused:ScheduleWrapper",
               f"{_P}.cli:_InstantiatorFn": f"{_IMPL}.utils_refused:_InstantiatorFn"})
+NAMES.update({f"{_P}.callbacks.progress.rich_progress:{n}": f"{_IMPL}.utils_rich:{n}"
+              for n in ("CustomBarColumn", "CustomInfiniteTask", "_RefreshThread", "CustomProgress", "CustomTimeColumn",
+                        "BatchesProcessedColumn", "ProcessingSpeedColumn", "MetricsTextColumn")})

@@ -97,9 +97,6 @@ ALLOWED: list[Allowed] = [
             "Other private helpers of Lightning's plugins and utilities that no project tried so far imports; "
             "each is served on request (a line in `trainer/lightning_compat/names.py`, often a small function in "
             "`trainer/lightning_compat/impl/`)", NOT_SERVED),
-    Allowed(("lightning.pytorch.callbacks.progress.rich_progress:*",), "names",
-            "Lightning's progress-bar drawing (rich columns and theme): Relay's bars draw "
-            "themselves", NOT_SERVED),
     Allowed(("lightning.fabric.plugins.collectives*:*", "*:CollectibleGroup", "lightning.fabric.utilities.distributed:*",
              "*:DistributedSamplerWrapper"), "names",
             "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
