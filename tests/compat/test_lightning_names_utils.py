@@ -47,7 +47,7 @@ def relay_calls(tmp_path_factory):
         return json.loads(json.dumps(program.results("relay", str(where))))
 
 
-@pytest.mark.parametrize("part", ["migration", "hparams", "data", "helpers", "upgrade", "extras", "profilers", "rich"])
+@pytest.mark.parametrize("part", ["migration", "hparams", "data", "helpers", "upgrade", "extras", "profilers", "rich", "logging"])
 def test_helpers_give_lightnings_results(lightning, relay_calls, part):
     expected = _lightning_results(lightning)["calls"][part]
     assert relay_calls[part] == expected

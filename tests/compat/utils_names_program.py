@@ -37,6 +37,9 @@ def _names(side: str) -> SimpleNamespace:
         from lightning.pytorch.profilers import AdvancedProfiler, SimpleProfiler
 
         rich = __import__("lightning.pytorch.callbacks.progress.rich_progress", fromlist=["x"])
+        from lightning.pytorch import Trainer
+        from lightning.pytorch.demos.boring_classes import BoringModel
+        from lightning.pytorch.loggers import TensorBoardLogger
         RichProgressBar = rich.RichProgressBar
         from lightning.pytorch.plugins.precision import DoublePrecision, HalfPrecision, MixedPrecision, Precision
 
@@ -59,7 +62,10 @@ def _names(side: str) -> SimpleNamespace:
         data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
         strategy = SingleDeviceStrategy("cpu")
         from trainer.profilers import AdvancedProfiler, SimpleProfiler
+        from trainer import Trainer
         from trainer.callbacks.rich_progress import RichProgressBar
+        from trainer.demos.boring_classes import BoringModel
+        from trainer.loggers import TensorBoardLogger
         from trainer.lightning_compat.impl import utils_rich as rich
         from plugins.precision.base import Precision
         from plugins.precision.half import DoublePrecision, HalfPrecision, MixedPrecision
@@ -361,6 +367,38 @@ def _rich(n: SimpleNamespace) -> dict[str, Any]:
             "pulse": [r.CustomBarColumn().render(tasks[t]).pulse for t in (finite, endless)]}
 
 
+def _logging(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
+    """A logged ``step`` value is the loggers' step; a logger subclass's name/version give its directory; the run
+    directory keeps an hparams.yaml."""
+    seen: list = []
+
+    class Named(n.TensorBoardLogger):
+        @property
+        def name(self) -> str:
+            return "name"
+
+        @property
+        def version(self) -> str:
+            return "v"
+
+        def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+            seen.append([sorted(metrics), step])
+            super().log_metrics(metrics, step)
+
+    class Model(n.BoringModel):
+        def on_train_epoch_end(self) -> None:
+            self.log_dict({"step": float(10 + self.current_epoch), "acc": 0.5})
+
+    root = os.path.join(tmp, "tb")
+    logger = Named(root, sub_dir="sub", default_hp_metric=False)
+    trainer = n.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=0, logger=logger,
+                        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                        log_every_n_steps=50, default_root_dir=tmp)
+    trainer.fit(Model())
+    return {"log_dir": os.path.relpath(logger.log_dir, root), "logged": seen,
+            "hparams_yaml": os.path.isfile(os.path.join(root, "name", "v", "sub", "hparams.yaml"))}
+
+
 def _upgrade(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
     path = os.path.join(tmp, "u.ckpt")
     torch.save({"pytorch-lightning_version": "1.5.0", "global_step": 1, "epoch": 0, "state_dict": {}}, path)
@@ -380,7 +418,8 @@ def results(side: str, tmp: str) -> dict[str, Any]:
     version = "2.6.6"
     return {"migration": _migration(n, version), "hparams": _hparams(n), "data": _data(n),
             "helpers": _helpers(n, tmp), "upgrade": _upgrade(n, tmp), "extras": _extras(n),
-            "profilers": _profilers(n, tmp), "rich": _rich(n)}
+            "profilers": _profilers(n, tmp), "rich": _rich(n),
+            "logging": _logging(n, tmp)}
 
 
 def _write_and_resume(root: str) -> dict[str, Any]:
