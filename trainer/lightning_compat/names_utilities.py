@@ -82,6 +82,7 @@ _EXTRAS = {
     "callbacks.throughput_monitor": ("_plugin_to_compute_dtype",),
     "accelerators.mps": ("get_device_stats",),
     "profilers.pytorch": ("_default_sort_by_key",),
+    "_graveyard._torchmetrics": ("compare_version",),
     "utilities.model_registry": ("_is_registry", "_parse_registry_model_version", "_determine_model_name",
                                  "_determine_model_folder", "find_model_local_ckpt_path",
                                  "download_model_from_registry"),

@@ -361,3 +361,14 @@ def download_model_from_registry(ckpt_path: Any, trainer: Any) -> None:
         if not download_model(name, download_dir=_determine_model_folder(name, trainer.default_root_dir)):
             raise RuntimeError(f"Download model failed - {name}")
     trainer.strategy.barrier("download_model_from_registry")
+
+
+# --- _graveyard._torchmetrics ----------------------------------------------------------------------------------------
+def compare_version(package: str, op: Callable, version: str, use_base_version: bool = False) -> bool:
+    """``lightning_utilities``' ``compare_version`` for ``package``, a ``pytorch_lightning`` name read as
+    ``lightning.pytorch`` (what torchmetrics < 0.8 asked for)."""
+    from lightning_utilities.core.imports import compare_version as _compare
+
+    from trainer.lightning_compat.impl.utils_migration import _patch_pl_to_mirror_if_necessary
+
+    return _compare(_patch_pl_to_mirror_if_necessary(package), op, version, use_base_version)

@@ -76,11 +76,10 @@ ALLOWED: list[Allowed] = [
              "lightning.pytorch.trainer.configuration_validator:*", "lightning.pytorch.trainer.connectors.*:*",
              "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
-             "lightning.pytorch._graveyard._torchmetrics:*",
              "lightning.pytorch.core.module:_*",
              "*:prepare_for_backward"), "names",
-            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers, configuration checks "
-            "and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
+            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers and configuration checks. "
+            "Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
     Allowed(("lightning.pytorch.serve*:*", "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"),
             "names",
