@@ -23,7 +23,6 @@ NAMES: dict[str, str] = {
     **{f"{_P}.utilities.upgrade_checkpoint:{n}": f"{_IMPL}.utils_migration:{n}"
        for n in ("main", "_upgrade", "migrate_checkpoint", "pl_legacy_patch")},
     f"{_P}.utilities.upgrade_checkpoint:torch": "torch",
-    f"{_P}.utilities.upgrade_checkpoint:_log": f"{_IMPL}.utils_migration:_upgrade_log",
     **{f"{_P}.core.saving:{n}": f"{_IMPL}.utils_migration:{n}" for n in ("_pl_migrate_checkpoint", "pl_legacy_patch")},
     f"{_P}._graveyard._torchmetrics:_patch_pl_to_mirror_if_necessary": f"{_IMPL}.utils_migration:_patch_pl_to_mirror_if_necessary",
 }
