@@ -59,8 +59,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.cli:LightningArgumentParser.add_lr_scheduler_args",
     "lightning.pytorch.cli:LightningCLI",
     "lightning.pytorch.core.mixins.hparams_mixin:HyperparametersMixin.save_hyperparameters",
-    "lightning.pytorch.core.module:LightningModule.log",
-    "lightning.pytorch.core.module:LightningModule.log_dict",
     "lightning.pytorch.core.module:LightningModule.to_tensorrt",
     "lightning.pytorch.core.optimizer:LightningOptimizer",
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
@@ -72,19 +70,15 @@ NOT_ALIGNED = (
 )
 
 ALLOWED: list[Allowed] = [
-    Allowed(("lightning.pytorch.loops*:*", "lightning.pytorch.trainer.call:*",
-             "lightning.pytorch.trainer.configuration_validator:*", "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.pytorch.trainer.setup:*", "lightning.pytorch.tuner.*:_*", "lightning.pytorch.core.optimizer:_*",
+    Allowed(("lightning.pytorch.trainer.call:*",
+             "lightning.pytorch.trainer.connectors.*:*",
              "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
-             "lightning.pytorch.core.module:_*",
-             "*:prepare_for_backward"), "names",
+             "lightning.pytorch.core.module:_*"), "names",
             "Lightning's engine: its loop objects, connectors, hook dispatch, launchers and configuration checks. "
             "Relay's engine is its own (same hooks, same order, checked differentially); "
             "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
-    Allowed(("lightning.pytorch.serve*:*", "lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"),
-            "names",
-            "Lightning AI's own services and command lines: "
-            "`serve` (Lightning's serving checks), `fabric run` and the checkpoint-consolidation scripts; Relay "
+    Allowed(("lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"), "names",
+            "Lightning AI's own command lines: `fabric run` and the checkpoint-consolidation scripts; Relay "
             "has its own command line (`python -m trainer`)", NOT_SERVED),
     Allowed(("lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
              "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*", "lightning.*.strategies.xla_fsdp:_*"),
@@ -100,12 +94,12 @@ ALLOWED: list[Allowed] = [
              "*:DistributedSamplerWrapper"), "names",
             "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
             "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
-    Allowed(("lightning.pytorch.demos.mnist_datamodule:*", "lightning.pytorch.plugins.precision.double:*",
+    Allowed(("lightning.pytorch.demos.mnist_datamodule:*",
              "lightning.fabric.accelerators.registry:call_register_accelerators",
              "*:fabric_plugin_to_compute_dtype"),
             "names",
-            "Public helpers not served yet: the MNIST demo (it downloads), the double-precision plugin's module helpers, "
-            "the accelerator registry's entry-point loader", NOT_SERVED),
+            "Public helpers not served yet: the MNIST demo (it downloads), the accelerator registry's entry-point "
+            "loader", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
@@ -118,7 +112,7 @@ ALLOWED: list[Allowed] = [
             "methods of a class that cannot be constructed here (its constructor raises what Lightning raises without "
             "the `litlogger` package)", LISTED),
     Allowed(NOT_ALIGNED, "signatures",
-            "Not aligned yet (each listed): `LightningModule.log`'s `enable_graph` and parameter order, "
+            "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"
             "`sharded_model` (deprecated in Lightning), profilers' extra options, hook mixins' dataloader methods",
             LISTED),
