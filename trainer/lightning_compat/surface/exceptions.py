@@ -28,7 +28,10 @@ class Allowed:
 
 
 NOT_SERVED = f"{TESTS}::test_names_not_served_fail_when_used_naming_themselves"
+RAISES_ON_USE = "tests/compat/test_lightning_names_fabric.py::test_engine_internals_import_and_raise_naming_themselves"
 LISTED = f"{TESTS}::test_every_finding_is_an_allowed_exception_and_every_exception_still_holds"
+REFUSED_UTILS = ("tests/compat/test_lightning_names_utils.py::"
+                 "test_lightning_internals_without_a_relay_counterpart_import_and_raise_naming_relays_way")
 
 # public signatures that differ today, each by name: a new difference is a finding, not covered here
 NOT_ALIGNED = (
@@ -60,7 +63,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.cli:LightningCLI",
     "lightning.pytorch.core.mixins.hparams_mixin:HyperparametersMixin.save_hyperparameters",
     "lightning.pytorch.core.module:LightningModule.to_tensorrt",
-    "lightning.pytorch.core.optimizer:LightningOptimizer",
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
     "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
     "lightning.pytorch.demos.transformer:WikiText2.download",
@@ -70,36 +72,17 @@ NOT_ALIGNED = (
 )
 
 ALLOWED: list[Allowed] = [
-    Allowed(("lightning.pytorch.trainer.call:*",
-             "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.fabric.connector:*", "lightning.*.strategies.launchers.*:*", "lightning.pytorch.overrides.*:*",
-             "lightning.pytorch.core.module:_*"), "names",
-            "Lightning's engine: its loop objects, connectors, hook dispatch, launchers and configuration checks. "
-            "Relay's engine is its own (same hooks, same order, checked differentially); "
-            "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
-    Allowed(("lightning.fabric.cli:*", "lightning.*.utilities.consolidate_checkpoint:*"), "names",
-            "Lightning AI's own command lines: `fabric run` and the checkpoint-consolidation scripts; Relay "
-            "has its own command line (`python -m trainer`)", NOT_SERVED),
-    Allowed(("lightning.*.strategies.deepspeed:*", "lightning.*.strategies.fsdp:_*", "lightning.*.strategies.model_parallel:_*",
-             "lightning.*.strategies.ddp:_*", "lightning.*.strategies.strategy:_*", "lightning.*.strategies.xla_fsdp:_*"),
+    Allowed(("lightning.*.strategies.model_parallel:_*",),
             "names",
-            "Lightning's strategy-specific helpers (DeepSpeed strategy internals, FSDP/model-parallel "
+            "Lightning's strategy-specific helpers (FSDP/model-parallel "
             "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
             "checkpoint layouts and code", NOT_SERVED),
     Allowed(("lightning.*:_*",), "names",
             "Other private helpers of Lightning's plugins and utilities that no project tried so far imports; "
             "each is served on request (a line in `trainer/lightning_compat/names.py`, often a small function in "
             "`trainer/lightning_compat/impl/`)", NOT_SERVED),
-    Allowed(("lightning.fabric.plugins.collectives*:*", "*:CollectibleGroup", "lightning.fabric.utilities.distributed:*",
-             "*:DistributedSamplerWrapper"), "names",
-            "Lightning's experimental collectives API and distributed helpers: Relay's strategies call "
-            "torch.distributed themselves (`all_reduce`, `all_gather`, `barrier` on the strategy)", NOT_SERVED),
-    Allowed(("lightning.pytorch.demos.mnist_datamodule:*",
-             "lightning.fabric.accelerators.registry:call_register_accelerators",
-             "*:fabric_plugin_to_compute_dtype"),
-            "names",
-            "Public helpers not served yet: the MNIST demo (it downloads), the accelerator registry's entry-point "
-            "loader", NOT_SERVED),
+    Allowed(("lightning.pytorch.demos.mnist_datamodule:*",), "names",
+            "Public helpers not served yet: the MNIST demo (it downloads)", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
@@ -111,6 +94,35 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loggers.litlogger:LitLogger.*",), "signatures",
             "methods of a class that cannot be constructed here (its constructor raises what Lightning raises without "
             "the `litlogger` package)", LISTED),
+    # served, but raise when constructed or called (``__relay_refused__``): Lightning engine internals Relay does not run
+    Allowed(("lightning.fabric.connector:_Connector", "lightning.fabric.fabric:_Connector"), "refused",
+            "Lightning Fabric's connector (choosing accelerator, strategy, precision and environment from the "
+            "arguments): Relay's `Fabric` makes that choice itself; the class imports and raises when constructed",
+            RAISES_ON_USE),
+    Allowed(("lightning.fabric.strategies*:_SubprocessScriptLauncher", "*:_ChildProcessObserver",
+             "*:_launch_process_observer"), "refused",
+            "Lightning's script-relaunching launcher and its child-process watcher: Relay starts and watches workers "
+            "with its launcher on torch.distributed.elastic; they import and raise when used", RAISES_ON_USE),
+    Allowed(("lightning.fabric.cli:_main", "lightning.fabric.cli:_run", "lightning.fabric.cli:_consolidate",
+             "lightning.fabric.cli:main", "lightning.fabric.cli:_torchrun_launch"), "refused",
+            "the `fabric run` / `fabric consolidate` command line: Relay has its own (`python -m trainer`); they "
+            "import and raise when called", RAISES_ON_USE),
+    Allowed(("lightning.*.strategies.model_parallel:_load_checkpoint", "lightning.fabric.strategies.model_parallel:_save_checkpoint",
+             "lightning.fabric.utilities.load:_LazyLoadingUnpickler", "lightning.fabric._graveyard.tpu:_patch_*"),
+            "refused",
+            "internals Relay does its own way: the model-parallel strategy's checkpoint save/load (Relay's strategy "
+            "writes a sharded directory that loads into any world size), Lightning's pickle-based lazy-loading "
+            "unpickler (Relay's `_lazy_load` memory-maps through torch.load's weights-only unpickler), the TPU "
+            "graveyard's module patching (Relay's aliases serve the legacy TPU names); they import and raise when "
+            "used", RAISES_ON_USE),
+    Allowed(("lightning.pytorch.utilities.deepspeed:convert_zero_checkpoint_to_fp32_state_dict",
+             "lightning.pytorch.utilities.deepspeed:ds_checkpoint_dir", "*:DeepSpeedSummary",
+             "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:DeepSpeedLayerSummary",
+             "lightning.pytorch.profilers.pytorch:ScheduleWrapper", "lightning.pytorch.cli:_InstantiatorFn"), "refused",
+            "Lightning's DeepSpeed checkpoint layout and ZeRO-3 summaries (Relay's DeepSpeed strategy writes its own "
+            "directory, `python -m trainer convert-checkpoint` merges it; Relay's summary counts sharded models), its "
+            "PyTorchProfiler schedule wrapper and LightningCLI's instantiation hook; they import and raise when used",
+            REFUSED_UTILS),
     Allowed(NOT_ALIGNED, "signatures",
             "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"
