@@ -28,7 +28,7 @@ def _names(side: str) -> SimpleNamespace:
         from lightning.pytorch.loggers.utilities import _scan_checkpoints
         from lightning.pytorch.profilers.pytorch import RegisterRecordFunction
         from lightning.pytorch.trainer.states import RunningStage
-        from lightning.pytorch.utilities import _pytree, data, exceptions, model_helpers, parsing
+        from lightning.pytorch.utilities import _pytree, compile, data, exceptions, model_helpers, parsing
         from lightning.pytorch.utilities.consolidate_checkpoint import _format_checkpoint
         from lightning.pytorch.utilities.migration import utils as migration
         from lightning.pytorch.utilities.upgrade_checkpoint import main as upgrade_main
@@ -57,7 +57,7 @@ def _names(side: str) -> SimpleNamespace:
 
         _prefix_metric_keys, Tqdm = utils_callbacks._prefix_metric_keys, utils_callbacks.Tqdm
         _scan_checkpoints, RegisterRecordFunction = utils_callbacks._scan_checkpoints, utils_callbacks.RegisterRecordFunction
-        _pytree = exceptions = model_helpers = utils_helpers
+        _pytree = exceptions = model_helpers = compile = utils_helpers
         _format_checkpoint = utils_helpers._format_checkpoint
         data, parsing, migration, upgrade_main = utils_data, utils_parsing, utils_migration, utils_migration.main
         strategy = SingleDeviceStrategy("cpu")
@@ -325,6 +325,14 @@ def _helpers(n: SimpleNamespace, tmp: str) -> dict[str, Any]:
         net(torch.ones(1, 2))
     out["records"] = sorted({e.name for e in prof.events() if "[pl][module]" in e.name})
     out["model_helpers_errors"] = _error(lambda: n.model_helpers.get_torchvision_model("resnet18"))[:1]
+    module = n.BoringModel()
+    compiled = torch.compile(module)  # compiled lazily: nothing is compiled unless called
+    unwrapped = n.compile.from_compiled(compiled)
+    context = sorted(unwrapped._compiler_ctx)
+    back = n.compile.to_uncompiled(unwrapped)
+    out["compile"] = [unwrapped is module, context, back is module, back._compiler_ctx,
+                      _error(lambda: n.compile.to_uncompiled(module))[:1], _error(lambda: n.compile.from_compiled(module)),
+                      _error(lambda: n.compile.to_uncompiled(torch.nn.Linear(1, 1)))]
     return out
 
 

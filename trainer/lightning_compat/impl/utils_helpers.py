@@ -22,7 +22,9 @@ from typing import Any
 from torch import nn
 from torch.utils._pytree import SUPPORTED_NODES, LeafSpec, PyTree, TreeSpec, _get_node_type, tree_unflatten
 
-__all__ = ["tree_unflatten"]  # Lightning's ``_pytree`` re-exports torch's
+from trainer.model.compiled import from_compiled, to_uncompiled  # Relay's: the Trainer unwraps with it
+
+__all__ = ["from_compiled", "to_uncompiled", "tree_unflatten"]  # served from here (``_pytree`` re-exports torch's)
 
 _log = logging.getLogger("lightning.pytorch.utilities.model_helpers")
 
@@ -94,57 +96,12 @@ _restricted_classmethod = _restricted_classmethod_impl
 
 
 # --- compile ---------------------------------------------------------------------------------------------------------
-_STEPS = ("forward", "training_step", "validation_step", "test_step", "predict_step")
 
 
 def _is_module(obj: Any) -> bool:
     from trainer.module import Module
 
     return isinstance(obj, Module)
-
-
-def from_compiled(model: Any) -> Any:
-    """The module inside a ``torch.compile`` result, its forward and step methods compiled the same way (undone by
-    ``to_uncompiled``)."""
-    from torch._dynamo import OptimizedModule
-
-    if not isinstance(model, OptimizedModule):
-        raise ValueError(f"`model` is required to be a `OptimizedModule`. Found a `{type(model).__name__}` instead.")
-    module = model._orig_mod
-    if not _is_module(module):
-        raise ValueError(f"`model` is expected to be a compiled LightningModule. Found a `{type(module).__name__}` "
-                         "instead")
-    context = {"compiler": "dynamo", "dynamo_ctx": model.dynamo_ctx}
-    for name in _STEPS:
-        context[f"original_{name}"] = getattr(module, name)
-    module._compiler_ctx = context
-    for name in _STEPS:
-        setattr(module, name, model.dynamo_ctx(context[f"original_{name}"]))
-    return module
-
-
-def to_uncompiled(model: Any) -> Any:
-    """The module of a ``torch.compile`` result or of ``from_compiled``, with its original methods back."""
-    from torch._dynamo import OptimizedModule
-
-    if isinstance(model, OptimizedModule):
-        module = model._orig_mod
-        if not _is_module(module):
-            raise TypeError(f"Unexpected error, the wrapped model should be a LightningModule, found "
-                            f"{type(model).__name__}")
-    elif _is_module(model):
-        if getattr(model, "_compiler_ctx", None) is None:
-            raise ValueError("`model` is required to be a compiled LightningModule. Found a non-compiled "
-                             "LightningModule instead.")
-        module = model
-    else:
-        raise ValueError("`model` must either be an instance of OptimizedModule or LightningModule")
-    context = getattr(module, "_compiler_ctx", None)
-    if context is not None:
-        for name in _STEPS:
-            setattr(module, name, context[f"original_{name}"])
-        module._compiler_ctx = None
-    return module
 
 
 def _maybe_unwrap_optimized(model: object) -> Any:
