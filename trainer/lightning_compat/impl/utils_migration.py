@@ -450,9 +450,8 @@ def relay_checkpoint_from_lightning(checkpoint: _CHECKPOINT, path: str | os.Path
     Trainer resumes from added to its ``loops`` entry (Lightning's own loop states stay there, under their keys)."""
     checkpoint = _pl_migrate_checkpoint(checkpoint, path)
     loops = checkpoint.get("loops") or {}
-    fit = loops.get("fit_loop")
-    if fit is not None and "epoch" not in loops:
-        loops.update(_relay_progress(fit, checkpoint))
+    if "epoch" not in loops:  # no fit-loop state (a checkpoint saved outside fit): the top-level counters
+        loops.update(_relay_progress(loops.get("fit_loop") or {}, checkpoint))
     checkpoint["loops"] = loops
     return checkpoint
 
