@@ -92,7 +92,8 @@ def test_lightning_internals_without_a_relay_counterpart_import_and_raise_naming
                           (lambda: utils_refused.DeepSpeedSummary(None), "ModelSummary"),
                           (lambda: utils_refused.DeepSpeedLayerSummary(None), "ModelSummary"),
                           (lambda: utils_refused.ScheduleWrapper(None), "PyTorchProfiler(schedule="),
-                          (lambda: utils_refused._InstantiatorFn(None, "model"), "LightningCLI")):
+                          (lambda: utils_refused._InstantiatorFn(None, "model"), "LightningCLI"),
+                          (utils_refused._tpu_patch_sys_modules, "aliases serve")):
         with pytest.raises(NotImplementedError, match="does not run on Relay") as err:
             call()
         assert instead in str(err.value)

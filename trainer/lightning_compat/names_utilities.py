@@ -92,3 +92,7 @@ NAMES.update({f"{_P}.profilers.pytorch:ScheduleWrapper": f"{_IMPL}.utils_refused
 NAMES.update({f"{_P}.callbacks.progress.rich_progress:{n}": f"{_IMPL}.utils_rich:{n}"
               for n in ("CustomBarColumn", "CustomInfiniteTask", "_RefreshThread", "CustomProgress", "CustomTimeColumn",
                         "BatchesProcessedColumn", "ProcessingSpeedColumn", "MetricsTextColumn")})
+NAMES.update({f"{_P}._graveyard.{module}:{name}": f"{_IMPL}.utils_refused:_{module}{name}"
+              for module, name in (("hpu", "_patch_classes"), ("hpu", "_patch_sys_modules"), ("tpu", "_patch_classes"),
+                                   ("tpu", "_patch_sys_modules"), ("precision", "_patch_classes"),
+                                   ("precision", "_patch_sys_modules"), ("precision", "_create_class"))})

@@ -99,6 +99,28 @@ class _InstantiatorFn:
                       "inside `given_hyperparameters_context` records a given config.")
 
 
+_GRAVEYARD = ("Relay's aliases serve Lightning's removed HPU, TPU and precision-plugin names themselves "
+              "(`lightning.pytorch._graveyard`), so Lightning's import-time patching of its packages has nothing to do")
+
+
+def _graveyard_patch(name: str) -> Any:
+    def patch(*args: Any, **kwargs: Any) -> Any:
+        raise _refuse(f"`lightning.pytorch._graveyard.{name}` (Lightning's import-time module patching)", _GRAVEYARD)
+
+    patch.__name__ = patch.__qualname__ = name.rsplit(".", 1)[1]
+    patch.__doc__ = f"Lightning's ``_graveyard.{name}`` (not on Relay: {_GRAVEYARD})."
+    return patch
+
+
+_hpu_patch_classes = _graveyard_patch("hpu._patch_classes")
+_hpu_patch_sys_modules = _graveyard_patch("hpu._patch_sys_modules")
+_tpu_patch_classes = _graveyard_patch("tpu._patch_classes")
+_tpu_patch_sys_modules = _graveyard_patch("tpu._patch_sys_modules")
+_precision_patch_classes = _graveyard_patch("precision._patch_classes")
+_precision_patch_sys_modules = _graveyard_patch("precision._patch_sys_modules")
+_precision_create_class = _graveyard_patch("precision._create_class")
+
 for _refused in (convert_zero_checkpoint_to_fp32_state_dict, ds_checkpoint_dir, DeepSpeedLayerSummary, DeepSpeedSummary,
-                 ScheduleWrapper, _InstantiatorFn):
+                 ScheduleWrapper, _InstantiatorFn, _hpu_patch_classes, _hpu_patch_sys_modules, _tpu_patch_classes,
+                 _tpu_patch_sys_modules, _precision_patch_classes, _precision_patch_sys_modules, _precision_create_class):
     _refused.__relay_refused__ = (_refused.__doc__ or "").strip()  # type: ignore[union-attr]  # surface/exceptions.py

@@ -118,10 +118,12 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.utilities.deepspeed:convert_zero_checkpoint_to_fp32_state_dict",
              "lightning.pytorch.utilities.deepspeed:ds_checkpoint_dir", "*:DeepSpeedSummary",
              "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:DeepSpeedLayerSummary",
-             "lightning.pytorch.profilers.pytorch:ScheduleWrapper", "lightning.pytorch.cli:_InstantiatorFn"), "refused",
+             "lightning.pytorch.profilers.pytorch:ScheduleWrapper", "lightning.pytorch.cli:_InstantiatorFn",
+             "lightning.pytorch._graveyard.*:_patch_*", "lightning.pytorch._graveyard.precision:_create_class"), "refused",
             "Lightning's DeepSpeed checkpoint layout and ZeRO-3 summaries (Relay's DeepSpeed strategy writes its own "
             "directory, `python -m trainer convert-checkpoint` merges it; Relay's summary counts sharded models), its "
-            "PyTorchProfiler schedule wrapper and LightningCLI's instantiation hook; they import and raise when used",
+            "PyTorchProfiler schedule wrapper, LightningCLI's instantiation hook and the graveyard's import-time "
+            "module patching (Relay's aliases serve the removed names); they import and raise when used",
             REFUSED_UTILS),
     Allowed(NOT_ALIGNED, "signatures",
             "Not aligned yet (each listed): "
