@@ -141,12 +141,12 @@ def test_hydra_project_with_ddp_spawn_on_two_processes(tmp_path):
 
 def test_names_relay_lacks_fail_with_one_line(tmp_path):
     script = tmp_path / "uses_registry.py"
-    script.write_text("import lightning.pytorch.utilities.model_registry as registry\n"
-                      "from lightning.pytorch.utilities.model_registry import find_model_local_ckpt_path\n")
+    script.write_text("import lightning.pytorch.demos.mnist_datamodule as mnist\n"
+                      "from lightning.pytorch.demos.mnist_datamodule import MNISTDataModule\n")
     done = run([str(script)], tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"{script}:2: lightning.pytorch.utilities.model_registry.find_model_local_ckpt_path is not provided by Relay's Lightning compatibility "
+        f"{script}:2: lightning.pytorch.demos.mnist_datamodule.MNISTDataModule is not provided by Relay's Lightning compatibility "
         "mode; see docs/lightning_api.md in the Relay repository for the names it lacks and why."
     ]
 
@@ -166,9 +166,9 @@ def test_compat_mode_in_process_and_real_lightning_untouched_otherwise():
         "assert TQDMProgressBar is T2 and LightningModule is trainer.Module\n"
         "from lightning.pytorch.accelerators import XLAAccelerator\n"
         "assert not XLAAccelerator.is_available()\n"
-        "try:\n    from lightning.pytorch.utilities.model_registry import find_model_local_ckpt_path\n"
+        "try:\n    from lightning.pytorch.demos.mnist_datamodule import MNISTDataModule\n"
         "except ImportError as e:\n"
-        "    assert isinstance(e, LightningImportError) and 'find_model_local_ckpt_path is not provided' in str(e)\n"
+        "    assert isinstance(e, LightningImportError) and 'MNISTDataModule is not provided' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
         "try:\n    import lightning.pytorch.no_such_module\nexcept ImportError as e:\n"
         "    assert isinstance(e, LightningImportError)\n"

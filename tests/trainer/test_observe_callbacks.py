@@ -124,7 +124,7 @@ def test_device_stats_on_cpu(tmp_path):
 
 
 def test_device_stats_needs_a_logger():
-    with pytest.raises(MisconfigurationError, match="DeviceStatsMonitor needs a logger"):
+    with pytest.raises(MisconfigurationError, match="Cannot use `DeviceStatsMonitor` callback with"):
         Trainer(**quiet(callbacks=[DeviceStatsMonitor()], max_steps=1)).fit(Regression(), loader())
     with pytest.raises(MisconfigurationError, match="logging_interval"):
         DeviceStatsMonitor(logging_interval=0)

@@ -37,8 +37,8 @@ class DeviceStatsMonitor(Callback):
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         if stage == "fit" and not trainer.loggers:
             raise MisconfigurationError(
-                "DeviceStatsMonitor needs a logger to write to, but the Trainer has none (logger=False); "
-                "pass a logger such as trainer.loggers.TensorBoardLogger, or drop the callback."
+                "Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`: it needs a logger to write "
+                "to; pass a logger such as trainer.loggers.TensorBoardLogger, or drop the callback."
             )
         if self.cpu_stats and trainer.strategy.root_device.type != "cpu":
             self._cpu = CPUAccelerator()

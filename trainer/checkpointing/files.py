@@ -24,6 +24,7 @@ from trainer.distributed.plugin_calls import read_state
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
 CHECKPOINT_KEYS = ("state_dict", "loops")
+LIGHTNING_VERSION_KEY = "pytorch-lightning_version"  # written by a Lightning Trainer (read through its migrations)
 # the entries in the strategy's layout (sharded strategies write their tensors as shards)
 LAYOUT_KEYS = ("state_dict", "optimizer_states")
 
@@ -45,9 +46,25 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
             "a checkpoint directory, or ckpt_path='last')."
         )
     try:
-        return read_state(io, path, LAYOUT_KEYS, argument="ckpt_path", required=CHECKPOINT_KEYS)
+        checkpoint = read_state(io, path, LAYOUT_KEYS, argument="ckpt_path", required=("state_dict",))
     except CheckpointReadError as err:
         raise MisconfigurationError(str(err).replace(repr(str(path / "meta.pt")), repr(str(path)))) from None
+    return _relay_layout(checkpoint, str(path))
+
+
+def _relay_layout(checkpoint: dict[str, Any], where: str) -> dict[str, Any]:
+    """A checkpoint a Lightning Trainer wrote is migrated and given Relay's loop counters (lazily imported: only
+    then); any checkpoint must then hold ``CHECKPOINT_KEYS``."""
+    if LIGHTNING_VERSION_KEY in checkpoint and "relay_format" not in checkpoint:
+        from trainer.lightning_compat.impl.utils_migration import relay_checkpoint_from_lightning
+
+        checkpoint = relay_checkpoint_from_lightning(checkpoint, where)
+    if not all(k in checkpoint for k in CHECKPOINT_KEYS):
+        raise MisconfigurationError(
+            f"ckpt_path={where!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found "
+            f"{sorted(checkpoint)}."
+        )
+    return checkpoint
 
 
 def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
@@ -60,12 +77,12 @@ def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
         checkpoint = io.load(url)
     except CheckpointReadError as err:
         raise MisconfigurationError(str(err)) from None
-    if not isinstance(checkpoint, Mapping) or not all(k in checkpoint for k in CHECKPOINT_KEYS):
-        keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
+    if not isinstance(checkpoint, Mapping):
         raise MisconfigurationError(
-            f"ckpt_path={url!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found {keys}."
+            f"ckpt_path={url!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found "
+            f"{type(checkpoint).__name__}."
         )
-    return dict(checkpoint)
+    return _relay_layout(dict(checkpoint), url)
 
 
 def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:

@@ -92,7 +92,7 @@ class VersionedDirLogger(Logger):
 
     @property
     def root_dir(self) -> str:
-        return os.path.join(self._save_dir, self._name)
+        return os.path.join(self.save_dir, self.name)  # the properties: a subclass may define them (Lightning's)
 
     @property
     def sub_dir(self) -> str | None:

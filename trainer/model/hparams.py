@@ -7,7 +7,9 @@ import dataclasses
 import inspect
 import pickle
 from argparse import Namespace
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -39,6 +41,21 @@ class AttributeDict(dict):
             return ""
         width = max(len(str(k)) for k in self) + 3
         return "\n".join(f'{f"{chr(34)}{k}{chr(34)}:":<{width}} {self[k]}' for k in sorted(self, key=str))
+
+
+_given_hyperparameters: ContextVar[dict[str, Any] | None] = ContextVar("_given_hyperparameters", default=None)
+
+
+@contextmanager
+def given_hyperparameters_context(hparams: dict[str, Any], instantiator: str) -> Iterator[None]:
+    """Within it, ``save_hyperparameters()`` records ``hparams`` (plus ``_instantiator``: what built the object, for
+    loading it back) instead of the ``__init__`` arguments it would read: how a command line that built the object
+    from a config passes that config (Lightning's ``_given_hyperparameters_context``)."""
+    token = _given_hyperparameters.set({**hparams, "_instantiator": instantiator})
+    try:
+        yield
+    finally:
+        _given_hyperparameters.reset(token)
 
 
 def _init_args_of(frame: Any) -> dict[str, Any]:
@@ -135,7 +152,8 @@ class HyperparametersMixin:
             return  # an empty config: nothing to save (Lightning's behaviour)
         frame = inspect.currentframe().f_back  # type: ignore[union-attr]
         ignored = {ignore} if isinstance(ignore, str) else {a for a in ignore or () if isinstance(a, str)}
-        init_args = _dataclass_init_fields(self)
+        given = _given_hyperparameters.get()  # a command line's config (given_hyperparameters_context)
+        init_args = dict(given) if given is not None else _dataclass_init_fields(self)
         if init_args is None:
             init_args = init_args_through_hierarchy(frame, self)
         init_args = {k: v for k, v in init_args.items() if k not in ignored}

@@ -69,7 +69,12 @@ def load_from_checkpoint(
             f"{cls.__name__}.load_from_checkpoint(hparams_file=...) is not supported: Relay reads the hyperparameters "
             "stored in the checkpoint; pass overrides as keyword arguments instead."
         )
-    checkpoint = load_checkpoint(checkpoint_path)
+    return load_state(cls, load_checkpoint(checkpoint_path), strict=strict, map_location=map_location, **kwargs)
+
+
+def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, map_location: Any = None,
+               **kwargs: Any) -> Any:
+    """The object ``load_from_checkpoint`` builds from an already loaded ``checkpoint`` (Lightning's ``_load_state``)."""
     cls = _recorded_subclass(cls, checkpoint)
     obj = cls(**_init_kwargs(cls, checkpoint, kwargs))
     if not isinstance(obj, torch.nn.Module):  # a DataModule: its own state, as the fit saved it

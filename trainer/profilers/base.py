@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,17 +79,30 @@ class Profiler:
 
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None,
               global_rank: int = 0) -> None:
-        """Called by every rank when a stage starts, before any batch."""
+        """Called by every rank when a stage starts, before any batch (``local_rank`` None in a single process).
+        Without a ``dirpath``, the files go to ``log_dir`` (Lightning's: the Trainer's log directory)."""
         self._stage, self._local_rank, self._log_dir = stage, local_rank, log_dir
+        if (self.dirpath is None or getattr(self, "_dirpath_is_log_dir", False)) and log_dir is not None:
+            self.dirpath, self._dirpath_is_log_dir = log_dir, True
 
     def teardown(self, stage: str | None) -> None: ...
+
+    def _prepare_filename(self, action_name: str | None = None, extension: str = ".txt") -> str:
+        """``<stage>-<filename>-<local rank>-<action>`` (the parts that are set) with path-unsafe characters as
+        ``_``: Lightning's file names (``fit-perf.txt``; ``fit-perf-1.txt`` on local rank 1 of several)."""
+        parts = [p for p in (self._stage, self.filename) if p]
+        if self._local_rank is not None:
+            parts.append(str(self._local_rank))
+        if action_name is not None:
+            parts.append(action_name)
+        base = re.sub(r"_+", "_", re.sub(r"[\\/:*?\"<>|\n\r\t]", "_", "-".join(parts))).strip()
+        return (base or "profile") + extension
 
     def output_path(self, suffix: str = ".txt") -> Path | None:
         """Where ``describe`` writes: None without a ``filename``."""
         if not self.filename:
             return None
-        rank = f"-rank{self._local_rank}" if self._local_rank else ""
-        return Path(self.dirpath or self._log_dir or ".") / f"{self._stage}-{self.filename}{rank}{suffix}"
+        return Path(self.dirpath or self._log_dir or ".") / self._prepare_filename(extension=suffix)
 
     def describe(self, show: bool = True) -> None:
         """Print the summary (``show``) and write it to ``output_path()`` when a filename is set."""
@@ -131,6 +145,7 @@ def resolve_profiler(profiler: Any) -> Profiler:
     if isinstance(profiler, str) and profiler.lower() in _NAMES:
         return getattr(profilers, _NAMES[profiler.lower()])()
     raise MisconfigurationError(
-        f"Trainer(profiler={profiler!r}) is not valid; use one of {', '.join(map(repr, _NAMES))}, a "
-        "trainer.profilers.Profiler, or None. For example: Trainer(profiler='simple')."
+        f"When passing string value for the `profiler` parameter of `Trainer`, it can only be one of "
+        f"{', '.join(map(repr, _NAMES))} (Trainer(profiler={profiler!r}) is not); or pass a trainer.profilers.Profiler, "
+        "or None. For example: Trainer(profiler='simple')."
     )

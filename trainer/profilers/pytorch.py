@@ -55,6 +55,8 @@ class PyTorchProfiler(Profiler):
 
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None,
               global_rank: int = 0) -> None:
+        # the base class sets dirpath to log_dir when none was given; the trace then goes below it
+        given = None if getattr(self, "_dirpath_is_log_dir", False) else self.dirpath
         super().setup(stage, local_rank, log_dir, global_rank)
         self._global_rank = global_rank
         self._summary = ""
@@ -63,7 +65,7 @@ class PyTorchProfiler(Profiler):
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-        self.trace_dir = str(self.dirpath or os.path.join(log_dir or ".", "profiler"))
+        self.trace_dir = str(given or os.path.join(log_dir or ".", "profiler"))
         kwargs = dict(self.profiler_kwargs)
         if "activities" not in kwargs:
             kwargs["activities"] = [ProfilerActivity.CPU] + (

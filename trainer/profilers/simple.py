@@ -27,13 +27,13 @@ class SimpleProfiler(Profiler):
 
     def start(self, action_name: str) -> None:
         if action_name in self._started:
-            raise ValueError(f"SimpleProfiler: {action_name!r} was started again before it stopped.")
+            raise ValueError(f"Attempted to start {action_name} which has already started.")
         self._started[action_name] = time.perf_counter()
 
     def stop(self, action_name: str) -> None:
         start = self._started.pop(action_name, None)
         if start is None:
-            raise ValueError(f"SimpleProfiler: {action_name!r} was stopped without being started.")
+            raise ValueError(f"Attempting to stop recording an action ({action_name}) which was never started.")
         self.recorded_durations[action_name].append(time.perf_counter() - start)
 
     def summary(self) -> str:

@@ -28,6 +28,7 @@ from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
 from trainer.seed import global_seed
 from trainer.states import TrainerFn, TrainerStatus
 from trainer.distributed.plugin_calls import join_processes, start_processes
+from trainer.model.compiled import unwrap_compiled
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 from trainer.utilities.rank_zero import rank_zero_info
 
@@ -42,6 +43,7 @@ def run_stage(
     trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
     ckpt_path: Any,
 ) -> Any:
+    model = unwrap_compiled(model)  # a torch.compile result: its Module, steps compiled (Lightning's from_compiled)
     plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
     if plan.spawns:  # ddp_spawn: workers run it (started by start_processes, as Fabric.launch), results come back
         return run_stage_in_workers(run_stage, trainer, stage, model, datamodule, given, ckpt_path)
@@ -111,7 +113,8 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     # die with Relay's launcher, join the group, pick the device (as Fabric.launch); start-up ends in watch_ranks,
     # once the checkpoint is loaded and the model set up
     join_processes(strategy, begin=False)
-    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank, log_dir=trainer.log_dir,
+    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank if strategy.world_size > 1 else None,
+                           log_dir=trainer.log_dir,
                            global_rank=strategy.global_rank)
     run.resume = Resume.find(plan.restore, strategy)  # resume's phase 1: found and loaded (checkpointing/resume.py)
     trainer.ckpt_path = run.resume.path

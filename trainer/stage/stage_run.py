@@ -76,6 +76,9 @@ class StageRun:
         (Lightning adds it to all but evaluation step records)."""
         if not metrics:
             return
+        if "step" in metrics:  # a value logged as "step" is the loggers' step, not a metric (Lightning's rule)
+            metrics = dict(metrics)
+            step, add_epoch = int(to_float(metrics.pop("step"))), False
         floats = {k: to_float(v) for k, v in metrics.items()}
         self.logged_metrics.update((k, as_tensor(v)) for k, v in metrics.items())
         if add_epoch:

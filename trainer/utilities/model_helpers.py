@@ -23,8 +23,8 @@ def is_overridden(method_name: str, instance: Any = None, parent: type | None = 
         parent = next((base for base in (Module, DataModule, Callback) if isinstance(instance, base)), None)
         if parent is None:
             raise ValueError(
-                f"is_overridden({method_name!r}, {type(instance).__name__}): pass parent=<the base class> for an "
-                "object that is not a Module, DataModule or Callback."
+                f"Expected a parent: is_overridden({method_name!r}, {type(instance).__name__}) needs parent=<the base "
+                "class> for an object that is not a Module, DataModule or Callback."
             )
     return _is_overridden(method_name, instance, parent)
 

@@ -13,7 +13,7 @@ def is_picklable(obj: Any) -> bool:
     """Whether ``obj`` survives ``pickle.dumps`` (used to decide what hyperparameters can be saved)."""
     try:
         pickle.dumps(obj)
-    except (pickle.PicklingError, AttributeError, TypeError):
+    except (pickle.PickleError, AttributeError, RuntimeError, TypeError):  # a ScriptModule raises RuntimeError
         return False
     return True
 

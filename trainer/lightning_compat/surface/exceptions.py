@@ -30,6 +30,8 @@ class Allowed:
 NOT_SERVED = f"{TESTS}::test_names_not_served_fail_when_used_naming_themselves"
 RAISES_ON_USE = "tests/compat/test_lightning_names_fabric.py::test_engine_internals_import_and_raise_naming_themselves"
 LISTED = f"{TESTS}::test_every_finding_is_an_allowed_exception_and_every_exception_still_holds"
+REFUSED_UTILS = ("tests/compat/test_lightning_names_utils.py::"
+                 "test_lightning_internals_without_a_relay_counterpart_import_and_raise_naming_relays_way")
 
 # public signatures that differ today, each by name: a new difference is a finding, not covered here
 NOT_ALIGNED = (
@@ -64,53 +66,23 @@ NOT_ALIGNED = (
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
     "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
     "lightning.pytorch.demos.transformer:WikiText2.download",
-    "lightning.pytorch.profilers.advanced:AdvancedProfiler",
     "lightning.pytorch.profilers.pytorch:PyTorchProfiler",
     "lightning.pytorch.trainer.trainer:Trainer",
     "lightning.pytorch.utilities.types:DistributedDataParallel",
 )
 
 ALLOWED: list[Allowed] = [
-    Allowed(("lightning.pytorch.loops*:*",
-             "lightning.pytorch.trainer.connectors.*:*",
-             "lightning.pytorch.overrides.*:*",
-             "lightning.pytorch.utilities.migration*:*", "lightning.pytorch.utilities.upgrade_checkpoint:*",
-             "lightning.pytorch._graveyard._torchmetrics:*",
-             "lightning.pytorch.core.module:_*",
-             "*:pl_legacy_patch"), "names",
-            "Lightning's engine: its loop objects, connectors, hook dispatch, configuration checks, "
-            "old-checkpoint migration and its patch of torchmetrics < 0.8. Relay's engine is its own (same hooks, same order, checked differentially); "
-            "code that subclasses or patches these objects does not run on Relay", NOT_SERVED),
-    Allowed(("lightning.pytorch.loggers.litlogger:*", "*:download_model_from_registry",
-             "*:find_model_local_ckpt_path", "lightning.pytorch.utilities.model_registry:*",
-             "lightning.*.utilities.consolidate_checkpoint:*"), "names",
-            "Lightning AI's own services and command lines: LitLogger's helpers (`LitLogger` itself is served and "
-            "raises what Lightning raises without `litlogger`), the model registry, "
-            "the Trainer's checkpoint-consolidation script; Relay "
-            "has its own command line (`python -m trainer`)", NOT_SERVED),
-    Allowed(("lightning.pytorch.utilities.deepspeed:*", "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:*",
-             "*:DeepSpeedSummary", "lightning.*.strategies.model_parallel:_*",
-             "lightning.*.strategies.ddp:_*"),
+    Allowed(("lightning.*.strategies.model_parallel:_*",),
             "names",
-            "Lightning's strategy-specific helpers (DeepSpeed checkpoint conversion and summaries, FSDP/model-parallel "
+            "Lightning's strategy-specific helpers (FSDP/model-parallel "
             "state-dict and checkpoint internals): Relay's DeepSpeed, FSDP and model-parallel strategies keep their own "
             "checkpoint layouts and code", NOT_SERVED),
     Allowed(("lightning.*:_*",), "names",
             "Other private helpers of Lightning's plugins and utilities that no project tried so far imports; "
             "each is served on request (a line in `trainer/lightning_compat/names.py`, often a small function in "
             "`trainer/lightning_compat/impl/`)", NOT_SERVED),
-    Allowed(("lightning.pytorch.callbacks.progress.rich_progress:*", "*:Tqdm"), "names",
-            "Lightning's progress-bar drawing (rich columns and theme, its tqdm subclass): Relay's bars draw "
-            "themselves", NOT_SERVED),
-    Allowed(("lightning.pytorch.accelerators.cuda:get_nvidia_gpu_stats", "lightning.pytorch.accelerators.mps:get_device_stats",
-             "lightning.pytorch.utilities.parsing:*", "*:save_hyperparameters", "*:parse_class_init_keys",
-             "lightning.pytorch.utilities.compile:*", "*:get_torchvision_model", "*:has_len_all_ranks",
-             "lightning.pytorch.demos.mnist_datamodule:*",
-             "lightning.pytorch.profilers.pytorch:*"),
-            "names",
-            "Public helpers not served yet: device-stats readers (nvidia-smi, MPS), hparams frame parsing (Relay's "
-            "`save_hyperparameters` is its own), compile wrappers, the MNIST demo (it downloads), profiler "
-            "internals", NOT_SERVED),
+    Allowed(("lightning.pytorch.demos.mnist_datamodule:*",), "names",
+            "Public helpers not served yet: the MNIST demo (it downloads)", NOT_SERVED),
     Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
             "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
@@ -143,6 +115,16 @@ ALLOWED: list[Allowed] = [
             "unpickler (Relay's `_lazy_load` memory-maps through torch.load's weights-only unpickler), the TPU "
             "graveyard's module patching (Relay's aliases serve the legacy TPU names); they import and raise when "
             "used", RAISES_ON_USE),
+    Allowed(("lightning.pytorch.utilities.deepspeed:convert_zero_checkpoint_to_fp32_state_dict",
+             "lightning.pytorch.utilities.deepspeed:ds_checkpoint_dir", "*:DeepSpeedSummary",
+             "lightning.pytorch.utilities.model_summary.model_summary_deepspeed:DeepSpeedLayerSummary",
+             "lightning.pytorch.profilers.pytorch:ScheduleWrapper", "lightning.pytorch.cli:_InstantiatorFn",
+             "lightning.pytorch._graveyard.*:_patch_*", "lightning.pytorch._graveyard.precision:_create_class"), "refused",
+            "Lightning's DeepSpeed checkpoint layout and ZeRO-3 summaries (Relay's DeepSpeed strategy writes its own "
+            "directory, `python -m trainer convert-checkpoint` merges it; Relay's summary counts sharded models), its "
+            "PyTorchProfiler schedule wrapper, LightningCLI's instantiation hook and the graveyard's import-time "
+            "module patching (Relay's aliases serve the removed names); they import and raise when used",
+            REFUSED_UTILS),
     Allowed(NOT_ALIGNED, "signatures",
             "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, `Fabric.run`/"
