@@ -56,7 +56,7 @@ def _relay_layout(checkpoint: dict[str, Any], where: str) -> dict[str, Any]:
     """A checkpoint a Lightning Trainer wrote is migrated and given Relay's loop counters (lazily imported: only
     then); any checkpoint must then hold ``CHECKPOINT_KEYS``."""
     if LIGHTNING_VERSION_KEY in checkpoint and "relay_format" not in checkpoint:
-        from trainer.lightning_compat.impl.utils_migration import relay_checkpoint_from_lightning
+        from trainer.lightning_compat.impl.utils_migration import relay_checkpoint_from_lightning  # local import: Lightning files only
 
         checkpoint = relay_checkpoint_from_lightning(checkpoint, where)
     if not all(k in checkpoint for k in CHECKPOINT_KEYS):

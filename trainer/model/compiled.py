@@ -7,6 +7,7 @@ compiled the same way (Lightning's ``from_compiled``), and ``to_uncompiled`` put
 from __future__ import annotations
 
 from typing import Any
+from trainer.module import Module
 
 STEPS = ("forward", "training_step", "validation_step", "test_step", "predict_step")
 
@@ -21,7 +22,6 @@ def is_compiled(model: Any) -> bool:
 
 
 def _is_module(obj: Any) -> bool:
-    from trainer.module import Module
 
     return isinstance(obj, Module)
 

@@ -13,6 +13,7 @@ import tempfile
 from typing import Any
 
 from trainer.profilers.base import Profiler
+from plugins.remote_paths import url_fs
 
 
 class AdvancedProfiler(Profiler):
@@ -64,7 +65,6 @@ class AdvancedProfiler(Profiler):
     def _dump(self, action_name: str, profiler: Any) -> None:
         if self.dirpath is None:
             raise ValueError("AdvancedProfiler(dump_stats=True) needs a dirpath to write the .prof files to.")
-        from plugins.remote_paths import url_fs
 
         target = os.path.join(os.fspath(self.dirpath), self._prepare_filename(action_name, extension=".prof"))
         fs, path = url_fs(target)

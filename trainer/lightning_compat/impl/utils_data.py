@@ -25,6 +25,8 @@ from trainer.errors import MisconfigurationException
 from trainer.fabric.utilities.data import has_iterable_dataset, sized_len
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
+from trainer.lightning_compat.names import NAMES
+from trainer.lightning_compat.alias import load
 
 
 def has_len_all_ranks(dataloader: object, strategy: Any,
@@ -208,11 +210,9 @@ def _dataloader_init_kwargs_resolve_sampler(dataloader: DataLoader, sampler: Sam
 def _index_batch_sampler_wrapper() -> type:
     """Lightning's ``overrides.distributed._IndexBatchSamplerWrapper`` where the zero-edit mode serves it, else this
     module's own."""
-    from trainer.lightning_compat.names import NAMES
 
     where = NAMES.get("lightning.pytorch.overrides.distributed:_IndexBatchSamplerWrapper")
     if where is not None:
-        from trainer.lightning_compat.alias import load
 
         return load(where)
     return _IndexBatchSamplerWrapper

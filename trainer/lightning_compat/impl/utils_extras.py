@@ -27,6 +27,18 @@ from torch import nn
 from trainer.model.hparams import AttributeDict
 from trainer.model.hparams import given_hyperparameters_context as _given_hyperparameters_context
 from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
+from trainer.model.saving import load_state
+from trainer.model.saving import load_from_checkpoint
+from trainer.loggers.hparams_logging import initial_hparams
+from trainer.lightning_compat.impl.utils_migration import _patch_pl_to_mirror_if_necessary
+from trainer.lightning_compat.impl.model_summary import get_formatted_model_size, get_human_readable_count
+from plugins.strategies.single_device import SingleDeviceStrategy
+from plugins.strategies.fsdp import FSDPStrategy
+from plugins.strategies.deepspeed import DeepSpeedStrategy
+from plugins.strategies.ddp import DDPStrategy
+from plugins.precision.base import Precision
+from plugins.accelerators.mps import MPSAccelerator
+from plugins.accelerators.cuda import CUDAAccelerator
 
 __all__ = ["_given_hyperparameters_context"]
 _T = TypeVar("_T")
@@ -37,8 +49,6 @@ _warning_cache = WarningCache()
 def _default_map_location(storage: Any, location: str) -> Any:
     """Storage saved on an accelerator this machine lacks (CUDA, MPS, XLA) goes to the CPU; otherwise ``None``
     (``torch.load``'s own placement)."""
-    from plugins.accelerators.cuda import CUDAAccelerator
-    from plugins.accelerators.mps import MPSAccelerator
 
     if (location.startswith("mps") and not MPSAccelerator.is_available()) or \
             (location.startswith("cuda") and not CUDAAccelerator.is_available()) or location.startswith("xla"):
@@ -67,7 +77,6 @@ def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = N
                           strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any) -> Any:
     """``cls.load_from_checkpoint``: Relay's reader (a checkpoint is read as data, so ``weights_only`` changes
     nothing; a Lightning-written checkpoint is migrated as Lightning migrates it)."""
-    from trainer.model.saving import load_from_checkpoint
 
     return load_from_checkpoint(cls, checkpoint_path, map_location=map_location, hparams_file=hparams_file,
                                 strict=strict, **kwargs)
@@ -76,7 +85,6 @@ def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = N
 def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, **cls_kwargs_new: Any) -> Any:
     """The object ``cls.load_from_checkpoint`` builds from an already loaded checkpoint dict (Relay's
     ``load_state``: saved hyperparameters and ``cls_kwargs_new`` to the constructor, then the weights)."""
-    from trainer.model.saving import load_state
 
     return load_state(cls, checkpoint, strict=strict, **cls_kwargs_new)
 
@@ -86,7 +94,6 @@ def _log_hyperparams(trainer: Any) -> None:
     """Give each of the Trainer's loggers the initial hyperparameters of the module and DataModule (Relay's rule,
     Lightning's: a key both define differently is an error; LightningCLI's ``_class_path`` is left out), the graph,
     and a save."""
-    from trainer.loggers.hparams_logging import initial_hparams
 
     if not trainer.loggers:
         return
@@ -189,10 +196,6 @@ def _verify_strategy_supports_compile(model: Any, strategy: Any) -> None:
     """A compiled module (``from_compiled``) runs only under a single-device, DDP or FSDP strategy."""
     if getattr(model, "_compiler_ctx", None) is None:
         return
-    from plugins.strategies.ddp import DDPStrategy
-    from plugins.strategies.deepspeed import DeepSpeedStrategy
-    from plugins.strategies.fsdp import FSDPStrategy
-    from plugins.strategies.single_device import SingleDeviceStrategy
 
     supported = (SingleDeviceStrategy, DDPStrategy, FSDPStrategy)
     if not isinstance(strategy, supported) or isinstance(strategy, DeepSpeedStrategy):
@@ -237,7 +240,6 @@ def _format_summary_table(total_parameters: int, trainable_parameters: int, mode
     """Lightning's model-summary text: the columns ``(header, values)`` as a table, then the totals (trainable,
     non-trainable and all parameters, size in MB, modules in train and eval mode, FLOPs), each total in a
     10-character field before its label."""
-    from trainer.lightning_compat.impl.model_summary import get_formatted_model_size, get_human_readable_count
 
     rows = len(cols[0][1])
     widths = [max([len(header), *(len(str(v)) for v in values)]) if rows else len(header) for header, values in cols]
@@ -265,7 +267,6 @@ class _LayerRef(TypedDict):
 def _plugin_to_compute_dtype(plugin: Any) -> torch.dtype:
     """The dtype a precision plugin computes in (what ``ThroughputMonitor`` counts FLOPs for): a casting or mixed
     precision's dtype, ``int8`` for TransformerEngine, ``float32`` for full precision."""
-    from plugins.precision.base import Precision
 
     if not isinstance(plugin, Precision):
         raise RuntimeError(f"Expected a precision plugin, got {plugin}")
@@ -369,6 +370,5 @@ def compare_version(package: str, op: Callable, version: str, use_base_version: 
     ``lightning.pytorch`` (what torchmetrics < 0.8 asked for)."""
     from lightning_utilities.core.imports import compare_version as _compare
 
-    from trainer.lightning_compat.impl.utils_migration import _patch_pl_to_mirror_if_necessary
 
     return _compare(_patch_pl_to_mirror_if_necessary(package), op, version, use_base_version)

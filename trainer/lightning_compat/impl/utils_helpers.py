@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils._pytree import SUPPORTED_NODES, LeafSpec, PyTree, TreeSpec, _get_node_type, tree_unflatten
 
 from trainer.model.compiled import from_compiled, to_uncompiled  # Relay's: the Trainer unwraps with it
+from trainer.module import Module
 
 __all__ = ["from_compiled", "to_uncompiled", "tree_unflatten"]  # served from here (``_pytree`` re-exports torch's)
 
@@ -99,7 +100,6 @@ _restricted_classmethod = _restricted_classmethod_impl
 
 
 def _is_module(obj: Any) -> bool:
-    from trainer.module import Module
 
     return isinstance(obj, Module)
 

@@ -36,6 +36,11 @@ from trainer.lightning_compat.impl.utils_patchable import lightning_version, see
 from trainer.utilities.enums import LightningEnum
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
+from trainer.utilities import enums
+from trainer.lightning_compat.finder import installed
+from trainer.lightning_compat.alias import LightningAlias
+from trainer.callbacks.model_checkpoint import ModelCheckpoint
+from trainer.callbacks.early_stopping import EarlyStopping
 
 _CHECKPOINT = dict[str, Any]
 _UTILS = "lightning.pytorch.utilities.migration.utils"
@@ -72,8 +77,6 @@ def _should_upgrade(checkpoint: _CHECKPOINT, target: str, max_version: str | Non
 
 # --- the migrations, by the Lightning version that changed the layout ------------------------------------------------
 def _callback_classes() -> tuple[type, type]:
-    from trainer.callbacks.early_stopping import EarlyStopping
-    from trainer.callbacks.model_checkpoint import ModelCheckpoint
 
     return ModelCheckpoint, EarlyStopping
 
@@ -305,8 +308,6 @@ def _patch_pl_to_mirror_if_necessary(module: str) -> str:
 def _find_served(module: str, name: str) -> Any:
     """``module.name`` for a ``lightning.pytorch`` module: through the zero-edit mode's alias (Relay's object), also
     when the mode is not installed in this process (a real Lightning installed next to Relay is not imported)."""
-    from trainer.lightning_compat.alias import LightningAlias
-    from trainer.lightning_compat.finder import installed
 
     if installed():
         __import__(module)
@@ -339,12 +340,10 @@ def _legacy_targets() -> tuple[Any, Any]:
     in the zero-edit mode, Relay's enums module otherwise (Relay has no argparse module of Lightning's)."""
     import importlib
 
-    from trainer.lightning_compat.finder import installed
 
     if installed():
         return (importlib.import_module("lightning.pytorch.utilities.argparse"),
                 importlib.import_module("lightning.pytorch.utilities.enums"))
-    from trainer.utilities import enums
 
     return enums, enums
 

@@ -21,6 +21,8 @@ from torch import nn
 from trainer.tuner.attributes import attribute_holders
 from trainer.utilities.parsing import is_picklable
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.model.hparams import HyperparametersMixin
+from trainer.model.hparams import AttributeDict
 
 
 def clean_namespace(hparams: MutableMapping) -> None:
@@ -91,7 +93,6 @@ def save_hyperparameters(obj: Any, *args: Any, ignore: Sequence[str] | str | Non
     elif is_dataclass(obj):
         init_args = {f.name: getattr(obj, f.name) for f in fields(obj) if f.init}
     else:
-        from trainer.model.hparams import HyperparametersMixin
 
         init_args = {}
         for level in collect_init_args(frame, [], classes=(HyperparametersMixin,)):
@@ -125,7 +126,6 @@ def _set_hparams(obj: Any, hparams: Any) -> None:
         return
     from argparse import Namespace
 
-    from trainer.model.hparams import AttributeDict
 
     if isinstance(hparams, Namespace):
         hparams = vars(hparams)

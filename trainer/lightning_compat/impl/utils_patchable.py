@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from typing import Any
+from trainer.lightning_compat import surface
 
 
 def seen_as(module: str, name: str, default: Any) -> Any:
@@ -24,7 +25,6 @@ def seen_as(module: str, name: str, default: Any) -> Any:
 def lightning_version() -> str:
     """The Lightning version checkpoints are stamped with: the served ``lightning.pytorch.__version__`` (a test may
     patch it), else the Lightning release whose surface Relay serves."""
-    from trainer.lightning_compat import surface
 
     loaded = sys.modules.get("lightning.pytorch")
     if loaded is not None and hasattr(loaded, "__relay_target__"):
