@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import math
 import warnings
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.utilities.rank_zero import rank_prefixed_message
 
 if TYPE_CHECKING:
     from trainer.module import Module
     from trainer.trainer import Trainer
+
+
+class EarlyStoppingReason(Enum):
+    """Why ``EarlyStopping`` stopped a fit (``early_stopping.stopping_reason``; Lightning 2.6's enum)."""
+
+    NOT_STOPPED = 0
+    STOPPING_THRESHOLD = 1
+    DIVERGENCE_THRESHOLD = 2
+    PATIENCE_EXHAUSTED = 3
+    NON_FINITE_METRIC = 4
 
 
 class EarlyStopping(Callback):
@@ -49,11 +61,13 @@ class EarlyStopping(Callback):
         stopping_threshold: float | None = None,
         divergence_threshold: float | None = None,
         check_on_train_epoch_end: bool | None = None,
+        log_rank_zero_only: bool = False,
     ) -> None:
         if not isinstance(monitor, str) or not monitor:
             raise MisconfigurationError(f"EarlyStopping(monitor={monitor!r}) needs the name of a logged metric.")
         if mode not in ("min", "max"):
-            raise MisconfigurationError(f"EarlyStopping(mode={mode!r}) is not valid; use 'min' or 'max'.")
+            raise MisconfigurationError(f"`mode` can be min, max, got {mode}: EarlyStopping(mode={mode!r}) is not "
+                                        "valid; use 'min' or 'max'.")
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
             raise MisconfigurationError(f"EarlyStopping(patience={patience!r}) must be an int >= 0.")
         self.monitor = monitor
@@ -69,7 +83,9 @@ class EarlyStopping(Callback):
         self.wait_count = 0
         self.stopped_epoch = 0
         self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf, dtype=torch.float64)
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED  # why it stopped the fit (Lightning 2.6's attribute)
         self.stopping_reason_message: str | None = None
+        self.log_rank_zero_only = log_rank_zero_only
 
     @property
     def state_key(self) -> str:
@@ -100,6 +116,8 @@ class EarlyStopping(Callback):
             "stopped_epoch": self.stopped_epoch,
             "best_score": self.best_score,
             "patience": self.patience,
+            "stopping_reason": self.stopping_reason.value,
+            "stopping_reason_message": self.stopping_reason_message,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -107,6 +125,8 @@ class EarlyStopping(Callback):
         self.stopped_epoch = state_dict["stopped_epoch"]
         self.best_score = torch.as_tensor(state_dict["best_score"])
         self.patience = state_dict["patience"]
+        self.stopping_reason = EarlyStoppingReason(state_dict.get("stopping_reason", 0))
+        self.stopping_reason_message = state_dict.get("stopping_reason_message")
 
     # --- deciding -------------------------------------------------------------------------------------
     @staticmethod
@@ -129,14 +149,18 @@ class EarlyStopping(Callback):
                 warnings.warn(message, stacklevel=2)
             return
         current = torch.as_tensor(value).detach().reshape(()).cpu().double()
-        should_stop, reason = self.evaluate(current)
+        should_stop, reason = self._evaluate_stopping_criteria(current)
         should_stop = trainer.strategy.reduce_boolean_decision(should_stop, all=False)
         trainer.should_stop = trainer.should_stop or should_stop
         if should_stop:
             self.stopped_epoch = trainer.current_epoch
             self.stopping_reason_message = reason
-        if reason and self.verbose and trainer.is_global_zero:
-            print(reason)
+        if reason and self.verbose:  # every rank says it, prefixed, unless log_rank_zero_only (Lightning's rule)
+            if trainer.world_size > 1:
+                if trainer.is_global_zero or not self.log_rank_zero_only:
+                    print(rank_prefixed_message(reason, trainer.global_rank))
+            else:
+                print(reason)
 
     def evaluate(self, current: torch.Tensor) -> tuple[bool, str | None]:
         """One check of ``current``: ``(stop?, why)``; updates best score and patience counter."""
@@ -144,15 +168,18 @@ class EarlyStopping(Callback):
         best = float(self.best_score)
         name = self.monitor
         if self.check_finite and not math.isfinite(value):
+            self.stopping_reason = EarlyStoppingReason.NON_FINITE_METRIC
             return True, (
                 f"Monitored metric {name} = {value} is not finite. Previous best value was {best:.3f}. Stopping."
             )
         if self.stopping_threshold is not None and self._improves(value, self.stopping_threshold):
+            self.stopping_reason = EarlyStoppingReason.STOPPING_THRESHOLD
             return True, (
                 f"Stopping threshold reached: {name} = {value:.6g} "
                 f"{'<' if self.mode == 'min' else '>'} {self.stopping_threshold}. Stopping."
             )
         if self.divergence_threshold is not None and self._improves(self.divergence_threshold, value):
+            self.stopping_reason = EarlyStoppingReason.DIVERGENCE_THRESHOLD
             return True, (
                 f"Divergence threshold reached: {name} = {value:.6g} "
                 f"{'>' if self.mode == 'min' else '<'} {self.divergence_threshold}. Stopping."
@@ -171,11 +198,16 @@ class EarlyStopping(Callback):
             return False, message
         self.wait_count += 1
         if self.wait_count >= self.patience:
+            self.stopping_reason = EarlyStoppingReason.PATIENCE_EXHAUSTED
             return True, (
                 f"Monitored metric {name} did not improve in the last {self.wait_count} records. "
                 f"Best score: {best:.3f}. Stopping."
             )
         return False, None
+
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        """Lightning's name for :meth:`evaluate` (the check calls it, so code that patches it is obeyed)."""
+        return self.evaluate(current)
 
     def _improves(self, a: float, b: float) -> bool:
         return a < b if self.mode == "min" else a > b

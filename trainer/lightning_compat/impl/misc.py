@@ -6,7 +6,6 @@ import dataclasses
 import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from enum import Enum
 from typing import Any
 
 import torch
@@ -157,13 +156,3 @@ class LitLogger:
             raise ModuleNotFoundError("No module named 'litlogger'", name="litlogger")
         raise RuntimeError("LitLogger: Relay does not run Lightning AI's cloud logger; use WandbLogger, MLFlowLogger, "
                            "CometLogger or TensorBoardLogger.")
-
-
-class EarlyStoppingReason(Enum):
-    """Why ``EarlyStopping`` stopped a fit (Lightning 2.6's enum)."""
-
-    NOT_STOPPED = 0
-    STOPPING_THRESHOLD = 1
-    DIVERGENCE_THRESHOLD = 2
-    PATIENCE_EXHAUSTED = 3
-    NON_FINITE_METRIC = 4
