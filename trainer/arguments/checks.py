@@ -126,9 +126,13 @@ def fast_dev_run(name: str, value: Any) -> int:
 
 
 def path(name: str, value: Any) -> str | None:
+    """A path as a string; ``~`` expanded for a local path (an fsspec URL is kept as it is), as Lightning does."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise InvalidArgument
-    return None if value is None else os.fspath(value)
+    if value is None:
+        return None
+    value = os.fspath(value)
+    return os.path.expanduser(value) if value.startswith("~") else value
 
 
 def duration(name: str, value: Any) -> timedelta:

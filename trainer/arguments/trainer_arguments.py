@@ -30,6 +30,10 @@ class ArgumentValueError(MisconfigurationError):
         self.argument, self.example = argument, example
 
 
+class ArgumentTypeError(ArgumentValueError, TypeError):
+    """A value of a type the argument does not take, where Lightning raises a ``TypeError``."""
+
+
 @dataclass(frozen=True)
 class ArgumentSpec:
     """What a field says besides its name, type and default."""
@@ -44,6 +48,8 @@ class ArgumentSpec:
     lightning_default: Any = SAME
     status: str = "supported"  # in the API table: supported | difference | refused
     note: str = ""  # the API table's note (what differs from Lightning)
+    lightning_error: str = ""  # Lightning's words for a bad value ({value}), put first: code matches on them
+    type_error: bool = False  # Lightning raises a TypeError for a bad value of this one: the error is one too
 
 
 def argument(default: Any, help: str, valid: str, example: str, check: checks.Check = checks.anything,
@@ -93,12 +99,14 @@ class TrainerArguments:
         "a bool or an int >= 0", "True", checks.fast_dev_run)
     max_epochs: int | None = argument(
         None, "Stop after this many epochs (None: 1000, or no limit when max_steps or max_time is set; -1: none)",
-        "an int >= -1 or None", "10", checks.integer(-1, optional=True), stored=False)
+        "an int >= -1 or None", "10", checks.integer(-1, optional=True), stored=False,
+        lightning_error="`max_epochs` must be a non-negative integer or -1. You passed in {value}.")
     min_epochs: int | None = argument(
         None, "Train at least this many epochs, even when a callback asks to stop", "an int >= 0 or None", "2",
         checks.integer(0, optional=True), stored=False)
     max_steps: int = argument(-1, "Stop after this many optimizer steps (-1: no limit)", "an int >= -1 (-1: no limit)",
-                              "1000", checks.integer(-1), stored=False)
+                              "1000", checks.integer(-1), stored=False,
+                              lightning_error="`max_steps` must be a non-negative integer or -1. You passed in {value}.")
     min_steps: int | None = argument(
         None, "Train at least this many optimizer steps", "an int >= 0 or None", "100",
         checks.integer(0, optional=True), stored=False)
@@ -124,7 +132,8 @@ class TrainerArguments:
              "is None (Lightning: 1.0), which means the same: once per epoch")
     check_val_every_n_epoch: int | None = argument(
         1, "Validate every n epochs (None: count val_check_interval batches across epochs)", "an int >= 1 or None",
-        "2", checks.integer(1, optional=True))
+        "2", checks.integer(1, optional=True),
+        lightning_error="`check_val_every_n_epoch` should be an integer.")
     num_sanity_val_steps: int | None = argument(
         None, "Validation batches run before training as a check (None: 2; -1: all)", "an int >= -1 or None", "0",
         checks.integer(-1, optional=True))
@@ -161,10 +170,12 @@ class TrainerArguments:
     gradient_clip_val: float | None = argument(
         None, "Clip gradients to this norm or value (0 or None: no clipping)",
         "a number >= 0 or None (0 or None: no clipping; a negative value would reverse the gradients)", "1.0",
-        checks.non_negative_number)
+        checks.non_negative_number, lightning_error="`gradient_clip_val` should be an int or a float. Got {value}.",
+        type_error=True)
     gradient_clip_algorithm: str | None = argument(
         None, "How gradient_clip_val clips: 'norm' (None) or 'value'", "'norm', 'value' or None", "'value'",
-        checks.one_of(None, "norm", "value"))
+        checks.one_of(None, "norm", "value"),
+        lightning_error="`gradient_clip_algorithm` {value} is invalid. Allowed algorithms: ['value', 'norm'].")
     deterministic: bool | str | None = argument(
         None, "Use deterministic algorithms only ('warn': warn instead of failing on a nondeterministic one)",
         "True, False, 'warn' or None", "True", checks.one_of(None, True, False, "warn"))
@@ -238,8 +249,9 @@ class TrainerArguments:
             try:
                 object.__setattr__(self, f.name, spec.check(f.name, value))
             except checks.InvalidArgument:
-                raise ArgumentValueError(
-                    f"Trainer({f.name}={value!r}) is not valid: {f.name} must be {spec.valid}. "
+                lightning = spec.lightning_error.format(value=value) + " " if spec.lightning_error else ""
+                raise (ArgumentTypeError if spec.type_error else ArgumentValueError)(
+                    f"{lightning}Trainer({f.name}={value!r}) is not valid: {f.name} must be {spec.valid}. "
                     f"For example: Trainer({f.name}={spec.example}).", f.name, spec.example,
                 ) from None
         budget = self.activation_checkpointing is not None and self.activation_checkpointing.needs_compile
