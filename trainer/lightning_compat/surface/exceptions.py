@@ -41,7 +41,6 @@ NOT_ALIGNED = (
     "lightning.fabric.fabric:Fabric.setup",
     "lightning.fabric.fabric:Fabric.sharded_model",
     "lightning.fabric.utilities.types:Steppable.step",
-    "lightning.pytorch.callbacks.early_stopping:EarlyStopping",
     "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
     "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint",
     "lightning.pytorch.callbacks.model_checkpoint:ModelCheckpoint.check_monitor_top_k",
