@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -76,9 +76,14 @@ def save_engine_checkpoint(strategy: Any, path: str | os.PathLike, state: Mappin
                            exclude_frozen_parameters=strategy.exclude_frozen_parameters)
 
 
+@runtime_checkable
+class _Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
+
+
 def _as_state(value: Any) -> Any:
-    state_dict = getattr(type(value), "state_dict", None)
-    return value.state_dict() if callable(state_dict) else value
+    """An object with state (a module, an optimizer, anything stateful) as its state; plain values as they are."""
+    return value.state_dict() if isinstance(value, _Stateful) else value
 
 
 def load_engine_checkpoint(path: str | os.PathLike, state: dict[str, Any], strict: bool) -> dict[str, Any]:

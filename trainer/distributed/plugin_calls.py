@@ -87,6 +87,12 @@ def start_processes(strategy: Strategy, function: Callable[..., Any] | None, arg
     return True, None  # not reached
 
 
+def spawn_function(launcher: Any, function: Callable[..., Any], *args: Any) -> Any:
+    """Run ``function(*args)`` in the processes a spawning launcher starts; rank 0's result comes back (for a
+    launcher not held by a strategy: Lightning's ``_MultiProcessingLauncher`` in the zero-edit mode)."""
+    return launcher.launch_function(function, *args)
+
+
 def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
     carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
     if join:

@@ -36,6 +36,7 @@ from plugins.launchers.spawn import SpawnLauncher
 from trainer.lightning_compat.impl.fabric_precision import _GlobalStateSnapshot
 from trainer.lightning_compat.impl.utilities import _set_num_threads_if_needed
 from trainer.utilities.data import move_data_to_device
+from trainer.distributed.plugin_calls import spawn_function
 
 _IS_INTERACTIVE = hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
@@ -182,4 +183,4 @@ class _MultiProcessingLauncher(_Launcher):
         unshare = spawn and isinstance(getattr(self._strategy, "accelerator", None), CPUAccelerator)
         count = self._num_processes()
         launcher = SpawnLauncher(count, start_method=self._start_method, main_address=address, main_port=port)
-        return launcher.launch_function(_run_launched, function, args, kwargs, snapshot, unshare, count)
+        return spawn_function(launcher, _run_launched, function, args, kwargs, snapshot, unshare, count)
