@@ -13,7 +13,9 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, DistributedSampler, Sampler
+from torch.utils.data import DistributedSampler, Sampler
+
+from trainer.lightning_compat.impl.fabric_distributed import _DatasetSamplerWrapper
 
 
 def _find_tensors(obj: Any) -> Any:
@@ -56,30 +58,6 @@ def _register_ddp_comm_hook(model: Any, ddp_comm_state: object | None = None, dd
     model.register_comm_hook(state=ddp_comm_state, hook=hook)
 
 
-class _SamplerAsDataset(Dataset):
-    """A sampler's indices as a dataset, so a ``DistributedSampler`` can shard them (materialised per epoch)."""
-
-    def __init__(self, sampler: Sampler | Iterable) -> None:
-        if not isinstance(sampler, Sized) or len(sampler) == float("inf"):
-            raise TypeError(
-                "You seem to have configured a sampler in your DataLoader which does not provide a finite `__len__` "
-                "method; it cannot be sharded for distributed prediction. Provide `__len__`, remove it from the "
-                "DataLoader or set `use_distributed_sampler=False`.")
-        self._sampler = sampler
-        self._sampler_list: list[Any] | None = None
-
-    def __getitem__(self, index: int) -> Any:
-        if self._sampler_list is None:
-            self._sampler_list = list(self._sampler)
-        return self._sampler_list[index]
-
-    def __len__(self) -> int:
-        return len(self._sampler)
-
-    def reset(self) -> None:
-        self._sampler_list = list(self._sampler)
-
-
 class UnrepeatedDistributedSampler(DistributedSampler):
     """Rank ``r`` of ``n`` takes indices ``r, r + n, ...`` once each: no index is repeated to even the ranks out."""
 
@@ -109,7 +87,7 @@ class _SamplerShards(DistributedSampler):
     reaches it too)."""
 
     def __init__(self, sampler: Sampler | Iterable, *args: Any, **kwargs: Any) -> None:
-        super().__init__(_SamplerAsDataset(sampler), *args, **kwargs)
+        super().__init__(_DatasetSamplerWrapper(sampler), *args, **kwargs)
 
     def __iter__(self) -> Iterator:
         self.dataset.reset()
@@ -126,7 +104,7 @@ class UnrepeatedDistributedSamplerWrapper(UnrepeatedDistributedSampler):
     """``UnrepeatedDistributedSampler`` over the indices another sampler gives."""
 
     def __init__(self, sampler: Sampler | Iterable, *args: Any, **kwargs: Any) -> None:
-        super().__init__(_SamplerAsDataset(sampler), *args, **kwargs)
+        super().__init__(_DatasetSamplerWrapper(sampler), *args, **kwargs)
 
     def __iter__(self) -> Iterator:
         self.dataset.reset()
