@@ -117,13 +117,15 @@ class Registry:
         """The entry for ``name``; ``argument`` is the Trainer argument an error names (default: ``kind``).
 
         Entry points cannot replace a registered name (``register`` refuses), so a name already known is returned
-        before they are read."""
+        before they are read. A name in other case (``"DDP"``) finds the registered lower-case one."""
         known = self._entries[kind].get(name)
         if known is not None:
             return known
         entries = self.entries(kind)
         if name in entries:
             return entries[name]
+        if isinstance(name, str) and name.lower() in entries:  # names are case-insensitive, as in Lightning ("DDP")
+            return entries[name.lower()]
         close = difflib.get_close_matches(str(name), list(entries), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownPluginError(
