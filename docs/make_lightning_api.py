@@ -163,7 +163,7 @@ MEMBERS: dict[str, tuple[str, str]] = {
     "LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE": ("difference", _HPARAMS_TYPE),
     "LightningDataModule.load_from_checkpoint": ("difference", "the DataModule's state is read from the checkpoint's "
                                                                "`datamodule` key (Lightning: its qualified class "
-                                                               "name); `hparams_file` is refused"),
+                                                               "name)"),
     "LightningDataModule.from_datasets": ("difference", "`pin_memory` only when CUDA is available (Lightning: "
                                                         "always True)"),
     "LightningModule.to_tensorrt": ("refused", "needs `torch_tensorrt` (NVIDIA's TensorRT) and a CUDA GPU, which Relay's "

@@ -311,6 +311,17 @@ def fit_and_save(tmp_path: Path) -> Path:
     return path
 
 
+def test_load_from_checkpoint_takes_the_hyperparameters_of_an_hparams_file(tmp_path):
+    """Lightning's ``hparams_file``: the file (YAML or CSV) replaces what the checkpoint holds."""
+    path = fit_and_save(tmp_path)
+    (tmp_path / "hparams.yaml").write_text("features: 4\nlr: 0.5\n")
+    assert Regression.load_from_checkpoint(path, hparams_file=tmp_path / "hparams.yaml").hparams.lr == 0.5
+    (tmp_path / "tags.csv").write_text("key,value\nfeatures,4\nlr,0.25\n")
+    assert Regression.load_from_checkpoint(path, hparams_file=str(tmp_path / "tags.csv")).hparams.lr == 0.25
+    with pytest.raises(ValueError, match=r"\.csv, \.yml or \.yaml is required"):
+        Regression.load_from_checkpoint(path, hparams_file=tmp_path / "hparams.json")
+
+
 def test_load_from_checkpoint_drops_saved_names_init_does_not_take(tmp_path):
     class Grown(Regression):
         def on_fit_start(self):

@@ -62,14 +62,27 @@ def load_from_checkpoint(
 ) -> Any:
     """``cls(**saved hyperparameters, **kwargs)``; a Module gets its weights, a DataModule its ``state_dict``.
 
-    The checkpoint is read without unpickling code.
+    The checkpoint is read without unpickling code. ``hparams_file`` (a ``.yaml``/``.yml`` or ``.csv`` file, as
+    a logger writes ``hparams.yaml``) replaces the hyperparameters the checkpoint holds, as in Lightning.
     """
+    checkpoint = load_checkpoint(checkpoint_path)
     if hparams_file is not None:
-        raise TypeError(
-            f"{cls.__name__}.load_from_checkpoint(hparams_file=...) is not supported: Relay reads the hyperparameters "
-            "stored in the checkpoint; pass overrides as keyword arguments instead."
-        )
-    return load_state(cls, load_checkpoint(checkpoint_path), strict=strict, map_location=map_location, **kwargs)
+        checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY] = _hparams_from_file(hparams_file)
+    return load_state(cls, checkpoint, strict=strict, map_location=map_location, **kwargs)
+
+
+def _hparams_from_file(path: Any) -> dict[str, Any]:
+    from trainer.lightning_compat.impl.saving import (  # local import: the file readers load only when one is given
+        load_hparams_from_tags_csv,
+        load_hparams_from_yaml,
+    )
+
+    extension = str(path).rsplit(".", 1)[-1].lower()
+    if extension == "csv":
+        return load_hparams_from_tags_csv(str(path))
+    if extension in ("yml", "yaml"):
+        return load_hparams_from_yaml(str(path))
+    raise ValueError(f".csv, .yml or .yaml is required for `hparams_file`, got {str(path)!r}.")
 
 
 def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, map_location: Any = None,
