@@ -37,6 +37,7 @@ from trainer.profilers.base import resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
+from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerProperties
@@ -203,6 +204,7 @@ class Trainer(TrainerProperties):
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         self.predict_loop.return_predictions = return_predictions is not False
+        ckpt_path = self._previous_best("predict", model, ckpt_path)
         out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders}, ckpt_path)
         return out if return_predictions is not False else None
 
@@ -211,10 +213,23 @@ class Trainer(TrainerProperties):
             dataloaders, datamodule = None, dataloaders
         key = "val" if stage == "validate" else "test"
         (self.validate_loop if stage == "validate" else self.test_loop).verbose = verbose
+        ckpt_path = self._previous_best(stage, model, ckpt_path)
         results = run_stage(self, stage, self._model_or_last(model), datamodule, {key: dataloaders}, ckpt_path)
         if verbose and self.is_global_zero and results:
             print_results(stage, results)
         return results
+
+    def _previous_best(self, fn: str, model: Module | None, ckpt_path: Any) -> Any:
+        """Lightning's default: evaluating the fitted model with no ``ckpt_path`` loads the best checkpoint the fit
+        saved (with its warning); a model passed in, or no best checkpoint, is used as it is."""
+        callback = self.checkpoint_callback
+        if model is not None or ckpt_path is not None or not getattr(callback, "best_model_path", ""):
+            return ckpt_path
+        rank_zero_warn(f"`.{fn}(ckpt_path=None)` was called without a model. The best model of the previous `fit` call "
+                       f"will be used. You can pass `.{fn}(ckpt_path='best')` to use the best model or "
+                       f"`.{fn}(ckpt_path='last')` to use the last model. If you pass a value, this warning will be "
+                       "silenced.")
+        return "best"
 
     def _model_or_last(self, model: Module | None) -> Module:
         if model is None:

@@ -122,7 +122,7 @@ def test_ckpt_path_last_never_picks_a_checkpoint_outside_this_runs_checkpoint_di
     first = Trainer(**quiet(default_root_dir=tmp_path / "other", max_steps=3, enable_checkpointing=None))
     first.fit(Net(), loader())
     (Path(first.checkpoint_callback.dirpath) / "epoch=0-step=3.ckpt").rename(stray)
-    with pytest.warns(UserWarning, match="no checkpoint in .*starting from scratch"):
+    with pytest.warns(UserWarning, match="no last checkpoint available.*training starts from scratch"):
         trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=2, enable_checkpointing=None))
         trainer.fit(Net(), loader(), ckpt_path="last")
     assert trainer.ckpt_path is None and trainer.global_step == 2

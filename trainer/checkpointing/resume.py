@@ -186,13 +186,13 @@ class RestoreRequest:
         if found is not None:
             return str(found)
         shown = ", ".join(sorted(map(str, self.dirs)))
-        if self.stage == "fit":
-            warnings.warn(f"ckpt_path='last': no checkpoint in {shown}; starting from scratch.", stacklevel=5)
-            return None
-        raise MisconfigurationError(
-            f"ckpt_path='last' but there is no *.ckpt file or sharded directory in {shown} (this run's checkpoint "
-            "directories); pass a path."
-        )
+        # Lightning's words (code matches on them); not an error, so ckpt_path='last' can be set before a first fit
+        fn = {"validate": "validate", "test": "test", "predict": "predict"}.get(self.stage, "fit")
+        warnings.warn(f'.{fn}(ckpt_path="last") is set, but there is no last checkpoint available. No checkpoint will '
+                      f"be loaded. HINT: Set `ModelCheckpoint(..., save_last=True)`. (Looked in {shown}; "
+                      + ("training starts from scratch.)" if fn == "fit" else "the model's current weights are used.)"),
+                      stacklevel=5)
+        return None
 
 
 def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: int) -> None:
