@@ -442,6 +442,9 @@ class Trainer(TrainerProperties):
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
         check_storage_options(storage_options)
+        if self.lightning_module is None:  # Lightning's error and words
+            raise AttributeError("Saving a checkpoint is only possible if a model is attached to the Trainer. Did you "
+                                 "call `Trainer.save_checkpoint()` before calling `Trainer.{fit,validate,test,predict}`?")
         if refuse_nonfinite_save(self, filepath):
             return
         checkpoint = collect_checkpoint(self, bool(weights_only))
