@@ -242,8 +242,12 @@ def _in_two_processes():
 
 
 @pytest.mark.timeout(60)
-def test_multiprocessing_launcher_runs_distributed_helpers_like_lightning_in_two_processes():
+def test_multiprocessing_launcher_runs_distributed_helpers_like_lightning_in_two_processes(monkeypatch):
     import types
+
+    for name in ("MASTER_ADDR", "MASTER_PORT"):  # the launcher sets them, as Lightning's: not for later tests
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
     from plugins.accelerators.cpu import CPUAccelerator
     from plugins.environments.local import LocalEnvironment

@@ -341,8 +341,11 @@ def _rank_and_scaled(x, scale=1):
 
 
 @pytest.mark.timeout(60)
-def test_multiprocessing_launcher_runs_the_function_in_two_processes_and_returns_rank_zeros_result():
+def test_multiprocessing_launcher_runs_the_function_in_two_processes_and_returns_rank_zeros_result(monkeypatch):
     """Lightning's launcher built from a strategy is Relay's SpawnLauncher: two real workers (forked: fast)."""
+    for name in ("MASTER_ADDR", "MASTER_PORT"):  # the launcher sets them, as Lightning's: not for later tests
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     launcher = loops_launchers._MultiProcessingLauncher(types.SimpleNamespace(num_processes=2), start_method="fork")
     assert launcher.launch(_rank_and_scaled, 3, scale=2) == (0, 2, 6)
     assert launcher.is_interactive_compatible
