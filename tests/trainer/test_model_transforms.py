@@ -215,12 +215,26 @@ def test_self_log_in_a_fullgraph_compiled_training_step():
 
 def test_inductor_compiles_the_whole_model_without_blocks():
     """compile=True (inductor, C++ on the CPU) on a model without blocks: its child is compiled whole, and one step
-    gives the eager step's weights."""
-    eager, compiled = Logged(), Logged()
-    compiled.load_state_dict(eager.state_dict())
-    Trainer(max_steps=1, accelerator="cpu", **quiet()).fit(eager, regression(4))
-    Trainer(max_steps=1, accelerator="cpu", compile=True, **quiet()).fit(compiled, regression(4))
-    assert type(compiled.net) is not torch.nn.Sequential and isinstance(compiled.net, torch.nn.Sequential)
-    for a, b in zip(eager.parameters(), compiled.parameters()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert set(compiled.state_dict()) == set(eager.state_dict())
+    gives the eager step's weights. In a process of its own: inductor leaves state in the process that compiles
+    (its cache directory in ``os.environ``, compile workers) that later tests' warm-forked programs must not see."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from tests.helpers import quiet
+from tests.trainer.test_model_transforms import Logged, regression
+from trainer import Trainer
+
+eager, compiled = Logged(), Logged()
+compiled.load_state_dict(eager.state_dict())
+Trainer(max_steps=1, accelerator="cpu", **quiet()).fit(eager, regression(4))
+Trainer(max_steps=1, accelerator="cpu", compile=True, **quiet()).fit(compiled, regression(4))
+assert type(compiled.net) is not torch.nn.Sequential and isinstance(compiled.net, torch.nn.Sequential)
+for a, b in zip(eager.parameters(), compiled.parameters()):
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+assert set(compiled.state_dict()) == set(eager.state_dict())
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
