@@ -16,8 +16,9 @@ def _from(module: str, impl: str, *names: str) -> dict[str, str]:
     return {f"{_P}.{module}:{n}": f"{_IMPL}.{impl}:{n}" for n in names}
 
 
-# old precision-plugin names -> (module under plugins.precision, new name): impl/loops_legacy_precision.py's RENAMED
-_RENAMED_PRECISIONS = {
+# old precision-plugin names -> (module under lightning.pytorch.plugins.precision, new name); also what
+# impl/loops_legacy_precision.py builds the deprecated classes from
+RENAMED_PRECISIONS = {
     "BitsandbytesPrecisionPlugin": ("bitsandbytes", "BitsandbytesPrecision"),
     "DeepSpeedPrecisionPlugin": ("deepspeed", "DeepSpeedPrecision"),
     "DoublePrecisionPlugin": ("double", "DoublePrecision"),
@@ -110,7 +111,7 @@ NAMES: dict[str, str] = {
     **_from("core.module", "loops_plugins", "_jit_is_scripting"),
     # the deprecated *PrecisionPlugin names: one class each, the same object at every path Lightning sets it on
     **{f"{_P}.{where}:{old}": f"{_IMPL}.loops_legacy_precision:{old}"
-       for old, module in (*((o, m) for o, (m, _) in _RENAMED_PRECISIONS.items()), ("FSDPMixedPrecisionPlugin", "fsdp"))
+       for old, module in (*((o, m) for o, (m, _) in RENAMED_PRECISIONS.items()), ("FSDPMixedPrecisionPlugin", "fsdp"))
        for where in ("plugins", "plugins.precision", f"plugins.precision.{module}")},
     f"{_P}._graveyard.precision:FSDPMixedPrecisionPlugin": f"{_IMPL}.loops_legacy_precision:FSDPMixedPrecisionPlugin",
 }

@@ -13,21 +13,11 @@ from typing import Any
 
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_deprecation
+from trainer.lightning_compat.names_loops import RENAMED_PRECISIONS
 
 set_rank_zero_only()  # as importing Lightning does: its deprecations are announced from rank 0
 
-# old name -> (module under lightning.pytorch.plugins.precision, new name)
-RENAMED = {
-    "BitsandbytesPrecisionPlugin": ("bitsandbytes", "BitsandbytesPrecision"),
-    "DeepSpeedPrecisionPlugin": ("deepspeed", "DeepSpeedPrecision"),
-    "DoublePrecisionPlugin": ("double", "DoublePrecision"),
-    "FSDPPrecisionPlugin": ("fsdp", "FSDPPrecision"),
-    "HalfPrecisionPlugin": ("half", "HalfPrecision"),
-    "MixedPrecisionPlugin": ("amp", "MixedPrecision"),
-    "PrecisionPlugin": ("precision", "Precision"),
-    "TransformerEnginePrecisionPlugin": ("transformer_engine", "TransformerEnginePrecision"),
-    "XLAPrecisionPlugin": ("xla", "XLAPrecision"),
-}
+RENAMED = RENAMED_PRECISIONS  # old name -> (module under lightning.pytorch.plugins.precision, new name)
 _made: dict[str, type] = {}
 
 
