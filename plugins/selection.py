@@ -23,9 +23,9 @@ from plugins.builtin import PRECISION_ALIASES
 from plugins.environments.detect import detect_environment
 from plugins.precision.base import Precision
 from plugins.registry import default_registry
-from plugins.strategies import horovod as horovod_strategy  # horovod_importable read through it: tests replace it
+from plugins.strategies import horovod_available
 from plugins.strategies.base import Strategy
-from plugins.strategies.horovod import INSTALL_COMMAND, horovod_missing_message
+from plugins.strategies.horovod_available import INSTALL_COMMAND, horovod_missing_message
 
 GPU_KINDS = ("cuda", "rocm", "xpu", "mps")  # the order "auto" and "gpu" prefer
 
@@ -80,7 +80,7 @@ class LaunchInfo:
     @classmethod
     def from_environment(cls, env: Any) -> LaunchInfo:
         if not env.creates_processes_externally:
-            return cls(environment=env.name, horovod_importable=horovod_strategy.horovod_importable())
+            return cls(environment=env.name, horovod_importable=horovod_available.horovod_importable())
         return cls(
             environment=env.name,
             external=True,
@@ -88,7 +88,7 @@ class LaunchInfo:
             processes_per_node=env.local_world_size(),
             num_nodes=env.num_nodes(),
             horovod=bool(getattr(env, "is_horovod", False)),
-            horovod_importable=horovod_strategy.horovod_importable(load=bool(getattr(env, "is_horovod", False))),
+            horovod_importable=horovod_available.horovod_importable(load=bool(getattr(env, "is_horovod", False))),
             elastic=bool(getattr(env, "elastic", False)),
         )
 

@@ -26,11 +26,11 @@ from importlib.machinery import BuiltinImporter, SourceFileLoader
 from typing import Any, NoReturn
 
 from plugins.launchers.forkserver import Program, pythonpath_entries
+from plugins.launchers.in_worker import FORKED_FROM, forked_from  # noqa: F401 (forked_from re-exported)
 from plugins.launchers.orphan_guard import die_with
 
 SETUP_FAILED = 70  # the child could not become the worker (it prints why)
 FLUSH_FAILED = 120  # CPython's exit code when the standard streams cannot be flushed at exit
-_FORKED_FROM: list[int] = []  # in a worker the zygote forked: the zygote's pid (its parent; it must not outlive it)
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,6 @@ class Request:
     pythonpath: tuple[str, ...] | None = None  # the zygote's PYTHONPATH entries after sys.path[0] (None: unknown)
 
 
-def forked_from() -> int | None:
-    """The forkserver's pid in a worker it forked (``watch_launcher`` watches it: it dies with the launcher)."""
-    return _FORKED_FROM[0] if _FORKED_FROM else None
-
-
 def become_worker(request: Request, selector: Any, owned: list[Any]) -> NoReturn:
     """In the forked child: set up, run the program, end like the interpreter; never returns."""
     try:
@@ -56,7 +51,7 @@ def become_worker(request: Request, selector: Any, owned: list[Any]) -> NoReturn
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if not die_with(request.zygote):  # the zygote (and so the launcher) died already
             os._exit(SETUP_FAILED)
-        _FORKED_FROM.append(request.zygote)
+        FORKED_FROM.append(request.zygote)
         _join_session(request.fields)
         selector.close()
         for thing in owned:

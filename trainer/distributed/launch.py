@@ -12,8 +12,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from plugins.launchers.elastic import record_failures
-from plugins.launchers.elastic import watch_launcher as watch
+from plugins.launchers.in_worker import record_failures
+from plugins.launchers.in_worker import watch_launcher as watch
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
