@@ -24,7 +24,7 @@ import re
 import time
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import torch
 
@@ -35,6 +35,8 @@ from trainer.errors import MisconfigurationError
 from trainer.module import Module
 from trainer.loops.nonfinite import refuse_nonfinite_save
 from trainer.checkpointing.checkpoint_io import track_optimizers
+from trainer.utilities.rank_zero import rank_zero_info
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -87,15 +89,18 @@ class ModelCheckpoint(Checkpoint):
             ``<default_root_dir>/checkpoints`` (resolved at setup, rank 0's choice on every rank).
         filename: name template without extension, e.g. ``"{epoch}-{val_loss:.2f}"``; default
             ``"{epoch}-{step}"`` which reads ``epoch=3-step=400``. A name already on disk gets ``-v1``, ``-v2``...
-        monitor: metric to rank checkpoints by (``None``: keep the latest ``save_top_k``).
-        mode: ``"min"`` or ``"max"``: which direction of ``monitor`` is better.
-        save_top_k: how many files to keep (-1: all, 0: none besides ``last``).
+        monitor: metric to rank checkpoints by (``None``: keep the latest ``save_top_k``; Lightning allows only
+            -1, 0 or 1 then, and so does the zero-edit mode).
+        verbose: print a line for every decision (rank 0).
         save_last: also write ``last.ckpt`` at every save (a hard link to the file just written when there is one).
+        save_top_k: how many files to keep (-1: all, 0: none besides ``last``).
+        save_on_exception: also save when the run raises (under the usual name, then ``last``).
+        save_weights_only: write only the module weights (such a file cannot resume training).
+        mode: ``"min"`` or ``"max"``: which direction of ``monitor`` is better.
+        auto_insert_metric_name: ``{epoch}`` reads ``epoch=3`` (True) or ``3`` (False).
         every_n_train_steps / every_n_epochs: how often (mutually exclusive; default every epoch).
         save_on_train_epoch_end: force epoch-level saving at train-epoch end (True) or validation end (False).
-        save_weights_only: write only the module weights (such a file cannot resume training).
-        auto_insert_metric_name: ``{epoch}`` reads ``epoch=3`` (True) or ``3`` (False).
-        verbose: print a line for every decision (rank 0).
+        enable_version_counter: a name already on disk gets ``-v1``, ``-v2``... (False: overwrite it).
         async_save: write checkpoints in a background thread while training goes on: the strategy's checkpoint
             I/O becomes ``AsyncCheckpointIO`` (as ``Trainer(plugins=[AsyncCheckpointIO()])`` does). Training
             stops only to copy the state to CPU memory; a save while the previous one is still being written
@@ -113,20 +118,22 @@ class ModelCheckpoint(Checkpoint):
         dirpath: str | os.PathLike[str] | None = None,
         filename: str | None = None,
         monitor: str | None = None,
-        mode: str = "min",
+        verbose: bool = False,
+        save_last: Optional[Union[bool, Literal["link"]]] = None,
         save_top_k: int = 1,
-        save_last: bool | str | None = None,
+        save_on_exception: bool = False,
+        save_weights_only: bool = False,
+        mode: str = "min",
+        auto_insert_metric_name: bool = True,
         every_n_train_steps: int | None = None,
         train_time_interval: datetime.timedelta | None = None,
         every_n_epochs: int | None = None,
         save_on_train_epoch_end: bool | None = None,
-        save_weights_only: bool = False,
-        auto_insert_metric_name: bool = True,
-        verbose: bool = False,
+        enable_version_counter: bool = True,
         async_save: bool = False,
     ) -> None:
         _check_arguments(mode, save_top_k, every_n_train_steps, every_n_epochs, train_time_interval, save_last,
-                         save_on_train_epoch_end, async_save)
+                         save_on_train_epoch_end, async_save, monitor)
         if filename is not None and filename.endswith(self.FILE_EXTENSION):
             filename = filename[: -len(self.FILE_EXTENSION)]
 
@@ -139,6 +146,8 @@ class ModelCheckpoint(Checkpoint):
         self.save_top_k = save_top_k
         self.save_last = save_last
         self.save_weights_only = save_weights_only
+        self.save_on_exception = save_on_exception
+        self._enable_version_counter = enable_version_counter
         self.auto_insert_metric_name = auto_insert_metric_name
         self.verbose = verbose
         self._save_on_train_epoch_end = save_on_train_epoch_end
@@ -157,6 +166,7 @@ class ModelCheckpoint(Checkpoint):
         self.best_model_score: torch.Tensor | None = None
         self.current_score: torch.Tensor | None = None
         self.last_model_path = ""
+        self._latest: list[str] = []  # without a monitor: the files kept, oldest first
 
         # per-run state
         self._last_global_step_saved = 0  # no optimizer step yet: nothing worth saving
@@ -200,6 +210,9 @@ class ModelCheckpoint(Checkpoint):
             if trainer.world_size > 1:
                 dirpath = trainer.strategy.broadcast(dirpath)
             self.dirpath = dirpath
+        if self.save_last == "link" and is_url(self.dirpath):
+            raise ValueError(f"`ModelCheckpoint(save_last='link')` is only supported for local file paths, got "
+                             f"`dirpath={self.dirpath}`. Use save_last=True there: `last` is then a copy.")
         if self.async_save and not getattr(trainer.strategy.checkpoint_io, "is_async", False):
             trainer.strategy.checkpoint_io = AsyncCheckpointIO(trainer.strategy.checkpoint_io)
             track_optimizers(trainer, trainer.strategy.checkpoint_io)
@@ -310,9 +323,24 @@ class ModelCheckpoint(Checkpoint):
         if self.save_last and not self._last_checkpoint_saved and not self._skip(trainer):
             self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=False)
 
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        """``save_on_exception``: the state when the error was raised, under the usual name, then ``last``."""
+        if not self.save_on_exception or bool(trainer.fast_dev_run) or trainer.sanity_checking or (
+                trainer.global_step == self._last_global_step_saved):
+            return
+        if refuse_nonfinite_save(trainer, self.dirpath):
+            return
+        candidates = self._monitor_candidates(trainer)
+        path = self._new_filepath(trainer, candidates, None)
+        self._write(trainer, path)
+        if self.save_last:
+            self._save_checkpoints(trainer, candidates, topk=False, written=path)
+        rank_zero_info(f"An {type(exception).__name__} was raised with message: {exception}, saved checkpoint to "
+                       f"{path}")
+
     # --- state ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "monitor": self.monitor,
             "best_model_score": self.best_model_score,
             "best_model_path": self.best_model_path,
@@ -323,6 +351,9 @@ class ModelCheckpoint(Checkpoint):
             "kth_value": self.kth_value,
             "last_model_path": self.last_model_path,
         }
+        if self.monitor is None and self.save_top_k > 1:  # Relay's keep-the-latest-k: the files it keeps
+            state["latest_model_paths"] = list(self._latest)
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         saved_dir = state_dict.get("dirpath", self.dirpath)
@@ -333,10 +364,12 @@ class ModelCheckpoint(Checkpoint):
             self.kth_best_model_path = state_dict.get("kth_best_model_path", "")
             self.kth_value = state_dict.get("kth_value")
             self.last_model_path = state_dict.get("last_model_path", "")
+            self._latest = list(state_dict.get("latest_model_paths", []))
         else:
             warnings.warn(
-                f"The checkpoint's ModelCheckpoint saved to {saved_dir!r} but this run saves to {self.dirpath!r}: "
-                "its top-k list is not restored, so files in the old directory are left alone. Pass "
+                f"The dirpath has changed from {saved_dir!r} to {self.dirpath!r}, therefore `best_model_score`, "
+                "`kth_best_model_path`, `kth_value`, `last_model_path` and `best_k_models` won't be reloaded. Only "
+                "`best_model_path` will be reloaded: files in the old directory are left alone. Pass "
                 "ModelCheckpoint(dirpath=...) to continue managing the same directory.",
                 stacklevel=2,
             )
@@ -344,19 +377,44 @@ class ModelCheckpoint(Checkpoint):
 
     # --- naming ---------------------------------------------------------------------------------------
     def format_checkpoint_name(
-        self, metrics: Mapping[str, Any], filename: str | None = None, ver: int | None = None
+        self, metrics: Mapping[str, Any], filename: str | None = None, ver: int | None = None,
+        prefix: str | None = None,
     ) -> str:
-        """The full path a save with these metrics would get (``ver``: the ``-v<n>`` clash suffix)."""
+        """The full path a save with these metrics would get (``ver``: the ``-v<n>`` clash suffix; ``prefix``: joined
+        in front with ``CHECKPOINT_JOIN_CHAR``)."""
         template = filename or self.filename or f"{{epoch}}{self.CHECKPOINT_JOIN_CHAR}{{step}}"
         name = format_checkpoint_name(template, metrics, self.auto_insert_metric_name)
+        if prefix is not None:
+            name = f"{prefix}{self.CHECKPOINT_JOIN_CHAR}{name}"
         if ver is not None:
             name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
         return _join(self.dirpath or "", name + self.FILE_EXTENSION)
 
+    def file_exists(self, filepath: str | os.PathLike[str], trainer: Trainer) -> bool:
+        """Whether the file exists, as rank 0 sees it (one answer on every rank); a file an asynchronous write is
+        still writing counts."""
+        exists = trainer.strategy.checkpoint_io.exists(os.fspath(filepath)) if trainer.is_global_zero else False
+        return bool(trainer.strategy.broadcast(exists)) if trainer.world_size > 1 else exists
+
+    def check_monitor_top_k(self, trainer: Trainer, current: torch.Tensor | None = None) -> bool:
+        """Whether a score of ``current`` makes the top k (False without a score)."""
+        if current is None:
+            return False
+        return self._in_top_k(_as_score(self.monitor or "score", current))
+
+    def to_yaml(self, filepath: str | os.PathLike[str] | None = None) -> None:
+        """Write ``best_k_models`` (path: score) to ``filepath``, default ``<dirpath>/best_k_models.yaml``."""
+        import fsspec
+        import yaml
+
+        target = os.fspath(filepath) if filepath is not None else join(self.dirpath or ".", "best_k_models.yaml")
+        with fsspec.open(target, "w") as fp:
+            yaml.dump({path: score.item() for path, score in self.best_k_models.items()}, fp)
+
     def _new_filepath(self, trainer: Trainer, candidates: Mapping[str, Any], reusable: str | None) -> str:
         """A fresh name; ``reusable`` (a file about to be dropped) may be overwritten instead of versioned."""
         path = self.format_checkpoint_name(candidates)
-        if trainer.is_global_zero:
+        if trainer.is_global_zero and self._enable_version_counter:
             version = self.STARTING_VERSION
             io = trainer.strategy.checkpoint_io  # counts a file an asynchronous write is still writing
             while path != reusable and (io.exists(path) or path == self.last_model_path):
@@ -409,18 +467,21 @@ class ModelCheckpoint(Checkpoint):
         self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=topk)
 
     def _save_checkpoints(
-        self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False
+        self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False,
+        written: str | None = None,
     ) -> None:
-        """Top-k (when due) then ``last``; ``last`` reuses the file just written rather than serialising twice.
+        """Top-k (when due) then ``last``; ``last`` reuses the file just written (by the top-k save, or ``written``)
+        rather than serialising twice.
 
         Nothing is written, and nothing removed, while the model's weights are not finite."""
         if refuse_nonfinite_save(trainer, self.dirpath):
             return
         previous_last = self.last_model_path
-        last_path = self._last_path(candidates) if self.save_last else None
+        last_path = self._last_path(trainer, candidates) if self.save_last else None
         if last_path is not None:
             self.last_model_path = last_path  # set first: it is part of the state written below
-        written = self._save_topk(trainer, candidates, on_step) if topk else None
+        if topk:
+            written = self._save_topk(trainer, candidates, on_step)
         if last_path is None:
             return
         if written is not None:
@@ -431,16 +492,21 @@ class ModelCheckpoint(Checkpoint):
         if previous_last and previous_last != last_path:
             self._remove(trainer, previous_last)
 
-    def _last_path(self, candidates: Mapping[str, Any]) -> str:
-        name = format_checkpoint_name(self.CHECKPOINT_NAME_LAST, candidates, self.auto_insert_metric_name)
-        return _join(self.dirpath or "", name + self.FILE_EXTENSION)
+    def _last_path(self, trainer: Trainer, candidates: Mapping[str, Any]) -> str:
+        """``last.ckpt``, or ``last-v1.ckpt``... when a ``last`` file this callback did not write is there already."""
+        path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
+        version = self.STARTING_VERSION
+        while self._enable_version_counter and path != self.last_model_path and self.file_exists(path, trainer):
+            path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST, ver=version)
+            version += 1
+        return path
 
     def _save_topk(self, trainer: Trainer, candidates: dict[str, Any], on_step: bool) -> str | None:
         """Returns the path written, or None when this score does not make the top k."""
         if self.save_top_k == 0:
             return None
-        if self.monitor is None:  # keep the latest k: rank by step
-            return self._update_topk(trainer, candidates, _as_score("step", trainer.global_step), "max")
+        if self.monitor is None:
+            return self._save_latest(trainer, candidates)
         if self.monitor not in candidates:
             logged = sorted(trainer.callback_metrics)
             message = (
@@ -470,6 +536,23 @@ class ModelCheckpoint(Checkpoint):
             )
         return None
 
+    def _save_latest(self, trainer: Trainer, candidates: dict[str, Any]) -> str:
+        """No metric: the newest file is the "best" and the latest ``save_top_k`` are kept (-1: all). As in Lightning,
+        nothing is ranked (``best_k_models`` stays empty); Relay's own API also allows k > 1."""
+        if not self._latest and self.best_model_path:  # after a resume: the file the restored state names
+            self._latest.append(self.best_model_path)
+        k = self.save_top_k
+        dropped = self._latest[0] if k != -1 and len(self._latest) >= k else None
+        path = self._new_filepath(trainer, candidates, dropped)
+        if dropped is not None:
+            self._latest.pop(0)
+        self._latest.append(path)
+        self.best_model_path = path  # set first: it is part of the state written
+        self._write(trainer, path)
+        if dropped is not None and dropped != path:
+            self._remove(trainer, dropped)
+        return path
+
     def _in_top_k(self, current: torch.Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
@@ -483,8 +566,6 @@ class ModelCheckpoint(Checkpoint):
             self.best_k_models.pop(dropped, None)
         self.best_k_models[path] = score
         self._rank(mode)
-        if self.monitor is None:
-            self.best_model_path = path  # the latest is the "best" without a metric
         if self.verbose and trainer.is_global_zero:
             what = f"{self.monitor!r} reached {score.item():.5g} (best {self.best_model_score.item():.5g}), " if (
                 self.monitor is not None and self.best_model_score is not None
@@ -556,32 +637,37 @@ def _join(directory: str, name: str) -> str:
 
 def _check_arguments(mode: str, save_top_k: int, every_n_train_steps: int | None, every_n_epochs: int | None,
                      train_time_interval: datetime.timedelta | None, save_last: Any, save_on_train_epoch_end: Any,
-                     async_save: Any) -> None:
-    """Every argument checked before anything is kept: one line naming the argument, its value and what is valid."""
+                     async_save: Any, monitor: str | None) -> None:
+    """Every argument checked before anything is kept: Lightning's words first (code matches on them), then the
+    argument, its value and what is valid."""
     if mode not in ("min", "max"):
-        raise MisconfigurationError(f"ModelCheckpoint(mode={mode!r}) is not valid; use 'min' or 'max'.")
+        raise MisconfigurationError(f"`mode` can be min, max but got {mode}: ModelCheckpoint(mode='min' or 'max').")
     if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
         raise MisconfigurationError(
-            f"ModelCheckpoint(save_top_k={save_top_k!r}) must be an int >= -1 (-1: keep all, 0: keep none)."
+            f"Invalid value for save_top_k={save_top_k}. Must be >= -1 (an int; -1: keep all, 0: keep none)."
         )
     for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise MisconfigurationError(f"ModelCheckpoint({name}={value!r}) must be an int >= 0 or None.")
+            raise MisconfigurationError(f"Invalid value for {name}={value}. Must be >= 0 (an int, or None).")
     if train_time_interval is not None and not isinstance(train_time_interval, datetime.timedelta):
         raise MisconfigurationError(
             f"ModelCheckpoint(train_time_interval={train_time_interval!r}) must be a datetime.timedelta, "
             "e.g. timedelta(minutes=30)."
         )
-    chosen = [name for name, value in (("every_n_train_steps", (every_n_train_steps or 0) > 0),
-                                       ("every_n_epochs", (every_n_epochs or 0) > 0),
-                                       ("train_time_interval", train_time_interval is not None)) if value]
-    if len(chosen) > 1:
+    if sum(((every_n_train_steps or 0) > 0, (every_n_epochs or 0) > 0, train_time_interval is not None)) > 1:
         raise MisconfigurationError(
-            f"ModelCheckpoint({', '.join(chosen)} all given): pick one; use several ModelCheckpoint callbacks "
-            "to save on several schedules."
+            f"Combination of parameters every_n_train_steps={every_n_train_steps or 0}, "
+            f"every_n_epochs={every_n_epochs or 0} and train_time_interval={train_time_interval} should be mutually "
+            "exclusive: pick one, and use several ModelCheckpoint callbacks to save on several schedules."
+        )
+    if monitor is None and save_top_k not in (-1, 0, 1) and lightning_defaults():
+        # Relay's own API keeps the latest k by step; Lightning refuses, and code written for it expects that
+        raise MisconfigurationError(
+            f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is not a valid configuration. No quantity for "
+            "top_k to track."
         )
     if save_last not in (None, True, False, "link"):
-        raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False or None.")
+        raise MisconfigurationError(f"ModelCheckpoint(save_last={save_last!r}) must be True, False, 'link' or None.")
     if save_on_train_epoch_end not in (None, True, False):
         raise MisconfigurationError(
             f"ModelCheckpoint(save_on_train_epoch_end={save_on_train_epoch_end!r}) must be True, False or None."

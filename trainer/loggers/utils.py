@@ -14,6 +14,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 
 from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file  # a local path or an fsspec URL
 from trainer.loggers.base import Logger
+from trainer.utilities.zero_edit import lightning_defaults
 
 _VERSION_DIR = re.compile(r"version_(\d+)")
 _RANK_ENV_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JSM_NAMESPACE_RANK")
@@ -48,12 +49,11 @@ def next_version(root_dir: str) -> int:
 
 
 DEFAULT_LOG_NAME = "relay_logs"
-COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"  # set by `python -m trainer.lightning_compat`
 
 
 def default_log_name() -> str:
     """``relay_logs``, or Lightning's ``lightning_logs`` when running Lightning code in compatibility mode."""
-    return "lightning_logs" if os.environ.get(COMPAT_ENV) == "1" else DEFAULT_LOG_NAME
+    return "lightning_logs" if lightning_defaults() else DEFAULT_LOG_NAME
 
 
 class VersionedDirLogger(Logger):

@@ -12,7 +12,6 @@ state.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import warnings
 from collections import deque
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.errors import MisconfigurationError
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -31,7 +31,7 @@ def stops_on_nonfinite_loss(value: bool | None, callbacks: list[Any]) -> bool:
     expects Lightning's default of going on (the zero-edit mode) or a callback handles non-finite losses."""
     if value is not None:
         return value
-    if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1":  # set by `python -m trainer.lightning_compat`
+    if lightning_defaults():
         return False
     spike = sys.modules.get("trainer.callbacks.spike")  # not imported: no SpikeDetection was made
     return spike is None or not any(isinstance(c, spike.SpikeDetection) for c in callbacks)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.loggers.utils import COMPAT_ENV
+from trainer.utilities.zero_edit import lightning_defaults
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def to_torchscript(
     Deprecated, as TorchScript is in PyTorch (and Lightning 2.6.6 deprecates ``to_torchscript``): the warning
     says so in Lightning's words in the zero-edit mode, where code may match on them.
     """
-    rank_zero_deprecation(_LIGHTNING_DEPRECATION if os.environ.get(COMPAT_ENV) == "1" else _DEPRECATION)
+    rank_zero_deprecation(_LIGHTNING_DEPRECATION if lightning_defaults() else _DEPRECATION)
     if method not in ("script", "trace"):
         raise ValueError(f"The 'method' parameter only supports 'script' or 'trace', but value given was: {method}")
     was_training = module.training
