@@ -15,8 +15,6 @@ fsspec URL (``s3://bucket/run``, ``memory://run``); ``async_save=True`` writes i
 (``plugins/async_checkpoint_io.py``: removals and ``last`` are queued behind the write they depend on).
 """
 
-from __future__ import annotations
-
 import datetime
 import math
 import os
@@ -204,7 +202,7 @@ class ModelCheckpoint(Checkpoint):
         )
 
     # --- hooks ----------------------------------------------------------------------------------------
-    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+    def setup(self, trainer: "Trainer", pl_module: Module, stage: str) -> None:
         if self.dirpath is None:
             dirpath = self._default_dirpath(trainer)
             if trainer.world_size > 1:
@@ -225,13 +223,13 @@ class ModelCheckpoint(Checkpoint):
                 trainer.strategy.checkpoint_io.cleanup(self.dirpath)
                 self._warn_if_dir_not_empty(trainer)
 
-    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+    def on_train_start(self, trainer: "Trainer", pl_module: Module) -> None:
         # after a resume, the restored step is already on disk
         self._last_global_step_saved = trainer.global_step
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: "Trainer", pl_module: Module, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._batches_done = batch_idx + 1
         if self._train_time_interval is not None:
@@ -245,7 +243,7 @@ class ModelCheckpoint(Checkpoint):
             return
         self._save_on_step(trainer)
 
-    def _save_on_step(self, trainer: Trainer) -> None:
+    def _save_on_step(self, trainer: "Trainer") -> None:
         """A step- or time-triggered save, put off to the end of the next validation when that is where the
         monitored metric comes from (Lightning's rule): it is not logged yet, or the validation that runs right
         after this batch will replace it."""
@@ -257,17 +255,17 @@ class ModelCheckpoint(Checkpoint):
             return
         self._save_checkpoints(trainer, candidates, topk=True, on_step=True)
 
-    def _val_follows_this_batch(self, trainer: Trainer) -> bool:
+    def _val_follows_this_batch(self, trainer: "Trainer") -> bool:
         return self._batches_done >= trainer.num_training_batches and trainer.val_runs_at_epoch_end
 
-    def _saves_at_train_epoch_end(self, trainer: Trainer) -> bool:
+    def _saves_at_train_epoch_end(self, trainer: "Trainer") -> bool:
         """Lightning's choice when ``save_on_train_epoch_end`` is not given: at the training epoch's end only when
         validation runs once at every epoch's end."""
         if self._save_on_train_epoch_end is not None:
             return self._save_on_train_epoch_end
         return trainer.check_val_every_n_epoch == 1 and trainer.val_check_interval in (None, 1.0)
 
-    def _save_if_time_elapsed(self, trainer: Trainer) -> None:
+    def _save_if_time_elapsed(self, trainer: "Trainer") -> None:
         """Rank 0's clock decides, so every rank saves (or not) together."""
         now = time.monotonic()
         due = self._last_time_checked is not None and now - self._last_time_checked >= (
@@ -284,7 +282,7 @@ class ModelCheckpoint(Checkpoint):
     def train_time_interval(self) -> datetime.timedelta | None:
         return self._train_time_interval
 
-    def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None:
+    def on_validation_end(self, trainer: "Trainer", pl_module: Module) -> None:
         if self._not_fitting(trainer):
             return
         self._val_has_run = True
@@ -306,7 +304,7 @@ class ModelCheckpoint(Checkpoint):
         if trainer.global_step != self._last_global_step_saved:
             self._save_epoch_level(trainer)
 
-    def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
+    def on_train_epoch_end(self, trainer: "Trainer", pl_module: Module) -> None:
         val_ran, self._val_ran_at_epoch_end = self._val_ran_at_epoch_end, False
         if self._skip(trainer) or self._save_on_train_epoch_end is False:
             return
@@ -318,12 +316,12 @@ class ModelCheckpoint(Checkpoint):
             # state (ranked by step when nothing is monitored, as Lightning saves it)
             self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=self.monitor is None)
 
-    def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
+    def on_train_end(self, trainer: "Trainer", pl_module: Module) -> None:
         """``save_last``: a fit that ended before any save (e.g. at max_steps) still leaves ``last.ckpt``."""
         if self.save_last and not self._last_checkpoint_saved and not self._skip(trainer):
             self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=False)
 
-    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+    def on_exception(self, trainer: "Trainer", pl_module: Module, exception: BaseException) -> None:
         """``save_on_exception``: the state when the error was raised, under the usual name, then ``last``."""
         if not self.save_on_exception or bool(trainer.fast_dev_run) or trainer.sanity_checking or (
                 trainer.global_step == self._last_global_step_saved):
@@ -390,13 +388,13 @@ class ModelCheckpoint(Checkpoint):
             name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
         return _join(self.dirpath or "", name + self.FILE_EXTENSION)
 
-    def file_exists(self, filepath: str | os.PathLike[str], trainer: Trainer) -> bool:
+    def file_exists(self, filepath: str | os.PathLike[str], trainer: "Trainer") -> bool:
         """Whether the file exists, as rank 0 sees it (one answer on every rank); a file an asynchronous write is
         still writing counts."""
         exists = trainer.strategy.checkpoint_io.exists(os.fspath(filepath)) if trainer.is_global_zero else False
         return bool(trainer.strategy.broadcast(exists)) if trainer.world_size > 1 else exists
 
-    def check_monitor_top_k(self, trainer: Trainer, current: torch.Tensor | None = None) -> bool:
+    def check_monitor_top_k(self, trainer: "Trainer", current: torch.Tensor | None = None) -> bool:
         """Whether a score of ``current`` makes the top k (False without a score)."""
         if current is None:
             return False
@@ -411,7 +409,7 @@ class ModelCheckpoint(Checkpoint):
         with fsspec.open(target, "w") as fp:
             yaml.dump({path: score.item() for path, score in self.best_k_models.items()}, fp)
 
-    def _new_filepath(self, trainer: Trainer, candidates: Mapping[str, Any], reusable: str | None) -> str:
+    def _new_filepath(self, trainer: "Trainer", candidates: Mapping[str, Any], reusable: str | None) -> str:
         """A fresh name; ``reusable`` (a file about to be dropped) may be overwritten instead of versioned."""
         path = self.format_checkpoint_name(candidates)
         if trainer.is_global_zero and self._enable_version_counter:
@@ -424,7 +422,7 @@ class ModelCheckpoint(Checkpoint):
             path = trainer.strategy.broadcast(path)
         return path
 
-    def _default_dirpath(self, trainer: Trainer) -> str:
+    def _default_dirpath(self, trainer: "Trainer") -> str:
         """``<save_dir>/<name>/<version>/checkpoints`` of the first logger (Lightning's layout: a TensorBoard
         ``sub_dir`` is not part of it; a logger without a local ``save_dir`` uses ``default_root_dir``); local
         directories are made absolute, an fsspec URL (``s3://...``) is kept as it is."""
@@ -436,7 +434,7 @@ class ModelCheckpoint(Checkpoint):
         version = version if isinstance(version, str) else f"version_{version}"
         return _as_dirpath(join(os.fspath(save_dir), str(logger.name), version, "checkpoints"))
 
-    def _warn_if_dir_not_empty(self, trainer: Trainer) -> None:
+    def _warn_if_dir_not_empty(self, trainer: "Trainer") -> None:
         if self.save_top_k == 0 or getattr(trainer, "ckpt_path", None) or not self.dirpath:
             return
         names = listdir(self.dirpath)
@@ -449,32 +447,35 @@ class ModelCheckpoint(Checkpoint):
 
     # --- deciding -------------------------------------------------------------------------------------
     @staticmethod
-    def _not_fitting(trainer: Trainer) -> bool:
+    def _not_fitting(trainer: "Trainer") -> bool:
         return bool(trainer.fast_dev_run) or trainer.sanity_checking or getattr(trainer, "state_fn", "fit") != "fit"
 
-    def _skip(self, trainer: Trainer) -> bool:
+    def _skip(self, trainer: "Trainer") -> bool:
         return self._not_fitting(trainer) or trainer.global_step == self._last_global_step_saved
 
-    def _monitor_candidates(self, trainer: Trainer) -> dict[str, Any]:
+    def _monitor_candidates(self, trainer: "Trainer") -> dict[str, Any]:
         candidates = dict(trainer.callback_metrics)
         candidates.setdefault("epoch", torch.tensor(trainer.current_epoch))
         candidates.setdefault("step", torch.tensor(trainer.global_step))
         return candidates
 
-    def _save_epoch_level(self, trainer: Trainer) -> None:
+    def _save_epoch_level(self, trainer: "Trainer") -> None:
         every = self._every_n_epochs
         topk = every >= 1 and (trainer.current_epoch + 1) % every == 0
-        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=topk)
+        self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=topk, epoch_level=True)
 
     def _save_checkpoints(
-        self, trainer: Trainer, candidates: dict[str, Any], topk: bool, on_step: bool = False,
-        written: str | None = None,
+        self, trainer: "Trainer", candidates: dict[str, Any], topk: bool, on_step: bool = False,
+        written: str | None = None, epoch_level: bool = False,
     ) -> None:
         """Top-k (when due) then ``last``; ``last`` reuses the file just written (by the top-k save, or ``written``)
         rather than serialising twice.
 
-        Nothing is written, and nothing removed, while the model's weights are not finite."""
+        At the end of an epoch or of a validation, whether ``last`` is written without a top-k save is
+        ``_last_follows``'s rule. Nothing is written, and nothing removed, while the model's weights are not finite."""
         if refuse_nonfinite_save(trainer, self.dirpath):
+            return
+        if epoch_level and not topk and not self._last_follows(trainer):
             return
         previous_last = self.last_model_path
         last_path = self._last_path(trainer, candidates) if self.save_last else None
@@ -482,7 +483,8 @@ class ModelCheckpoint(Checkpoint):
             self.last_model_path = last_path  # set first: it is part of the state written below
         if topk:
             written = self._save_topk(trainer, candidates, on_step)
-        if last_path is None:
+        if last_path is None or (epoch_level and written is None and not self._last_follows(trainer)):
+            self.last_model_path = previous_last
             return
         if written is not None:
             self._link(trainer, written, last_path)
@@ -492,7 +494,14 @@ class ModelCheckpoint(Checkpoint):
         if previous_last and previous_last != last_path:
             self._remove(trainer, previous_last)
 
-    def _last_path(self, trainer: Trainer, candidates: Mapping[str, Any]) -> str:
+    def _last_follows(self, trainer: "Trainer") -> bool:
+        """Whether ``last`` is written at an epoch's or a validation's end. Relay: always, so ``last`` is the latest
+        state. Lightning (the zero-edit mode): only after a save made at this step (with ``save_last='link'``, after
+        any save), so an epoch whose score misses the top k leaves ``last`` as it was."""
+        return not lightning_defaults() or trainer.global_step == self._last_global_step_saved or (
+            self.save_last == "link" and bool(self._last_checkpoint_saved))
+
+    def _last_path(self, trainer: "Trainer", candidates: Mapping[str, Any]) -> str:
         """``last.ckpt``, or ``last-v1.ckpt``... when a ``last`` file this callback did not write is there already."""
         path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
         version = self.STARTING_VERSION
@@ -501,7 +510,7 @@ class ModelCheckpoint(Checkpoint):
             version += 1
         return path
 
-    def _save_topk(self, trainer: Trainer, candidates: dict[str, Any], on_step: bool) -> str | None:
+    def _save_topk(self, trainer: "Trainer", candidates: dict[str, Any], on_step: bool) -> str | None:
         """Returns the path written, or None when this score does not make the top k."""
         if self.save_top_k == 0:
             return None
@@ -536,7 +545,7 @@ class ModelCheckpoint(Checkpoint):
             )
         return None
 
-    def _save_latest(self, trainer: Trainer, candidates: dict[str, Any]) -> str:
+    def _save_latest(self, trainer: "Trainer", candidates: dict[str, Any]) -> str:
         """No metric: the newest file is the "best" and the latest ``save_top_k`` are kept (-1: all). As in Lightning,
         nothing is ranked (``best_k_models`` stays empty); Relay's own API also allows k > 1."""
         if not self._latest and self.best_model_path:  # after a resume: the file the restored state names
@@ -558,7 +567,7 @@ class ModelCheckpoint(Checkpoint):
             return True
         return _better(current, self.best_k_models[self.kth_best_model_path], self.mode)
 
-    def _update_topk(self, trainer: Trainer, candidates: dict[str, Any], score: torch.Tensor, mode: str) -> str:
+    def _update_topk(self, trainer: "Trainer", candidates: dict[str, Any], score: torch.Tensor, mode: str) -> str:
         k = self.save_top_k
         dropped = self.kth_best_model_path if k != -1 and len(self.best_k_models) >= k else None
         path = self._new_filepath(trainer, candidates, dropped)
@@ -590,20 +599,20 @@ class ModelCheckpoint(Checkpoint):
             self.best_model_score = models[self.best_model_path]
 
     # --- files ----------------------------------------------------------------------------------------
-    def _write(self, trainer: Trainer, path: str) -> None:
+    def _write(self, trainer: "Trainer", path: str) -> None:
         trainer.save_checkpoint(path, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = path
         self._tell_loggers(trainer)
 
-    def _tell_loggers(self, trainer: Trainer) -> None:
+    def _tell_loggers(self, trainer: "Trainer") -> None:
         """Loggers that upload checkpoints (W&B, MLflow ``log_model``) see each file as Lightning shows it to them."""
         for logger in trainer.loggers:
             hook = getattr(logger, "after_save_checkpoint", None)
             if hook is not None:
                 hook(self)
 
-    def _link(self, trainer: Trainer, source: str, target: str) -> None:
+    def _link(self, trainer: "Trainer", source: str, target: str) -> None:
         """``target`` becomes the same checkpoint as ``source`` (a file or a sharded directory): hard links
         renamed into place (atomic), else a copy."""
         if source == target:
@@ -613,7 +622,7 @@ class ModelCheckpoint(Checkpoint):
         self._tell_loggers(trainer)
 
     @staticmethod
-    def _unshare(trainer: Trainer, path: str) -> None:
+    def _unshare(trainer: "Trainer", path: str) -> None:
         """Drop a ``last`` file that is a hard link before rewriting it, so a writer that writes in place (rather
         than rename into place, as ``trainer.save_checkpoint`` does) cannot change the top-k file it is linked to.
         A sharded directory is always replaced as a whole, never written in place."""
@@ -624,7 +633,7 @@ class ModelCheckpoint(Checkpoint):
             except FileNotFoundError:
                 pass
 
-    def _remove(self, trainer: Trainer, path: str) -> None:
+    def _remove(self, trainer: "Trainer", path: str) -> None:
         if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
             return
         if trainer.is_global_zero:
@@ -693,7 +702,7 @@ def _better(current: torch.Tensor, reference: torch.Tensor, mode: str) -> bool:
     return a < b if mode == "min" else a > b
 
 
-def _fit_has_validation(trainer: Trainer) -> bool:
+def _fit_has_validation(trainer: "Trainer") -> bool:
     """Whether this fit validates at all (loaders with batches and a ``validation_step``)."""
     from lightning_utilities.core.overrides import is_overridden
 
