@@ -34,13 +34,16 @@ def default_callbacks(
     if enable_checkpointing is False and has(Checkpoint):  # any checkpointing callback, as Lightning
         kind = next(type(c).__name__ for c in callbacks if isinstance(c, Checkpoint))
         raise MisconfigurationError(
-            f"Trainer(enable_checkpointing=False) but callbacks include a {kind}; remove one of the two."
+            f"Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list "
+            f"(a {kind}): remove one of the two."
         )
     if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
         callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
     if enable_progress_bar is False and has(ProgressBar):
+        bar = next(type(c).__name__ for c in callbacks if isinstance(c, ProgressBar))
         raise MisconfigurationError(
-            "Trainer(enable_progress_bar=False) but callbacks include a ProgressBar; remove one of the two."
+            f"Trainer was configured with `enable_progress_bar=False` but found `{bar}` in callbacks list: remove one "
+            "of the two."
         )
     if enable_progress_bar is not False and not has(ProgressBar):
         callbacks.append(ProgressBar())
