@@ -329,7 +329,7 @@ class ModelCheckpoint(Checkpoint):
         if refuse_nonfinite_save(trainer, self.dirpath):
             return
         candidates = self._monitor_candidates(trainer)
-        path = self._new_filepath(trainer, candidates, None)
+        path = self.format_checkpoint_name(candidates)  # Lightning's: never versioned, an older file is replaced
         self._write(trainer, path)
         if self.save_last:
             self._save_checkpoints(trainer, candidates, topk=False, written=path)

@@ -86,5 +86,55 @@ def checks(fw: SimpleNamespace) -> dict:
         return {"precision": str(trainer.precision), "plugin_precision": str(trainer.precision_plugin.precision),
                 "dtypes": model.seen_dtypes, "warned": bool(relevant)}
 
+    def callback_surface() -> dict:
+        """Arguments by position, what a bad one raises (the words code matches on), versioned and unversioned
+        names, ``save_on_exception``, ``to_yaml`` and ``format_checkpoint_name(prefix=...)``."""
+        positional = fw.ModelCheckpoint("pos", "{epoch}", "score", False, True, 2, True)
+        out = {"positional": [positional.monitor, positional.save_last, positional.save_top_k,
+                              positional.save_on_exception],
+               "prefix": os.path.basename(positional.format_checkpoint_name({"epoch": 3}, prefix="run")),
+               "errors": {}}
+        for name, kwargs in {"top_k": {"save_top_k": -2}, "steps": {"every_n_train_steps": -1},
+                             "epochs": {"every_n_epochs": -1}, "mode": {"mode": "sideways"},
+                             "both": {"every_n_train_steps": 2, "every_n_epochs": 2}}.items():
+            try:
+                fw.ModelCheckpoint(**kwargs)
+            except Exception as err:
+                out["errors"][name] = {**exception(err), "message": str(err).split(".")[0]}
+
+        class Failing(Net):
+            def training_step(self, batch, batch_idx):
+                if self.global_step == 3:
+                    raise RuntimeError("Trouble!")
+                return super().training_step(batch, batch_idx)
+
+        for run in range(2):  # the second run finds the first one's files: versions, or overwrites
+            for counter in (True, False):
+                directory = f"exception-{counter}"
+                ckpt = fw.ModelCheckpoint(dirpath=directory, save_on_exception=True, save_last=True, monitor="loss",
+                                          enable_version_counter=counter)
+                trainer = fw.Trainer(max_epochs=3, limit_train_batches=2, limit_val_batches=0, callbacks=[ckpt],
+                                     **quiet(enable_checkpointing=True))
+                try:
+                    trainer.fit(Failing(), loader())
+                except RuntimeError as err:
+                    out[f"raised-{counter}-{run}"] = str(err)
+                out[f"files-{counter}-{run}"] = sorted(os.listdir(directory))
+        ckpt.to_yaml("best.yaml")
+        with open("best.yaml") as f:
+            out["to_yaml"] = sorted(os.path.basename(line.split(":")[0]) for line in f)
+        out["no_monitor"] = top_k_no_monitor()
+        return out
+
+    def top_k_no_monitor() -> dict:
+        ckpt = fw.ModelCheckpoint(dirpath="latest", save_top_k=-1, save_last=True)
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                             callbacks=[ckpt], **quiet(enable_checkpointing=True))
+        trainer.fit(Net(), loader(), loader())
+        return {"files": sorted(os.listdir("latest")), "best_model_path": os.path.basename(ckpt.best_model_path),
+                "best_k_models": dict(ckpt.best_k_models), "kth_best_model_path": ckpt.kth_best_model_path,
+                "best_model_score": ckpt.best_model_score}
+
     return {"top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
-            "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu}
+            "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
+            "callback_surface": callback_surface}

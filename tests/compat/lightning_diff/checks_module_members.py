@@ -322,7 +322,37 @@ def checks(fw: SimpleNamespace) -> dict:
             out["both"] = _kind(err)
         return out
 
+    def summary() -> dict:
+        """``ModelSummary(model, max_depth)``: rows, shapes from ``example_input_array``, FLOPs, totals, the table
+        (Relay's zero-edit mode serves ``trainer/lightning_compat/impl/model_summary.py`` for Lightning's class)."""
+        if fw.name == "lightning":
+            from lightning.pytorch.utilities.model_summary import ModelSummary
+        else:
+            from trainer.lightning_compat.impl.model_summary import ModelSummary
+
+        class Net(fw.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.seq = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+                self.lazy = torch.nn.LazyLinear(3)
+                self.extra = torch.nn.Parameter(torch.zeros(5))
+                self.norm = torch.nn.BatchNorm1d(4).eval()
+                self.example_input_array = torch.randn(2, 8)
+
+            def forward(self, x):
+                return self.lazy(self.norm(self.seq(x)))
+
+        out = {}
+        for depth in (-1, 0, 1, 2):
+            found = ModelSummary(Net(), depth)
+            out[depth] = {name: getattr(found, name) for name in (
+                "layer_names", "layer_types", "in_sizes", "out_sizes", "param_nums", "training_modes",
+                "total_training_modes", "total_parameters", "trainable_parameters", "model_size", "total_flops")}
+            out[depth]["table"] = str(found)
+        return out
+
     return {
+        "module_members_summary": summary,
         "module_members_dtype": dtype,
         "module_members_strict_loading": strict_loading,
         "module_members_toggled_optimizer": toggled,

@@ -201,3 +201,21 @@ def test_module_and_datamodule_members(observed, check):
     lightning, relay = _pair(observed, check)
     assert not (isinstance(lightning, dict) and "exception" in lightning), lightning
     _same_or_narrower(lightning, relay)
+
+
+def test_model_checkpoint_surface(observed):
+    """Lightning's parameter order, its argument errors (Relay's message starts with Lightning's words), names
+    with and without the version counter over two runs, ``save_on_exception``, ``to_yaml``, no monitor."""
+    lightning, relay = _pair(observed, "callback_surface")
+    assert "exception" not in lightning, lightning
+    for name, error in lightning.pop("errors").items():
+        mine = relay["errors"][name]
+        assert mine["misconfiguration"] and mine["message"].startswith(error["message"]), (name, mine, error)
+    relay.pop("errors")
+    assert relay == lightning
+
+
+def test_model_summary_object(observed):
+    lightning, relay = _pair(observed, "module_members_summary")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
