@@ -88,6 +88,36 @@ class DataModule(DataHooks, HyperparametersMixin):
     def on_exception(self, exception: BaseException) -> None:
         """Called when a Trainer run with this DataModule fails, after the callbacks' ``on_exception``."""
 
+    def __str__(self) -> str:
+        """Each loader method's dataset size, one line each (Lightning's text): ``{Train dataloader: size=64}``,
+        ``None`` where the method fails (not set up yet), ``1. size=.. ; 2. size=..`` for several loaders."""
+        lines = []
+        for title, method in (("Train dataloader", "train_dataloader"), ("Validation dataloader", "val_dataloader"),
+                              ("Test dataloader", "test_dataloader"), ("Predict dataloader", "predict_dataloader")):
+            try:
+                sizes = _dataset_sizes(getattr(self, method)())
+            except Exception:  # a method that cannot build its loader yet reads None
+                sizes = None
+            if isinstance(sizes, list):
+                text = " ; ".join(f"{i}. size={size}" for i, size in enumerate(sizes, start=1))
+            else:
+                text = "None" if sizes is None else f"size={sizes}"
+            lines.append(f"{{{title}: {text}}}")
+        return os.linesep.join(lines)
+
+
+def _dataset_sizes(loaders: Any) -> Any:
+    """A loader's dataset length (``NA`` without one), or a list of them for a collection of loaders."""
+    from collections.abc import Mapping, Sized
+
+    from torch.utils.data import DataLoader
+
+    if isinstance(loaders, DataLoader):
+        return str(len(loaders.dataset)) if isinstance(loaders.dataset, Sized) else "NA"
+    if isinstance(loaders, Mapping):
+        loaders = list(loaders.values())
+    return [_dataset_sizes(loader) for loader in loaders]
+
 
 def _loaders_for(datasets: Any, batch_size: int, num_workers: int, shuffle: bool) -> Any:
     """One DataLoader per dataset in ``datasets`` (same collection shape); iterable datasets never shuffle."""

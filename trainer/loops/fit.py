@@ -76,7 +76,8 @@ class FitLoop:
         self.sources, self.build = plan.sources, build
         self.val: list[LoaderPlan] | None = None  # asked for when first needed, as in Lightning
         self.val_limits: list[int | float] = []
-        self.val_loaded_at = self.train_loaded_at = 0  # epochs the loaders were built in
+        self.val_loaded_at: int | None = 0  # the epoch the loaders were built in (None: by the sanity check)
+        self.train_loaded_at = 0
         self.has_val = schedule.validates
         self.deadline = time.monotonic() + schedule.max_time if schedule.max_time is not None else None
         self.stop_agreed = self.time_up = False
@@ -101,16 +102,18 @@ class FitLoop:
         self.run_epoch = profiler.wrap("run_training_epoch", self.run_epoch)  # type: ignore[method-assign]
         self._validate = profiler.wrap("run_validation", self._validate)  # type: ignore[method-assign]
 
-    def _ensure_val(self) -> None:
-        """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says."""
+    def _ensure_val(self, sanity: bool = False) -> None:
+        """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says.
+        As in Lightning, loaders the sanity check built are built again for the first validation when loaders
+        reload at all, and the count of epochs until the next reload starts there."""
         every, epoch = self.schedule.reload_every, self.progress.epoch
-        if self.val is not None and every and epoch - self.val_loaded_at >= every:
+        if self.val is not None and every and (self.val_loaded_at is None or epoch - self.val_loaded_at >= every):
             self.val = None
         if self.val is None:
             loaders = self.build(self.sources["val"])
             self.val, self.val_limits = loaders.plans, loaders.counts
             self.trainer.num_val_batches = loaders.counts
-            self.val_loaded_at = epoch
+            self.val_loaded_at = None if sanity else epoch
             self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
     def _load_train(self) -> None:
@@ -214,7 +217,7 @@ class FitLoop:
             with isolate_rng():
                 self.progress.set_stage(RunningStage.SANITY_CHECKING)
                 hooks.call("on_sanity_check_start")
-                self._ensure_val()
+                self._ensure_val(sanity=True)
                 if self.has_val:
                     run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
                 hooks.call("on_sanity_check_end")
@@ -224,8 +227,8 @@ class FitLoop:
             return
         if self._epochs_done() or self._max_reached():  # resumed at the end: no on_train_start (Lightning's skip)
             return
-        if self.has_val:  # built with the training loader when no sanity check built it (as in Lightning)
-            self._ensure_val()
+        if self._val_this_epoch() and self.val is None:  # with the training loader when this epoch validates and
+            self._ensure_val()                           # no sanity check built them (Lightning's); else when due
         self.step = TrainingStep(t)
         self.move = BatchMover(t)
         self._profile()

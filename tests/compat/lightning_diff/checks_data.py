@@ -52,7 +52,7 @@ def checks(fw: SimpleNamespace) -> dict:
     def run(**kwargs) -> list:
         fw.seed_everything(0)
         model = Seen(shuffle=kwargs.pop("shuffle", True))
-        trainer = fw.Trainer(**quiet(num_sanity_val_steps=0, **kwargs))
+        trainer = fw.Trainer(**quiet(**{"num_sanity_val_steps": 0, **kwargs}))
         trainer.fit(model)
         return model.events + [["num_training_batches", trainer.num_training_batches],
                                ["num_val_batches", list(trainer.num_val_batches)]]
@@ -105,4 +105,11 @@ def checks(fw: SimpleNamespace) -> dict:
         "reload_every_1": lambda: run(max_epochs=2, limit_train_batches=1, limit_val_batches=1,
                                       reload_dataloaders_every_n_epochs=1, shuffle=False),
         "no_reload": lambda: run(max_epochs=2, limit_train_batches=1, limit_val_batches=1, shuffle=False),
+        # validation every 3rd epoch, loaders every 2nd: when each loader is asked for (not before it is needed)
+        "reload_infrequent_val": lambda: run(max_epochs=6, limit_train_batches=1, limit_val_batches=1,
+                                             check_val_every_n_epoch=3, reload_dataloaders_every_n_epochs=2,
+                                             shuffle=False),
+        "reload_infrequent_val_sanity": lambda: run(max_epochs=6, limit_train_batches=1, limit_val_batches=1,
+                                                    check_val_every_n_epoch=3, reload_dataloaders_every_n_epochs=4,
+                                                    num_sanity_val_steps=1, shuffle=False),
     }

@@ -133,7 +133,8 @@ def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
 
 
 @pytest.mark.parametrize("case", ["overfit_int", "overfit_turns_shuffle_off", "overfit_fraction", "reload_every_2",
-                                  "reload_every_1", "no_reload"])
+                                  "reload_every_1", "no_reload", "reload_infrequent_val",
+                                  "reload_infrequent_val_sanity"])
 def test_batches_seen_with_overfit_and_reloading(observed, case):
     """Which loader methods are called when, and which samples each training/validation batch holds."""
     lightning, relay = _pair(observed, case)
