@@ -33,19 +33,22 @@ def apply_limit(limit: int | float | None, length: int | float, name: str = "") 
         return length
     if isinstance(limit, int):
         return min(limit, length)
+    prefix = name.removeprefix("limit_").removesuffix("_batches") if name.startswith("limit_") else ""
     if length == math.inf:
         if limit == 1.0:
             return length
         raise MisconfigurationError(
-            f"A fractional limit ({limit}) needs a dataloader with a length; use an int number of batches."
+            f"When using an `IterableDataset`, `Trainer({name or 'limit'})` must be `1.0` or an int. An int specifies "
+            f"`num_{prefix or 'the'}_batches` to use: a fraction ({limit}) needs a dataloader with a length."
         )
     if limit >= 1.0:
         return length
     taken = int(length * limit)
     if name and limit > 0 and taken == 0:
+        what = f"`{prefix}_dataloader`" if prefix else "loader"
         raise MisconfigurationError(
-            f"Trainer({name}={limit}) takes {limit} of a loader with {length} batches, which is less than one batch. "
-            f"Use a larger fraction or an int, e.g. {name}=1."
+            f"You requested to check {limit} of the {what} but {limit} * {length} < 1. Please increase the `{name}` "
+            f"argument. Try at least `{name}={1.0 / length}` (or an int, e.g. {name}=1)."
         )
     return taken
 

@@ -189,8 +189,9 @@ def _own_generator(loader: DataLoader) -> torch.Generator | None:
 
 
 def num_batches(loader: Any) -> int | float:
-    """``len(loader)``, or infinity for iterables without a length."""
+    """``len(loader)``, or infinity for iterables without a length (no ``__len__``, or one that raises
+    ``NotImplementedError``, as a wrapped ``IterableDataset``'s may)."""
     try:
         return len(loader)
-    except TypeError:
+    except (TypeError, NotImplementedError):
         return math.inf

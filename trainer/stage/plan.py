@@ -125,7 +125,7 @@ class LoaderSource:
         else:
             shown = shape(prepared) if shape is not None else (prepared[0] if prepared else None)
         show(self.key, shown)
-        name = "limit_train_batches" if self.key == "train" else ""
+        name = f"limit_{self.key}_batches"
         counts = [apply_limit(self.limit, num_batches(loader), name) for loader in prepared]
         if self.key == "train":
             warn_if_no_batches(counts[0])
