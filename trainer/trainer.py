@@ -404,10 +404,14 @@ class Trainer(TrainerProperties):
     # --- metrics ---------------------------------------------------------------------------------------
     @property
     def callback_metrics(self) -> dict[str, Any]:
-        """Everything logged (step values, epoch aggregates), for callbacks such as ModelCheckpoint."""
-        out: dict[str, Any] = {}
+        """Everything logged (step values, epoch aggregates), for callbacks such as ModelCheckpoint. Writable, as
+        Lightning's: what a callback puts in (``LearningRateMonitor``'s rates) stays for later readers
+        (``EarlyStopping`` on a learning rate) until a logged value of that name replaces it."""
+        written = self.stage_run.written_callback_metrics
+        out = _WritableMetrics(written)
+        dict.update(out, written)
         for results in self.stage_run.results.values():
-            out.update(results.callback_view())
+            dict.update(out, results.callback_view())
         return out
 
     @property
@@ -453,3 +457,19 @@ class Trainer(TrainerProperties):
     def __repr__(self) -> str:
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
 
+
+class _WritableMetrics(dict):
+    """``trainer.callback_metrics``: a fresh view of the logged metrics whose writes are kept for the call."""
+
+    def __init__(self, store: dict[str, Any]) -> None:
+        super().__init__()
+        self._store = store
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._store[key] = value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        new = dict(*args, **kwargs)
+        super().update(new)
+        self._store.update(new)

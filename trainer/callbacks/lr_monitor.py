@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
-    import torch
-
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -100,6 +100,8 @@ class LearningRateMonitor(Callback):
                 self.lrs[key].append(value)
         for logger in trainer.loggers:
             logger.log_metrics(stats, step=step)
+        # as Lightning's monitor: the rates are callback metrics too, so EarlyStopping or a checkpoint can watch them
+        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in stats.items()})
 
     def extract_stats(self, trainer: Trainer, interval: str = "any") -> dict[str, float]:
         """Current values for the schedulers of ``interval`` ("step", "epoch", "any") and unscheduled optimizers."""

@@ -17,7 +17,8 @@ from trainer.loops.progress import epoch_progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
-from trainer.utilities.rank_zero import rank_zero_info
+from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
+from trainer.utilities.warnings import PossibleUserWarning
 from trainer.utilities.seed import isolate_rng
 
 if TYPE_CHECKING:
@@ -104,8 +105,8 @@ class FitLoop:
 
     def _ensure_val(self, sanity: bool = False) -> None:
         """Build the validation loaders if not built yet, or again when ``reload_dataloaders_every_n_epochs`` says.
-        As in Lightning, loaders the sanity check built are built again for the first validation when loaders
-        reload at all, and the count of epochs until the next reload starts there."""
+        As in Lightning, loaders the sanity check built serve the first epoch's validation; when the first epoch does
+        not validate, the first validation builds them again if loaders reload at all."""
         every, epoch = self.schedule.reload_every, self.progress.epoch
         if self.val is not None and every and (self.val_loaded_at is None or epoch - self.val_loaded_at >= every):
             self.val = None
@@ -113,7 +114,8 @@ class FitLoop:
             loaders = self.build(self.sources["val"])
             self.val, self.val_limits = loaders.plans, loaders.counts
             self.trainer.num_val_batches = loaders.counts
-            self.val_loaded_at = None if sanity else epoch
+            # the sanity check's loaders count as this epoch's only when this epoch validates (Lightning's rule)
+            self.val_loaded_at = None if sanity and not self._val_this_epoch() else epoch
             self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
     def _load_train(self) -> None:
@@ -238,6 +240,7 @@ class FitLoop:
         results.reset_epoch()
         t.stage_run.active_results, t.stage_run.on_step = results, False
         self._fresh_results = True
+        _warn_if_modules_in_eval_mode(t.lightning_module)
         hooks.call("on_train_start")
         self.trainer.stage_run.last_val_time = time.monotonic()  # time-based validation counts from the start of training
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
@@ -290,7 +293,6 @@ class FitLoop:
         timed = self.schedule.val_check_seconds is not None  # then validation runs when the time has passed (below)
         p.val_runs_at_epoch_end = not timed and self._val_due_at_epoch_end()
         val_now = not timed and self._val_this_epoch() and self.val_check_batch != math.inf
-        t.lightning_module.train()
         limit = self.max_batches
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(p.epoch, skip) if skip < limit else iter(())
@@ -405,3 +407,14 @@ class FitLoop:
         run_evaluation(t, "validate", self.val, self.val_limits)
         t.stage_run.last_val_time = time.monotonic()
         t.stage_run.active_results = t.stage_run.results["train"]
+
+
+def _warn_if_modules_in_eval_mode(module: torch.nn.Module) -> None:
+    """Training keeps each submodule's train/eval mode as the user set it (a frozen part stays in eval mode, as in
+    Lightning), so say when some are in eval mode: it is often a mistake."""
+    found = [name for name, m in module.named_modules() if not m.training]
+    if found:
+        rank_zero_warn(f"Found {len(found)} module(s) in eval mode at the start of training. This may lead to "
+                       f"unexpected behavior during training. If this is intentional, you can ignore this warning "
+                       f"({', '.join(repr(n) for n in found[:3])}{', ...' if len(found) > 3 else ''}).",
+                       category=PossibleUserWarning)

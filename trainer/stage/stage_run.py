@@ -47,6 +47,8 @@ class StageRun:
     log_suffix: str = ""
     batch_for_size: Any = None
     logged_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # the latest value sent to the loggers
+    # what callbacks or code put into ``trainer.callback_metrics`` themselves (the LR monitor's rates...)
+    written_callback_metrics: dict[str, Any] = field(default_factory=dict)
     loaders: dict[str, Any] = field(default_factory=dict)  # the loaders in use by stage key ("train", "val", ...)
     preemption: PreemptionHandler | None = None
     optimizer_handles: list[OptimizerHandle] = field(default_factory=list)  # ``self.optimizers()`` in the Module
