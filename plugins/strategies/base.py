@@ -119,6 +119,10 @@ def under_forward_context(precision: Precision, fn: Callable[..., Any]) -> Calla
 
     return run
 
+def _params_with_grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+
+
 class Strategy:
     """Single-process defaults; distributed strategies override what differs."""
 
@@ -329,6 +333,28 @@ class Strategy:
             self.clip_gradients_by_norm(params, value)
         else:
             torch.nn.utils.clip_grad_value_(params, value)
+
+    def clip_gradients_norm(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float,
+                            norm_type: float = 2.0, error_if_nonfinite: bool = True) -> torch.Tensor:
+        """A user's loop clipping by the global norm (Fabric's ``clip_gradients(max_norm=...)``): gradients unscaled,
+        then clipped; the norm before clipping comes back (over every shard for a sharded strategy)."""
+        self.precision.unscale_gradients(optimizer)
+        params = _params_with_grads(optimizer)
+        if norm_type != 2.0:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type,
+                                                  error_if_nonfinite=error_if_nonfinite)
+        norm = self.clip_gradients_by_norm(params, float(max_norm))
+        if error_if_nonfinite and norm is not None and not torch.isfinite(norm).all():
+            raise RuntimeError(f"The total norm of gradients is {float(norm)}, non-finite, so it cannot be clipped. "
+                               "Pass error_if_nonfinite=False to clip anyway.")
+        return norm
+
+    def clip_gradients_value(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                             clip_val: float) -> None:
+        """A user's loop clipping each gradient element to ``[-clip_val, clip_val]`` (Fabric's
+        ``clip_gradients(clip_val=...)``), after unscaling."""
+        self.precision.unscale_gradients(optimizer)
+        torch.nn.utils.clip_grad_value_(_params_with_grads(optimizer), clip_val)
 
     def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
         """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards);

@@ -61,7 +61,12 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
             if not callable(filter[key]):
                 raise TypeError(f"Expected `fabric.save(filter=...)` for key {key!r} to be a callable, "
                                 f"given {filter[key]!r}")
-            value = {k: v for k, v in value.items() if filter[key](k, v)}
+            if isinstance(value, dict):  # a filter applies to a dict's items; an entry it keeps none of is left out
+                value = {k: v for k, v in value.items() if filter[key](k, v)}
+                if not value:
+                    if key in layout:
+                        layout.remove(key)
+                    continue
         checkpoint[key] = value
     calls.save_state(strategy, path, checkpoint, tuple(layout))
 

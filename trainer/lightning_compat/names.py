@@ -38,6 +38,11 @@ NAMES: dict[str, str] = {
     f"{_P}.accelerators:XPUAccelerator": "plugins.accelerators.xpu:XPUAccelerator",
     **_each(_P, "strategies", _STRATEGIES),
     **_each(_F, "strategies", _STRATEGIES),
+    # Lightning's FSDP1-style arguments and checkpoint calls over Relay's FSDP2 engine
+    f"{_F}.strategies.fsdp:FSDPStrategy": f"{_IMPL}.lightning_sharded:FSDPStrategy",
+    f"{_P}.strategies.fsdp:FSDPStrategy": f"{_IMPL}.lightning_sharded:TrainerFSDPStrategy",
+    f"{_F}.strategies.model_parallel:ModelParallelStrategy": f"{_IMPL}.lightning_sharded:ModelParallelStrategy",
+    f"{_P}.strategies.model_parallel:ModelParallelStrategy": f"{_IMPL}.lightning_sharded:TrainerModelParallelStrategy",
     f"{_P}.strategies:DDPSpawnStrategy": "plugins.strategies.ddp_spawn:DDPSpawnStrategy",
     f"{_P}.strategies:HorovodStrategy": "plugins.strategies.horovod:HorovodStrategy",
     f"{_F}.strategies:DDPSpawnStrategy": "plugins.strategies.ddp_spawn:DDPSpawnStrategy",
