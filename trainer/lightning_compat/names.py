@@ -101,6 +101,7 @@ NAMES: dict[str, str] = {
     f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
     **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"
        for root in (_P, _F) for module, name in (("fsdp", "FSDPPrecision"), ("deepspeed", "DeepSpeedPrecision"))},
+    f"{_P}.plugins.precision.fsdp:FSDPPrecision": f"{_IMPL}.precision_objects:TrainerFSDPPrecision",
     f"{_F}.strategies.dp:DataParallelStrategy": f"{_IMPL}.misc:DataParallelStrategy",
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
     f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",
