@@ -140,6 +140,9 @@ class Strategy:
     state_outside_module: str | None = None
     # activation checkpointing / compile of the blocks (plugins.transforms), set by configure_model_transforms
     model_transforms: Any = None
+    # Lightning's flag: the checkpoint is restored after the module is set up (a strategy that needs the wrapped
+    # module to load into); Relay's strategies load into any layout, at the same point
+    restore_checkpoint_after_setup = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
