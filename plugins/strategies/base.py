@@ -369,9 +369,10 @@ class Strategy:
         return tensor
 
     def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
-        """Every rank's ``tensor`` stacked along a new first dimension (of size 1 here). ``group``: a process
-        group (None: all ranks); ``sync_grads``: gradients flow back through the gather."""
-        return tensor.unsqueeze(0)
+        """Every rank's ``tensor`` stacked along a new first dimension; with one process the tensor as it is (no
+        dimension added, Lightning's rule). ``group``: a process group (None: all ranks); ``sync_grads``: gradients
+        flow back through the gather."""
+        return tensor
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         """Every rank's ``obj`` (picklable), in rank order."""
