@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import torch
 from torch.nn import Module
@@ -41,6 +41,10 @@ from trainer.lightning_compat.impl.fabric_strategy_options import (
 )
 from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import CPUOffload, MixedPrecision
 
 _DEFAULT_TIMEOUT = timedelta(seconds=1800)
 _RELAY_ARGUMENTS = ("dp_replicate", "dp_shard", "tp", "cp", "pp", "shard_size", "reshard_after_forward",
@@ -412,7 +416,8 @@ class ModelParallelStrategy(_FabricCheckpoints, _LightningModelParallel):
                             f" The `{type(self).__name__}` only supports the new FSDP2 APIs in PyTorch >= 2.4.")
         module = self._parallelize_fn(module, self.device_mesh)
         if not isinstance(module, Module):
-            raise TypeError(f"The `parallelize_fn` must return a `nn.Module` instance, but got: {type(module).__name__}")
+            raise TypeError("The `parallelize_fn` must return a `nn.Module` instance, but got: "
+                            f"{type(module).__name__}")
         return super().setup_module(module)
 
 
