@@ -34,6 +34,7 @@ from torch.nn import Module
 from plugins.precision.base import Precision
 from plugins.strategies.fsdp import FSDPStrategy as _RelayFSDP
 from plugins.strategies.model_parallel import ModelParallelStrategy as _RelayModelParallel
+from trainer.fabric import checkpoint
 from trainer.lightning_compat.impl.fabric_strategy_options import (
     _activation_checkpointing_kwargs,
     _init_cpu_offload,
@@ -152,9 +153,7 @@ class _FabricCheckpoints:
         if path.is_dir() and self.state_dict_type == "full" and not (path / "meta.pt").is_file():
             raise IsADirectoryError(f"The checkpoint path exists and is a directory: {path}")
         _one_sharded_module(state, "save")
-        from trainer.fabric.checkpoint import save
-
-        save(self, path, state, filter)
+        checkpoint.save(self, path, state, filter)
 
     def load_checkpoint(self, path: Any, state: Any = None, strict: bool = True,
                         weights_only: Optional[bool] = None) -> dict[str, Any]:
@@ -164,8 +163,6 @@ class _FabricCheckpoints:
                              f"instance to reload is required. Pass it in like so: {name}.load_checkpoint(..., "
                              "state={'model': model, ...})")
         path = Path(self.broadcast(os.fspath(path)))
-        from trainer.fabric import checkpoint
-
         if isinstance(state, Module):
             if not path.is_file():
                 raise ValueError("Failed to load checkpoint directly into the model. The given path must be a single "
