@@ -427,7 +427,12 @@ class Strategy:
         (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
         A failed write raises on every rank, so no rank waits for one that gave up.
         """
-        self.agree_on_rank_zero(lambda: self.checkpoint_io.save(checkpoint, path), "save_checkpoint")
+        io = self.checkpoint_io
+        if isinstance(io, CheckpointIO):
+            self.agree_on_rank_zero(lambda: io.save(checkpoint, path), "save_checkpoint")
+        else:  # an object with Lightning's CheckpointIO methods only: its own save_checkpoint, called as Lightning does
+            self.agree_on_rank_zero(lambda: io.save_checkpoint(checkpoint=checkpoint, path=path, storage_options=None),
+                                    "save_checkpoint")
 
     def agree_on_rank_zero(self, work: Callable[[], Any], name: str) -> None:
         """Run ``work`` on rank 0; every rank then raises if it failed (one process: just run it)."""

@@ -167,6 +167,11 @@ def check_fabric_calls():
                         "meta": lambda k, v: isinstance(v, int)})
     saved = torch.load(path, weights_only=True)
     out["filtered_save"] = {k: v for k, v in saved.items()}
+    fabric.strategy.checkpoint_io = io = Mock()  # an object with the CheckpointIO methods only
+    fabric.save(path, {"step": 4})
+    out["checkpoint_io_call"] = [io.save_checkpoint.call_args.kwargs["checkpoint"],
+                                 io.save_checkpoint.call_args.kwargs["path"] == path,
+                                 io.save_checkpoint.call_args.kwargs["storage_options"]]
     return out
 
 

@@ -66,6 +66,7 @@ def test_fabric_calls_go_through_the_strategy(observed):
     assert seen["clip_calls"] == [True, True, {"clip_val": 0.5}, True, True,
                                   {"max_norm": 2, "norm_type": 2.0, "error_if_nonfinite": True}]
     assert seen["filtered_save"] == {"meta": {"a": 1}, "step": 3}
+    assert seen["checkpoint_io_call"] == [{"step": 4}, True, None]
 
 
 def test_precision_plugin_calls(observed):
