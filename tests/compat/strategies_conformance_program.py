@@ -137,6 +137,10 @@ def check_fabric_calls():
 
         out["run_with_cli"] = raised(FabricWithRun, re.escape("Overriding `Fabric.run()` and launching from the CLI"))
     out["launch_none"] = raised(lambda: Fabric(devices=1).launch(None), "needs to be a callable")
+    with mock.patch.dict(os.environ, {}, clear=True):
+        Fabric.seed_everything(3)
+        loader = Fabric(devices=1).setup_dataloaders(torch.utils.data.DataLoader(range(4)))
+        out["seed_environment"] = [dict(os.environ), loader.worker_init_fn.func.__name__]
 
     fabric = Fabric(accelerator="cpu", devices=1)
     fabric.strategy.load_checkpoint = Mock(return_value={"rest": 1})

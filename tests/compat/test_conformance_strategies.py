@@ -61,6 +61,7 @@ def test_fabric_calls_go_through_the_strategy(observed):
     seen = same(observed, "fabric_calls")
     assert seen["launch_after_cli"] == ["RuntimeError", True] and seen["run_with_cli"] == ["TypeError", True]
     assert seen["launch_none"] == ["TypeError", True]
+    assert seen["seed_environment"] == [{"PL_GLOBAL_SEED": "3", "PL_SEED_WORKERS": "1"}, "pl_worker_init_function"]
     assert seen["load_returns"] == {"rest": 1}
     assert seen["load_calls"][1] == [True, False, "raw.pt"]
     assert seen["clip_calls"] == [True, True, {"clip_val": 0.5}, True, True,
