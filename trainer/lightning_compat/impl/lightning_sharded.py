@@ -40,7 +40,7 @@ from trainer.lightning_compat.impl.fabric_strategy_options import (
     _init_cpu_offload,
     _init_sharding_strategy,
 )
-from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
+from trainer.lightning_compat.impl.precision_objects import FSDPPrecision, TrainerFSDPPrecision
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
@@ -103,12 +103,12 @@ def _relay_sharding(strategy: Any) -> tuple[str, dict[str, Any]]:
     return name, {}
 
 
-def _as_fsdp_precision(precision: Any) -> Any:
+def _as_fsdp_precision(precision: Any, cls: type = FSDPPrecision) -> Any:
     """A precision Relay's resolver chose, shown as Lightning's ``FSDPPrecision`` of the same name (the object
     itself does the work); an ``FSDPPrecision`` as it is."""
     if precision is None or isinstance(precision, FSDPPrecision):
         return precision
-    wrapped = FSDPPrecision.__new__(FSDPPrecision)
+    wrapped = cls.__new__(cls)
     wrapped.name = getattr(precision, "name", "32-true")
     wrapped._relay = precision
     return wrapped
@@ -186,6 +186,8 @@ class _FabricCheckpoints:
 class _LightningFSDP(_RelayFSDP):
     """Lightning's FSDP arguments and attributes over Relay's engine (both front ends)."""
 
+    _precision_class: type = FSDPPrecision  # what a precision Relay's resolver chose is shown as
+
     def _lightning_init(self, *, accelerator: Any, parallel_devices: Any, cluster_environment: Any, precision: Any,
                         process_group_backend: Any, timeout: Any, cpu_offload: Any, mixed_precision: Any,
                         auto_wrap_policy: Any, activation_checkpointing: Any, activation_checkpointing_policy: Any,
@@ -235,12 +237,12 @@ class _LightningFSDP(_RelayFSDP):
     @property
     def precision(self) -> Any:
         plugin = self.__dict__.get("_lightning_precision")
-        return plugin if plugin is not None else FSDPPrecision("32-true")
+        return plugin if plugin is not None else self._precision_class("32-true")
 
     @precision.setter
     def precision(self, precision: Any) -> None:
         if type(precision) is Precision:  # Relay's full-precision default
-            precision = _as_fsdp_precision(precision)
+            precision = _as_fsdp_precision(precision, self._precision_class)
         if precision is not None and not isinstance(precision, FSDPPrecision):
             raise TypeError(f"The FSDP strategy can only work with the `FSDPPrecision` plugin, found {precision}")
         self.__dict__["_lightning_precision"] = precision
@@ -248,7 +250,7 @@ class _LightningFSDP(_RelayFSDP):
     def connect(self, accelerator: Any, precision: Any, environment: Any = None, device_ids: Any = None,
                 num_nodes: int = 1) -> None:
         if not self._precision_given:  # the precision Relay's resolver chose, as Lightning's connector makes it
-            precision = _as_fsdp_precision(precision)
+            precision = _as_fsdp_precision(precision, self._precision_class)
         super().connect(accelerator, precision, environment, device_ids, num_nodes)
 
     @property
@@ -313,6 +315,8 @@ class FSDPStrategy(_FabricCheckpoints, _LightningFSDP):
 class TrainerFSDPStrategy(_LightningFSDP):
     """``lightning.pytorch.strategies.FSDPStrategy``: Lightning's arguments (``precision_plugin``,
     ``checkpoint_io``; full-state checkpoints by default) on Relay's FSDP2 engine."""
+
+    _precision_class = TrainerFSDPPrecision
 
     def __init__(
         self,
@@ -439,3 +443,8 @@ class TrainerModelParallelStrategy(_LightningModelParallel):
                         layout_keys: tuple = ()) -> None:
         _check_storage_options(self, storage_options)
         super().save_checkpoint(checkpoint, filepath, layout_keys)
+
+
+# the Trainer-side classes show Lightning's names (in reprs and in the messages that name the class)
+for _cls, _name in ((TrainerFSDPStrategy, "FSDPStrategy"), (TrainerModelParallelStrategy, "ModelParallelStrategy")):
+    _cls.__name__ = _cls.__qualname__ = _name

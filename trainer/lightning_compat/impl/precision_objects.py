@@ -186,3 +186,6 @@ class DeepSpeedPrecision(_ByName):
     """``DeepSpeedStrategy``'s precision: Relay writes DeepSpeed's fp16/bf16 config from the name."""
 
     strategy_name = "DeepSpeed"
+
+
+TrainerFSDPPrecision.__name__ = TrainerFSDPPrecision.__qualname__ = "FSDPPrecision"  # Lightning's name, as it shows
