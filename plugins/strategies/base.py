@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
-from plugins.checkpoint_io import CheckpointIO
+from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
 from plugins.precision.base import Precision
 from plugins.strategies.init_context import tensor_init_context
 from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state, load_optimizer_state
@@ -161,7 +161,9 @@ class Strategy:
         self.module: torch.nn.Module | None = None
         # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
         self.accumulate_grad_batches = 1
-        self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
+        # every byte of a checkpoint on disk goes through it; set in the instance (``checkpoint_io_of``), so a class
+        # may make the public attribute refuse, as Lightning's FSDP strategy for Fabric does
+        vars(self)["checkpoint_io"] = CheckpointIO()
 
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
@@ -427,7 +429,7 @@ class Strategy:
         (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
         A failed write raises on every rank, so no rank waits for one that gave up.
         """
-        io = self.checkpoint_io
+        io = checkpoint_io_of(self)
         if isinstance(io, CheckpointIO):
             self.agree_on_rank_zero(lambda: io.save(checkpoint, path), "save_checkpoint")
         else:  # an object with Lightning's CheckpointIO methods only: its own save_checkpoint, called as Lightning does

@@ -125,6 +125,22 @@ def check_model_parallel():
     }
 
 
+def check_model_parallel_mesh():
+    """The mesh ``parallelize_fn`` receives (one process: the group is real, of size one)."""
+    seen = {}
+
+    def parallelize(module, mesh):
+        seen["mesh"] = [list(mesh.mesh_dim_names), list(mesh.shape)]
+        return module
+
+    fabric = Fabric(accelerator="cpu", devices=1, strategy=ModelParallelStrategy(parallelize_fn=parallelize))
+    fabric.launch()
+    fabric.setup(torch.nn.Linear(2, 2))
+    seen["sampler"] = fabric.strategy.distributed_sampler_kwargs
+    torch.distributed.destroy_process_group()
+    return seen
+
+
 def check_fabric_calls():
     out = {}
     with mock.patch.dict(os.environ, {"LT_CLI_USED": "1"}):
@@ -225,8 +241,8 @@ def check_single_device():
             "cpu_stats": sorted(CPUAccelerator().get_device_stats("cpu"))}
 
 
-CHECKS = [check_fsdp_arguments, check_fsdp_refusals, check_model_parallel, check_fabric_calls, check_precision_plugins,
-          check_single_device]
+CHECKS = [check_fsdp_arguments, check_fsdp_refusals, check_model_parallel, check_model_parallel_mesh, check_fabric_calls,
+          check_precision_plugins, check_single_device]
 
 
 def main() -> None:

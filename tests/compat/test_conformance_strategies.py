@@ -57,6 +57,11 @@ def test_model_parallel_mesh_and_refusals(observed):
     assert seen["load_no_state"] == ["ValueError", True]
 
 
+def test_model_parallel_hands_parallelize_fn_lightnings_mesh(observed):
+    seen = same(observed, "model_parallel_mesh")
+    assert seen == {"mesh": [["data_parallel", "tensor_parallel"], [1, 1]], "sampler": {"num_replicas": 1, "rank": 0}}
+
+
 def test_fabric_calls_go_through_the_strategy(observed):
     seen = same(observed, "fabric_calls")
     assert seen["launch_after_cli"] == ["RuntimeError", True] and seen["run_with_cli"] == ["TypeError", True]

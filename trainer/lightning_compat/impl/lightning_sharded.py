@@ -39,6 +39,7 @@ from trainer.lightning_compat.impl.fabric_strategy_options import (
     _activation_checkpointing_kwargs,
     _init_cpu_offload,
     _init_sharding_strategy,
+    _setup_device_mesh,
 )
 from trainer.lightning_compat.impl.precision_objects import FSDPPrecision, TrainerFSDPPrecision
 from trainer.utilities.rank_zero import rank_zero_warn
@@ -141,6 +142,16 @@ class _FabricCheckpoints:
     layout_keys=...)``, goes to the engine."""
 
     _sharded_filter_refused = "FSDP doesn't support loading sharded filtered checkpoints, so saving them is disabled."
+
+    @property
+    def checkpoint_io(self) -> Any:
+        """Lightning's rule: these strategies write their own layout, not through a ``CheckpointIO`` plugin (Relay's
+        engine keeps its own I/O object in the instance)."""
+        raise NotImplementedError(f"The `{type(self).__name__}` does not use the `CheckpointIO` plugin interface.")
+
+    @checkpoint_io.setter
+    def checkpoint_io(self, io: Any) -> None:
+        raise NotImplementedError(f"The `{type(self).__name__}` does not support setting a `CheckpointIO` plugin.")
 
     def save_checkpoint(self, path: Any, state: Any = None, storage_options: Any = None, filter: Any = None,
                         layout_keys: tuple = ()) -> None:
@@ -363,7 +374,27 @@ class TrainerFSDPStrategy(_LightningFSDP):
 
 # --- model parallel --------------------------------------------------------------------------------------------------
 class _LightningModelParallel(_RelayModelParallel):
-    """The device mesh exists once the processes have joined (Lightning's ``RuntimeError`` before)."""
+    """Lightning's model-parallel contract: the device mesh, named ``("data_parallel", "tensor_parallel")``, exists
+    once the processes have joined (``RuntimeError`` before); the user's code (``parallelize_fn`` or
+    ``configure_model``) applies tensor parallelism and ``fully_shard`` on it, and the strategy adds no sharding of
+    its own."""
+
+    def setup_environment(self) -> None:
+        super().setup_environment()  # the process group (and Relay's own mesh, not used here)
+        self.device_mesh = _setup_device_mesh(self.world_size // self.tensor_parallel_size, self.tensor_parallel_size,
+                                              self.world_size, self.root_device)
+
+    def _shard(self, module: Module) -> None:
+        self.apply_model_transforms(module)  # Relay's activation checkpointing / compile, when asked for
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int]:
+        """Ranks of one tensor-parallel group read the same batch: the data is split over the data-parallel ranks."""
+        mesh = self.__dict__.get("_device_mesh")
+        if mesh is None:
+            return super().distributed_sampler_kwargs
+        data_parallel = mesh["data_parallel"]
+        return {"num_replicas": data_parallel.size(), "rank": data_parallel.get_local_rank()}
 
     @property
     def device_mesh(self) -> Any:
