@@ -94,6 +94,9 @@ class Fabric:
         self._engines_built = 0  # under a joint-setup strategy (DeepSpeed): setup(model, optimizer) calls
         self._modules: list[torch.nn.Module] = []
         set_rank_zero_only(self._strategy.global_rank)
+        if _using_cli():  # the processes exist already (Lightning's `fabric run`): join the group now, as Lightning
+            calls.join_processes(self._strategy)
+            self._launched = True
 
     # --- who am I ---------------------------------------------------------------------------------
     @property
