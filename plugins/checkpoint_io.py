@@ -155,6 +155,14 @@ def _exchange(a: Path, b: Path) -> bool:
     return False  # e.g. EINVAL on a filesystem without it: fall back
 
 
+def checkpoint_io_of(strategy: Any) -> CheckpointIO:
+    """The checkpoint I/O a strategy's own saving and loading go through: the one set on the object. A strategy
+    class may refuse ``checkpoint_io`` as a public attribute (Lightning's FSDP and model-parallel strategies for
+    Fabric raise on it), so this reads the instance's own value first."""
+    io = vars(strategy).get("checkpoint_io")
+    return io if io is not None else strategy.checkpoint_io
+
+
 class CheckpointIO:
     """Writes, reads and removes checkpoints for a strategy; see the module docstring.
 

@@ -16,15 +16,16 @@ LIGHTNING_SEED_ENV = "PL_GLOBAL_SEED"
 def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python, NumPy (when installed) and torch; the seed also drives shuffling, so resume is exact.
 
-    The seed is exported as ``RELAY_GLOBAL_SEED`` so that worker processes started later agree, and as Lightning's
-    ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``, which user code (a ``worker_init_fn``) may read. ``verbose``: say
-    the seed on the ``trainer.seed`` logger (INFO), as Lightning does on its own.
+    The seed is exported under Lightning's names, ``PL_GLOBAL_SEED`` and ``PL_SEED_WORKERS``, so that worker
+    processes started later agree and user code (a ``worker_init_fn``) may read them; the environment holds what
+    Lightning's would (``RELAY_GLOBAL_SEED``, set by a user, is still read when ``PL_GLOBAL_SEED`` is not set).
+    ``verbose``: say the seed on the ``trainer.seed`` logger (INFO), as Lightning does on its own.
     """
     if seed is None:
-        seed = int(os.environ.get(SEED_ENV, os.environ.get(LIGHTNING_SEED_ENV, 0)))
+        seed = global_seed()
     seed = int(seed)
-    os.environ[SEED_ENV] = os.environ[LIGHTNING_SEED_ENV] = str(seed)
-    os.environ["RELAY_SEED_WORKERS"] = os.environ["PL_SEED_WORKERS"] = str(int(workers))
+    os.environ[LIGHTNING_SEED_ENV] = str(seed)
+    os.environ["PL_SEED_WORKERS"] = str(int(workers))
     random.seed(seed)
     try:
         import numpy as np
@@ -41,7 +42,7 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
 
 
 def global_seed() -> int:
-    return int(os.environ.get(SEED_ENV, 0))
+    return int(os.environ.get(LIGHTNING_SEED_ENV, os.environ.get(SEED_ENV, 0)))
 
 
 _MASK64 = (1 << 64) - 1
@@ -86,6 +87,6 @@ def seed_loader_workers(loader: object, rank: int) -> None:
     no ``worker_init_fn`` of its own."""
     import functools
 
-    wanted = os.environ.get("RELAY_SEED_WORKERS", os.environ.get("PL_SEED_WORKERS", "0")) == "1"
+    wanted = os.environ.get("PL_SEED_WORKERS", os.environ.get("RELAY_SEED_WORKERS", "0")) == "1"
     if wanted and hasattr(loader, "worker_init_fn") and loader.worker_init_fn is None:
         loader.worker_init_fn = functools.partial(pl_worker_init_function, rank=rank)

@@ -78,6 +78,16 @@ class CPUAccelerator(Accelerator):
         times = os.times()
         return times.user + times.system
 
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        """Lightning's Trainer-side call: memory, CPU and swap use in percent, read with ``psutil`` (as Lightning's
+        ``DeviceStatsMonitor`` logs them on the CPU)."""
+        try:
+            import psutil
+        except ImportError as err:
+            raise ModuleNotFoundError(f"Fetching CPU device stats requires `psutil` to be installed. {err}") from err
+        return {"cpu_vm_percent": psutil.virtual_memory().percent, "cpu_percent": psutil.cpu_percent(),
+                "cpu_swap_percent": psutil.swap_memory().percent}
+
     def device_stats(self, device: torch.device) -> dict[str, Any]:
         """RSS now and at peak (MiB) and this process's CPU use since the previous call.
 

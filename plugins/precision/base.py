@@ -55,6 +55,27 @@ class Precision:
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Make ``.grad`` hold true gradients before clipping (only loss scaling needs work here)."""
 
+    # --- Lightning's clipping calls on the precision (a strategy of the user's own may make them) ------------
+    def main_params(self, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+        """The parameters the optimizer updates (the ones whose gradients clipping scales)."""
+        return [p for group in optimizer.param_groups for p in group["params"]]
+
+    def clip_gradients(self, optimizer: torch.optim.Optimizer, clip_val: float = 0.0,
+                       gradient_clip_algorithm: str = "norm") -> None:
+        """Clip by ``"value"`` or ``"norm"``; nothing for ``clip_val <= 0``."""
+        if clip_val <= 0:
+            return
+        if str(getattr(gradient_clip_algorithm, "value", gradient_clip_algorithm)) == "value":
+            self.clip_grad_by_value(optimizer, clip_val)
+        elif str(getattr(gradient_clip_algorithm, "value", gradient_clip_algorithm)) == "norm":
+            self.clip_grad_by_norm(optimizer, clip_val)
+
+    def clip_grad_by_value(self, optimizer: torch.optim.Optimizer, clip_val: float) -> None:
+        torch.nn.utils.clip_grad_value_(self.main_params(optimizer), clip_value=clip_val)
+
+    def clip_grad_by_norm(self, optimizer: torch.optim.Optimizer, clip_val: float) -> None:
+        torch.nn.utils.clip_grad_norm_(self.main_params(optimizer), clip_val)
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 

@@ -87,6 +87,15 @@ class MixedPrecision(Precision):
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
 
+    def clip_gradients(self, optimizer: torch.optim.Optimizer, clip_val: float = 0.0,
+                       gradient_clip_algorithm: str = "norm") -> None:
+        """An optimizer that unscales inside its own step (a fused one) cannot have its gradients clipped first."""
+        if clip_val > 0 and getattr(optimizer, "_step_supports_amp_scaling", False):
+            raise RuntimeError(f"The current optimizer, {type(optimizer).__qualname__}, does not allow for gradient "
+                               "clipping because it performs unscaling of gradients internally. HINT: Are you using a"
+                               " 'fused' optimizer?")
+        super().clip_gradients(optimizer, clip_val, gradient_clip_algorithm)
+
     def state_dict(self) -> dict[str, Any]:
         return {"scaler": self.scaler.state_dict()} if self.scaler is not None else {}
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
-from plugins.checkpoint_io import CheckpointIO
+from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
 from plugins.precision.base import Precision
 from plugins.strategies.init_context import tensor_init_context
 from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state, load_optimizer_state
@@ -119,6 +119,10 @@ def under_forward_context(precision: Precision, fn: Callable[..., Any]) -> Calla
 
     return run
 
+def _params_with_grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+
+
 class Strategy:
     """Single-process defaults; distributed strategies override what differs."""
 
@@ -136,6 +140,9 @@ class Strategy:
     state_outside_module: str | None = None
     # activation checkpointing / compile of the blocks (plugins.transforms), set by configure_model_transforms
     model_transforms: Any = None
+    # Lightning's flag: the checkpoint is restored after the module is set up (a strategy that needs the wrapped
+    # module to load into); Relay's strategies load into any layout, at the same point
+    restore_checkpoint_after_setup = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -154,7 +161,9 @@ class Strategy:
         self.module: torch.nn.Module | None = None
         # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
         self.accumulate_grad_batches = 1
-        self.checkpoint_io = CheckpointIO()  # every byte of a checkpoint on disk goes through it
+        # every byte of a checkpoint on disk goes through it; set in the instance (``checkpoint_io_of``), so a class
+        # may make the public attribute refuse, as Lightning's FSDP strategy for Fabric does
+        vars(self)["checkpoint_io"] = CheckpointIO()
 
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
@@ -330,6 +339,28 @@ class Strategy:
         else:
             torch.nn.utils.clip_grad_value_(params, value)
 
+    def clip_gradients_norm(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float,
+                            norm_type: float = 2.0, error_if_nonfinite: bool = True) -> torch.Tensor:
+        """A user's loop clipping by the global norm (Fabric's ``clip_gradients(max_norm=...)``): gradients unscaled,
+        then clipped; the norm before clipping comes back (over every shard for a sharded strategy)."""
+        self.precision.unscale_gradients(optimizer)
+        params = _params_with_grads(optimizer)
+        if norm_type != 2.0:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type,
+                                                  error_if_nonfinite=error_if_nonfinite)
+        norm = self.clip_gradients_by_norm(params, float(max_norm))
+        if error_if_nonfinite and norm is not None and not torch.isfinite(norm).all():
+            raise RuntimeError(f"The total norm of gradients is {float(norm)}, non-finite, so it cannot be clipped. "
+                               "Pass error_if_nonfinite=False to clip anyway.")
+        return norm
+
+    def clip_gradients_value(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                             clip_val: float) -> None:
+        """A user's loop clipping each gradient element to ``[-clip_val, clip_val]`` (Fabric's
+        ``clip_gradients(clip_val=...)``), after unscaling."""
+        self.precision.unscale_gradients(optimizer)
+        torch.nn.utils.clip_grad_value_(_params_with_grads(optimizer), clip_val)
+
     def clip_gradients_by_norm(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
         """Scale gradients so their global norm is at most ``max_norm`` (sharded strategies sum over shards);
         the norm before clipping."""
@@ -340,9 +371,10 @@ class Strategy:
         return tensor
 
     def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
-        """Every rank's ``tensor`` stacked along a new first dimension (of size 1 here). ``group``: a process
-        group (None: all ranks); ``sync_grads``: gradients flow back through the gather."""
-        return tensor.unsqueeze(0)
+        """Every rank's ``tensor`` stacked along a new first dimension; with one process the tensor as it is (no
+        dimension added, Lightning's rule). ``group``: a process group (None: all ranks); ``sync_grads``: gradients
+        flow back through the gather."""
+        return tensor
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         """Every rank's ``obj`` (picklable), in rank order."""
@@ -397,7 +429,12 @@ class Strategy:
         (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
         A failed write raises on every rank, so no rank waits for one that gave up.
         """
-        self.agree_on_rank_zero(lambda: self.checkpoint_io.save(checkpoint, path), "save_checkpoint")
+        io = checkpoint_io_of(self)
+        if isinstance(io, CheckpointIO):
+            self.agree_on_rank_zero(lambda: io.save(checkpoint, path), "save_checkpoint")
+        else:  # an object with Lightning's CheckpointIO methods only: its own save_checkpoint, called as Lightning does
+            self.agree_on_rank_zero(lambda: io.save_checkpoint(checkpoint=checkpoint, path=path, storage_options=None),
+                                    "save_checkpoint")
 
     def agree_on_rank_zero(self, work: Callable[[], Any], name: str) -> None:
         """Run ``work`` on rank 0; every rank then raises if it failed (one process: just run it)."""

@@ -135,6 +135,9 @@ class FSDPStrategy(ParallelStrategy):
         if sharding_strategy == "SHARD_GRAD_OP" and reshard_after_forward is None:
             reshard_after_forward = False
         self.sharding_strategy = sharding_strategy
+        # what the engine reads (a subclass may show the public attributes in another form, e.g. torch's enums)
+        self._sharding = sharding_strategy
+        self._offload_params = cpu_offload
         self.shard_size = shard_size
         self.reshard_after_forward = True if reshard_after_forward is None else reshard_after_forward
         self.auto_wrap_policy = _policy(auto_wrap_policy, "auto_wrap_policy")
@@ -153,12 +156,12 @@ class FSDPStrategy(ParallelStrategy):
             from plugins.strategies.context_parallel import check_context_parallel  # local import: cp runs only
 
             check_context_parallel(cp, self.root_device.type if acc is not None else "cpu")
-        if self.cpu_offload and acc is not None and acc.name == "cpu":
+        if self._offload_params and acc is not None and acc.name == "cpu":
             raise ValueError(
                 f"{type(self).__name__}(cpu_offload=True) with accelerator='cpu': the parameters already live in CPU "
                 "memory, so there is nothing to offload. Remove cpu_offload, or train on GPUs (accelerator='cuda')."
             )
-        if self.sharding_strategy == "HYBRID_SHARD":
+        if self._sharding == "HYBRID_SHARD":
             shard = self._shard_size()
             if self.world_size % shard:
                 raise ValueError(
@@ -172,7 +175,7 @@ class FSDPStrategy(ParallelStrategy):
 
     def _layout_request(self) -> MeshLayout:
         """``HYBRID_SHARD``: shard within ``shard_size`` processes (default: a node), replicate across them."""
-        if self.sharding_strategy == "HYBRID_SHARD" and not {"dp_replicate", "dp_shard"} & set(self._degrees):
+        if self._sharding == "HYBRID_SHARD" and not {"dp_replicate", "dp_shard"} & set(self._degrees):
             return replace(super()._layout_request(), dp_replicate=-1, dp_shard=self._shard_size())
         return super()._layout_request()
 
@@ -204,7 +207,7 @@ class FSDPStrategy(ParallelStrategy):
         precision = self.precision
         if getattr(precision, "name", "").endswith("-mixed"):  # parameters gathered in half, gradients reduced in fp32
             kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=precision.dtype, reduce_dtype=torch.float32)
-        if self.cpu_offload:
+        if self._offload_params:
             kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=self.root_device.type == "cuda")
         return kwargs
 

@@ -29,7 +29,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from plugins.async_checkpoint_io import storage_address
-from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, writing
+from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, checkpoint_io_of, writing
 from plugins.remote_paths import is_url
 from plugins.strategies.state_layout import optimizer_state_by_index
 
@@ -115,7 +115,7 @@ def save_sharded(checkpoint: dict[str, Any], path: str | os.PathLike, strategy: 
     """
     import torch.distributed.checkpoint as dcp
 
-    io: CheckpointIO = strategy.checkpoint_io
+    io: CheckpointIO = checkpoint_io_of(strategy)
     if is_url(path):
         raise CheckpointWriteError(path, OSError(
             "sharded checkpoints are written to a local or shared filesystem; for an object store use "

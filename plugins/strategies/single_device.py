@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.checkpoint_io import CheckpointIO
 from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
 
@@ -17,9 +18,16 @@ class SingleDeviceStrategy(Strategy):
         device: str | torch.device | None = None,
         accelerator: Accelerator | None = None,
         precision: Precision | None = None,
+        checkpoint_io: CheckpointIO | None = None,
+        *,
+        precision_plugin: Precision | None = None,  # the Trainer-side name of ``precision`` (lightning.pytorch)
     ) -> None:
-        super().__init__(accelerator=accelerator, precision=precision)
+        """Lightning's arguments: ``(device, accelerator, checkpoint_io, precision)``, with the Trainer side's
+        ``precision_plugin`` for ``precision`` (keyword only: Relay's third positional stays ``precision``)."""
+        super().__init__(accelerator=accelerator, precision=precision or precision_plugin)
         self._device = torch.device(device) if device is not None else None
+        if checkpoint_io is not None:
+            self.checkpoint_io = checkpoint_io
 
     @property
     def root_device(self) -> torch.device:

@@ -201,7 +201,7 @@ def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str
                layout_keys: tuple[str, ...]) -> None:
     """Write ``checkpoint`` atomically: one file from rank 0, or under a sharded strategy a directory where every
     rank writes the shards of the entries named in ``layout_keys``. Every rank calls this."""
-    strategy.save_checkpoint(checkpoint, os.fspath(path), layout_keys=layout_keys)
+    strategy.save_checkpoint(checkpoint, path, layout_keys=layout_keys)  # the caller's path object, as Lightning
 
 
 def read_state(io: CheckpointIO, path: str | os.PathLike, layout_keys: tuple[str, ...], argument: str = "path",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from plugins.checkpoint_io import checkpoint_io_of
 from trainer.distributed import plugin_calls as calls
 from trainer.fabric.wrappers import FabricOptimizer, unwrap
 
@@ -61,7 +62,12 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
             if not callable(filter[key]):
                 raise TypeError(f"Expected `fabric.save(filter=...)` for key {key!r} to be a callable, "
                                 f"given {filter[key]!r}")
-            value = {k: v for k, v in value.items() if filter[key](k, v)}
+            if isinstance(value, dict):  # a filter applies to a dict's items; an entry it keeps none of is left out
+                value = {k: v for k, v in value.items() if filter[key](k, v)}
+                if not value:
+                    if key in layout:
+                        layout.remove(key)
+                    continue
         checkpoint[key] = value
     calls.save_state(strategy, path, checkpoint, tuple(layout))
 
@@ -71,7 +77,7 @@ def load(strategy: Strategy, path: str | os.PathLike, state: dict[str, Any] | No
     what the checkpoint holds beyond it (everything, when ``state`` is None)."""
     unwrapped, modules, optimizers = _split(state or {})
     layout = tuple(k for k, v in unwrapped.items() if isinstance(v, torch.nn.Module) or k in optimizers)
-    checkpoint = calls.read_state(strategy.checkpoint_io, path, layout)
+    checkpoint = calls.read_state(checkpoint_io_of(strategy), path, layout)
     if state is None:
         return checkpoint
     missing = [k for k in unwrapped if k not in checkpoint]
@@ -98,7 +104,7 @@ def load_raw(strategy: Strategy, path: str | os.PathLike, obj: Any, strict: bool
     obj = unwrap(obj)
     if not isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):
         raise TypeError(f"Fabric.load_raw loads into a torch.nn.Module or an optimizer, not a {type(obj).__name__}.")
-    saved = calls.read_state(strategy.checkpoint_io, path, ())
+    saved = calls.read_state(checkpoint_io_of(strategy), path, ())
     if isinstance(obj, torch.nn.Module):
         calls.load_module_state(strategy, obj, saved, strict=strict)
     else:

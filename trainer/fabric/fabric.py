@@ -21,7 +21,7 @@ from trainer.fabric import checkpoint
 from trainer.fabric.loaders import with_distributed_sampler
 from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
 from trainer.distributed.ranks import set_rank_zero_only
-from trainer.seed import seed_everything
+from trainer.seed import seed_everything, seed_loader_workers
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
@@ -30,6 +30,30 @@ UNSUPPORTED = {
     "pipeline": "a pipeline schedule runs forward and backward together over micro-batches, which a loop calling "
                 "model(x) and fabric.backward(loss) cannot drive; use Trainer(strategy='pipeline')",
 }
+
+
+def _do_nothing(*_: Any) -> None:
+    """``launch()``'s default function: only start the processes."""
+
+
+def _using_cli() -> bool:
+    """Whether the processes were started by Lightning's CLI (``fabric run``), which sets ``LT_CLI_USED``."""
+    return bool(int(os.environ.get("LT_CLI_USED", "0") or 0))
+
+
+def strategy_override(strategy: Any, name: str) -> Callable[..., Any] | None:
+    """``strategy.<name>`` where the strategy brings its own (Lightning's strategy API: a method set on the object, or
+    defined by a class outside Relay's plugins, e.g. a user's subclass or a Lightning-named adapter); None where it
+    is Relay's own, which Fabric drives through its plugin calls instead."""
+    method = getattr(strategy, name, None)
+    if method is None:
+        return None
+    if name in getattr(strategy, "__dict__", {}):
+        return method
+    for klass in type(strategy).__mro__:
+        if name in klass.__dict__:
+            return None if klass.__module__.startswith("plugins.") else method
+    return None
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -54,6 +78,10 @@ class Fabric:
         callbacks: Any = None,
         loggers: Any = None,
     ) -> None:
+        if type(self).run is not Fabric.run and _using_cli():
+            raise TypeError("Overriding `Fabric.run()` and launching from the CLI is not allowed. Run the script "
+                            "normally, or change your code to directly call `fabric = Fabric(...); fabric.setup(...)`"
+                            " etc.")
         name = strategy if isinstance(strategy, str) else getattr(strategy, "name", "")
         if name in UNSUPPORTED:
             raise ValueError(f"Fabric(strategy={name!r}) is not supported: {UNSUPPORTED[name]}.")
@@ -66,6 +94,9 @@ class Fabric:
         self._engines_built = 0  # under a joint-setup strategy (DeepSpeed): setup(model, optimizer) calls
         self._modules: list[torch.nn.Module] = []
         set_rank_zero_only(self._strategy.global_rank)
+        if _using_cli():  # the processes exist already (Lightning's `fabric run`): join the group now, as Lightning
+            calls.join_processes(self._strategy)
+            self._launched = True
 
     # --- who am I ---------------------------------------------------------------------------------
     @property
@@ -109,9 +140,17 @@ class Fabric:
         return self._loggers[0] if self._loggers else None
 
     # --- processes ----------------------------------------------------------------------------------
-    def launch(self, function: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Lightning's older entry point: a subclass may override it with its training code."""
+
+    def launch(self, function: Callable[..., Any] = _do_nothing, *args: Any, **kwargs: Any) -> Any:
         """Start the processes (when this one must), join the process group, then run ``function(self, ...)``."""
-        if function is not None and not callable(function):
+        if _using_cli():
+            raise RuntimeError("This script was launched through the CLI, and processes have already been created. "
+                               "Calling  `.launch()` again is not allowed.")
+        if function is _do_nothing:
+            function = None
+        elif not callable(function):
             raise TypeError(f"`Fabric.launch(...)` needs to be a callable, but got {function}. HINT: do "
                             "`.launch(your_fn)` instead of `.launch(your_fn())`")
         if function is not None and not inspect.signature(function).parameters:
@@ -217,8 +256,10 @@ class Fabric:
         if any(not isinstance(d, DataLoader) for d in dataloaders):
             raise TypeError("Only PyTorch DataLoader are currently supported in `setup_dataloaders`.")
         self._check_launched()
-        out = [FabricDataLoader(with_distributed_sampler(d, self._strategy) if use_distributed_sampler else d,
-                                self._strategy if move_to_device else None) for d in dataloaders]
+        loaders = [with_distributed_sampler(d, self._strategy) if use_distributed_sampler else d for d in dataloaders]
+        for loader in loaders:  # seeded workers after seed_everything(workers=True), as the Trainer's loaders
+            seed_loader_workers(loader, self.global_rank)
+        out = [FabricDataLoader(d, self._strategy if move_to_device else None) for d in loaders]
         return out[0] if len(out) == 1 else out
 
     # --- in the loop --------------------------------------------------------------------------------
@@ -238,20 +279,12 @@ class Fabric:
             raise ValueError("You have to specify either `clip_val` or `max_norm` to do gradient clipping!")
         if self._strategy.loop_clipping_refused:  # an engine that clips inside its own step (DeepSpeed)
             raise NotImplementedError(self._strategy.loop_clipping_refused)
-        optimizer = unwrap(optimizer)
-        self._strategy.precision.unscale_gradients(optimizer)
-        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        module, optimizer = unwrap(module), unwrap(optimizer)
         if clip_val is not None:
-            torch.nn.utils.clip_grad_value_(params, clip_val)
+            self._strategy.clip_gradients_value(module, optimizer, clip_val=clip_val)
             return None
-        if norm_type != 2.0:
-            return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type,
+        return self._strategy.clip_gradients_norm(module, optimizer, max_norm=max_norm, norm_type=norm_type,
                                                   error_if_nonfinite=error_if_nonfinite)
-        norm = self._strategy.clip_gradients_by_norm(params, float(max_norm))
-        if error_if_nonfinite and norm is not None and not torch.isfinite(norm).all():
-            raise RuntimeError(f"The total norm of gradients is {float(norm)}, non-finite, so it cannot be clipped. "
-                               "Pass error_if_nonfinite=False to clip anyway.")
-        return norm
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The precision's autocast, for code that runs outside the set-up module's forward."""
@@ -346,7 +379,11 @@ class Fabric:
     def save(self, path: str | os.PathLike, state: Mapping[str, Any],
              filter: Mapping[str, Callable[[str, Any], bool]] | None = None) -> None:
         """Save modules, optimizers and plain objects (under FSDP: each rank its shards, into a directory)."""
-        checkpoint.save(self._strategy, path, state, filter)
+        saver = strategy_override(self._strategy, "save_checkpoint")
+        if saver is None:
+            checkpoint.save(self._strategy, path, state, filter)
+        else:  # the strategy's own (Lightning's strategy API)
+            saver(path=path, state={k: unwrap(v) for k, v in state.items()}, filter=filter)
         self.barrier("fabric_save")
 
     def load(self, path: str | os.PathLike, state: dict[str, Any] | None = None, strict: bool = True,
@@ -356,13 +393,25 @@ class Fabric:
         ``weights_only`` is Lightning's argument, accepted with any value: Relay always loads checkpoints as data
         (tensors, containers and the types checkpoints hold), never arbitrary pickled objects; a file holding
         other objects fails to load with torch's message naming them."""
-        remainder = checkpoint.load(self._strategy, path, state, strict)
+        loader = strategy_override(self._strategy, "load_checkpoint")
+        if loader is None:
+            remainder = checkpoint.load(self._strategy, path, state, strict)
+        else:  # the strategy's own (Lightning's strategy API): it restores ``state`` and returns the rest
+            unwrapped = None if state is None else {k: unwrap(v) for k, v in state.items()}
+            remainder = loader(path=path, state=unwrapped, strict=strict, weights_only=weights_only)
+            for key, value in (unwrapped or {}).items():
+                if not is_wrapped(state[key]):  # plain values restored in place come back into the caller's dict
+                    state[key] = value
         self.barrier("fabric_load")
         return remainder
 
     def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True,
                  weights_only: bool | None = None) -> None:
         """Load a plain ``state_dict`` file (not one ``save`` wrote) into ``obj``; ``weights_only`` as in ``load``."""
+        loader = strategy_override(self._strategy, "load_checkpoint")
+        if loader is not None:  # the strategy's own (Lightning's strategy API)
+            loader(path=path, state=unwrap(obj), strict=strict, weights_only=weights_only)
+            return
         checkpoint.load_raw(self._strategy, path, obj, strict)
 
     # --- seeding ------------------------------------------------------------------------------------
@@ -376,7 +425,7 @@ class Fabric:
 def _check_tensor_parallel_plan(strategy: Any, module: torch.nn.Module) -> None:
     """Tensor parallelism needs a plan; the Trainer's comes from ``Module.configure_model``, a loop applies its own."""
     tp = getattr(strategy, "tensor_parallel_size", 1)
-    if tp <= 1:
+    if tp <= 1 or getattr(strategy, "parallelize_fn", None) is not None:  # Lightning's: applied in setup_module
         return
     from torch.distributed.tensor import DTensor
 

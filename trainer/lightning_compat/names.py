@@ -38,6 +38,11 @@ NAMES: dict[str, str] = {
     f"{_P}.accelerators:XPUAccelerator": "plugins.accelerators.xpu:XPUAccelerator",
     **_each(_P, "strategies", _STRATEGIES),
     **_each(_F, "strategies", _STRATEGIES),
+    # Lightning's FSDP1-style arguments and checkpoint calls over Relay's FSDP2 engine
+    f"{_F}.strategies.fsdp:FSDPStrategy": f"{_IMPL}.lightning_sharded:FSDPStrategy",
+    f"{_P}.strategies.fsdp:FSDPStrategy": f"{_IMPL}.lightning_sharded:TrainerFSDPStrategy",
+    f"{_F}.strategies.model_parallel:ModelParallelStrategy": f"{_IMPL}.lightning_sharded:ModelParallelStrategy",
+    f"{_P}.strategies.model_parallel:ModelParallelStrategy": f"{_IMPL}.lightning_sharded:TrainerModelParallelStrategy",
     f"{_P}.strategies:DDPSpawnStrategy": "plugins.strategies.ddp_spawn:DDPSpawnStrategy",
     f"{_P}.strategies:HorovodStrategy": "plugins.strategies.horovod:HorovodStrategy",
     f"{_F}.strategies:DDPSpawnStrategy": "plugins.strategies.ddp_spawn:DDPSpawnStrategy",
@@ -96,6 +101,7 @@ NAMES: dict[str, str] = {
     f"{_P}.core.hooks:CheckpointHooks": f"{_IMPL}.hooks:CheckpointHooks",
     **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"
        for root in (_P, _F) for module, name in (("fsdp", "FSDPPrecision"), ("deepspeed", "DeepSpeedPrecision"))},
+    f"{_P}.plugins.precision.fsdp:FSDPPrecision": f"{_IMPL}.precision_objects:TrainerFSDPPrecision",
     f"{_F}.strategies.dp:DataParallelStrategy": f"{_IMPL}.misc:DataParallelStrategy",
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
     f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",

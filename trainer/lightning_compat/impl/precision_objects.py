@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from plugins.precision.base import Precision
 from plugins.precision.half import MixedPrecision, TruePrecision
 from trainer.distributed.ranks import set_rank_zero_only
@@ -52,11 +54,41 @@ class _ByName(Precision):
     def convert_input(self, data: Any) -> Any:
         return self._relay.convert_input(data)
 
+    @property
+    def scaler(self) -> Any:
+        """The loss scaler of the precision doing the work (set it to replace that one's)."""
+        return getattr(self._relay, "scaler", None)
+
+    @scaler.setter
+    def scaler(self, scaler: Any) -> None:
+        self._relay.scaler = scaler
+
     def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+        """Relay's engine: ``backward(loss, *tensor_backward_args)``. Lightning Fabric's plugin call:
+        ``backward(tensor, model, *args)`` (the model, never a tensor, comes second): the loss scaled, then
+        ``tensor.backward(*args, **kwargs)``."""
+        if _given_model(args):
+            args = args[1:]
         self._relay.backward(tensor, *args, **kwargs)
 
+    def pre_backward(self, tensor: Any, module: Any) -> Any:
+        return tensor
+
+    def post_backward(self, tensor: Any, module: Any) -> Any:
+        return tensor
+
     def optimizer_step(self, optimizer: Any, closure: Any = None, **kwargs: Any) -> Any:
-        return self._relay.optimizer_step(optimizer, closure)
+        """Relay's engine: ``optimizer_step(optimizer, closure)``. Lightning Fabric's: ``optimizer_step(optimizer,
+        **kwargs)`` (no closure): ``scaler.step(optimizer, **kwargs)`` and ``scaler.update()``, or
+        ``optimizer.step(**kwargs)`` without a scaler."""
+        if closure is not None:
+            return self._relay.optimizer_step(optimizer, closure)
+        scaler = self.scaler
+        if scaler is None:
+            return optimizer.step(**kwargs)
+        output = scaler.step(optimizer, **kwargs)
+        scaler.update()
+        return output
 
     def unscale_gradients(self, optimizer: Any) -> None:
         self._relay.unscale_gradients(optimizer)
@@ -68,6 +100,12 @@ class _ByName(Precision):
         self._relay.load_state_dict(state_dict)
 
 
+def _given_model(args: tuple) -> bool:
+    """Whether a Lightning plugin call passed the model after the tensor (``Tensor.backward``'s own first argument
+    is a gradient tensor or None)."""
+    return bool(args) and args[0] is not None and not isinstance(args[0], torch.Tensor)
+
+
 class FSDPPrecision(_ByName):
     """``FSDPStrategy``'s precision: Relay's FSDP sets its mixed-precision policy from the name."""
 
@@ -77,6 +115,10 @@ class FSDPPrecision(_ByName):
         super().__init__(precision)
         if scaler is not None and precision != "16-mixed":
             raise ValueError(f"`precision={precision!r}` does not use a scaler, found {scaler}.")
+        if scaler is None and precision == "16-mixed":  # Lightning's default: FSDP's sharded loss scaler
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            scaler = ShardedGradScaler()
         if scaler is not None:
             self._relay.scaler = scaler
 
@@ -101,7 +143,49 @@ class FSDPPrecision(_ByName):
         return TorchMixedPrecision(param_dtype=dtype, reduce_dtype=dtype, buffer_dtype=dtype)
 
 
+class TrainerFSDPPrecision(FSDPPrecision):
+    """``lightning.pytorch.plugins.precision.FSDPPrecision``: the Trainer-side plugin calls take the
+    LightningModule (``pre_backward(tensor, module)``, ``backward(tensor, model, optimizer, *args)``,
+    ``optimizer_step(optimizer, model, closure, **kwargs)``); Relay's engine calls as for Fabric's."""
+
+    def pre_backward(self, tensor: Any, module: Any) -> Any:
+        scaler = self.scaler
+        return scaler.scale(tensor) if scaler is not None else tensor
+
+    def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+        """Lightning's ``backward(tensor, model, optimizer, *args, **kwargs)``: the (already scaled) loss through
+        ``model.backward(tensor, *args, **kwargs)``; Relay's engine: ``backward(loss, *tensor_backward_args)``."""
+        if not _given_model(args):
+            return self._relay.backward(tensor, *args, **kwargs)
+        model, rest = args[0], args[2:]
+        model.backward(tensor, *rest, **kwargs)
+        return None
+
+    def optimizer_step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """Lightning's ``optimizer_step(optimizer, model, closure, **kwargs)``: the closure (forward and backward)
+        first, then the scaler's step and update (with a scaler) or ``optimizer.step(closure=..., **kwargs)``;
+        Relay's engine: ``optimizer_step(optimizer, closure)``."""
+        if len(args) < 2 and "model" not in kwargs:
+            return super().optimizer_step(optimizer, *args, **kwargs)
+        model = kwargs.pop("model", args[0] if args else None)
+        closure = kwargs.pop("closure", args[1] if len(args) > 1 else None)
+        scaler = self.scaler
+        if scaler is None:
+            return optimizer.step(closure=closure, **kwargs)
+        result = closure()
+        if not getattr(optimizer, "_step_supports_amp_scaling", False):
+            scaler.unscale_(optimizer)
+        if result is None and getattr(model, "automatic_optimization", True) is True:
+            return result  # the step was skipped: nothing to apply
+        output = scaler.step(optimizer, **kwargs)
+        scaler.update()
+        return output
+
+
 class DeepSpeedPrecision(_ByName):
     """``DeepSpeedStrategy``'s precision: Relay writes DeepSpeed's fp16/bf16 config from the name."""
 
     strategy_name = "DeepSpeed"
+
+
+TrainerFSDPPrecision.__name__ = TrainerFSDPPrecision.__qualname__ = "FSDPPrecision"  # Lightning's name, as it shows
