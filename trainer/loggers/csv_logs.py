@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from plugins.remote_paths import exists, join, makedirs, open_file, replace
+from plugins.remote_paths import exists, isfile, join, listdir, makedirs, open_file, replace, url_fs
 
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
@@ -40,6 +40,16 @@ class ExperimentWriter:
         self.metrics: list[dict[str, Any]] = []
         self.metrics_keys: list[str] = []  # the header of the file on disk; empty until the first write
         self.hparams: dict[str, Any] = {}
+        self._check_log_dir_exists()
+
+    def _check_log_dir_exists(self) -> None:
+        """A directory with files (a version given again): say so, and drop the old ``metrics.csv`` (Lightning's)."""
+        if exists(self.log_dir) and listdir(self.log_dir):
+            warnings.warn(f"Experiment logs directory {self.log_dir} exists and is not empty. Previous log files in "
+                          "this directory will be deleted when the new ones are saved!", stacklevel=4)
+            if isfile(self.metrics_file_path):
+                fs, inner = url_fs(self.metrics_file_path)
+                fs.rm_file(inner)
 
     def log_metrics(self, metrics_dict: Mapping[str, Any], step: int | None = None) -> None:
         """Buffer one row; ``step`` defaults to the number of rows buffered so far."""
@@ -61,8 +71,6 @@ class ExperimentWriter:
         path = self.metrics_file_path
         if not self.metrics_keys:  # first write of this run
             makedirs(self.log_dir)  # a local path or an fsspec URL (s3://, memory://)
-            if exists(path):
-                warnings.warn(f"{path} already exists and is being overwritten by this run.", stacklevel=3)
             self.metrics_keys = ["step"] + [k for k in new_keys if k != "step"]
             self._write(path, self.metrics, mode="w")
         elif new_keys:
@@ -126,7 +134,8 @@ class CSVLogger(VersionedDirLogger):
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         experiment = self.experiment
         experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix)), step)
-        if experiment.metrics[-1]["step"] - self._last_flush_step >= self._flush_every:
+        row_step = experiment.metrics[-1]["step"]  # without a step: the rows buffered so far (Lightning's)
+        if (row_step + 1) % self._flush_every == 0 or row_step - self._last_flush_step >= self._flush_every:
             self.save()
 
     @rank_zero_only
