@@ -140,7 +140,8 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
 
     def __init__(self, iterables: Any, mode: Mode = "min_size") -> None:
         if mode not in MODES:
-            raise ValueError(f"CombinedLoader(mode={mode!r}) is not a mode; use one of {', '.join(map(repr, MODES))}.")
+            raise ValueError(f"Unsupported mode {mode!r}, please select one of: {list(MODES)}: "
+                             f"CombinedLoader(iterables, mode='min_size').")
         self._iterables = iterables
         self._mode = mode
         self._flattened, self._spec = tree_flatten(iterables, is_leaf=_is_leaf)
@@ -161,8 +162,8 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
     def flattened(self, flattened: list[Any]) -> None:
         """Replace the iterables (the Trainer swaps in sharded loaders), keeping the collection's shape."""
         if len(flattened) != len(self._flattened):
-            raise ValueError(f"CombinedLoader.flattened: expected {len(self._flattened)} iterables, got "
-                             f"{len(flattened)}.")
+            raise ValueError(f"Mismatch in flattened length ({len(flattened)}) and existing length "
+                             f"({len(self._flattened)}): CombinedLoader.flattened takes one iterable per iterable.")
         self._flattened = list(flattened)
         self._iterables = tree_unflatten(self._flattened, self._spec)
 
