@@ -140,8 +140,8 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
 
     def __init__(self, iterables: Any, mode: Mode = "min_size") -> None:
         if mode not in MODES:
-            raise ValueError(f"Unsupported mode {mode!r}, please select one of: {list(MODES)}: "
-                             f"CombinedLoader(iterables, mode='min_size').")
+            raise ValueError(f"Unsupported mode {mode!r}, please select one of: {list(MODES)}. "
+                             f"CombinedLoader(mode={mode!r}) is not a mode; e.g. mode='min_size'.")
         self._iterables = iterables
         self._mode = mode
         self._flattened, self._spec = tree_flatten(iterables, is_leaf=_is_leaf)
