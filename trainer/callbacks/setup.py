@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from trainer.callbacks.base import Callback, Checkpoint
@@ -9,6 +10,7 @@ from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.callbacks.model_summary import ModelSummary
 from trainer.callbacks.progress import ProgressBar
 from trainer.errors import MisconfigurationError
+from trainer.loggers.utils import COMPAT_ENV
 from trainer.loggers.setup import is_sequence_of_items
 
 
@@ -25,6 +27,16 @@ def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
     return [c for c in callbacks if not isinstance(c, Checkpoint)] + [c for c in callbacks if isinstance(c, Checkpoint)]
 
 
+def _default_progress_bar() -> ProgressBar:
+    """Relay's line bar; Lightning's ``TQDMProgressBar`` when running Lightning code (and tqdm is installed)."""
+    if os.environ.get(COMPAT_ENV) == "1":
+        from trainer.callbacks import tqdm_progress  # local import: only Lightning code draws with tqdm
+
+        if tqdm_progress.TQDM_AVAILABLE:
+            return tqdm_progress.TQDMProgressBar()
+    return ProgressBar()
+
+
 def default_callbacks(
     user: Any, enable_checkpointing: bool | None, enable_progress_bar: bool | None,
     enable_model_summary: bool | None, fast_dev_run: bool,
@@ -39,14 +51,18 @@ def default_callbacks(
         )
     if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
         callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
-    if enable_progress_bar is False and has(ProgressBar):
-        bar = next(type(c).__name__ for c in callbacks if isinstance(c, ProgressBar))
+    bars = [c for c in callbacks if isinstance(c, ProgressBar)]
+    if len(bars) > 1:
         raise MisconfigurationError(
-            f"Trainer was configured with `enable_progress_bar=False` but found `{bar}` in callbacks list: remove one "
-            "of the two."
+            "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported."
         )
-    if enable_progress_bar is not False and not has(ProgressBar):
-        callbacks.append(ProgressBar())
+    if enable_progress_bar is False and bars:
+        raise MisconfigurationError(
+            f"Trainer was configured with `enable_progress_bar=False` but found `{type(bars[0]).__name__}` in"
+            " callbacks list: remove one of the two."
+        )
+    if enable_progress_bar is not False and not bars:
+        callbacks.append(_default_progress_bar())
     if enable_model_summary is not False and not fast_dev_run and not has(ModelSummary):
         callbacks.append(ModelSummary())
     return _checkpoint_last(callbacks)
