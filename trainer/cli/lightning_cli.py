@@ -280,7 +280,7 @@ class LightningCLI:
                 parser.add_optimizer_args((torch.optim.Optimizer,))
             if not parser._lr_schedulers:
                 parser.add_lr_scheduler_args(_SCHEDULERS)
-            self.link_optimizers_and_lr_schedulers(parser)
+        self.link_optimizers_and_lr_schedulers(parser)
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         """Override to add arguments or ``parser.link_arguments(...)``."""
@@ -310,12 +310,15 @@ class LightningCLI:
 
     @staticmethod
     def link_optimizers_and_lr_schedulers(parser: Any) -> None:
-        """Optimizers and schedulers linked to a model attribute rather than to ``configure_optimizers``."""
+        """Optimizers and schedulers linked to a model argument (``link_to``) rather than to ``configure_optimizers``:
+        a group of subclasses links its ``class_path``/``init_args`` as given; one class gets its path added."""
         for key, (class_type, link_to) in {**parser._optimizers, **parser._lr_schedulers}.items():
             if link_to == "AUTOMATIC":
                 continue
-            add_class_path = _class_path_adder(class_type)
-            parser.link_arguments(key, link_to, compute_fn=add_class_path)
+            if isinstance(class_type, tuple):
+                parser.link_arguments(key, link_to)
+            else:
+                parser.link_arguments(key, link_to, compute_fn=_class_path_adder(class_type))
 
     def parse_arguments(self, parser: Any, args: Any) -> None:
         if args is not None and not isinstance(args, (list, tuple)):
@@ -410,31 +413,51 @@ class LightningCLI:
         return [optimizer], [lr_scheduler]
 
     def _add_configure_optimizers_method_to_model(self, subcommand: str | None) -> None:
+        """With one 'AUTOMATIC' optimizer group given (and at most one scheduler group), the model's
+        ``configure_optimizers`` is replaced by one returning what the config builds, as Lightning does."""
         if not self.auto_configure_optimizers:
             return
         parser = self._parser(subcommand)
-        optimizers = [k for k, (_, link) in parser._optimizers.items() if link == "AUTOMATIC"]
-        schedulers = [k for k, (_, link) in parser._lr_schedulers.items() if link == "AUTOMATIC"]
-        if len(optimizers) > 1 or len(schedulers) > 1:
-            raise MisconfigurationError(
-                f"{type(self).__name__}: at most one optimizer and one lr_scheduler can be 'AUTOMATIC'; found "
-                f"optimizers {optimizers} and schedulers {schedulers}. Link the others to a model argument with "
-                "link_to='model.<name>'."
-            )
+
+        def automatic(base: Any, register: dict[str, tuple[Any, str]]) -> list[str]:
+            out = []
+            for key, (classes, link_to) in register.items():
+                classes = classes if isinstance(classes, tuple) else (classes,)
+                if link_to == "AUTOMATIC" and any(issubclass(c, base) for c in classes):
+                    out.append(key)
+            return out
+
+        optimizers = automatic(torch.optim.Optimizer, parser._optimizers)
+        schedulers = automatic(_SCHEDULERS, parser._lr_schedulers)
         if not optimizers:
             return
-        optimizer_init = self._get(self.config_init, optimizers[0])
+        if len(optimizers) > 1 or len(schedulers) > 1:
+            raise MisconfigurationError(
+                f"`{type(self).__name__}.add_configure_optimizers_method_to_model` expects at most one optimizer "
+                f"and one lr_scheduler to be 'AUTOMATIC', but found {optimizers + schedulers}. In this case the "
+                "user is expected to link the argument groups and implement `configure_optimizers`: "
+                "add_optimizer_args(..., link_to='model.<name>')."
+            )
+        optimizer_init = self._init_of(parser._optimizers, optimizers[0])
         if not optimizer_init:
-            return  # --optimizer not given: the model's own configure_optimizers is used
-        scheduler_init = self._get(self.config_init, schedulers[0]) if schedulers else None
+            return  # the group was added automatically and nothing was given: the model's own method stays
+        scheduler_init = self._init_of(parser._lr_schedulers, schedulers[0]) if schedulers else None
         if is_overridden("configure_optimizers", self.model, Module):
             rank_zero_warn(
-                f"`{type(self.model).__name__}.configure_optimizers` is overridden, and the command line also gives "
-                "an optimizer: the command line's optimizer (and lr_scheduler) replace it."
+                f"`{type(self.model).__name__}.configure_optimizers` will be overridden by "
+                f"`{type(self).__name__}.configure_optimizers`."
             )
-        fn = partial(_configure_from_config, self.configure_optimizers, optimizer_init, scheduler_init)
-        update_wrapper(fn, self.configure_optimizers)
+        optimizer = instantiate_class(self.model.parameters(), optimizer_init)
+        scheduler = instantiate_class(optimizer, scheduler_init) if scheduler_init else None
+        fn = partial(self.configure_optimizers, optimizer=optimizer, lr_scheduler=scheduler)
+        update_wrapper(fn, self.configure_optimizers)  # is_overridden reads the wrapped function
         self.model.configure_optimizers = MethodType(fn, self.model)
+
+    def _init_of(self, register: dict[str, tuple[Any, str]], key: str) -> Any:
+        """The config of an optimizer/scheduler group; a group of one class gets that class's path."""
+        init = self._get(self.config_init, key)
+        classes = register[key][0]
+        return init if isinstance(classes, tuple) else _with_class_path(classes, init)
 
     # --- running ------------------------------------------------------------------------------------------
     def _run_subcommand(self, subcommand: str) -> None:
@@ -489,13 +512,6 @@ def instantiate_module(class_type: type, config: dict[str, Any]) -> Any:
     return class_type(**config)
 
 
-def _configure_from_config(configure: Callable[..., Any], optimizer_init: dict[str, Any],
-                           scheduler_init: dict[str, Any] | None, module: Module) -> Any:
-    optimizer = instantiate_class(module.parameters(), optimizer_init)
-    scheduler = instantiate_class(optimizer, scheduler_init) if scheduler_init else None
-    return configure(module, optimizer, scheduler)
-
-
 def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
     """Builds ``init["class_path"]`` with ``args`` positionally and ``init["init_args"]`` as keywords."""
     import importlib
@@ -506,11 +522,16 @@ def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
     return cls(*args, **dict(init.get("init_args", {})))
 
 
-def _class_path_adder(class_type: Any) -> Callable[[Any], dict[str, Any]]:
+def _with_class_path(class_type: type, init_args: Any = None) -> dict[str, Any]:
+    """``{"class_path": <class_type's path>, "init_args": init_args}`` (a group of one class has no class_path)."""
+    if init_args is not None and hasattr(init_args, "as_dict"):
+        init_args = init_args.as_dict()
+    return {"class_path": f"{class_type.__module__}.{class_type.__name__}", "init_args": init_args or {}}
+
+
+def _class_path_adder(class_type: type) -> Callable[[Any], dict[str, Any]]:
     def add_class_path(init_args: Any) -> dict[str, Any]:
-        if isinstance(init_args, dict) and "class_path" in init_args:
-            return init_args
-        return {"class_path": f"{class_type.__module__}.{class_type.__name__}", "init_args": init_args}
+        return _with_class_path(class_type, init_args)
 
     return add_class_path
 
