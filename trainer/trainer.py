@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.arguments.limits import announce_batch_limits
 from trainer.arguments.torch_switches import apply_torch_switches
+from trainer.loggers.base import Logger
 from trainer.loggers.setup import make_loggers
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
@@ -33,7 +35,7 @@ from trainer.checkpointing.contents import collect_checkpoint
 from trainer.module import Module
 from trainer.loops.nonfinite import refuse_nonfinite_save, stops_on_nonfinite_loss
 from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
-from trainer.profilers.base import resolve_profiler
+from trainer.profilers.base import Profiler, resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
@@ -54,7 +56,8 @@ class Trainer(TrainerProperties):
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
-        num_nodes: int | str = 1, precision: Any = "32-true", logger: Any = None,
+        num_nodes: int | str = 1, precision: Any = "32-true",
+        logger: Logger | Iterable[Logger] | bool | None = None,
         callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
         max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
         min_steps: int | None = None, max_time: Any = None, limit_train_batches: int | float | None = None,
@@ -73,7 +76,7 @@ class Trainer(TrainerProperties):
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
         stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None, preemption_signals: Any = None,
         auto_requeue: bool = True,
-        profiler: Any = None, benchmark: bool | None = None, inference_mode: bool = True,
+        profiler: Profiler | str | None = None, benchmark: bool | None = None, inference_mode: bool = True,
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:

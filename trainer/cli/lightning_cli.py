@@ -8,7 +8,9 @@ when a ``LightningCLI`` or ``LightningArgumentParser`` is built.
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 from collections.abc import Callable, Iterable
 from functools import partial, update_wrapper
 from types import MethodType
@@ -38,6 +40,43 @@ _SUBCOMMANDS: dict[str, set[str]] = {
     "test": {"model", "dataloaders", "datamodule"},
     "predict": {"model", "dataloaders", "datamodule"},
 }
+
+
+def _compat_mode() -> bool:
+    return os.environ.get("RELAY_LIGHTNING_COMPAT") == "1"
+
+
+def _dump_header() -> str:
+    """The first line of a printed or saved config: what wrote it."""
+    if _compat_mode():
+        from trainer.lightning_compat.finder import LIGHTNING_API_VERSION
+
+        return f"lightning.pytorch=={LIGHTNING_API_VERSION}"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"relaytrain=={version('relaytrain')}"
+    except PackageNotFoundError:
+        return "relaytrain"
+
+
+def _register_class_choices() -> None:
+    """Import the callbacks, loggers and profilers, so a config can name one by its class name alone
+    (``--trainer.callbacks=DeviceStatsMonitor``): jsonargparse finds subclasses among the imported ones. In the
+    zero-edit mode, configs name Relay's classes by their Lightning paths."""
+    import importlib
+
+    for package in ("trainer.callbacks", "trainer.loggers", "trainer.profilers"):
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            try:
+                getattr(module, name)
+            except (ImportError, AttributeError):
+                continue
+    if _compat_mode():
+        from trainer.lightning_compat.impl.cli_paths import install_jsonargparse_paths
+
+        install_jsonargparse_paths()
 
 
 def _jsonargparse() -> Any:
@@ -87,6 +126,7 @@ class LightningArgumentParser(_ArgumentParser):
     def __init__(self, *args: Any, description: str = "Relay trainer command line tool", env_prefix: str = "PL",
                  default_env: bool = False, **kwargs: Any) -> None:
         _jsonargparse()
+        _register_class_choices()
         super().__init__(*args, description=description, env_prefix=env_prefix, default_env=default_env, **kwargs)
         self.callback_keys: list[str] = []
         self._optimizers: dict[str, tuple[Any, str]] = {}
@@ -143,7 +183,8 @@ class SaveConfigCallback(Callback):
         self.already_saved = False
         if not save_to_log_dir and not is_overridden("save_config", self, SaveConfigCallback):
             raise ValueError(
-                "SaveConfigCallback(save_to_log_dir=False) saves nothing unless a subclass overrides save_config."
+                "`save_to_log_dir=False` only makes sense when subclassing SaveConfigCallback to implement "
+                "`save_config`: with neither, SaveConfigCallback saves nothing."
             )
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
@@ -164,14 +205,13 @@ class SaveConfigCallback(Callback):
             exists = trainer.strategy.broadcast(fs.isfile(path) if trainer.is_global_zero else False)
             if exists:
                 raise RuntimeError(
-                    f"SaveConfigCallback: {path} exists already, so this run would overwrite another run's config. "
-                    "Use another log directory (--trainer.default_root_dir), or pass "
-                    "save_config_kwargs={'overwrite': True} to LightningCLI, or set save_config_callback=None."
+                    f"{type(self).__name__} expected {path} to NOT exist. Aborting to avoid overwriting results of a "
+                    "previous run. Use another log directory (--trainer.default_root_dir), delete the file, set "
+                    "`LightningCLI(save_config_callback=None)` to disable config saving, or set "
+                    '`LightningCLI(save_config_kwargs={"overwrite": True})` to overwrite it.'
                 )
         if trainer.is_global_zero:
             fs.makedirs(log_dir, exist_ok=True)
-            import inspect
-
             keep_nulls = {} if "skip_unset" in inspect.signature(self.parser.save).parameters else {"skip_none": False}
             self.parser.save(self.config, path, overwrite=self.overwrite, multifile=self.multifile, **keep_nulls)
 
@@ -196,6 +236,7 @@ class LightningCLI:
         trainer_defaults: dict[str, Any] | None = None,
         seed_everything_default: bool | int = True,
         parser_kwargs: dict[str, Any] | dict[str, dict[str, Any]] | None = None,
+        parser_class: type[LightningArgumentParser] | None = None,
         subclass_mode_model: bool = False,
         subclass_mode_data: bool = False,
         args: Any = None,
@@ -209,6 +250,7 @@ class LightningCLI:
         self.trainer_defaults = trainer_defaults or {}
         self.seed_everything_default = seed_everything_default
         self.parser_kwargs = parser_kwargs or {}
+        self.parser_class = parser_class or LightningArgumentParser
         self.auto_configure_optimizers = auto_configure_optimizers
         self.model_class = model_class
         self._model_class = model_class or Module  # what the parser asks for
@@ -240,7 +282,8 @@ class LightningCLI:
         return main, per_subcommand
 
     def init_parser(self, **kwargs: Any) -> Any:
-        parser = LightningArgumentParser(**kwargs)
+        kwargs.setdefault("dump_header", [_dump_header()])
+        parser = self.parser_class(**kwargs)
         parser.add_instantiator(_record_instantiation(self), Module, subclasses=True, prepend=True)
         parser.add_instantiator(_record_instantiation(self), DataModule, subclasses=True, prepend=True)
         parser.add_argument("-c", "--config", action=_jsonargparse().ActionConfigFile,
@@ -321,7 +364,14 @@ class LightningCLI:
                 parser.link_arguments(key, link_to, compute_fn=_class_path_adder(class_type))
 
     def parse_arguments(self, parser: Any, args: Any) -> None:
-        if args is not None and not isinstance(args, (list, tuple)):
+        """``args``: a list parsed like a command line, or a dict / Namespace of values; None reads ``sys.argv``."""
+        if args is not None and len(sys.argv) > 1:
+            rank_zero_warn(
+                "LightningCLI's args parameter is intended to run from within Python like if it were from the command "
+                "line. To prevent mistakes it is not recommended to provide both args and command line arguments, got: "
+                f"sys.argv[1:]={sys.argv[1:]}, args={args}."
+            )
+        if isinstance(args, (dict, _jsonargparse().Namespace)):
             self.config = parser.parse_object(args)
         else:
             self.config = parser.parse_args(args)
@@ -375,7 +425,13 @@ class LightningCLI:
         return self._instantiate_trainer(config, extra)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
-        given = config.get("callbacks")
+        if "callbacks" not in config:  # a trainer class (or function) without a `callbacks` argument
+            rank_zero_warn(
+                f"The `{getattr(self.trainer_class, '__qualname__', self.trainer_class)}` class does not expose the "
+                "`callbacks` argument so they will not be included."
+            )
+            return self.trainer_class(**config)
+        given = config["callbacks"]
         config["callbacks"] = ([] if given is None else list(given) if isinstance(given, (list, tuple))
                                else [given]) + callbacks
         default = self.trainer_defaults.get("callbacks")
@@ -387,11 +443,6 @@ class LightningCLI:
                 **self.save_config_kwargs,
             )
             config["callbacks"].append(config_callback)
-        elif self.save_config_callback:
-            rank_zero_warn(
-                f"The `{self.save_config_callback.__name__}` callback is not added with fast_dev_run: the config is "
-                "not saved."
-            )
         return self.trainer_class(**config)
 
     def _parser(self, subcommand: str | None) -> Any:
