@@ -28,9 +28,16 @@ def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
 
 
 def _default_progress_bar() -> ProgressBar:
-    """Relay's line bar; Lightning's ``TQDMProgressBar`` when running Lightning code (and tqdm is installed)."""
+    """Relay's line bar; for Lightning code, Lightning's default: ``RichProgressBar`` when ``rich`` is installed,
+    else the tqdm bar (``TQDMProgressBar``)."""
     if os.environ.get(COMPAT_ENV) == "1":
-        from trainer.callbacks import tqdm_progress  # local import: only Lightning code draws with tqdm
+        import importlib.util
+
+        if importlib.util.find_spec("rich") is not None:
+            from trainer.callbacks.rich_progress import RichProgressBar  # local imports: only Lightning code
+
+            return RichProgressBar()
+        from trainer.callbacks import tqdm_progress
 
         if tqdm_progress.TQDM_AVAILABLE:
             return tqdm_progress.TQDMProgressBar()
