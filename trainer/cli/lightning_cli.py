@@ -445,6 +445,31 @@ class LightningCLI:
             config["callbacks"].append(config_callback)
         return self.trainer_class(**config)
 
+    def _hparams_from_config(self, key: str, links: dict[str, Any]) -> dict[str, Any]:
+        """The parsed config of ``key`` (``model``/``data``) as hyperparameters, Lightning's way."""
+        if not hasattr(self, "config_dump"):
+            import yaml
+
+            dumped = self.parser.dump(self.config, skip_link_targets=False, skip_none=False, format="yaml")
+            self.config_dump = yaml.safe_load(dumped)
+            if "subcommand" in self.config and self.config["subcommand"]:
+                self.config_dump = self.config_dump[self.config["subcommand"]]
+        hparams = dict(self.config_dump.get(key) or {})
+        if "class_path" in hparams:  # subclass mode: the class under `_class_path`, its arguments beside it
+            hparams = {"_class_path": hparams["class_path"], **(hparams.get("init_args") or {}),
+                       **(hparams.get("dict_kwargs") or {})}
+        for target, value in links.items():  # values linked on instantiation are not in the parsed config
+            if not target.startswith(f"{key}."):
+                continue
+            path = target[len(key) + 1:]
+            path = path[len("init_args."):] if path.startswith("init_args.") else path
+            *parents, last = path.split(".")
+            node = hparams
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        return hparams
+
     def _parser(self, subcommand: str | None) -> Any:
         return self.parser if subcommand is None else self._subcommand_parsers[subcommand]
 
@@ -531,23 +556,31 @@ class LightningCLI:
 
 
 def _record_instantiation(cli: LightningCLI) -> Callable[..., Any]:
-    """Builds a Module/DataModule and notes in its saved hyperparameters that the CLI built it (and, in subclass
-    mode, which class), so ``load_from_checkpoint`` on a base class and ``--ckpt_path`` can rebuild it, as Lightning."""
-    def instantiate(class_type: type, *args: Any, **kwargs: Any) -> Any:
+    """Builds a Module/DataModule; if it calls ``save_hyperparameters``, its hyperparameters become the *config* it was
+    built from (as Lightning records them): nested objects as their ``class_path``/``init_args``, link targets with
+    the linked values, in subclass mode the class as ``_class_path``, and ``_instantiator``; so
+    ``load_from_checkpoint`` on a base class and ``--ckpt_path`` can rebuild it."""
+    def instantiate(class_type: type, *args: Any, applied_instantiation_links: dict | None = None,
+                    **kwargs: Any) -> Any:
         obj = class_type(*args, **kwargs)
         hparams = obj.__dict__.get("_hparams")
-        if hparams:  # save_hyperparameters() was called: it records what the CLI passed, as Lightning's does
-            subclass_mode = cli.subclass_mode_model if isinstance(obj, Module) else cli.subclass_mode_data
-            extra = {"_class_path": f"{class_type.__module__}.{class_type.__qualname__}"} if subclass_mode else {}
-            ignored = obj.__dict__.get("_hparams_ignored", frozenset())
-            given = ({k: v for k, v in kwargs.items() if k not in ignored} if obj.__dict__.get("_hparams_from_init")
-                     else {k: kwargs.get(k, v) for k, v in hparams.items()})
-            updated = {**extra, **given, "_instantiator": INSTANTIATOR}
-            for name in ("_hparams", "_hparams_initial"):
-                values = obj.__dict__.get(name)
-                if values is not None:
-                    values.clear()
-                    values.update(updated)
+        if not hparams:  # save_hyperparameters() was not called
+            return obj
+        key = "model" if isinstance(obj, Module) else "data"
+        source = cli._hparams_from_config(key, applied_instantiation_links or {})
+        ignored = obj.__dict__.get("_hparams_ignored", frozenset())
+        if obj.__dict__.get("_hparams_from_init"):
+            given = {k: v for k, v in source.items() if k not in ignored}
+        else:  # save_hyperparameters("a", "b"): those names, valued from the config
+            given = {k: source.get(k, v) for k, v in hparams.items()}
+            if "_class_path" in source:
+                given = {"_class_path": source["_class_path"], **given}
+        updated = {**given, "_instantiator": INSTANTIATOR}
+        for name in ("_hparams", "_hparams_initial"):
+            values = obj.__dict__.get(name)
+            if values is not None:
+                values.clear()
+                values.update(updated)
         return obj
 
     return instantiate
