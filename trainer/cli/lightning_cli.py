@@ -587,13 +587,18 @@ def _record_instantiation(cli: LightningCLI) -> Callable[..., Any]:
 
 
 def instantiate_module(class_type: type, config: dict[str, Any]) -> Any:
-    """Rebuilds a module the CLI built, from its saved hyperparameters (``load_from_checkpoint`` calls it)."""
-    config = dict(config)
-    config.pop("_instantiator", None)
-    class_path = config.pop("_class_path", None)
-    if class_path is not None:
-        return instantiate_class((), {"class_path": class_path, "init_args": config})
-    return class_type(**config)
+    """Rebuilds a module the CLI built from its saved hyperparameters (``load_from_checkpoint`` calls it): nested
+    ``class_path``/``init_args`` values become objects again, as the CLI built them."""
+    parser = _jsonargparse().ArgumentParser(exit_on_error=False)
+    config = {k: v for k, v in config.items() if k != "_instantiator"}
+    if "_class_path" in config:
+        parser.add_subclass_arguments(class_type, "module", fail_untyped=False)
+        config = {"class_path": config["_class_path"],
+                  "dict_kwargs": {k: v for k, v in config.items() if k != "_class_path"}}
+    else:
+        parser.add_class_arguments(class_type, "module", fail_untyped=False)
+    cfg = parser.parse_object({"module": config})
+    return parser.instantiate_classes(cfg).module
 
 
 def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
