@@ -263,10 +263,11 @@ class LightningCLI:
         main_kwargs, subparser_kwargs = self._setup_parser_kwargs(self.parser_kwargs)
         self.setup_parser(run, main_kwargs, subparser_kwargs)
         self.parse_arguments(self.parser, args)
+        self._parse_ckpt_path()
         self.subcommand = self.config["subcommand"] if run else None
-        if self.subcommand is not None and load_from_checkpoint_support:
-            self._defaults_from_checkpoint()
         self._set_seed()
+        if load_from_checkpoint_support:
+            self._add_instantiators()
         self.before_instantiate_classes()
         self.instantiate_classes()
         self.after_instantiate_classes()
@@ -284,8 +285,6 @@ class LightningCLI:
     def init_parser(self, **kwargs: Any) -> Any:
         kwargs.setdefault("dump_header", [_dump_header()])
         parser = self.parser_class(**kwargs)
-        parser.add_instantiator(_record_instantiation(self), Module, subclasses=True, prepend=True)
-        parser.add_instantiator(_record_instantiation(self), DataModule, subclasses=True, prepend=True)
         parser.add_argument("-c", "--config", action=_jsonargparse().ActionConfigFile,
                             help="Path to a configuration file in json or yaml format.")
         return parser
@@ -376,9 +375,13 @@ class LightningCLI:
         else:
             self.config = parser.parse_args(args)
 
-    def _defaults_from_checkpoint(self) -> None:
-        """With ``--ckpt_path``, the module is rebuilt with the hyperparameters saved in the checkpoint."""
-        ckpt_path = self.config[self.subcommand].get("ckpt_path")
+    def _parse_ckpt_path(self) -> None:
+        """With ``--ckpt_path``, the module's arguments come from the hyperparameters the checkpoint saved (they win
+        over the config, so the weights fit the model), as Lightning."""
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        ckpt_path = self.config[subcommand].get("ckpt_path")
         if not ckpt_path or not os.path.isfile(str(ckpt_path)):
             return
         checkpoint = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)
@@ -387,14 +390,16 @@ class LightningCLI:
         if not hparams:
             return
         if "_class_path" in hparams:
-            model = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        elif self.subclass_mode_model:
-            return  # no class recorded: nothing can be rebuilt safely
-        else:  # only what the model's signature takes (save_hyperparameters may hold more)
-            known = {action.dest for action in self._subcommand_parsers[self.subcommand]._actions}
-            model = {k: v for k, v in hparams.items() if f"model.{k}" in known}
-        # the checkpoint's hyperparameters win over the config, so the saved weights fit the model (as Lightning)
-        self.config = self.parser.parse_object({self.subcommand: {"model": model}}, self.config)
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        try:
+            self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+        except SystemExit:
+            sys.stderr.write("Parsing of ckpt_path hyperparameters failed!\n")
+            raise
+
+    def _add_instantiators(self) -> None:
+        self.parser.add_instantiator(_record_instantiation(self), Module, subclasses=True, prepend=True)
+        self.parser.add_instantiator(_record_instantiation(self), DataModule, subclasses=True, prepend=True)
 
     def _set_seed(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
