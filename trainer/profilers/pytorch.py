@@ -73,7 +73,9 @@ class PyTorchProfiler(Profiler):
         self._summary = ""
         if global_rank not in self.ranks or self._profiler is not None:
             return
-        self._open(global_rank, given or os.path.join(log_dir or ".", "profiler"))
+        # Relay: `<log dir>/profiler/`; Lightning code: the log directory itself, as Lightning writes it
+        below = "" if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1" else "profiler"
+        self._open(global_rank, given or os.path.join(log_dir or ".", below))
 
     def _open(self, global_rank: int, trace_dir: Any) -> None:
         import torch
