@@ -53,6 +53,8 @@ class PyTorchProfiler(Profiler):
         self.record_module_names = record_module_names
         self.table_kwargs = _checked_table_kwargs(table_kwargs)
         self.function_events: Any = None  # the recorded events, once the profiler has stopped
+        # Lightning code finds its actions in the trace under Lightning's prefix
+        self._prefix = "[pl][profile]" if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1" else ""
         self.row_limit = row_limit
         self.sort_by_key = sort_by_key
         self.window = {"skip_first": skip_first, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
@@ -106,7 +108,7 @@ class PyTorchProfiler(Profiler):
             return
         from torch.autograd.profiler import record_function
 
-        record = self._records[action_name] = record_function(action_name)
+        record = self._records[action_name] = record_function(self._prefix + action_name)
         record.__enter__()
 
     def stop(self, action_name: str) -> None:
