@@ -183,7 +183,17 @@ def check_fast_dev_run_logger():
     return [type(trainer.logger).__name__, trainer.logger.version, len(quiet.loggers)]
 
 
-CHECKS = [check_tqdm_bar_state, check_simple_profiler_report, check_pytorch_profiler_table_kwargs, check_cli,
+def check_fabric_command():
+    from lightning.fabric.cli import _main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        _main.main(["run", "--help"], prog_name="fabric", standalone_mode=False)
+    text = printed.getvalue()
+    return [text.splitlines()[0], "--main-port" in text, "--precision" in text]
+
+
+CHECKS = [check_fabric_command, check_tqdm_bar_state, check_simple_profiler_report, check_pytorch_profiler_table_kwargs, check_cli,
           check_fast_dev_run_logger]
 
 

@@ -72,3 +72,8 @@ def test_lightning_cli_optimizers_hyperparameters_and_printed_config(observed):
 
 def test_fast_dev_run_replaces_the_loggers_with_a_dummy(observed):
     assert same(observed, "fast_dev_run_logger") == ["DummyLogger", "", 0]
+
+
+def test_the_fabric_run_command_is_lightnings(observed):
+    usage, *options = same(observed, "fabric_command")
+    assert usage.startswith("Usage: fabric run [OPTIONS] SCRIPT [SCRIPT_ARGS]") and options == [True, True]
