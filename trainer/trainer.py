@@ -425,10 +425,12 @@ class Trainer(TrainerProperties):
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {}
+        """What the progress bar shows: the latest value of every key logged with ``prog_bar=True`` in this call
+        (an epoch's aggregate stays until the next one, as in Lightning)."""
+        shown = self.stage_run.progress_bar_shown
         for results in self.stage_run.results.values():
-            out.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
-        return out
+            shown.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
+        return dict(shown)
 
     @property
     def logged_metrics(self) -> dict[str, torch.Tensor]:
