@@ -26,7 +26,6 @@ from trainer.arguments.limits import announce_batch_limits
 from trainer.arguments.torch_switches import apply_torch_switches
 from trainer.loggers.base import Logger
 from trainer.loggers.setup import make_loggers
-from trainer.loggers.utils import COMPAT_ENV
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
@@ -41,6 +40,7 @@ from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerProperties
@@ -101,7 +101,7 @@ class Trainer(TrainerProperties):
         self.layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
-        if self.fast_dev_run and os.environ.get(COMPAT_ENV) == "1" and args.logger is not False and args.logger != []:
+        if self.fast_dev_run and lightning_defaults() and args.logger is not False and args.logger != []:
             # Lightning code: the configured loggers are replaced by one that logs nothing (`trainer.logger` is set)
             from trainer.lightning_compat.impl.logging_helpers import DummyLogger  # local import: Lightning code only
 

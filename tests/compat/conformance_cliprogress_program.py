@@ -27,19 +27,19 @@ if sys.argv[1] == "relay":
 elif sys.argv[1] != "lightning":
     raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
 
+import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
-
-import lightning.pytorch as pl  # noqa: E402
 from lightning.pytorch.callbacks import TQDMProgressBar  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
-from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel  # noqa: E402
+from lightning.pytorch.demos.boring_classes import BoringModel  # noqa: E402
 from lightning.pytorch.profilers import PyTorchProfiler, SimpleProfiler  # noqa: E402
+
 from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 ROOT = tempfile.mkdtemp(prefix="conformance-cliprogress-")
-QUIET = dict(logger=False, enable_checkpointing=False, enable_model_summary=False)
+QUIET = {"logger": False, "enable_checkpointing": False, "enable_model_summary": False}
 
 
 def bar_state(bar) -> list:
@@ -67,7 +67,7 @@ def check_tqdm_bar_state():
         bar = TQDMProgressBar(leave=leave)
         calls = []
         original = bar.init_train_tqdm
-        bar.init_train_tqdm = lambda: calls.append(1) or original()
+        bar.init_train_tqdm = lambda calls=calls, original=original: calls.append(1) or original()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             pl.Trainer(max_epochs=3, limit_train_batches=1, limit_val_batches=1, callbacks=[bar], **QUIET).fit(
                 BoringModel())
@@ -120,7 +120,7 @@ def check_pytorch_profiler_table_kwargs():
 
 
 class Injected(BoringModel):
-    def __init__(self, activation: torch.nn.Module = None, out_dim: int = 2):
+    def __init__(self, activation: torch.nn.Module | None = None, out_dim: int = 2):
         super().__init__()
         self.save_hyperparameters()
         self.activation = activation
@@ -151,7 +151,7 @@ def check_cli():
             parser.add_optimizer_args((torch.optim.SGD, torch.optim.Adam), nested_key="opt", link_to="model.opt")
 
     class WithOptimizer(BoringModel):
-        def __init__(self, opt: dict = None):
+        def __init__(self, opt: dict | None = None):
             super().__init__()
             self.opt = opt
 

@@ -60,8 +60,8 @@ def test_pytorch_profiler_table_kwargs_are_checked_and_used(observed):
 
 def test_lightning_cli_optimizers_hyperparameters_and_printed_config(observed):
     seen = same(observed, "cli")
-    assert seen["automatic"] == ["Adam", 0.25, ["`Injected.configure_optimizers` will be overridden by "
-                                                "`WithAdam.configure_optimizers`."]]
+    overridden = "`Injected.configure_optimizers` will be overridden by `WithAdam.configure_optimizers`."
+    assert seen["automatic"] == ["Adam", 0.25, [overridden]]
     # the hyperparameters are the config the model was built from: a nested object as class_path/init_args
     assert seen["hparams"]["activation"]["class_path"] == "torch.nn.LeakyReLU" and seen["hparams"]["out_dim"] == 3
     assert seen["link_to"] == ["torch.optim.SGD", 0.5]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from trainer.callbacks.base import Callback, Checkpoint
@@ -10,8 +9,8 @@ from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.callbacks.model_summary import ModelSummary
 from trainer.callbacks.progress import ProgressBar
 from trainer.errors import MisconfigurationError
-from trainer.loggers.utils import COMPAT_ENV
 from trainer.loggers.setup import is_sequence_of_items
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 def _as_callbacks(value: Any, where: str) -> list[Callback]:
@@ -30,7 +29,7 @@ def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
 def _default_progress_bar() -> ProgressBar:
     """Relay's line bar; for Lightning code, Lightning's default: ``RichProgressBar`` when ``rich`` is installed,
     else the tqdm bar (``TQDMProgressBar``)."""
-    if os.environ.get(COMPAT_ENV) == "1":
+    if lightning_defaults():
         import importlib.util
 
         if importlib.util.find_spec("rich") is not None:

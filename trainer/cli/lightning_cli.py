@@ -28,6 +28,7 @@ from trainer.module import Module
 from trainer.seed import seed_everything
 from trainer.trainer import Trainer
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.zero_edit import lightning_defaults
 
 _JSONARGPARSE = RequirementCache("jsonargparse[signatures]>=4.27")
 # recorded in the saved hyperparameters of what the CLI builds; the zero-edit mode records Lightning's own path
@@ -43,7 +44,7 @@ _SUBCOMMANDS: dict[str, set[str]] = {
 
 
 def _compat_mode() -> bool:
-    return os.environ.get("RELAY_LIGHTNING_COMPAT") == "1"
+    return lightning_defaults()
 
 
 def _dump_header() -> str:

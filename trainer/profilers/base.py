@@ -16,6 +16,7 @@ from typing import Any
 
 import trainer.profilers as profilers
 from trainer.errors import MisconfigurationError
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 class Profiler:
@@ -111,7 +112,7 @@ class Profiler:
         if not text:
             return
         path = self.output_path()
-        if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1":  # Lightning code: to the file, else to Lightning's log
+        if lightning_defaults():  # Lightning code: to the file, else to Lightning's log
             if path is None:
                 if show and self._local_rank in (None, 0):
                     logging.getLogger("lightning.pytorch.profilers.profiler").info(text)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.profilers.base import Profiler
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 class PyTorchProfiler(Profiler):
@@ -54,7 +55,7 @@ class PyTorchProfiler(Profiler):
         self.table_kwargs = _checked_table_kwargs(table_kwargs)
         self.function_events: Any = None  # the recorded events, once the profiler has stopped
         # Lightning code finds its actions in the trace under Lightning's prefix
-        self._prefix = "[pl][profile]" if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1" else ""
+        self._prefix = "[pl][profile]" if lightning_defaults() else ""
         self.row_limit = row_limit
         self.sort_by_key = sort_by_key
         self.window = {"skip_first": skip_first, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
@@ -76,7 +77,7 @@ class PyTorchProfiler(Profiler):
         if global_rank not in self.ranks or self._profiler is not None:
             return
         # Relay: `<log dir>/profiler/`; Lightning code: the log directory itself, as Lightning writes it
-        below = "" if os.environ.get("RELAY_LIGHTNING_COMPAT") == "1" else "profiler"
+        below = "" if lightning_defaults() else "profiler"
         self._open(global_rank, given or os.path.join(log_dir or ".", below))
 
     def _open(self, global_rank: int, trace_dir: Any) -> None:
