@@ -57,9 +57,13 @@ def lightning_import_path(cls: Any) -> str | None:
 
 def install_jsonargparse_paths() -> None:
     """Make jsonargparse name Relay's classes by their Lightning paths (once per process, zero-edit mode only)."""
-    from jsonargparse import _util
+    try:  # jsonargparse's memory of import paths (4.4x-4.5x); another release keeps Relay's paths in configs
+        from jsonargparse import _util
 
-    remembered = _util.resolved_import_paths
+        remembered = _util.resolved_import_paths
+        remembered.get  # noqa: B018 - the hook below wraps it
+    except (ImportError, AttributeError):
+        return
     if getattr(remembered, "_relay_lightning_paths", False):
         return
     plain_get = remembered.get
