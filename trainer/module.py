@@ -145,8 +145,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return self._trainer.loggers if self._trainer is not None else []
 
     def print(self, *args: Any, **kwargs: Any) -> None:
-        """``print`` on global rank 0 only."""
-        if self.global_rank == 0:
+        """``print`` on global rank 0 only; through the progress bar when one is drawing, so its line stays whole."""
+        if self.global_rank != 0:
+            return
+        trainer = self._trainer
+        bar = getattr(trainer, "progress_bar_callback", None) if trainer is not None else None
+        if bar is not None and bar.is_enabled:
+            bar.print(*args, **kwargs)
+        else:
             print(*args, **kwargs)
 
     def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:

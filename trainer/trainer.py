@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.arguments.limits import announce_batch_limits
 from trainer.arguments.torch_switches import apply_torch_switches
+from trainer.loggers.base import Logger
 from trainer.loggers.setup import make_loggers
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
@@ -33,11 +35,12 @@ from trainer.checkpointing.contents import collect_checkpoint
 from trainer.module import Module
 from trainer.loops.nonfinite import refuse_nonfinite_save, stops_on_nonfinite_loss
 from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
-from trainer.profilers.base import resolve_profiler
+from trainer.profilers.base import Profiler, resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerProperties
@@ -54,7 +57,8 @@ class Trainer(TrainerProperties):
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
-        num_nodes: int | str = 1, precision: Any = "32-true", logger: Any = None,
+        num_nodes: int | str = 1, precision: Any = "32-true",
+        logger: Logger | Iterable[Logger] | bool | None = None,
         callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
         max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
         min_steps: int | None = None, max_time: Any = None, limit_train_batches: int | float | None = None,
@@ -73,7 +77,7 @@ class Trainer(TrainerProperties):
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
         stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None, preemption_signals: Any = None,
         auto_requeue: bool = True,
-        profiler: Any = None, benchmark: bool | None = None, inference_mode: bool = True,
+        profiler: Profiler | str | None = None, benchmark: bool | None = None, inference_mode: bool = True,
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,
         enable_autolog_hparams: bool = True, model_registry: str | None = None, **unknown: Any,
     ) -> None:
@@ -97,6 +101,11 @@ class Trainer(TrainerProperties):
         self.layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
+        if self.fast_dev_run and lightning_defaults() and args.logger is not False and args.logger != []:
+            # Lightning code: the configured loggers are replaced by one that logs nothing (`trainer.logger` is set)
+            from trainer.lightning_compat.impl.logging_helpers import DummyLogger  # local import: Lightning code only
+
+            self.loggers = [DummyLogger()]
         self.callbacks: list[Callback] = default_callbacks(
             args.callbacks, run["enable_checkpointing"], run["enable_progress_bar"], run["enable_model_summary"],
             bool(self.fast_dev_run),
@@ -416,10 +425,12 @@ class Trainer(TrainerProperties):
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {}
+        """What the progress bar shows: the latest value of every key logged with ``prog_bar=True`` in this call
+        (an epoch's aggregate stays until the next one, as in Lightning)."""
+        shown = self.stage_run.progress_bar_shown
         for results in self.stage_run.results.values():
-            out.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
-        return out
+            shown.update((k, to_float(v)) for k, v in results.progress_bar_view().items())
+        return dict(shown)
 
     @property
     def logged_metrics(self) -> dict[str, torch.Tensor]:

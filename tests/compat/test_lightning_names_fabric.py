@@ -411,7 +411,6 @@ def test_importing_lightning_fabric_sets_what_lightnings_import_sets(monkeypatch
 REFUSED = {
     "lightning.fabric.connector": ("_Connector", ()),
     "lightning.fabric.strategies.launchers.subprocess_script": ("_SubprocessScriptLauncher", (None, 1, 1)),
-    "lightning.fabric.cli": ("_run", ()),
     "lightning.fabric.strategies.model_parallel": ("_save_checkpoint", (None, {}, True, 0)),
     "lightning.fabric.utilities.load": ("_LazyLoadingUnpickler", (None, None)),
     "lightning.fabric._graveyard.tpu": ("_patch_classes", ()),

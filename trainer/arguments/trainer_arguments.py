@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from trainer.arguments import checks
 from trainer.callbacks.base import Callback  # at run time: the Hydra schema reads these hints (get_type_hints)
 from trainer.errors import MisconfigurationError, suggest
+from trainer.loggers.base import Logger  # at run time too: jsonargparse (LightningCLI) types values by these
+from trainer.profilers.base import Profiler
 
 SAME: Any = object()  # "as in Relay" for ArgumentSpec.lightning_default
 
@@ -86,7 +89,7 @@ class TrainerArguments:
         "a precision name ('32-true', 'bf16-mixed', ...) or a Precision", "'bf16-mixed'", group="precision",
         stored=False, lightning_default=None, status="difference",
         note="Lightning's None also means 32-true; `transformer-engine*` values are refused")
-    logger: Any = argument(
+    logger: Logger | Iterable[Logger] | bool | None = argument(
         None, "Logger(s): None (TensorBoard, or CSV without tensorboard), False (none), a Logger or a list",
         "None, a bool, a Logger or a list of Loggers", "False", group="logger", stored=False,
         note="also an OmegaConf ListConfig, as `hydra.utils.instantiate` passes it; default directory "
@@ -214,7 +217,7 @@ class TrainerArguments:
         "None, a list of signal names or numbers, or [] (off)", "['SIGTERM']", checks.signals, lightning=None)
     auto_requeue: bool = argument(True, "Requeue the SLURM job after a preemption signal", "True or False", "False",
                                   checks.boolean, lightning=None)
-    profiler: Any = argument(
+    profiler: Profiler | str | None = argument(
         None, "Time the hooks: None, 'simple', 'advanced', 'pytorch', or a Profiler", "None, a name or a Profiler",
         "'simple'", group="profiler", stored=False)
     benchmark: bool | None = argument(

@@ -216,16 +216,19 @@ class ProgressBar(Callback):
         metrics.update(trainer.progress_bar_metrics)
         return metrics
 
-    def print(self, *args: Any, sep: str = " ", end: str = "\n") -> None:
-        """Print a message without breaking the bar (rank 0 only)."""
+    def print(self, *args: Any, sep: str = " ", end: str = "\n", file: TextIO | None = None, flush: bool = False) -> None:
+        """Print a message without breaking the bar (rank 0 only): the bar's line is cleared first, and redrawn
+        at the next batch. ``file`` is where the message goes (default ``sys.stdout``, as ``print``)."""
         if not self._rank_zero:
             return
         stream = self.stream
         if self._tty and self._line_len:
             stream.write("\r" + " " * self._line_len + "\r")
+            stream.flush()
             self._line_len = 0
-        stream.write(sep.join(map(str, args)) + end)
-        stream.flush()
+        out = sys.stdout if file is None else file
+        out.write(sep.join(map(str, args)) + end)
+        out.flush()
         self._next_draw = 0.0 if self.is_enabled and (self._train or self._eval) else self._next_draw
 
     # --- hooks: setup ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from trainer.callbacks.model_summary import ModelSummary
 from trainer.callbacks.progress import ProgressBar
 from trainer.errors import MisconfigurationError
 from trainer.loggers.setup import is_sequence_of_items
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 def _as_callbacks(value: Any, where: str) -> list[Callback]:
@@ -23,6 +24,23 @@ def _as_callbacks(value: Any, where: str) -> list[Callback]:
 def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
     """Checkpointing (any ``Checkpoint``) runs after every other callback so saved states are current."""
     return [c for c in callbacks if not isinstance(c, Checkpoint)] + [c for c in callbacks if isinstance(c, Checkpoint)]
+
+
+def _default_progress_bar() -> ProgressBar:
+    """Relay's line bar; for Lightning code, Lightning's default: ``RichProgressBar`` when ``rich`` is installed,
+    else the tqdm bar (``TQDMProgressBar``)."""
+    if lightning_defaults():
+        import importlib.util
+
+        if importlib.util.find_spec("rich") is not None:
+            from trainer.callbacks.rich_progress import RichProgressBar  # local imports: only Lightning code
+
+            return RichProgressBar()
+        from trainer.callbacks import tqdm_progress
+
+        if tqdm_progress.TQDM_AVAILABLE:
+            return tqdm_progress.TQDMProgressBar()
+    return ProgressBar()
 
 
 def default_callbacks(
@@ -39,14 +57,18 @@ def default_callbacks(
         )
     if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
         callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
-    if enable_progress_bar is False and has(ProgressBar):
-        bar = next(type(c).__name__ for c in callbacks if isinstance(c, ProgressBar))
+    bars = [c for c in callbacks if isinstance(c, ProgressBar)]
+    if len(bars) > 1:
         raise MisconfigurationError(
-            f"Trainer was configured with `enable_progress_bar=False` but found `{bar}` in callbacks list: remove one "
-            "of the two."
+            "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported."
         )
-    if enable_progress_bar is not False and not has(ProgressBar):
-        callbacks.append(ProgressBar())
+    if enable_progress_bar is False and bars:
+        raise MisconfigurationError(
+            f"Trainer was configured with `enable_progress_bar=False` but found `{type(bars[0]).__name__}` in"
+            " callbacks list: remove one of the two."
+        )
+    if enable_progress_bar is not False and not bars:
+        callbacks.append(_default_progress_bar())
     if enable_model_summary is not False and not fast_dev_run and not has(ModelSummary):
         callbacks.append(ModelSummary())
     return _checkpoint_last(callbacks)

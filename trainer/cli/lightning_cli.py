@@ -8,7 +8,9 @@ when a ``LightningCLI`` or ``LightningArgumentParser`` is built.
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 from collections.abc import Callable, Iterable
 from functools import partial, update_wrapper
 from types import MethodType
@@ -26,6 +28,7 @@ from trainer.module import Module
 from trainer.seed import seed_everything
 from trainer.trainer import Trainer
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.zero_edit import lightning_defaults
 
 _JSONARGPARSE = RequirementCache("jsonargparse[signatures]>=4.27")
 # recorded in the saved hyperparameters of what the CLI builds; the zero-edit mode records Lightning's own path
@@ -38,6 +41,43 @@ _SUBCOMMANDS: dict[str, set[str]] = {
     "test": {"model", "dataloaders", "datamodule"},
     "predict": {"model", "dataloaders", "datamodule"},
 }
+
+
+def _compat_mode() -> bool:
+    return lightning_defaults()
+
+
+def _dump_header() -> str:
+    """The first line of a printed or saved config: what wrote it."""
+    if _compat_mode():
+        from trainer.lightning_compat.finder import LIGHTNING_API_VERSION
+
+        return f"lightning.pytorch=={LIGHTNING_API_VERSION}"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"relaytrain=={version('relaytrain')}"
+    except PackageNotFoundError:
+        return "relaytrain"
+
+
+def _register_class_choices() -> None:
+    """Import the callbacks, loggers and profilers, so a config can name one by its class name alone
+    (``--trainer.callbacks=DeviceStatsMonitor``): jsonargparse finds subclasses among the imported ones. In the
+    zero-edit mode, configs name Relay's classes by their Lightning paths."""
+    import importlib
+
+    for package in ("trainer.callbacks", "trainer.loggers", "trainer.profilers"):
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            try:
+                getattr(module, name)
+            except (ImportError, AttributeError):
+                continue
+    if _compat_mode():
+        from trainer.lightning_compat.impl.cli_paths import install_jsonargparse_paths
+
+        install_jsonargparse_paths()
 
 
 def _jsonargparse() -> Any:
@@ -87,6 +127,7 @@ class LightningArgumentParser(_ArgumentParser):
     def __init__(self, *args: Any, description: str = "Relay trainer command line tool", env_prefix: str = "PL",
                  default_env: bool = False, **kwargs: Any) -> None:
         _jsonargparse()
+        _register_class_choices()
         super().__init__(*args, description=description, env_prefix=env_prefix, default_env=default_env, **kwargs)
         self.callback_keys: list[str] = []
         self._optimizers: dict[str, tuple[Any, str]] = {}
@@ -143,7 +184,8 @@ class SaveConfigCallback(Callback):
         self.already_saved = False
         if not save_to_log_dir and not is_overridden("save_config", self, SaveConfigCallback):
             raise ValueError(
-                "SaveConfigCallback(save_to_log_dir=False) saves nothing unless a subclass overrides save_config."
+                "`save_to_log_dir=False` only makes sense when subclassing SaveConfigCallback to implement "
+                "`save_config`: with neither, SaveConfigCallback saves nothing."
             )
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
@@ -164,14 +206,13 @@ class SaveConfigCallback(Callback):
             exists = trainer.strategy.broadcast(fs.isfile(path) if trainer.is_global_zero else False)
             if exists:
                 raise RuntimeError(
-                    f"SaveConfigCallback: {path} exists already, so this run would overwrite another run's config. "
-                    "Use another log directory (--trainer.default_root_dir), or pass "
-                    "save_config_kwargs={'overwrite': True} to LightningCLI, or set save_config_callback=None."
+                    f"{type(self).__name__} expected {path} to NOT exist. Aborting to avoid overwriting results of a "
+                    "previous run. Use another log directory (--trainer.default_root_dir), delete the file, set "
+                    "`LightningCLI(save_config_callback=None)` to disable config saving, or set "
+                    '`LightningCLI(save_config_kwargs={"overwrite": True})` to overwrite it.'
                 )
         if trainer.is_global_zero:
             fs.makedirs(log_dir, exist_ok=True)
-            import inspect
-
             keep_nulls = {} if "skip_unset" in inspect.signature(self.parser.save).parameters else {"skip_none": False}
             self.parser.save(self.config, path, overwrite=self.overwrite, multifile=self.multifile, **keep_nulls)
 
@@ -196,6 +237,7 @@ class LightningCLI:
         trainer_defaults: dict[str, Any] | None = None,
         seed_everything_default: bool | int = True,
         parser_kwargs: dict[str, Any] | dict[str, dict[str, Any]] | None = None,
+        parser_class: type[LightningArgumentParser] | None = None,
         subclass_mode_model: bool = False,
         subclass_mode_data: bool = False,
         args: Any = None,
@@ -209,6 +251,7 @@ class LightningCLI:
         self.trainer_defaults = trainer_defaults or {}
         self.seed_everything_default = seed_everything_default
         self.parser_kwargs = parser_kwargs or {}
+        self.parser_class = parser_class or LightningArgumentParser
         self.auto_configure_optimizers = auto_configure_optimizers
         self.model_class = model_class
         self._model_class = model_class or Module  # what the parser asks for
@@ -221,10 +264,11 @@ class LightningCLI:
         main_kwargs, subparser_kwargs = self._setup_parser_kwargs(self.parser_kwargs)
         self.setup_parser(run, main_kwargs, subparser_kwargs)
         self.parse_arguments(self.parser, args)
+        self._parse_ckpt_path()
         self.subcommand = self.config["subcommand"] if run else None
-        if self.subcommand is not None and load_from_checkpoint_support:
-            self._defaults_from_checkpoint()
         self._set_seed()
+        if load_from_checkpoint_support:
+            self._add_instantiators()
         self.before_instantiate_classes()
         self.instantiate_classes()
         self.after_instantiate_classes()
@@ -240,9 +284,8 @@ class LightningCLI:
         return main, per_subcommand
 
     def init_parser(self, **kwargs: Any) -> Any:
-        parser = LightningArgumentParser(**kwargs)
-        parser.add_instantiator(_record_instantiation(self), Module, subclasses=True, prepend=True)
-        parser.add_instantiator(_record_instantiation(self), DataModule, subclasses=True, prepend=True)
+        kwargs.setdefault("dump_header", [_dump_header()])
+        parser = self.parser_class(**kwargs)
         parser.add_argument("-c", "--config", action=_jsonargparse().ActionConfigFile,
                             help="Path to a configuration file in json or yaml format.")
         return parser
@@ -280,7 +323,7 @@ class LightningCLI:
                 parser.add_optimizer_args((torch.optim.Optimizer,))
             if not parser._lr_schedulers:
                 parser.add_lr_scheduler_args(_SCHEDULERS)
-            self.link_optimizers_and_lr_schedulers(parser)
+        self.link_optimizers_and_lr_schedulers(parser)
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         """Override to add arguments or ``parser.link_arguments(...)``."""
@@ -310,22 +353,36 @@ class LightningCLI:
 
     @staticmethod
     def link_optimizers_and_lr_schedulers(parser: Any) -> None:
-        """Optimizers and schedulers linked to a model attribute rather than to ``configure_optimizers``."""
+        """Optimizers and schedulers linked to a model argument (``link_to``) rather than to ``configure_optimizers``:
+        a group of subclasses links its ``class_path``/``init_args`` as given; one class gets its path added."""
         for key, (class_type, link_to) in {**parser._optimizers, **parser._lr_schedulers}.items():
             if link_to == "AUTOMATIC":
                 continue
-            add_class_path = _class_path_adder(class_type)
-            parser.link_arguments(key, link_to, compute_fn=add_class_path)
+            if isinstance(class_type, tuple):
+                parser.link_arguments(key, link_to)
+            else:
+                parser.link_arguments(key, link_to, compute_fn=_class_path_adder(class_type))
 
     def parse_arguments(self, parser: Any, args: Any) -> None:
-        if args is not None and not isinstance(args, (list, tuple)):
+        """``args``: a list parsed like a command line, or a dict / Namespace of values; None reads ``sys.argv``."""
+        if args is not None and len(sys.argv) > 1:
+            rank_zero_warn(
+                "LightningCLI's args parameter is intended to run from within Python like if it were from the command "
+                "line. To prevent mistakes it is not recommended to provide both args and command line arguments, got: "
+                f"sys.argv[1:]={sys.argv[1:]}, args={args}."
+            )
+        if isinstance(args, (dict, _jsonargparse().Namespace)):
             self.config = parser.parse_object(args)
         else:
             self.config = parser.parse_args(args)
 
-    def _defaults_from_checkpoint(self) -> None:
-        """With ``--ckpt_path``, the module is rebuilt with the hyperparameters saved in the checkpoint."""
-        ckpt_path = self.config[self.subcommand].get("ckpt_path")
+    def _parse_ckpt_path(self) -> None:
+        """With ``--ckpt_path``, the module's arguments come from the hyperparameters the checkpoint saved (they win
+        over the config, so the weights fit the model), as Lightning."""
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        ckpt_path = self.config[subcommand].get("ckpt_path")
         if not ckpt_path or not os.path.isfile(str(ckpt_path)):
             return
         checkpoint = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)
@@ -334,14 +391,16 @@ class LightningCLI:
         if not hparams:
             return
         if "_class_path" in hparams:
-            model = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        elif self.subclass_mode_model:
-            return  # no class recorded: nothing can be rebuilt safely
-        else:  # only what the model's signature takes (save_hyperparameters may hold more)
-            known = {action.dest for action in self._subcommand_parsers[self.subcommand]._actions}
-            model = {k: v for k, v in hparams.items() if f"model.{k}" in known}
-        # the checkpoint's hyperparameters win over the config, so the saved weights fit the model (as Lightning)
-        self.config = self.parser.parse_object({self.subcommand: {"model": model}}, self.config)
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        try:
+            self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+        except SystemExit:
+            sys.stderr.write("Parsing of ckpt_path hyperparameters failed!\n")
+            raise
+
+    def _add_instantiators(self) -> None:
+        self.parser.add_instantiator(_record_instantiation(self), Module, subclasses=True, prepend=True)
+        self.parser.add_instantiator(_record_instantiation(self), DataModule, subclasses=True, prepend=True)
 
     def _set_seed(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
@@ -372,7 +431,13 @@ class LightningCLI:
         return self._instantiate_trainer(config, extra)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
-        given = config.get("callbacks")
+        if "callbacks" not in config:  # a trainer class (or function) without a `callbacks` argument
+            rank_zero_warn(
+                f"The `{getattr(self.trainer_class, '__qualname__', self.trainer_class)}` class does not expose the "
+                "`callbacks` argument so they will not be included."
+            )
+            return self.trainer_class(**config)
+        given = config["callbacks"]
         config["callbacks"] = ([] if given is None else list(given) if isinstance(given, (list, tuple))
                                else [given]) + callbacks
         default = self.trainer_defaults.get("callbacks")
@@ -384,12 +449,32 @@ class LightningCLI:
                 **self.save_config_kwargs,
             )
             config["callbacks"].append(config_callback)
-        elif self.save_config_callback:
-            rank_zero_warn(
-                f"The `{self.save_config_callback.__name__}` callback is not added with fast_dev_run: the config is "
-                "not saved."
-            )
         return self.trainer_class(**config)
+
+    def _hparams_from_config(self, key: str, links: dict[str, Any]) -> dict[str, Any]:
+        """The parsed config of ``key`` (``model``/``data``) as hyperparameters, Lightning's way."""
+        if not hasattr(self, "config_dump"):
+            import yaml
+
+            dumped = self.parser.dump(self.config, skip_link_targets=False, skip_none=False, format="yaml")
+            self.config_dump = yaml.safe_load(dumped)
+            if "subcommand" in self.config and self.config["subcommand"]:
+                self.config_dump = self.config_dump[self.config["subcommand"]]
+        hparams = dict(self.config_dump.get(key) or {})
+        if "class_path" in hparams:  # subclass mode: the class under `_class_path`, its arguments beside it
+            hparams = {"_class_path": hparams["class_path"], **(hparams.get("init_args") or {}),
+                       **(hparams.get("dict_kwargs") or {})}
+        for target, value in links.items():  # values linked on instantiation are not in the parsed config
+            if not target.startswith(f"{key}."):
+                continue
+            path = target[len(key) + 1:]
+            path = path[len("init_args."):] if path.startswith("init_args.") else path
+            *parents, last = path.split(".")
+            node = hparams
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        return hparams
 
     def _parser(self, subcommand: str | None) -> Any:
         return self.parser if subcommand is None else self._subcommand_parsers[subcommand]
@@ -410,31 +495,51 @@ class LightningCLI:
         return [optimizer], [lr_scheduler]
 
     def _add_configure_optimizers_method_to_model(self, subcommand: str | None) -> None:
+        """With one 'AUTOMATIC' optimizer group given (and at most one scheduler group), the model's
+        ``configure_optimizers`` is replaced by one returning what the config builds, as Lightning does."""
         if not self.auto_configure_optimizers:
             return
         parser = self._parser(subcommand)
-        optimizers = [k for k, (_, link) in parser._optimizers.items() if link == "AUTOMATIC"]
-        schedulers = [k for k, (_, link) in parser._lr_schedulers.items() if link == "AUTOMATIC"]
-        if len(optimizers) > 1 or len(schedulers) > 1:
-            raise MisconfigurationError(
-                f"{type(self).__name__}: at most one optimizer and one lr_scheduler can be 'AUTOMATIC'; found "
-                f"optimizers {optimizers} and schedulers {schedulers}. Link the others to a model argument with "
-                "link_to='model.<name>'."
-            )
+
+        def automatic(base: Any, register: dict[str, tuple[Any, str]]) -> list[str]:
+            out = []
+            for key, (classes, link_to) in register.items():
+                classes = classes if isinstance(classes, tuple) else (classes,)
+                if link_to == "AUTOMATIC" and any(issubclass(c, base) for c in classes):
+                    out.append(key)
+            return out
+
+        optimizers = automatic(torch.optim.Optimizer, parser._optimizers)
+        schedulers = automatic(_SCHEDULERS, parser._lr_schedulers)
         if not optimizers:
             return
-        optimizer_init = self._get(self.config_init, optimizers[0])
+        if len(optimizers) > 1 or len(schedulers) > 1:
+            raise MisconfigurationError(
+                f"`{type(self).__name__}.add_configure_optimizers_method_to_model` expects at most one optimizer "
+                f"and one lr_scheduler to be 'AUTOMATIC', but found {optimizers + schedulers}. In this case the "
+                "user is expected to link the argument groups and implement `configure_optimizers`: "
+                "add_optimizer_args(..., link_to='model.<name>')."
+            )
+        optimizer_init = self._init_of(parser._optimizers, optimizers[0])
         if not optimizer_init:
-            return  # --optimizer not given: the model's own configure_optimizers is used
-        scheduler_init = self._get(self.config_init, schedulers[0]) if schedulers else None
+            return  # the group was added automatically and nothing was given: the model's own method stays
+        scheduler_init = self._init_of(parser._lr_schedulers, schedulers[0]) if schedulers else None
         if is_overridden("configure_optimizers", self.model, Module):
             rank_zero_warn(
-                f"`{type(self.model).__name__}.configure_optimizers` is overridden, and the command line also gives "
-                "an optimizer: the command line's optimizer (and lr_scheduler) replace it."
+                f"`{type(self.model).__name__}.configure_optimizers` will be overridden by "
+                f"`{type(self).__name__}.configure_optimizers`."
             )
-        fn = partial(_configure_from_config, self.configure_optimizers, optimizer_init, scheduler_init)
-        update_wrapper(fn, self.configure_optimizers)
+        optimizer = instantiate_class(self.model.parameters(), optimizer_init)
+        scheduler = instantiate_class(optimizer, scheduler_init) if scheduler_init else None
+        fn = partial(self.configure_optimizers, optimizer=optimizer, lr_scheduler=scheduler)
+        update_wrapper(fn, self.configure_optimizers)  # is_overridden reads the wrapped function
         self.model.configure_optimizers = MethodType(fn, self.model)
+
+    def _init_of(self, register: dict[str, tuple[Any, str]], key: str) -> Any:
+        """The config of an optimizer/scheduler group; a group of one class gets that class's path."""
+        init = self._get(self.config_init, key)
+        classes = register[key][0]
+        return init if isinstance(classes, tuple) else _with_class_path(classes, init)
 
     # --- running ------------------------------------------------------------------------------------------
     def _run_subcommand(self, subcommand: str) -> None:
@@ -457,43 +562,49 @@ class LightningCLI:
 
 
 def _record_instantiation(cli: LightningCLI) -> Callable[..., Any]:
-    """Builds a Module/DataModule and notes in its saved hyperparameters that the CLI built it (and, in subclass
-    mode, which class), so ``load_from_checkpoint`` on a base class and ``--ckpt_path`` can rebuild it, as Lightning."""
-    def instantiate(class_type: type, *args: Any, **kwargs: Any) -> Any:
+    """Builds a Module/DataModule; if it calls ``save_hyperparameters``, its hyperparameters become the *config* it was
+    built from (as Lightning records them): nested objects as their ``class_path``/``init_args``, link targets with
+    the linked values, in subclass mode the class as ``_class_path``, and ``_instantiator``; so
+    ``load_from_checkpoint`` on a base class and ``--ckpt_path`` can rebuild it."""
+    def instantiate(class_type: type, *args: Any, applied_instantiation_links: dict | None = None,
+                    **kwargs: Any) -> Any:
         obj = class_type(*args, **kwargs)
         hparams = obj.__dict__.get("_hparams")
-        if hparams:  # save_hyperparameters() was called: it records what the CLI passed, as Lightning's does
-            subclass_mode = cli.subclass_mode_model if isinstance(obj, Module) else cli.subclass_mode_data
-            extra = {"_class_path": f"{class_type.__module__}.{class_type.__qualname__}"} if subclass_mode else {}
-            ignored = obj.__dict__.get("_hparams_ignored", frozenset())
-            given = ({k: v for k, v in kwargs.items() if k not in ignored} if obj.__dict__.get("_hparams_from_init")
-                     else {k: kwargs.get(k, v) for k, v in hparams.items()})
-            updated = {**extra, **given, "_instantiator": INSTANTIATOR}
-            for name in ("_hparams", "_hparams_initial"):
-                values = obj.__dict__.get(name)
-                if values is not None:
-                    values.clear()
-                    values.update(updated)
+        if not hparams:  # save_hyperparameters() was not called
+            return obj
+        key = "model" if isinstance(obj, Module) else "data"
+        source = cli._hparams_from_config(key, applied_instantiation_links or {})
+        ignored = obj.__dict__.get("_hparams_ignored", frozenset())
+        if obj.__dict__.get("_hparams_from_init"):
+            given = {k: v for k, v in source.items() if k not in ignored}
+        else:  # save_hyperparameters("a", "b"): those names, valued from the config
+            given = {k: source.get(k, v) for k, v in hparams.items()}
+            if "_class_path" in source:
+                given = {"_class_path": source["_class_path"], **given}
+        updated = {**given, "_instantiator": INSTANTIATOR}
+        for name in ("_hparams", "_hparams_initial"):
+            values = obj.__dict__.get(name)
+            if values is not None:
+                values.clear()
+                values.update(updated)
         return obj
 
     return instantiate
 
 
 def instantiate_module(class_type: type, config: dict[str, Any]) -> Any:
-    """Rebuilds a module the CLI built, from its saved hyperparameters (``load_from_checkpoint`` calls it)."""
-    config = dict(config)
-    config.pop("_instantiator", None)
-    class_path = config.pop("_class_path", None)
-    if class_path is not None:
-        return instantiate_class((), {"class_path": class_path, "init_args": config})
-    return class_type(**config)
-
-
-def _configure_from_config(configure: Callable[..., Any], optimizer_init: dict[str, Any],
-                           scheduler_init: dict[str, Any] | None, module: Module) -> Any:
-    optimizer = instantiate_class(module.parameters(), optimizer_init)
-    scheduler = instantiate_class(optimizer, scheduler_init) if scheduler_init else None
-    return configure(module, optimizer, scheduler)
+    """Rebuilds a module the CLI built from its saved hyperparameters (``load_from_checkpoint`` calls it): nested
+    ``class_path``/``init_args`` values become objects again, as the CLI built them."""
+    parser = _jsonargparse().ArgumentParser(exit_on_error=False)
+    config = {k: v for k, v in config.items() if k != "_instantiator"}
+    if "_class_path" in config:
+        parser.add_subclass_arguments(class_type, "module", fail_untyped=False)
+        config = {"class_path": config["_class_path"],
+                  "dict_kwargs": {k: v for k, v in config.items() if k != "_class_path"}}
+    else:
+        parser.add_class_arguments(class_type, "module", fail_untyped=False)
+    cfg = parser.parse_object({"module": config})
+    return parser.instantiate_classes(cfg).module
 
 
 def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
@@ -506,11 +617,16 @@ def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
     return cls(*args, **dict(init.get("init_args", {})))
 
 
-def _class_path_adder(class_type: Any) -> Callable[[Any], dict[str, Any]]:
+def _with_class_path(class_type: type, init_args: Any = None) -> dict[str, Any]:
+    """``{"class_path": <class_type's path>, "init_args": init_args}`` (a group of one class has no class_path)."""
+    if init_args is not None and hasattr(init_args, "as_dict"):
+        init_args = init_args.as_dict()
+    return {"class_path": f"{class_type.__module__}.{class_type.__name__}", "init_args": init_args or {}}
+
+
+def _class_path_adder(class_type: type) -> Callable[[Any], dict[str, Any]]:
     def add_class_path(init_args: Any) -> dict[str, Any]:
-        if isinstance(init_args, dict) and "class_path" in init_args:
-            return init_args
-        return {"class_path": f"{class_type.__module__}.{class_type.__name__}", "init_args": init_args}
+        return _with_class_path(class_type, init_args)
 
     return add_class_path
 

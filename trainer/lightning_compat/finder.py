@@ -39,7 +39,8 @@ def serves_module(name: str) -> bool:
 
 
 # what importing a Lightning package does besides defining names (its logger, environment variables)
-ON_IMPORT = {"lightning.fabric": "trainer.lightning_compat.impl.fabric_package:on_import"}
+ON_IMPORT = {"lightning.fabric": "trainer.lightning_compat.impl.fabric_package:on_import",
+             "lightning.pytorch": "trainer.lightning_compat.impl.fabric_package:on_import_pytorch"}
 
 
 class _AliasLoader(importlib.abc.Loader):

@@ -99,7 +99,7 @@ NAMES: dict[str, str] = {
     **_each("connector", "fabric_refused", "_Connector"),
     **_each("strategies.launchers.subprocess_script", "fabric_refused",
             "_SubprocessScriptLauncher _ChildProcessObserver _launch_process_observer"),
-    **_each("cli", "fabric_refused", "_main _run _consolidate main _torchrun_launch"),
+    **_each("cli", "fabric_cli", "_main _run _consolidate main _torchrun_launch"),
     **_each("strategies.xla_fsdp", "fabric_refused", "_XLAFSDPBackwardSyncControl _activation_checkpointing_auto_wrapper"),
     **_each("_graveyard.tpu", "fabric_refused", "_patch_sys_modules _patch_classes"),
     **_each("strategies.launchers.xla", "fabric_refused", "_rank_teardown"),

@@ -49,7 +49,7 @@ NAMES.update({
     f"{_P}.utilities.exceptions:_augment_message": f"{_IMPL}.utils_helpers:_augment_message",
     f"{_P}.utilities.consolidate_checkpoint:_format_checkpoint": f"{_IMPL}.utils_helpers:_format_checkpoint",
     # callbacks, loggers, profilers, accelerators
-    **{f"{_P}.callbacks.progress.tqdm_progress:{n}": f"{_IMPL}.utils_callbacks:{n}" for n in ("Tqdm", "_update_n")},
+    **{f"{_P}.callbacks.progress.tqdm_progress:{n}": f"trainer.callbacks.tqdm_progress:{n}" for n in ("Tqdm", "_update_n")},
     f"{_P}.callbacks.device_stats_monitor:_prefix_metric_keys": f"{_IMPL}.utils_callbacks:_prefix_metric_keys",
     **{f"{_P}.accelerators.cuda:{n}": f"{_IMPL}.utils_callbacks:{n}" for n in ("get_nvidia_gpu_stats", "_get_gpu_id")},
     f"{_P}.loggers.tensorboard:_TENSORBOARD_AVAILABLE": f"{_IMPL}.utils_callbacks:_TENSORBOARD_AVAILABLE",

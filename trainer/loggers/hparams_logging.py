@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+_CLI_CLASS_PATH = "_class_path"
+
 
 def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
     """The dict to log, or None when neither object logs its hyperparameters."""
@@ -17,7 +19,8 @@ def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
     from_data = datamodule is not None and getattr(datamodule, "_log_hyperparams", False)
     model_hp = dict(getattr(model, "hparams_initial", {}) or {}) if from_model else {}
     data_hp = dict(getattr(datamodule, "hparams_initial", {}) or {}) if from_data else {}
-    clash = [k for k in model_hp.keys() & data_hp.keys() if not _same(model_hp[k], data_hp[k])]
+    # LightningCLI's `_class_path` (which class it built) is its own record: never compared, never logged
+    clash = [k for k in model_hp.keys() & data_hp.keys() if k != _CLI_CLASS_PATH and not _same(model_hp[k], data_hp[k])]
     if clash:
         raise RuntimeError(
             f"Error while merging hparams: the keys {sorted(clash)} are present in both the LightningModule's and "
@@ -25,10 +28,14 @@ def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
         )
     if not from_model and not from_data:
         return None
-    return {**model_hp, **data_hp}
+    return {k: v for k, v in {**model_hp, **data_hp}.items() if k != _CLI_CLASS_PATH}
 
 
 def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):  # 1 and 1.0 differ, as Lightning compares them
+        return False
+    if hasattr(a, "shape") and hasattr(a, "dtype"):  # tensors: the same object only
+        return a is b
     try:
         return bool(a == b)
     except Exception:  # tensors of several elements, objects whose == raises

@@ -99,9 +99,9 @@ class WandbLogger(Logger):
         log_model = log_model_mode(log_model)
         if offline and log_model:
             raise MisconfigurationError(
-                f"WandbLogger(log_model={log_model!r}, offline=True): checkpoints cannot be uploaded from an offline"
-                " run. Set offline=False (with WANDB_MODE=offline the artifacts are kept locally for `wandb sync`)"
-                " or log_model=False."
+                f"Providing log_model={log_model!r} and offline=True is an invalid configuration since model"
+                " checkpoints cannot be uploaded in offline mode. Set offline=False (with WANDB_MODE=offline the"
+                " artifacts are kept locally for `wandb sync`) or log_model=False."
             )
         if add_file_policy not in ("mutable", "immutable"):
             raise ValueError(f"WandbLogger(add_file_policy={add_file_policy!r}): use 'mutable' or 'immutable'.")

@@ -223,6 +223,7 @@ class FitLoop:
                 if self.has_val:
                     run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
                 hooks.call("on_sanity_check_end")
+            run.progress_bar_shown.clear()  # the sanity check's values are not shown during training (Lightning)
         self._load_train()
         if self.max_batches == 0:  # no training batches (an empty loader, limit_train_batches=0): Lightning ends the
             rank_zero_info("`Trainer.fit` stopped: No training batches.")  # fit here, even with max_steps/max_time set
@@ -317,7 +318,12 @@ class FitLoop:
         self.trainer.stage_run.on_step = False
         if self.val_check_batch == math.inf and self._val_this_epoch() and not stopped:
             self._validate()  # a loader without a length: validate when it is exhausted
-        self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
+        results = self.trainer.stage_run.results["train"]
+        results.epoch_end_reached = True
+        try:
+            self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
+        finally:
+            results.epoch_end_reached = False
         self.progress.end_epoch()
 
     def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:

@@ -115,6 +115,9 @@ class Results:
         self.epoch_values: dict[str, torch.Tensor] = {}
         self.flags: dict[str, tuple[bool, bool, bool, bool]] = {}  # prog_bar, logger, on_step, on_epoch
         self.steps_in_callbacks = True
+        # between the last batch of an epoch and its aggregation: the progress bar shows the epoch values so far
+        # (Lightning computes them for ``progress_bar_metrics`` once the epoch's end is reached)
+        self.epoch_end_reached = False
         # the evaluation loader each key was logged from (None: outside a loader's batches, e.g. at epoch end):
         # a key logged with add_dataloader_idx=False belongs to that loader's results only (Lightning's split)
         self.current_loader: int | None = None
@@ -216,7 +219,11 @@ class Results:
         return out
 
     def progress_bar_view(self) -> dict[str, Any]:
-        out = {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][0]}
+        values = self.epoch_values
+        if self.epoch_end_reached:
+            pending = {k: agg.peek() for k, agg in self.epoch.items() if agg.total is not None or agg.metric is not None}
+            values = {**values, **pending}
+        out = {self._suffixed(k, "epoch"): v for k, v in values.items() if self.flags[k][0]}
         out.update((self._suffixed(k, "step"), v) for k, v in self.step.items() if self.flags[k][0])
         return out
 

@@ -12,6 +12,10 @@ import torch
 from trainer.checkpointing.files import load_checkpoint
 
 
+# the only instantiators a checkpoint may name (never an arbitrary import path: a checkpoint is data, not code)
+_CLI_INSTANTIATORS = ("lightning.pytorch.cli.instantiate_module", "trainer.cli.lightning_cli.instantiate_module")
+
+
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
     names ``__init__`` accepts unless it takes ``**kwargs``."""
@@ -89,7 +93,17 @@ def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None
                **kwargs: Any) -> Any:
     """The object ``load_from_checkpoint`` builds from an already loaded ``checkpoint`` (Lightning's ``_load_state``)."""
     cls = _recorded_subclass(cls, checkpoint)
-    obj = cls(**_init_kwargs(cls, checkpoint, kwargs))
+    init_kwargs = _init_kwargs(cls, checkpoint, kwargs)
+    saved = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {}
+    if saved.get("_instantiator") in _CLI_INSTANTIATORS:  # built by LightningCLI: nested objects saved as config
+        from trainer.cli.lightning_cli import instantiate_module  # local import: needs jsonargparse
+
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
+        if takes_any and "_class_path" in saved:  # its extra arguments are parsed as the recorded class's
+            init_kwargs = {"_class_path": saved["_class_path"], **init_kwargs}
+        obj = instantiate_module(cls, init_kwargs)
+    else:
+        obj = cls(**init_kwargs)
     if not isinstance(obj, torch.nn.Module):  # a DataModule: its own state, as the fit saved it
         if "datamodule" in checkpoint:
             obj.load_state_dict(checkpoint["datamodule"])

@@ -7,6 +7,7 @@ without one pays nothing for the feature.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Callable, Generator, Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import trainer.profilers as profilers
 from trainer.errors import MisconfigurationError
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 class Profiler:
@@ -109,9 +111,14 @@ class Profiler:
         text = self.summary()
         if not text:
             return
-        if show:
-            print(text, flush=True)
         path = self.output_path()
+        if lightning_defaults():  # Lightning code: to the file, else to Lightning's log
+            if path is None:
+                if show and self._local_rank in (None, 0):
+                    logging.getLogger("lightning.pytorch.profilers.profiler").info(text)
+                return
+        elif show:
+            print(text, flush=True)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text + "\n")

@@ -9,11 +9,13 @@ profile plugin (``torch-tb-profiler``: ``tensorboard --logdir <dirpath>``) and i
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from trainer.profilers.base import Profiler
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 class PyTorchProfiler(Profiler):
@@ -24,9 +26,13 @@ class PyTorchProfiler(Profiler):
         self,
         dirpath: str | os.PathLike | None = None,
         filename: str | None = None,
+        group_by_input_shapes: bool = False,
+        emit_nvtx: bool = False,
         export_to_chrome: bool = True,
         row_limit: int = 20,
         sort_by_key: str | None = None,
+        record_module_names: bool = True,
+        table_kwargs: dict[str, Any] | None = None,
         skip_first: int = 0,
         wait: int = 1,
         warmup: int = 1,
@@ -42,6 +48,14 @@ class PyTorchProfiler(Profiler):
         if not isinstance(active, int) or active < 1:
             raise ValueError(f"PyTorchProfiler(active={active!r}) must be an int >= 1 (steps recorded).")
         self.export_to_chrome = export_to_chrome
+        # Lightning's options: the table groups by input shapes only when shapes are recorded
+        self.group_by_input_shapes = group_by_input_shapes and bool(profiler_kwargs.get("record_shapes", False))
+        self.emit_nvtx = emit_nvtx
+        self.record_module_names = record_module_names
+        self.table_kwargs = _checked_table_kwargs(table_kwargs)
+        self.function_events: Any = None  # the recorded events, once the profiler has stopped
+        # Lightning code finds its actions in the trace under Lightning's prefix
+        self._prefix = "[pl][profile]" if lightning_defaults() else ""
         self.row_limit = row_limit
         self.sort_by_key = sort_by_key
         self.window = {"skip_first": skip_first, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
@@ -62,17 +76,25 @@ class PyTorchProfiler(Profiler):
         self._summary = ""
         if global_rank not in self.ranks or self._profiler is not None:
             return
+        # Relay: `<log dir>/profiler/`; Lightning code: the log directory itself, as Lightning writes it
+        below = "" if lightning_defaults() else "profiler"
+        self._open(global_rank, given or os.path.join(log_dir or ".", below))
+
+    def _open(self, global_rank: int, trace_dir: Any) -> None:
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-        self.trace_dir = str(given or os.path.join(log_dir or ".", "profiler"))
+        self.trace_dir = None if trace_dir is None else str(trace_dir)
         kwargs = dict(self.profiler_kwargs)
         if "activities" not in kwargs:
             kwargs["activities"] = [ProfilerActivity.CPU] + (
                 [ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        handler = tensorboard_trace_handler(self.trace_dir, worker_name=f"rank{global_rank}") \
-            if self.export_to_chrome else None
-        self._profiler = profile(schedule=schedule(**self.window), on_trace_ready=handler, **kwargs)
+        if "schedule" not in kwargs:  # schedule=None: record every step
+            kwargs["schedule"] = schedule(**self.window)
+        if "on_trace_ready" not in kwargs:
+            kwargs["on_trace_ready"] = tensorboard_trace_handler(self.trace_dir, worker_name=f"rank{global_rank}") \
+                if self.export_to_chrome and self.trace_dir is not None else None
+        self._profiler = profile(**kwargs)
         self._profiler.__enter__()
 
     @property
@@ -81,11 +103,13 @@ class PyTorchProfiler(Profiler):
         return self._profiler is not None
 
     def start(self, action_name: str) -> None:
+        if self._profiler is None and self._stage is None and not self._records:
+            self._open(0, None)  # used on its own (`with profiler.profile("x")`), outside a Trainer
         if self._profiler is None:
             return
         from torch.autograd.profiler import record_function
 
-        record = self._records[action_name] = record_function(action_name)
+        record = self._records[action_name] = record_function(self._prefix + action_name)
         record.__enter__()
 
     def stop(self, action_name: str) -> None:
@@ -105,7 +129,8 @@ class PyTorchProfiler(Profiler):
             self.stop(name)
         profiler.__exit__(None, None, None)
         try:
-            averages = profiler.key_averages()
+            self.function_events = profiler.events()
+            averages = profiler.key_averages(group_by_input_shape=self.group_by_input_shapes)
         except (AssertionError, RuntimeError):  # nothing was recorded (fewer steps than the window)
             return
         if not len(averages):
@@ -113,9 +138,9 @@ class PyTorchProfiler(Profiler):
         sort = self.sort_by_key or ("self_cuda_time_total" if any(
             getattr(e, "self_device_time_total", 0) for e in averages) else "self_cpu_time_total")
         try:
-            table = averages.table(sort_by=sort, row_limit=self.row_limit)
+            table = averages.table(sort_by=sort, row_limit=self.row_limit, **self.table_kwargs)
         except (AttributeError, KeyError, ValueError):
-            table = averages.table(sort_by="self_cpu_time_total", row_limit=self.row_limit)
+            table = averages.table(sort_by="self_cpu_time_total", row_limit=self.row_limit, **self.table_kwargs)
         where = f"trace in {self.trace_dir}" if self.export_to_chrome else "no trace file (export_to_chrome=False)"
         self._summary = f"PyTorch profiler report ({self._stage}, rank {self._global_rank}, {where})\n{table}"
 
@@ -125,3 +150,18 @@ class PyTorchProfiler(Profiler):
 
     def teardown(self, stage: str | None) -> None:
         self._finish()
+
+
+def _checked_table_kwargs(table_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """Extra arguments of ``EventList.table`` (``max_name_column_width``...), checked as Lightning checks them."""
+    from torch.autograd.profiler_util import EventList
+
+    table_kwargs = dict(table_kwargs or {})
+    valid = set(inspect.signature(EventList.table).parameters) - {"self", "sort_by", "row_limit"}
+    for key in table_kwargs:
+        if key in ("sort_by", "row_limit"):
+            raise KeyError(f"Found invalid table_kwargs key: {key}. This is already a positional argument of the "
+                           "Profiler (sort_by_key / row_limit).")
+        if key not in valid:
+            raise KeyError(f"Found invalid table_kwargs key: {key}. Should be within {sorted(valid)}.")
+    return table_kwargs

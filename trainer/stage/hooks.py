@@ -42,7 +42,7 @@ class Hooks:
             mod = getattr(self._module, name) if mine else None
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
-                cbs = [profiler.wrap(f"[Callback]{type(cb).__qualname__}.{name}", fn) for cb, fn in zip(owners, cbs)]
+                cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
                 mod = profiler.wrap(f"[Module]{type(self._module).__qualname__}.{name}", mod) if mod else None
             entry = self._cache[name] = (cbs, mod)
         return entry
@@ -94,3 +94,11 @@ class Hooks:
 def call_datamodule(datamodule: DataModule | None, name: str, *args: Any) -> None:
     if datamodule is not None:
         getattr(datamodule, name)(*args)
+
+
+def _state_key(callback: Callback) -> str:
+    """What the profiler calls a callback: its ``state_key`` (Lightning's name: two EarlyStopping callbacks differ)."""
+    try:
+        return str(callback.state_key)
+    except Exception:  # noqa: BLE001 - a user's state_key that fails still leaves the class name
+        return type(callback).__qualname__

@@ -49,6 +49,8 @@ class StageRun:
     logged_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # the latest value sent to the loggers
     # what callbacks or code put into ``trainer.callback_metrics`` themselves (the LR monitor's rates...)
     written_callback_metrics: dict[str, Any] = field(default_factory=dict)
+    # every progress-bar key's last value in this call: a value stays shown until logged again (Lightning's)
+    progress_bar_shown: dict[str, float] = field(default_factory=dict)
     loaders: dict[str, Any] = field(default_factory=dict)  # the loaders in use by stage key ("train", "val", ...)
     preemption: PreemptionHandler | None = None
     optimizer_handles: list[OptimizerHandle] = field(default_factory=list)  # ``self.optimizers()`` in the Module

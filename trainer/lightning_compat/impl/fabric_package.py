@@ -21,9 +21,9 @@ import os
 from trainer.utilities.warnings import disable_possible_user_warnings
 
 
-def setup_logger() -> None:
-    """``lightning.fabric``'s logger as Lightning's import sets it (once: a level set by the program stays)."""
-    package = logging.getLogger("lightning.fabric")
+def setup_logger(name: str = "lightning.fabric") -> None:
+    """A Lightning package's logger as Lightning's import sets it (once: a level set by the program stays)."""
+    package = logging.getLogger(name)
     if package.level == logging.NOTSET:
         package.setLevel(logging.INFO)
         if not logging.getLogger().hasHandlers():
@@ -37,3 +37,9 @@ def on_import() -> None:
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
 
         disable_possible_user_warnings()
+
+
+def on_import_pytorch() -> None:
+    """What importing ``lightning.pytorch`` does besides defining names: its package logger at INFO (the profilers'
+    reports and the trainer's notices go there), printed to the console when the program set up no logging."""
+    setup_logger("lightning.pytorch")

@@ -70,28 +70,11 @@ _launch_process_observer = _refused_function(
     f"{_F}.strategies.launchers.subprocess_script:_launch_process_observer", _SCRIPT)
 
 
-# --- Lightning's `fabric` command line ---------------------------------------------------------------------------------
-_CLI = ("Relay has its own command line (`python -m trainer`); a Fabric script runs under torchrun or "
-        "`python -m trainer.lightning_compat script.py`")
-_main = _refused_function(f"{_F}.cli:_main", _CLI)
-_run = _refused_function(f"{_F}.cli:_run", _CLI)
-_consolidate = _refused_function(f"{_F}.cli:_consolidate", _CLI)
-
 # --- Lightning's TPU graveyard: it patches its legacy TPU names into its modules; Relay's alias serves them ---------
 _GRAVEYARD = ("Relay serves Lightning's legacy TPU names (`TPUAccelerator`, `lightning.fabric.accelerators.tpu`) "
               "through its module aliases; there is nothing to patch")
 _patch_sys_modules = _refused_function(f"{_F}._graveyard.tpu:_patch_sys_modules", _GRAVEYARD)
 _patch_classes = _refused_function(f"{_F}._graveyard.tpu:_patch_classes", _GRAVEYARD)
-_refused_main = _refused_function(f"{_F}.cli:main", _CLI)
-
-
-def main(args: Any, script_args: list[str] | None = None) -> None:
-    """``lightning.fabric.cli.main``: not run by Relay (see ``_CLI``)."""
-    _refused_main(args, script_args)
-
-
-main.__relay_refused__ = _CLI  # type: ignore[attr-defined]
-_torchrun_launch = _refused_function(f"{_F}.cli:_torchrun_launch", _CLI)
 
 
 # --- model-parallel checkpoints and the lazy-loading unpickler -----------------------------------------------------------

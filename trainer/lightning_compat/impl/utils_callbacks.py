@@ -22,35 +22,12 @@ from typing import Any
 import torch
 from lightning_utilities.core.imports import RequirementCache
 from torch import nn
-from tqdm import tqdm as _tqdm
 
 _TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
-_PAD_SIZE = 5
 
 
-# --- progress bars ---------------------------------------------------------------------------------------------------
-class Tqdm(_tqdm):
-    """A ``tqdm`` whose float and string numbers are padded to five characters, so the bar does not flicker."""
-
-    @staticmethod
-    def format_num(n: float | str) -> str:
-        text = n if isinstance(n, str) else _tqdm.format_num(n)
-        if not isinstance(n, (float, str)) or "e" in text:
-            return text
-        if "." not in text and len(text) < _PAD_SIZE:
-            try:
-                float(text)
-            except ValueError:
-                return text
-            text += "."
-        return text + "0" * (_PAD_SIZE - len(text))
-
-
-def _update_n(bar: _tqdm, value: int) -> None:
-    """Set a bar's count and redraw it, unless the bar is disabled."""
-    if not bar.disable:
-        bar.n = value
-        bar.refresh()
+# --- progress bars: Relay's TQDMProgressBar module defines them (the bar builds its Tqdm from there) ------------
+from trainer.callbacks.tqdm_progress import Tqdm, _update_n  # noqa: E402,F401
 
 
 # --- device stats ----------------------------------------------------------------------------------------------------

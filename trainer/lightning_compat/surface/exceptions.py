@@ -44,11 +44,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.configure_columns",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.refresh",
-    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_predict_tqdm",
-    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_sanity_tqdm",
-    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_test_tqdm",
-    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_train_tqdm",
-    "lightning.pytorch.callbacks.progress.tqdm_progress:TQDMProgressBar.init_validation_tqdm",
     "lightning.pytorch.callbacks.rich_model_summary:RichModelSummary.summarize",
     "lightning.pytorch.cli:LightningArgumentParser",
     "lightning.pytorch.cli:LightningArgumentParser.add_lr_scheduler_args",
@@ -58,7 +53,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.core.optimizer:LightningOptimizer.toggle_model",
     "lightning.pytorch.demos.transformer:Transformer.generate_square_subsequent_mask",
     "lightning.pytorch.demos.transformer:WikiText2.download",
-    "lightning.pytorch.profilers.pytorch:PyTorchProfiler",
     "lightning.pytorch.trainer.trainer:Trainer",
     "lightning.pytorch.utilities.types:DistributedDataParallel",
 )
@@ -95,10 +89,6 @@ ALLOWED: list[Allowed] = [
              "*:_launch_process_observer"), "refused",
             "Lightning's script-relaunching launcher and its child-process watcher: Relay starts and watches workers "
             "with its launcher on torch.distributed.elastic; they import and raise when used", RAISES_ON_USE),
-    Allowed(("lightning.fabric.cli:_main", "lightning.fabric.cli:_run", "lightning.fabric.cli:_consolidate",
-             "lightning.fabric.cli:main", "lightning.fabric.cli:_torchrun_launch"), "refused",
-            "the `fabric run` / `fabric consolidate` command line: Relay has its own (`python -m trainer`); they "
-            "import and raise when called", RAISES_ON_USE),
     Allowed(("lightning.*.strategies.model_parallel:_load_checkpoint", "lightning.fabric.strategies.model_parallel:_save_checkpoint",
              "lightning.fabric.utilities.load:_LazyLoadingUnpickler", "lightning.fabric._graveyard.tpu:_patch_*"),
             "refused",
