@@ -163,7 +163,7 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
         """Replace the iterables (the Trainer swaps in sharded loaders), keeping the collection's shape."""
         if len(flattened) != len(self._flattened):
             raise ValueError(f"Mismatch in flattened length ({len(flattened)}) and existing length "
-                             f"({len(self._flattened)}): CombinedLoader.flattened takes one iterable per iterable.")
+                             f"({len(self._flattened)}): CombinedLoader.flattened expected {len(self._flattened)} iterables.")
         self._flattened = list(flattened)
         self._iterables = tree_unflatten(self._flattened, self._spec)
 
