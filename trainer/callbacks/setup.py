@@ -33,10 +33,10 @@ def _default_progress_bar() -> ProgressBar:
         import importlib.util
 
         if importlib.util.find_spec("rich") is not None:
-            from trainer.callbacks.rich_progress import RichProgressBar  # local imports: only Lightning code
+            from trainer.callbacks.rich_progress import RichProgressBar  # local import: only Lightning code
 
             return RichProgressBar()
-        from trainer.callbacks import tqdm_progress
+        from trainer.callbacks import tqdm_progress  # local import: only Lightning code draws tqdm bars
 
         if tqdm_progress.TQDM_AVAILABLE:
             return tqdm_progress.TQDMProgressBar()

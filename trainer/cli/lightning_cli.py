@@ -50,7 +50,7 @@ def _compat_mode() -> bool:
 def _dump_header() -> str:
     """The first line of a printed or saved config: what wrote it."""
     if _compat_mode():
-        from trainer.lightning_compat.finder import LIGHTNING_API_VERSION
+        from trainer.lightning_compat.finder import LIGHTNING_API_VERSION  # local import: the zero-edit mode only
 
         return f"lightning.pytorch=={LIGHTNING_API_VERSION}"
     from importlib.metadata import PackageNotFoundError, version
@@ -75,7 +75,7 @@ def _register_class_choices() -> None:
             except (ImportError, AttributeError):
                 continue
     if _compat_mode():
-        from trainer.lightning_compat.impl.cli_paths import install_jsonargparse_paths
+        from trainer.lightning_compat.impl.cli_paths import install_jsonargparse_paths  # local import: zero-edit mode
 
         install_jsonargparse_paths()
 

@@ -29,6 +29,7 @@ def _torchrun_launch(args: Namespace, script_args: list[str]) -> None:
     """Start ``args.script`` in ``torchrun``'s processes on this machine."""
     import torch.distributed.run as torchrun
 
+    # local import: the launch command alone needs it, not `fabric --help`
     from trainer.lightning_compat.impl.utilities import _suggested_max_num_threads
 
     processes = 1 if args.strategy == "dp" else _get_num_processes(args.accelerator, args.devices)
@@ -48,6 +49,7 @@ def main(args: Namespace, script_args: list[str] | None = None) -> None:
 def _consolidate_checkpoint(checkpoint_folder: str, output_file: str | None) -> None:
     import torch
 
+    # local import: the consolidate command alone needs the checkpoint readers
     from trainer.lightning_compat.impl.fabric_strategies import _load_distributed_checkpoint, _process_cli_args
 
     config = _process_cli_args(Namespace(checkpoint_folder=checkpoint_folder, output_file=output_file))
