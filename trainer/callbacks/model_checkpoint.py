@@ -310,11 +310,13 @@ class ModelCheckpoint(Checkpoint):
             return
         if self._save_on_train_epoch_end is True or val_ran or not _fit_has_validation(trainer):
             self._save_epoch_level(trainer)
-        elif trainer.val_runs_at_epoch_end and (self.save_last or self.monitor is None) and (
-                trainer.global_step != self._last_global_step_saved):
-            # the run stopped before this epoch's validation: no fresh metric to rank by, but keep the latest
-            # state (ranked by step when nothing is monitored, as Lightning saves it)
-            self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=self.monitor is None)
+        elif trainer.val_runs_at_epoch_end and trainer.global_step != self._last_global_step_saved:
+            # the run stopped before this epoch's validation (max_steps): Lightning saves here all the same, ranked
+            # when the monitored value is there (a training metric, ``epoch``...), else only ``last``
+            candidates = self._monitor_candidates(trainer)
+            ranked = self.monitor is None or self.monitor in candidates
+            if ranked or self.save_last:
+                self._save_checkpoints(trainer, candidates, topk=ranked)
 
     def on_train_end(self, trainer: "Trainer", pl_module: Module) -> None:
         """``save_last``: a fit that ended before any save (e.g. at max_steps) still leaves ``last.ckpt``."""

@@ -116,6 +116,7 @@ def checks(fw: SimpleNamespace) -> dict:
             "val_monitor": stop_at_max_steps("b", "val_loss"),
             "val_every_2_batches": stop_at_max_steps("c", "val_loss", val_check_interval=2),
             "val_every_2_epochs": stop_at_max_steps("d", None, check_val_every_n_epoch=2),
+            "epoch_monitor": stop_at_max_steps("e", "epoch"),  # a value there without validation: ranked, saved
         }
 
     class Sparse(fw.Module):

@@ -124,7 +124,8 @@ def test_16_mixed_on_cpu_runs_bf16_with_a_warning(observed):
     assert relay == lightning
 
 
-@pytest.mark.parametrize("case", ["no_monitor", "val_monitor", "val_every_2_batches", "val_every_2_epochs"])
+@pytest.mark.parametrize("case", ["no_monitor", "val_monitor", "val_every_2_batches", "val_every_2_epochs",
+                                  "epoch_monitor"])
 def test_fit_stopping_at_max_steps_mid_epoch(observed, case):
     """Validation and checkpoints when max_steps ends the fit inside an epoch."""
     lightning, relay = _pair(observed, "max_steps_mid_epoch")
