@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
+from unittest.mock import Mock
 
 from trainer.callbacks.base import Callback
 from trainer.callbacks.early_stopping import EarlyStopping
@@ -22,6 +23,13 @@ def _is_monitoring(callback: Callback) -> bool:
     return isinstance(callback, (ModelCheckpoint, EarlyStopping))
 
 
+def _implements(name: str, callback: Callback) -> bool:
+    """Whether a callback does something in hook ``name``; hooks nothing overrides are skipped (the per-step fast
+    path). A mock (``Mock(spec=Callback)``) stands for every implementation: it records each call, as Lightning's
+    loop, which calls every hook, gives it."""
+    return is_overridden(name, callback, Callback) or isinstance(getattr(callback, name, None), Mock)
+
+
 class Hooks:
     """``hooks.call("on_train_batch_start", batch, i)`` runs callbacks then the module; returns the module's result."""
 
@@ -35,7 +43,7 @@ class Hooks:
     def _lookup(self, name: str) -> tuple[list[Any], Any]:
         entry = self._cache.get(name)
         if entry is None:
-            owners = [cb for cb in self._callbacks if hasattr(Callback, name) and is_overridden(name, cb, Callback)]
+            owners = [cb for cb in self._callbacks if hasattr(Callback, name) and _implements(name, cb)]
             cbs = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
@@ -77,13 +85,13 @@ class Hooks:
         """Non-monitoring callbacks, the module, ``before_monitoring``, then checkpointing/early stopping."""
         monitoring = [cb for cb in self._callbacks if _is_monitoring(cb)]
         for cb in self._callbacks:
-            if cb not in monitoring and is_overridden(name, cb, Callback):
+            if cb not in monitoring and _implements(name, cb):
                 getattr(cb, name)(self._trainer, self._module)
         if is_overridden(name, self._module, Module):
             getattr(self._module, name)()
         before_monitoring()
         for cb in monitoring:
-            if is_overridden(name, cb, Callback):
+            if _implements(name, cb):
                 getattr(cb, name)(self._trainer, self._module)
 
     def call_callbacks_only(self, name: str, *args: Any) -> None:

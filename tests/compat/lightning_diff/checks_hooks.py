@@ -160,4 +160,13 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer.fit(model)
         return {"calls": calls, "validation_batches": vals, "global_step": trainer.global_step}
 
-    return {"hooks": hook_sequences, "instance_hooks": instance_hooks}
+    def mock_callback() -> list[str]:
+        """A ``Mock(spec=Callback)`` callback records every hook the loops call, in order."""
+        from unittest.mock import Mock
+
+        callback = Mock(spec=fw.Callback)
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, callbacks=[callback], **quiet())
+        trainer.fit(Base())
+        return [call[0] for call in callback.method_calls]
+
+    return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback}

@@ -221,3 +221,9 @@ def test_model_summary_object(observed):
     lightning, relay = _pair(observed, "module_members_summary")
     assert "exception" not in lightning, lightning
     assert relay == lightning
+
+
+def test_a_mock_callback_records_every_hook(observed):
+    lightning, relay = _pair(observed, "mock_callback")
+    assert "on_train_batch_end" in lightning, lightning
+    assert relay == lightning
