@@ -17,6 +17,10 @@ class MisconfigurationRuntimeError(MisconfigurationError, RuntimeError):
     """A misconfiguration Lightning reports as a ``RuntimeError``: ``except RuntimeError`` keeps working."""
 
 
+class InvalidLoaderError(MisconfigurationError, TypeError):
+    """No loader, or something that is not iterable, where a Trainer call needs a loader: Lightning's type."""
+
+
 class LoaderNotImplementedError(MisconfigurationError, NotImplementedError):
     """A ``*_dataloader`` that is not overridden was called: Lightning's type, and Python's for a missing method."""
 

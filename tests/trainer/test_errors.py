@@ -28,10 +28,14 @@ def test_configure_optimizers_unusable(tmp_path):
 
 
 def test_missing_dataloader(tmp_path):
-    with pytest.raises(MisconfigurationError, match="No train dataloader"):
+    with pytest.raises(MisconfigurationError, match=r"passed to `Trainer.fit\(train_dataloaders=...\)`. Found None.*"
+                                                    r"implement `def train_dataloader") as caught:
         Trainer(**quiet(default_root_dir=tmp_path, max_steps=1)).fit(Regression())
-    with pytest.raises(MisconfigurationError, match="No test dataloader"):
+    assert isinstance(caught.value, TypeError)  # Lightning's type
+    with pytest.raises(MisconfigurationError, match="implement `def test_dataloader"):
         Trainer(**quiet(default_root_dir=tmp_path)).test(Regression())
+    with pytest.raises(TypeError, match=r"passed to `Trainer.validate\(dataloaders=...\)`. Found 3"):
+        Trainer(**quiet(default_root_dir=tmp_path)).validate(Regression(), dataloaders=[loader(), 3])
 
 
 def test_ckpt_path_missing_or_not_a_checkpoint(tmp_path):

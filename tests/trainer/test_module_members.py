@@ -376,7 +376,7 @@ def test_module_loader_defaults_raise_and_are_not_overridden():
         assert not is_overridden(name, plain)
         with pytest.raises(MisconfigurationException, match=f"{name} is not implemented"):
             getattr(plain, name)()
-    with pytest.raises(MisconfigurationException, match="No train dataloader"):
+    with pytest.raises(MisconfigurationException, match="implement `def train_dataloader"):
         fit(Regression())
 
 

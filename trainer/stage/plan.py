@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from trainer.data.loaders import num_batches, prepare_loader
 from trainer.datamodule import DataModule
-from trainer.errors import MisconfigurationError
+from trainer.errors import InvalidLoaderError, MisconfigurationError
 from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
 from trainer.arguments.limits import apply_limit
 from trainer.checkpointing.files import checkpoint_dirs
@@ -86,22 +86,34 @@ class LoaderSource:
     def request(self) -> tuple[list[Any], type | None]:
         """The loaders, and the list or tuple type they came in (None: one loader)."""
         given, owner = self.given, self._owner()
-        if given is None and owner is not None:
+        returned = given is None and owner is not None
+        if returned:
             given = getattr(owner, self.method)()
         check_loader(self.key, given, self.stage)
-        if given is None:
-            if self.required:
-                arg = "train_dataloaders" if self.key == "train" else "dataloaders"
-                raise MisconfigurationError(
-                    f"No {self.key} dataloader: pass {arg}=... to the Trainer call, or implement {self.method}() in "
-                    "your DataModule (or Module)."
-                )
+        if given is None and not self.required:
             return [], None
+        for leaf in [given] if given is None else _leaves(given):
+            if not _iterable(leaf):
+                raise self._invalid(leaf, owner if returned else None)
         if self.key == "train":  # one iterable of batches; a dict/list of loaders is combined (Lightning's default)
             return [combined_for_training(given)], None
         if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
             return list(given.flattened), list
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
+
+    def _invalid(self, found: Any, owner: Any) -> InvalidLoaderError:
+        """Lightning's words for a missing or non-iterable loader (``owner``: the object whose method returned it),
+        then which argument or method gives one."""
+        arg = "train_dataloaders" if self.key == "train" else "dataloaders"
+        if owner is not None:
+            return InvalidLoaderError(f"An invalid dataloader was returned from `{type(owner).__name__}.{self.method}()`."
+                                      f" Found {found}. Return a DataLoader (or a collection of them) from it.")
+        text = (f"An invalid dataloader was passed to `Trainer.{self.stage}({'train_' if self.stage == 'fit' else ''}"
+                f"dataloaders=...)`. Found {found}.")
+        if found is None:
+            text += (f" Either pass the dataloader to the `.{self.stage}()` method OR implement `def {self.method}(self):`"
+                     f" in your LightningModule/LightningDataModule (Trainer.{self.stage}({arg}=...)).")
+        return InvalidLoaderError(text)
 
     def build(self, strategy: Strategy, seed: int, show: Callable[[str, Any], None]) -> Loaders:
         """Ask for the loaders, shard them over ``strategy``'s data-parallel ranks, count their batches.
@@ -249,3 +261,23 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
     return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
                        trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
                        validates, trainer.args.val_check_seconds)
+
+
+def _leaves(given: Any) -> list[Any]:
+    """The loaders in what a call or a ``*_dataloader`` method gave: a collection's items, or the loader itself."""
+    if isinstance(given, CombinedLoader):
+        return list(given.flattened)
+    if isinstance(given, Mapping):
+        return list(given.values())
+    return list(given) if isinstance(given, (list, tuple)) else [given]
+
+
+def _iterable(loader: Any) -> bool:
+    """Whether batches can be drawn from ``loader`` (a DataLoader always: no ``iter()`` that would start workers)."""
+    if isinstance(loader, DataLoader):
+        return True
+    try:
+        iter(loader)
+    except TypeError:
+        return False
+    return True
