@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import errno
+import multiprocessing as mp
 import os
 import warnings
 from typing import Any, TYPE_CHECKING
 
 import torch
+from torch.utils.data import DataLoader
 
 from trainer.data.loaders import num_batches
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
+from trainer.utilities.data import suggested_max_num_workers
+from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -104,3 +109,27 @@ def _unwritable(path: str) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable, {os.strerror(errno.EACCES)} (EACCES)"
     return None
+
+
+def check_workers(loader: Any, name: str, reloads: bool) -> None:
+    """Lightning's advice on a loader's worker processes (``name``: ``train_dataloader``...): spawned workers that
+    are not persistent start again every epoch; fewer than two workers where the machine has cores for more can
+    starve training; persistent workers with pinned memory and reloading loaders are unstable in PyTorch."""
+    if not isinstance(loader, DataLoader):
+        return
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    upper_bound = suggested_max_num_workers(max(local_processes, 1))
+    context = loader.multiprocessing_context
+    start_method = context.get_start_method() if context is not None else mp.get_start_method()
+    if loader.num_workers > 0 and start_method == "spawn" and not loader.persistent_workers:
+        rank_zero_warn(f"Consider setting `persistent_workers=True` in '{name}' to speed up the dataloader worker "
+                       "initialization.")
+    elif loader.num_workers < 2 and upper_bound > 1:
+        rank_zero_warn(f"The '{name}' does not have many workers which may be a bottleneck. Consider increasing the "
+                       f"value of the `num_workers` argument` to `num_workers={upper_bound}` in the `DataLoader` to "
+                       "improve performance.", category=PossibleUserWarning)
+    if loader.persistent_workers and loader.pin_memory and reloads:
+        rank_zero_warn("The combination of `DataLoader(`pin_memory=True`, `persistent_workers=True`) and `Trainer("
+                       "reload_dataloaders_every_n_epochs > 0)` can lead to instability due to limitations in PyTorch"
+                       " (https://github.com/pytorch/pytorch/issues/91252). We recommend setting `pin_memory=False` in"
+                       " this case.", category=PossibleUserWarning)

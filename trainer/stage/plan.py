@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from trainer.data.loaders import num_batches, prepare_loader
 from trainer.datamodule import DataModule
 from trainer.errors import InvalidLoaderError, MisconfigurationError
-from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, warn_if_no_batches
+from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, check_workers, warn_if_no_batches
 from trainer.arguments.limits import apply_limit
 from trainer.checkpointing.files import checkpoint_dirs
 from trainer.checkpointing.resume import RestoreRequest
@@ -67,6 +67,7 @@ class LoaderSource:
     no_shuffle: bool = False  # overfit_batches: the same batches every epoch
     shard: bool = True  # use_distributed_sampler
     rank_batch_sizes: tuple[int, ...] | str | None = None  # training: per-rank batch sizes (trainer/healing/)
+    reloads: bool = False  # reload_dataloaders_every_n_epochs > 0
 
     @property
     def method(self) -> str:
@@ -120,6 +121,8 @@ class LoaderSource:
 
         ``show`` receives what the Trainer shows for this key, before the counts (a count may fail)."""
         loaders, shape = self.request()
+        for loader in loaders:
+            check_workers(loader, self.method, self.reloads)
         kwargs = strategy.distributed_sampler_kwargs if self.shard else {"num_replicas": 1, "rank": 0}
         plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
                                 pad=self.pad, no_shuffle=self.no_shuffle, role=self.key) for loader in loaders]
@@ -247,6 +250,7 @@ def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: D
         pad=key != "predict", no_shuffle=bool(trainer.overfit_batches) and (key == "train" or key == "val" and stage == "fit"),
         shard=trainer.use_distributed_sampler,
         rank_batch_sizes=trainer.args.rank_batch_sizes if key == "train" else None,
+        reloads=bool(trainer.reload_dataloaders_every_n_epochs),
     )
 
 
