@@ -25,5 +25,10 @@ class CSVLogger(_TrainerCSVLogger):
         super().__init__(root_dir, name=name, version=version, prefix=prefix,
                          flush_logs_every_n_steps=flush_logs_every_n_steps)
 
+    def log_hyperparams(self, params: Any = None, metrics: Any = None) -> None:
+        """Fabric's CSV logger keeps metrics only (the Trainer's ``CSVLogger`` writes ``hparams.yaml``)."""
+        raise NotImplementedError("The `CSVLogger` does not yet support logging hyperparameters. Use the Trainer's "
+                                  "CSVLogger (trainer.loggers.CSVLogger) or TensorBoardLogger for hyperparameters.")
+
 
 __all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]

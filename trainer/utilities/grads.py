@@ -9,7 +9,8 @@ def grad_norm(module: torch.nn.Module, norm_type: float | int | str, group_separ
     """``{"grad_<p>_norm/<param>": norm, ..., "grad_<p>_norm_total": norm}`` over parameters that have a gradient."""
     norm_type = float(norm_type)
     if norm_type <= 0:
-        raise ValueError(f"grad_norm(norm_type={norm_type!r}) must be a positive float or 'inf'.")
+        raise ValueError(f"`norm_type` must be a positive number or 'inf' (infinity norm). Got {norm_type}: "
+                         "grad_norm(module, norm_type=2).")
     prefix = f"grad_{norm_type}_norm"
     norms = {
         f"{prefix}{group_separator}{name}": torch.linalg.vector_norm(p.grad.detach(), ord=norm_type)
