@@ -9,7 +9,8 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.loops.step_arguments import check_dataloader_idx, step_caller
-from trainer.loops.evaluation_progress import BatchProgress, progress_of
+from trainer.loops.evaluation_progress import progress_of
+from trainer.loops.trackers import _Loop, _Progress
 from trainer.metrics.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
@@ -62,7 +63,10 @@ def run_evaluation(
         hooks.call(f"on_{prefix}_epoch_start")
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
-                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts)
+                final = dl_idx == len(plans) - 1  # is_last_batch: the last batch of the last loader
+                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts, final)
+            if counts is not None:
+                counts.is_last_batch = True
         hooks.call(f"on_{prefix}_epoch_end")
         results.finish_epoch(trainer.strategy.all_reduce)
         results.hide_steps()
@@ -95,7 +99,7 @@ def _belongs(results: Any, key: str, loader: int) -> bool:
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
-                multiple: bool, counts: BatchProgress | None = None) -> None:
+                multiple: bool, counts: Any = None, final: bool = False) -> None:
     hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
@@ -107,6 +111,7 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
             batch = move(batch, dl_idx)
             trainer.stage_run.batch_for_size = batch
             if counts is not None:
+                counts.is_last_batch = final and batch_idx + 1 == limit
                 counts.increment_ready()
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, *extra)
             if counts is not None:
@@ -126,14 +131,16 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         results.current_loader = None
 
 
-class PredictLoop:
-    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``."""
+class PredictLoop(_Loop):
+    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``,
+    and its batch counts (Lightning's ``_Progress``: ``total`` over calls, ``current`` for the last)."""
 
-    def __init__(self) -> None:
+    def __init__(self, trainer: Any = None) -> None:
+        super().__init__(trainer)
         self.predictions: list[Any] = []
         self.max_batches: list[int | float] = []
         self.return_predictions = True
-        self.batch_progress = BatchProgress()  # as the evaluation loops': total over calls, current for the last
+        self.batch_progress = _Progress()
 
 
 def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:

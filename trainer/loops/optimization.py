@@ -37,9 +37,13 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
                                                gradient_clip_algorithm=trainer.gradient_clip_algorithm)
         return result
 
+    manual = None if module.automatic_optimization else trainer.fit_loop.epoch_loop.manual_optimization
+    if manual is not None:
+        manual.optim_step_progress.increment_ready()
     out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
-    if not module.automatic_optimization:
+    if manual is not None:
         trainer.global_step += 1
+        manual.optim_step_progress.increment_completed()
     return out
 
 
@@ -64,6 +68,9 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        # Lightning's optimizer-step and zero_grad counts (fit_loop.epoch_loop.automatic_optimization.optim_progress)
+        optim = trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer
+        self.step_counts, self.zero_grad_counts = optim.step, optim.zero_grad
         self.skip_backward = False  # ``trainer.fit_loop._skip_backward``
         # on CUDA the loss is read without waiting for the device (trainer/loops/nonfinite.py)
         self.loss_checks = DeferredLossChecks(trainer) if self.strategy.root_device.type == "cuda" else None
@@ -146,6 +153,9 @@ class TrainingStep:
             with self.strategy.no_backward_sync(True):
                 closure()
         else:
+            counts = self.step_counts
+            counts.total.ready += 1
+            counts.current.ready += 1
             if self.custom_step:
                 self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, closure)
             else:
@@ -154,8 +164,10 @@ class TrainingStep:
         return holder[0]
 
     def count_step(self) -> None:
-        """An optimizer step happened: the global step, then the step-interval schedulers."""
-        trainer = self.trainer
+        """An optimizer step happened: its count, the global step, then the step-interval schedulers."""
+        trainer, counts = self.trainer, self.step_counts
+        counts.total.completed += 1
+        counts.current.completed += 1
         trainer.progress.global_step += 1
         if self.step_schedulers:
             step_schedulers(trainer, self.step_schedulers, trainer.global_step)
@@ -189,12 +201,16 @@ class BackwardStep:
         step = self.step
         if step.optimizer is None:
             return
+        counts = step.zero_grad_counts
+        counts.increment_ready()
         if step.before_zero_grad is not None:
             step.before_zero_grad(step.optimizer)
+        counts.increment_started()
         if step.custom_zero_grad:
             step.module.optimizer_zero_grad(step.trainer.current_epoch, self.batch_idx, step.optimizer)
         else:
             step.optimizer.zero_grad()
+        counts.increment_completed()
 
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
@@ -253,4 +269,7 @@ def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
                               "strict is set to `False`. Skipping learning rate update.", RuntimeWarning, stacklevel=2)
                 continue
             metric = metrics[config.monitor]
+        counts = trainer.fit_loop.epoch_loop.scheduler_progress
+        counts.increment_ready()
         module.lr_scheduler_step(config.scheduler, metric)
+        counts.increment_completed()

@@ -17,11 +17,10 @@ from abc import ABCMeta
 from typing import Any
 
 from trainer.lightning_compat.impl.loops_closure import ClosureResult, ManualResult
-from trainer.lightning_compat.impl.loops_progress import _Loop, _OptimizationProgress, _Progress, _ReadyCompletedTracker
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
-from trainer.loops.loop_views import TrainingEpochLoop
+from trainer.loops.loop_views import AutomaticOptimization, ManualOptimization, TrainingEpochLoop
 from trainer.states import RunningStage, TrainerFn
 
 
@@ -83,8 +82,7 @@ class _PredictionLoop(PredictLoop, metaclass=_AlsoRelays):
     _relay_counterpart = PredictLoop
 
     def __init__(self, trainer: Any, inference_mode: bool = True) -> None:
-        super().__init__()
-        self.trainer = trainer
+        super().__init__(trainer)
         self.inference_mode = inference_mode
 
 
@@ -95,28 +93,26 @@ def _relay_step_runs(name: str) -> None:
         "optimizer_step, backward) or add a Callback instead of replacing Lightning's optimization loop.")
 
 
-class _AutomaticOptimization(_Loop):
+class _AutomaticOptimization(AutomaticOptimization):
     """Lightning's automatic-optimization loop: its counters (``optim_progress``), not its run."""
 
     output_result_cls = ClosureResult
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer)
-        self.optim_progress = _OptimizationProgress()
         self._skip_backward = False
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         _relay_step_runs(type(self).__name__)
 
 
-class _ManualOptimization(_Loop):
+class _ManualOptimization(ManualOptimization):
     """Lightning's manual-optimization loop: its counters (``optim_step_progress``), not its run."""
 
     output_result_cls = ManualResult
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer)
-        self.optim_step_progress = _Progress.from_defaults(_ReadyCompletedTracker)
         self._output: dict[str, Any] = {}
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
