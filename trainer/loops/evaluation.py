@@ -34,11 +34,13 @@ def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
 
 def run_evaluation(
     trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False,
-    reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None,
+    reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None, resume: bool = False,
 ) -> list[dict[str, float]]:
     """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics.
 
-    ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder)."""
+    ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder).
+    ``resume``: finish a run a restored checkpoint interrupted: the batches its counts show completed are passed
+    over (in loader order)."""
     module, hooks = trainer.lightning_module, trainer.stage_run.hooks
     prefix = "validation" if stage == "validate" else "test"
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
@@ -48,7 +50,11 @@ def run_evaluation(
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer.stage_run.active_results, trainer.stage_run.on_step = results, False
     counts = progress_of(trainer, stage, sanity)  # trainer.validate_loop / test_loop.batch_progress
-    if counts is not None:
+    skip = 0
+    if counts is not None and resume:
+        counts.reset_on_restart()
+        skip = counts.current.completed
+    elif counts is not None:
         counts.reset_on_run()
     modes = capture_modes(module)
     getattr(module, f"on_{prefix}_model_eval")()
@@ -64,7 +70,9 @@ def run_evaluation(
         with trainer.strategy.evaluation_context():
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 final = dl_idx == len(plans) - 1  # is_last_batch: the last batch of the last loader
-                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts, final)
+                passed = int(min(skip, limit))
+                skip -= passed
+                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts, final, passed)
             if counts is not None:
                 counts.is_last_batch = True
         hooks.call(f"on_{prefix}_epoch_end")
@@ -99,7 +107,7 @@ def _belongs(results: Any, key: str, loader: int) -> bool:
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
-                multiple: bool, counts: Any = None, final: bool = False) -> None:
+                multiple: bool, counts: Any = None, final: bool = False, passed: int = 0) -> None:
     hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
@@ -108,6 +116,8 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
                 break
+            if batch_idx < passed:  # run before the checkpoint this run resumes from
+                continue
             batch = move(batch, dl_idx)
             trainer.stage_run.batch_for_size = batch
             if counts is not None:

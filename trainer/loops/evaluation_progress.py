@@ -32,6 +32,20 @@ class EvaluationLoop(_Loop):
         self.stage = stage  # "validate" or "test"
         self.verbose = True
         self.batch_progress = BatchProgress()
+        self._restarted_mid_evaluation = False
+
+    @property
+    def restarted_mid_evaluation(self) -> bool:
+        """Restored from a checkpoint taken while a batch of this loop was running (Lightning's restart stage)."""
+        return self._restarted_mid_evaluation
+
+    def update_restart_stage(self) -> None:
+        t = self.batch_progress.total
+        self._restarted_mid_evaluation = (self.restarting and t.started == t.ready and t.processed == t.started - 1
+                                          and t.completed == t.processed)
+
+    def reset_restart_stage(self) -> None:
+        self._restarted_mid_evaluation = False
 
     @property
     def inference_mode(self) -> bool:

@@ -48,6 +48,7 @@ class FitLoop(_Loop):
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
+        self._epoch_counted = False  # this epoch's counts were completed by a restore (run after its last batch)
         self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
@@ -370,7 +371,9 @@ class FitLoop(_Loop):
             batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
         p.start_epoch()
         epochs = self.epoch_progress  # a checkpoint from inside the epoch has counted its start already
-        if epochs.current.ready == epochs.current.processed:
+        # resumed after the epoch's last batch: the restored counts may have finished this epoch (Lightning's reset)
+        self._epoch_counted = 0 < skip >= limit and epochs.current.processed == epochs.current.ready
+        if epochs.current.ready == epochs.current.processed and not self._epoch_counted:
             epochs.increment_ready()
         start_counted = epochs.current.started == epochs.current.ready
         t.stage_run.hooks.call("on_train_epoch_start")
@@ -384,7 +387,10 @@ class FitLoop(_Loop):
         return batches, skip, limit, val_now
 
     def run_epoch(self) -> None:
-        stopped = self._run_batches(*self._start_epoch())
+        batches, done, limit, val_now = self._start_epoch()
+        if self.epoch_loop.restarting and done:
+            self._restart_validation(done, limit, val_now)
+        stopped = self._run_batches(batches, done, limit, val_now)
         if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/loops/nonfinite.py)
             self.step.loss_checks.check(wait=True)
         self._agree(wait=True)
@@ -393,12 +399,15 @@ class FitLoop(_Loop):
             self._validate()  # a loader without a length: validate when it is exhausted
         results = self.trainer.stage_run.results["train"]
         results.epoch_end_reached = True
-        self.epoch_progress.increment_processed()
+        counted = self._epoch_counted
+        if not counted:
+            self.epoch_progress.increment_processed()
         try:
             self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         finally:
             results.epoch_end_reached = False
-        self.epoch_progress.increment_completed()
+        if not counted:
+            self.epoch_progress.increment_completed()
         self.progress.end_epoch()
 
     def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
@@ -469,6 +478,31 @@ class FitLoop(_Loop):
                 return True
         return False
 
+    def _restart_validation(self, done: int, limit: int | float, val_now: bool) -> None:
+        """Resumed from a checkpoint taken after batch ``done`` of this epoch, where validation was due (Lightning's
+        rules): a validation the checkpoint interrupted is finished now, over the batches it had not run; one that had
+        not begun when the checkpoint was taken (``on_train_batch_end``) is counted as run, not run."""
+        epoch_loop, p = self.epoch_loop, self.progress
+        at_end = done >= limit and self._val_this_epoch() and (self.val_check_batch == math.inf or self._val_due_at_epoch_end())
+        counted = p.total_batches if self.schedule.check_val_every_n_epoch is None else done
+        if not at_end and not (val_now and counted % self.val_check_batch == 0):
+            return
+        val = epoch_loop.val_loop
+        val.update_restart_stage()
+        if val.restarted_mid_evaluation:
+            self._validate(resume=True)
+            return
+        if epoch_loop.restarted_on_last:  # saved after the batch's end: the validation had run
+            return
+        self._ensure_val()
+        if not self.has_val:
+            return
+        most = max(self.val_limits, default=0)
+        if most == math.inf:
+            return
+        val.batch_progress.reset_on_restart() if val.restarting else val.batch_progress.reset_on_run()
+        val.batch_progress.increment_by(int(most), True)
+
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""
         t = self.trainer
@@ -499,14 +533,15 @@ class FitLoop(_Loop):
         due = time.monotonic() - t.stage_run.last_val_time >= self.schedule.val_check_seconds
         return due if single else bool(t.strategy.broadcast(due, src=0))
 
-    def _validate(self) -> None:
+    def _validate(self, resume: bool = False) -> None:
+        """Run the fit's validation (``resume``: finish one a restored checkpoint interrupted)."""
         t = self.trainer
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
             t.lightning_module.on_validation_model_zero_grad()
         self._ensure_val()
         if not self.has_val:
             return
-        run_evaluation(t, "validate", self.val, self.val_limits)
+        run_evaluation(t, "validate", self.val, self.val_limits, resume=resume)
         t.stage_run.last_val_time = time.monotonic()
         t.stage_run.active_results = t.stage_run.results["train"]
 
