@@ -32,6 +32,15 @@ def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
             m.training = modes[name]
 
 
+def no_grad_context(trainer: Trainer, fitting: bool) -> Any:
+    """What an evaluation runs under (Lightning's rule): ``torch.inference_mode`` (or the strategy's choice, when it
+    needs ``no_grad``) with ``Trainer(inference_mode=True)``; ``torch.no_grad`` with ``inference_mode=False`` and for
+    the validation inside ``fit``, whose tensors training may use afterwards."""
+    if fitting or not getattr(trainer, "inference_mode", True):
+        return torch.no_grad()
+    return trainer.strategy.evaluation_context()
+
+
 def run_evaluation(
     trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False,
     reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None, resume: bool = False,
@@ -57,6 +66,9 @@ def run_evaluation(
     elif counts is not None:
         counts.reset_on_run()
     modes = capture_modes(module)
+    fitting = trainer.state.fn == TrainerFn.FITTING
+    outer = no_grad_context(trainer, fitting)  # around the hooks too (on_validation_start sees it), as Lightning
+    outer.__enter__()
     getattr(module, f"on_{prefix}_model_eval")()
     try:
         hooks.call(f"on_{prefix}_start")
@@ -67,7 +79,7 @@ def run_evaluation(
                              multiple)
         step_fn = step_caller(step_fn, getattr(module, f"{prefix}_step"))
         hooks.call(f"on_{prefix}_epoch_start")
-        with trainer.strategy.evaluation_context():
+        with no_grad_context(trainer, fitting):
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 final = dl_idx == len(plans) - 1  # is_last_batch: the last batch of the last loader
                 passed = int(min(skip, limit))
@@ -90,6 +102,7 @@ def run_evaluation(
             restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
         trainer.stage_run.active_results, trainer.stage_run.on_step = prev_results, prev_on_step
+        outer.__exit__(None, None, None)
     if sanity:
         results.reset()
     if len(plans) <= 1:
@@ -168,6 +181,8 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     step_fn = strategy.step_function(module, "predict_step")
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
     modes = capture_modes(module)
+    outer = no_grad_context(trainer, False)
+    outer.__enter__()
     module.on_predict_model_eval()
     move = BatchMover(trainer)
     outputs: list[list[Any]] = []
@@ -183,7 +198,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
                              multiple)
         step_fn = step_caller(step_fn, module.predict_step)
         hooks.call("on_predict_epoch_start")
-        with trainer.strategy.evaluation_context():
+        with no_grad_context(trainer, False):
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 loader_out: list[Any] = []
                 extra = (dl_idx,) if multiple else ()
@@ -206,6 +221,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     finally:
         restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
+        outer.__exit__(None, None, None)
     trainer.predict_loop.predictions = (outputs if multiple else outputs[0]) if keep else []
     return trainer.predict_loop.predictions
 
