@@ -27,6 +27,7 @@ from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.checkpointing.files import load_checkpoint, newest_checkpoint, restore_rng_states
 from trainer.checkpointing.loop_state import restore_loop_state
 from trainer.checkpointing.preemption import resume_note
+from trainer.data.loaders import stateful_plans
 from trainer.data.stateful import LOADER_STATES_KEY, resume_state
 from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
 from trainer.errors import MisconfigurationError
@@ -131,6 +132,13 @@ class Resume:
                 rank = trainer.strategy.distributed_sampler_kwargs["rank"]
                 train.resume_state = resume_state(train.loader, progress.resume_loaders, replicas, rank)
             progress.resume_loaders = None
+        # Lightning's "combined_loader" states (a Lightning checkpoint, or stateful loaders inside a CombinedLoader):
+        # each stateful loader resumes from its own, the others replay the position
+        states, trainer.fit_loop.loader_states_to_load = trainer.fit_loop.loader_states_to_load, []
+        if states and progress.batches_seen and trainer.fit_loop.restarting:
+            for part, state in zip(stateful_plans(train), states):
+                if part.resume_state is None:
+                    part.resume_state = state
 
     def restore_rng(self, mid_epoch: bool, epoch_started: bool) -> None:
         """Phase 5: the generators as they were. A checkpoint from an epoch's end is put back before the epoch's

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampl
 from torch.utils.data.distributed import DistributedSampler
 
 from trainer.seed import seed_loader_workers
-from trainer.data.stateful import resumed_iterator, tell_data_rank
+from trainer.data.stateful import is_stateful, resumed_iterator, tell_data_rank
 from trainer.utilities.combined_loader import CombinedLoader
 
 
@@ -132,6 +132,15 @@ class CombinedLoaderPlan:
         """The batches alone (the ``training_step``'s ``batch``): a dict/list of each loader's batch."""
         combined = self.loader._iterate_from(skip_batches, lambda i, k: self.parts[i].iterate(epoch, k))
         return (batch for batch, _, _ in combined)
+
+
+def stateful_plans(plan: Any) -> list[Any]:
+    """The single-loader plans of a training plan whose loaders save their own position (``state_dict`` and
+    ``load_state_dict``), in order: the plan itself, or the stateful parts of a ``CombinedLoader``'s plan."""
+    if plan is None:
+        return []
+    parts = list(plan.parts) if isinstance(plan, CombinedLoaderPlan) else [plan]
+    return [part for part in parts if is_stateful(part.loader)]
 
 
 def prepare_loader(

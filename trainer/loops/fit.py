@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data.batches import BatchMover
+from trainer.data.loaders import stateful_plans
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
 from trainer.loops.optimization import TrainingStep, step_schedulers
@@ -49,6 +50,7 @@ class FitLoop(_Loop):
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
         self._epoch_counted = False  # this epoch's counts were completed by a restore (run after its last batch)
+        self.loader_states_to_load: list[Any] = []  # a checkpoint's stateful training loaders (resume's phase 4)
         self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
@@ -143,6 +145,14 @@ class FitLoop(_Loop):
 
     def _iteration_based_training(self) -> bool:
         return self.max_steps != -1
+
+    def on_save_checkpoint(self) -> dict:
+        """Lightning's ``"combined_loader"`` entry: the states of the training loaders that keep one (in order)."""
+        states = [part.loader.state_dict() for part in stateful_plans(getattr(self, "train", None))]
+        return {"combined_loader": states} if states else {}
+
+    def on_load_checkpoint(self, state_dict: dict) -> None:
+        self.loader_states_to_load = state_dict.get("combined_loader", [])
 
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
         schedule = plan.schedule
