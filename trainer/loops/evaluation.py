@@ -9,6 +9,7 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.loops.step_arguments import check_dataloader_idx, step_caller
+from trainer.loops.dataloader_iter import steps, uses_dataloader_iter
 from trainer.loops.evaluation_progress import progress_of
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.metrics.results import to_float
@@ -125,6 +126,13 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
     results.current_loader = dl_idx
+    if uses_dataloader_iter(getattr(trainer.lightning_module, f"{prefix}_step", None)):
+        try:
+            _run_iterator_steps(trainer, plan, limit, step_fn, prefix, dl_idx, extra, counts, final)
+        finally:
+            trainer.stage_run.log_suffix = ""
+            results.current_loader = None
+        return
     try:
         for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
             if batch_idx >= limit:
@@ -152,6 +160,30 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
     finally:
         trainer.stage_run.log_suffix = ""
         results.current_loader = None
+
+
+def _run_iterator_steps(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str,
+                        dl_idx: int, extra: tuple, counts: Any, final: bool) -> list[Any]:
+    """The ``dataloader_iter`` flavour (``dataloader_iter.py``): the step takes its own batches; no batch-start hook
+    (there is no batch yet), the batch-end hook sees the last batch taken. Returns the steps' outputs."""
+    hooks, outputs = trainer.stage_run.hooks, []
+    for it in steps(plan.iterate(trainer.current_epoch if prefix != "predict" else 0), limit, dl_idx):
+        if counts is not None:
+            counts.increment_ready()
+            counts.increment_started()
+        try:
+            out = step_fn(it, it.batch_idx + 1, extra)
+        except StopIteration:
+            break
+        if counts is not None:
+            counts.increment_processed()
+            if hasattr(counts, "is_last_batch"):
+                counts.is_last_batch = final and it.done
+        hooks.call(f"on_{prefix}_batch_end", out, it.batch, it.batch_idx, *extra)
+        if counts is not None:
+            counts.increment_completed()
+        outputs.append(out)
+    return outputs
 
 
 class PredictLoop(_Loop):
@@ -202,6 +234,11 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
                 loader_out: list[Any] = []
                 extra = (dl_idx,) if multiple else ()
+                if uses_dataloader_iter(module.predict_step):
+                    out_steps = _run_iterator_steps(trainer, plan, limit, step_fn, "predict", dl_idx, extra, counts,
+                                                    False)
+                    outputs.append(out_steps if keep else [])
+                    continue
                 for batch_idx, batch in enumerate(plan.iterate(0)):
                     if batch_idx >= limit:
                         break

@@ -11,6 +11,7 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.data.loaders import stateful_plans
+from trainer.loops.dataloader_iter import steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
 from trainer.loops.optimization import TrainingStep, step_schedulers
@@ -424,6 +425,8 @@ class FitLoop(_Loop):
         """The epoch's batches, each with its hooks, logging, validation and stopping rules; True: stopped early.
 
         The hot path: everything a batch needs is looked up once here, not per batch."""
+        if uses_dataloader_iter(self.trainer.lightning_module.training_step):
+            return self._run_iterator_steps(batches, batch_idx, limit, val_now)
         t, p, schedule = self.trainer, self.progress, self.schedule
         hooks, results = t.stage_run.hooks, t.stage_run.results["train"]
         across_epochs, log_every = schedule.check_val_every_n_epoch is None, schedule.log_every_n_steps
@@ -442,6 +445,10 @@ class FitLoop(_Loop):
             except StopIteration:
                 counts.is_last_batch = True
                 return False
+            if batch is None:  # Lightning's rule: no hooks and no step for it, counted as a batch
+                self._none_batch(batch_idx, last=batch_idx + 1 == limit)
+                batch_idx += 1
+                continue
             if cpu_only and type(batch) in (tuple, list):  # CPU tensors stay as they are: no call needed
                 for item in batch:
                     if type(item) is not Tensor or not item.is_cpu:
@@ -512,6 +519,57 @@ class FitLoop(_Loop):
             return
         val.batch_progress.reset_on_restart() if val.restarting else val.batch_progress.reset_on_run()
         val.batch_progress.increment_by(int(most), True)
+
+    def _none_batch(self, batch_idx: int, last: bool) -> None:
+        """The training loader gave ``None``: warned about (once), counted, ``on_train_batch_end`` with no outputs."""
+        from trainer.utilities.rank_zero import rank_zero_warn
+
+        rank_zero_warn("train_dataloader yielded None. If this was on purpose, ignore this warning...")
+        counts, p = self.epoch_loop.batch_progress, self.progress
+        counts.is_last_batch = p.is_last_batch = last
+        counts.increment_ready()
+        counts.increment_started()
+        counts.increment_processed()
+        p.batches_seen = batch_idx + 1
+        p.total_batches += 1
+        self.trainer.stage_run.hooks.call("on_train_batch_end", None, None, batch_idx)
+        counts.increment_completed()
+
+    def _run_iterator_steps(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
+        """The ``dataloader_iter`` flavour (``loops/dataloader_iter.py``): the step takes its own batches from the
+        iterator, the epoch ends when they are used up (or the step lets ``StopIteration`` out); validation falls
+        due by steps. True: stopped early."""
+        t, p = self.trainer, self.progress
+        hooks, counts = t.stage_run.hooks, self.epoch_loop.batch_progress
+        for it in steps(batches, limit, start=batch_idx):
+            step_idx = counts.current.ready  # the hooks' and accumulation's index: the steps taken
+            counts.increment_ready()
+            if hooks.call("on_train_batch_start", it.batch, it.batch_idx) == -1:
+                counts.is_last_batch = True
+                counts.increment_processed()
+                return False
+            counts.increment_started()
+            before, seen = p.global_step, it.fetched
+            try:
+                outputs = self.step.run(it, step_idx, False)
+            except StopIteration:
+                counts.is_last_batch = True
+                break
+            counts.increment_processed()
+            counts.is_last_batch = p.is_last_batch = it.done
+            p.total_batches += it.fetched - seen
+            p.batches_seen = it.fetched
+            if p.global_step != before and p.global_step % self.schedule.log_every_n_steps == 0:
+                t.stage_run.send_to_loggers(t.stage_run.results["train"].step_for_logger(), p.global_step - 1)
+            hooks.call("on_train_batch_end", outputs, it.batch, it.batch_idx)
+            counts.increment_completed()
+            if val_now and (counts.current.ready % self.val_check_batch == 0 or it.done):
+                self._validate()
+            self.epoch_loop._batches_that_stepped += 1
+            self._agree(wait=False)
+            if self._stopped_mid_epoch():
+                return True
+        return False
 
     def _finish_epoch(self) -> None:
         """Epoch aggregates, epoch schedulers; then the epoch counts as done (checkpoints resume after it)."""

@@ -42,6 +42,15 @@ class AutomaticOptimization(_Loop):
         super().__init__(trainer)
         self.optim_progress = _OptimizationProgress()
 
+    def run(self, optimizer: Any, batch_idx: int, kwargs: dict) -> dict:
+        """One training batch (``kwargs``: ``batch`` and ``batch_idx``) through the fit's training step, as the fit
+        loop runs it: the step's outputs, ``{}`` when the step returned no loss."""
+        from trainer.loops.optimization import TrainingStep
+
+        fit_loop = self.trainer.fit_loop
+        step = getattr(fit_loop, "step", None) or TrainingStep(self.trainer)
+        return step.run(kwargs.get("batch"), kwargs.get("batch_idx", batch_idx), False) or {}
+
 
 class ManualOptimization(_Loop):
     """The optimizer-step counts of manual optimization (``optim_step_progress``)."""

@@ -15,6 +15,7 @@ from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
 from trainer.distributed.plugin_calls import backward_function, overridden
+from trainer.loops.step_arguments import takes
 from trainer.loops.step_outputs import loss_of, manual_output, step_outputs
 from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
 
@@ -58,7 +59,7 @@ class TrainingStep:
         self.before_backward = hooks.caller("on_before_backward")
         self.after_backward = hooks.caller("on_after_backward")
         self.report = hooks.caller("on_train_batch_end") is not None  # someone reads the step's outputs
-        self.step_fn = trainer.strategy.step_function(module, "training_step")
+        self.step_fn = training_step_caller(trainer.strategy.step_function(module, "training_step"), module)
         self.strategy = trainer.strategy
         self.accumulate = trainer.accumulate_grad_batches
         self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
@@ -171,6 +172,15 @@ class TrainingStep:
         trainer.progress.global_step += 1
         if self.step_schedulers:
             step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+
+
+def training_step_caller(step_fn: Any, module: Any) -> Any:
+    """``step_fn(batch, batch_idx)`` for every ``training_step`` signature (Lightning's rule): ``batch_idx`` only
+    when the step takes it; a ``dataloader_iter`` step is handed the iterator (the loop passes it as ``batch``)."""
+    step = module.training_step
+    if takes(step, "dataloader_iter", explicit=True) or not takes(step, "batch_idx", min_args=2):
+        return lambda batch, batch_idx: step_fn(batch)
+    return step_fn
 
 
 class BackwardStep:

@@ -7,8 +7,9 @@ Relay object too (``isinstance(trainer.fit_loop, _FitLoop)``, ``trainer.validate
 ``_TrainingEpochLoop``). They describe Relay's runs; Relay's loops are run by its Trainer, so a subclass that
 overrides Lightning's ``advance``/``on_run_start`` steps changes nothing.
 
-``_AutomaticOptimization`` and ``_ManualOptimization`` (rule 3): Relay's training step (``trainer/loops/optimization.py``)
-is one object for both, so these hold Lightning's progress counters and their ``run`` raises, saying so.
+``_AutomaticOptimization`` and ``_ManualOptimization`` hold Lightning's progress counters (the ones Relay's fit loop
+advances: ``trainer/loops/loop_views.py``). Relay's training step (``trainer/loops/optimization.py``) is one object for
+both: ``_AutomaticOptimization.run`` runs one batch through it; ``_ManualOptimization.run`` (rule 3) raises, saying so.
 """
 
 from __future__ import annotations
@@ -94,16 +95,14 @@ def _relay_step_runs(name: str) -> None:
 
 
 class _AutomaticOptimization(AutomaticOptimization):
-    """Lightning's automatic-optimization loop: its counters (``optim_progress``), not its run."""
+    """Lightning's automatic-optimization loop: its counters (``optim_progress``), and ``run`` (one batch through
+    Relay's training step)."""
 
     output_result_cls = ClosureResult
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer)
         self._skip_backward = False
-
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        _relay_step_runs(type(self).__name__)
 
 
 class _ManualOptimization(ManualOptimization):
