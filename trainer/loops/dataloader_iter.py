@@ -21,37 +21,44 @@ def uses_dataloader_iter(step: Any) -> bool:
 
 
 class DataLoaderIter:
-    """The iterator a ``dataloader_iter`` step is given: the loader's batches from ``start`` up to ``limit``."""
+    """The iterator a ``dataloader_iter`` step is given: ``(batch, batch_idx, dataloader_idx)`` from ``source`` until
+    ``total`` batches were taken (``start`` of them before this run: a resume)."""
 
-    def __init__(self, batches: Iterator[Any], start: int, limit: int | float, dataloader_idx: int = 0) -> None:
-        self._batches = iter(batches)
+    def __init__(self, source: Iterator[tuple[Any, int, int]], total: int | float, start: int = 0) -> None:
+        self._source = source
         self.fetched = start  # batches taken so far in this epoch (including those a resume passed over)
-        self.limit = limit
-        self.dataloader_idx = dataloader_idx
-        self.batch: Any = None  # the last batch taken, and its index
-        self.batch_idx = start - 1
-        self.done = start >= limit
+        self.total = total
+        # the last batch taken, its index in its loader and the loader's (the hooks' arguments)
+        self.batch: Any = None
+        self.batch_idx = max(start - 1, 0)
+        self.dataloader_idx = 0
+        self.done = start >= total
 
     def __iter__(self) -> DataLoaderIter:
         return self
 
     def __next__(self) -> tuple[Any, int, int]:
-        if self.fetched >= self.limit:
+        if self.fetched >= self.total:
             self.done = True
             raise StopIteration
         try:
-            batch = next(self._batches)
+            item = next(self._source)
         except StopIteration:
             self.done = True
             raise
-        self.batch, self.batch_idx = batch, self.fetched
+        self.batch, self.batch_idx, self.dataloader_idx = item
         self.fetched += 1
-        self.done = self.fetched >= self.limit
-        return batch, self.batch_idx, self.dataloader_idx
+        self.done = self.fetched >= self.total
+        return item
 
 
-def steps(batches: Iterator[Any], limit: int | float, dataloader_idx: int = 0, start: int = 0) -> Iterator[DataLoaderIter]:
+def steps(source: Iterator[tuple[Any, int, int]], total: int | float, start: int = 0) -> Iterator[DataLoaderIter]:
     """The iterator once per step, until its batches are used up."""
-    it = DataLoaderIter(batches, start, limit, dataloader_idx)
+    it = DataLoaderIter(source, total, start)
     while not it.done:
         yield it
+
+
+def one_loader(batches: Any, start: int = 0) -> Iterator[tuple[Any, int, int]]:
+    """A single loader's batches as ``(batch, batch_idx, 0)``, counting from ``start``."""
+    return ((batch, start + i, 0) for i, batch in enumerate(batches))

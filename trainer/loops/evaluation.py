@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -76,12 +78,17 @@ def run_evaluation(
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
         loader = "val" if prefix == "validation" else prefix
-        check_dataloader_idx(module, loader, (f"{prefix}_step", f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"),
-                             multiple)
+        # a dataloader_iter step is not required to take dataloader_idx (the iterator gives it), as in Lightning
+        check_dataloader_idx(module, loader, (f"{prefix}_step",),
+                             multiple and not uses_dataloader_iter(getattr(module, f"{prefix}_step")))
+        check_dataloader_idx(module, loader, (f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"), multiple)
         step_fn = step_caller(step_fn, getattr(module, f"{prefix}_step"))
         hooks.call(f"on_{prefix}_epoch_start")
         with no_grad_context(trainer, fitting):
-            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
+            by_iterator = uses_dataloader_iter(getattr(module, f"{prefix}_step"))
+            if by_iterator:
+                _run_iterator_steps(trainer, plans, limits, step_fn, prefix, multiple, counts, "[_EvaluationLoop]")
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits) if not by_iterator else ()):
                 final = dl_idx == len(plans) - 1  # is_last_batch: the last batch of the last loader
                 passed = int(min(skip, limit))
                 skip -= passed
@@ -126,17 +133,9 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
     results.current_loader = dl_idx
-    if uses_dataloader_iter(getattr(trainer.lightning_module, f"{prefix}_step", None)):
-        try:
-            _run_iterator_steps(trainer, plan, limit, step_fn, prefix, dl_idx, extra, counts, final)
-        finally:
-            trainer.stage_run.log_suffix = ""
-            results.current_loader = None
-        return
     try:
-        for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
-            if batch_idx >= limit:
-                break
+        for batch_idx, batch in enumerate(batches_of(trainer, plan, trainer.current_epoch, limit, prefix,
+                                                     "[_EvaluationLoop]")):
             if batch_idx < passed:  # run before the checkpoint this run resumes from
                 continue
             batch = move(batch, dl_idx)
@@ -162,27 +161,54 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         results.current_loader = None
 
 
-def _run_iterator_steps(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str,
-                        dl_idx: int, extra: tuple, counts: Any, final: bool) -> list[Any]:
-    """The ``dataloader_iter`` flavour (``dataloader_iter.py``): the step takes its own batches; no batch-start hook
-    (there is no batch yet), the batch-end hook sees the last batch taken. Returns the steps' outputs."""
-    hooks, outputs = trainer.stage_run.hooks, []
-    for it in steps(plan.iterate(trainer.current_epoch if prefix != "predict" else 0), limit, dl_idx):
-        if counts is not None:
-            counts.increment_ready()
-            counts.increment_started()
-        try:
-            out = step_fn(it, it.batch_idx + 1, extra)
-        except StopIteration:
-            break
-        if counts is not None:
-            counts.increment_processed()
-            if hasattr(counts, "is_last_batch"):
-                counts.is_last_batch = final and it.done
-        hooks.call(f"on_{prefix}_batch_end", out, it.batch, it.batch_idx, *extra)
-        if counts is not None:
-            counts.increment_completed()
-        outputs.append(out)
+def batches_of(trainer: Trainer, plan: LoaderPlan, epoch: int, limit: int | float, prefix: str, loop: str) -> Any:
+    """A loader's batches up to ``limit`` (none fetched past it), each fetch timed by an enabled profiler under
+    Lightning's name (``[_EvaluationLoop].val_next``)."""
+    batches: Any = plan.iterate(epoch)
+    if trainer.profiler.enabled:
+        name = "val" if prefix == "validation" else prefix
+        batches = trainer.profiler.profile_iterable(iter(batches), f"{loop}.{name}_next")
+    return batches if limit == math.inf else islice(batches, int(limit))
+
+
+def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float], step_fn: Any,
+                        prefix: str, multiple: bool, counts: Any, loop: str) -> list[list[Any]]:
+    """The ``dataloader_iter`` flavour (``dataloader_iter.py``): one iterator over every loader in turn; the step
+    takes its own batches, the batch hooks see the last batch taken (before the first: ``None``, 0, 0). Returns
+    the steps' outputs per loader (of the last batch each step took)."""
+    hooks, results = trainer.stage_run.hooks, trainer.stage_run.active_results
+    epoch = trainer.current_epoch if prefix != "predict" else 0
+    source = ((batch, batch_idx, dl_idx) for dl_idx, (plan, limit) in enumerate(zip(plans, limits))
+              for batch_idx, batch in enumerate(batches_of(trainer, plan, epoch, limit, prefix, loop)))
+    outputs: list[list[Any]] = [[] for _ in plans]
+    try:
+        for it in steps(source, sum(limits)):
+            extra = (it.dataloader_idx,) if multiple else ()
+            if counts is not None:
+                counts.increment_ready()
+            hooks.call(f"on_{prefix}_batch_start", it.batch, it.batch_idx, *extra)
+            if counts is not None:
+                counts.increment_started()
+            try:
+                out = step_fn(it, it.batch_idx, ())
+            except StopIteration:
+                break
+            if counts is not None:
+                counts.increment_processed()
+                if hasattr(counts, "is_last_batch"):
+                    counts.is_last_batch = it.done
+            extra = (it.dataloader_idx,) if multiple else ()
+            trainer.stage_run.log_suffix = f"/dataloader_idx_{it.dataloader_idx}" if multiple else ""
+            if results is not None:
+                results.current_loader = it.dataloader_idx
+            hooks.call(f"on_{prefix}_batch_end", out, it.batch, it.batch_idx, *extra)
+            if counts is not None:
+                counts.increment_completed()
+            outputs[it.dataloader_idx].append(out)
+    finally:
+        trainer.stage_run.log_suffix = ""
+        if results is not None:
+            results.current_loader = None
     return outputs
 
 
@@ -226,22 +252,20 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
-        check_dataloader_idx(module, "predict", ("predict_step", "on_predict_batch_start", "on_predict_batch_end"),
-                             multiple)
+        check_dataloader_idx(module, "predict", ("predict_step",), multiple and not uses_dataloader_iter(module.predict_step))
+        check_dataloader_idx(module, "predict", ("on_predict_batch_start", "on_predict_batch_end"), multiple)
         step_fn = step_caller(step_fn, module.predict_step)
         hooks.call("on_predict_epoch_start")
         with no_grad_context(trainer, False):
-            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
+            by_iterator = uses_dataloader_iter(module.predict_step)
+            if by_iterator:
+                outputs = _run_iterator_steps(trainer, plans, limits, step_fn, "predict", multiple, counts,
+                                              "[_PredictionLoop]")
+                outputs = outputs if keep else [[] for _ in outputs]
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits) if not by_iterator else ()):
                 loader_out: list[Any] = []
                 extra = (dl_idx,) if multiple else ()
-                if uses_dataloader_iter(module.predict_step):
-                    out_steps = _run_iterator_steps(trainer, plan, limit, step_fn, "predict", dl_idx, extra, counts,
-                                                    False)
-                    outputs.append(out_steps if keep else [])
-                    continue
-                for batch_idx, batch in enumerate(plan.iterate(0)):
-                    if batch_idx >= limit:
-                        break
+                for batch_idx, batch in enumerate(batches_of(trainer, plan, 0, limit, "predict", "[_PredictionLoop]")):
                     batch = move(batch, dl_idx)
                     counts.increment_ready()
                     hooks.call("on_predict_batch_start", batch, batch_idx, *extra)

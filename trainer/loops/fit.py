@@ -11,7 +11,7 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.data.loaders import stateful_plans
-from trainer.loops.dataloader_iter import steps, uses_dataloader_iter
+from trainer.loops.dataloader_iter import one_loader, steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
 from trainer.loops.optimization import TrainingStep, step_schedulers
@@ -379,7 +379,7 @@ class FitLoop(_Loop):
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(p.epoch, skip) if skip < limit else iter(())
         if self.profiler is not None:
-            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
+            batches = self.profiler.profile_iterable(iter(batches), "[_TrainingEpochLoop].train_dataloader_next")
         p.start_epoch()
         epochs = self.epoch_progress  # a checkpoint from inside the epoch has counted its start already
         # resumed after the epoch's last batch: the restored counts may have finished this epoch (Lightning's reset)
@@ -541,7 +541,7 @@ class FitLoop(_Loop):
         due by steps. True: stopped early."""
         t, p = self.trainer, self.progress
         hooks, counts = t.stage_run.hooks, self.epoch_loop.batch_progress
-        for it in steps(batches, limit, start=batch_idx):
+        for it in steps(one_loader(batches, batch_idx), limit, start=batch_idx):
             step_idx = counts.current.ready  # the hooks' and accumulation's index: the steps taken
             counts.increment_ready()
             if hooks.call("on_train_batch_start", it.batch, it.batch_idx) == -1:

@@ -100,6 +100,9 @@ class LoaderSource:
             return [combined_for_training(given)], None
         if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
             return list(given.flattened), list
+        if isinstance(given, dict) and given:  # Lightning's sequential CombinedLoader: one loader per value
+            keys = list(given)
+            return list(given.values()), lambda loaders: dict(zip(keys, loaders))
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
 
     def _invalid(self, found: Any, owner: Any) -> InvalidLoaderError:
