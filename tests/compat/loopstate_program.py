@@ -212,9 +212,77 @@ def check_val_check_interval_with_validation_off():
     return [trainer.global_step, trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.ready]
 
 
+def check_dataloader_iter_steps_and_none_batches():
+    """Steps that take ``dataloader_iter`` (two batches a step), predict over a dict of loaders that way, a training
+    loader that yields None, and a stop asked for mid-epoch (it validates first)."""
+
+    class ByIterator(BoringModel):
+        def __init__(self):
+            super().__init__()
+            self.seen: dict[str, list] = {"train": [], "val": [], "starts": [], "ends": []}
+
+        def training_step(self, dataloader_iter):
+            batches = [next(dataloader_iter) for _ in range(2)]
+            self.seen["train"].append([idx for _, idx, _ in batches])
+            return self.step(batches[-1][0])
+
+        def validation_step(self, dataloader_iter):
+            batch, idx, _ = next(dataloader_iter)
+            self.seen["val"].append(idx)
+
+        def predict_step(self, dataloader_iter):
+            batch, idx, dl_idx = next(dataloader_iter)
+            return [batch, idx, dl_idx]
+
+        def on_predict_batch_start(self, batch, batch_idx, dataloader_idx):
+            self.seen["starts"].append([batch, batch_idx, dataloader_idx])
+
+        def on_predict_batch_end(self, outputs, batch, batch_idx, dataloader_idx):
+            self.seen["ends"].append([batch, batch_idx, dataloader_idx])
+
+    model = ByIterator()
+    trainer = Trainer(default_root_dir=fresh_dir("iter"), max_epochs=1, limit_train_batches=4, limit_val_batches=2,
+                      num_sanity_val_steps=0, enable_checkpointing=False, **QUIET)
+    trainer.fit(model)
+    predictions = trainer.predict(model, {"a": [0, 1], "b": [2, 3]})
+    fit_counts = trainer.fit_loop.epoch_loop.batch_progress.state_dict()
+
+    class NoneBatches(BoringModel):
+        def __init__(self):
+            super().__init__()
+            self.ends: list = []
+            self.validated_at: list = []
+
+        def train_dataloader(self):
+            return DataLoader([None if i % 2 == 0 else torch.randn(32) for i in range(6)],
+                              collate_fn=lambda items: items[0] if items[0] is None else torch.stack(items))
+
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 3:
+                self.trainer.should_stop = True
+            return super().training_step(batch, batch_idx)
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            self.ends.append([batch_idx, outputs is None, batch is None])
+
+        def validation_step(self, batch, batch_idx):
+            self.validated_at.append([self.current_epoch, self.global_step])
+
+    none_model = NoneBatches()
+    none_trainer = Trainer(default_root_dir=fresh_dir("none"), max_epochs=1, limit_val_batches=1,
+                           num_sanity_val_steps=0, enable_checkpointing=False, **QUIET)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        none_trainer.fit(none_model)
+    return {"iterator": model.seen, "predictions": predictions, "fit_counts": fit_counts,
+            "none": [none_model.ends, none_model.validated_at, none_trainer.global_step,
+                     any("yielded None" in str(w.message) for w in caught)]}
+
+
 CHECKS = [check_loop_state_on_exception, check_complete_run_and_evaluation_loops,
           check_resume_mid_epoch_continues_the_counts, check_interrupted_validation_is_finished_on_resume,
-          check_grad_mode_of_evaluation_hooks, check_val_check_interval_with_validation_off]
+          check_grad_mode_of_evaluation_hooks, check_val_check_interval_with_validation_off,
+          check_dataloader_iter_steps_and_none_batches]
 
 
 def main() -> None:

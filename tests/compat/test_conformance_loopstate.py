@@ -82,3 +82,14 @@ def test_evaluation_hooks_run_without_grad_as_lightnings(observed):
 
 def test_val_check_interval_past_the_epoch_is_accepted_with_validation_off(observed):
     assert same(observed, "val_check_interval_with_validation_off") == [3, 0]
+
+
+def test_dataloader_iter_steps_none_batches_and_a_stop_mid_epoch(observed):
+    seen = same(observed, "dataloader_iter_steps_and_none_batches")
+    assert seen["iterator"]["train"] == [[0, 1], [2, 3]] and seen["iterator"]["val"] == [0, 1]
+    assert seen["predictions"] == [[[0, 0, 0], [1, 1, 0]], [[2, 0, 1], [3, 1, 1]]]
+    assert seen["iterator"]["starts"][0] == [None, 0, 0] and seen["iterator"]["ends"][-1] == [3, 1, 1]
+    assert seen["fit_counts"]["total"]["completed"] == 2 and seen["fit_counts"]["is_last_batch"]
+    ends, validated_at, steps, warned = seen["none"]
+    assert ends[:2] == [[0, True, True], [1, False, False]] and len(ends) == 4  # stopped after batch 3
+    assert validated_at == [[0, 2]] and steps == 2 and warned

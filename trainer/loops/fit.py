@@ -461,7 +461,8 @@ class FitLoop(_Loop):
             total.ready += 1
             current.ready += 1
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
-                counts.is_last_batch = True  # the rest of the epoch is skipped: this batch counts as processed
+                # the rest of the epoch is skipped: this batch is the last, counted as processed
+                counts.is_last_batch = p.is_last_batch = True
                 total.processed += 1
                 current.processed += 1
                 return False
@@ -481,10 +482,13 @@ class FitLoop(_Loop):
                 batch_end(outputs, batch, batch_idx - 1)
             total.completed += 1
             current.completed += 1
+            validated = False
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
+                validated = True
             elif timed and self._val_time_due(single):
                 self._validate()
+                validated = True
             if last or batch_idx % accumulate == 0:  # the loggers' step: batches that stepped the optimizer
                 epoch_loop._batches_that_stepped += 1
             if epoch_loop._restarting:  # the batch a restored loop continued with is through
@@ -492,6 +496,9 @@ class FitLoop(_Loop):
                 epoch_loop.restarting = False
             self._agree(wait=False)
             if self._stopped_mid_epoch():
+                # a stop a training batch asked for (should_stop) validates first, as Lightning's loop does
+                if not validated and self._stop_requested() and self._val_this_epoch():
+                    self._validate()
                 return True
         return False
 
@@ -522,8 +529,6 @@ class FitLoop(_Loop):
 
     def _none_batch(self, batch_idx: int, last: bool) -> None:
         """The training loader gave ``None``: warned about (once), counted, ``on_train_batch_end`` with no outputs."""
-        from trainer.utilities.rank_zero import rank_zero_warn
-
         rank_zero_warn("train_dataloader yielded None. If this was on purpose, ignore this warning...")
         counts, p = self.epoch_loop.batch_progress, self.progress
         counts.is_last_batch = p.is_last_batch = last
