@@ -95,9 +95,24 @@ class LoaderPlan:
         self.generator = generator
         self.seed = seed
         self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
+        self.live: Any = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
+
+    def teardown(self) -> None:
+        """End the worker processes of the latest iterator, and those a ``persistent_workers`` loader keeps."""
+        self.live = None  # the last reference: a DataLoader iterator shuts its workers down when it goes
+        kept = getattr(self.loader, "_iterator", None)
+        if kept is not None and hasattr(kept, "_shutdown_workers"):
+            kept._shutdown_workers()
+            self.loader._iterator = None
 
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
-        """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen."""
+        """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen. The previous one ends
+        first (its workers shut down, as Lightning's loops do when they ask for the next epoch's iterator)."""
+        self.live = None
+        self.live = self._iterate(epoch, skip_batches)
+        return self.live
+
+    def _iterate(self, epoch: int, skip_batches: int) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed(self.seed + epoch)
         sampler = getattr(self.loader, "sampler", None)
@@ -127,6 +142,10 @@ class CombinedLoaderPlan:
         self.loader = copy.copy(loader)  # the user's CombinedLoader keeps its own loaders (a reload prepares them again)
         self.parts = parts
         self.loader.flattened = [part.loader for part in parts]
+
+    def teardown(self) -> None:
+        for part in self.parts:
+            part.teardown()
 
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
         """The batches alone (the ``training_step``'s ``batch``): a dict/list of each loader's batch."""

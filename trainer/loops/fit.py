@@ -288,7 +288,20 @@ class FitLoop(_Loop):
     def run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
         """Run one fit call (``run``: its ``StageRun``). ``build`` builds a source's loaders when Lightning asks for
         them: validation's at the sanity check (or the first validation), training's after the sanity check.
-        ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing."""
+        ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing. The loaders' worker
+        processes end with it (``teardown``), also when it fails."""
+        try:
+            self._run(run, build, replan)
+        finally:
+            self.teardown()
+
+    def teardown(self) -> None:
+        """End the training and validation loaders' worker processes (the latest iterators, persistent workers)."""
+        for plan in [getattr(self, "train", None), *(getattr(self, "val", None) or [])]:
+            if plan is not None and hasattr(plan, "teardown"):
+                plan.teardown()
+
+    def _run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
         self.progress.resume_cut_short()
         self.resume = run.resume if replan is None else Resume()
         if self.resume.checkpoint is None:  # else restored by the resume (trainer/checkpointing/loop_state.py)
