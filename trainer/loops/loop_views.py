@@ -15,6 +15,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from trainer.loops.evaluation_progress import EvaluationLoop
+from trainer.loops.optimization import TrainingStep
 from trainer.loops.trackers import (
     _BatchProgress, _Loop, _OptimizationProgress, _Progress, _ReadyCompletedTracker, _SchedulerProgress,
 )
@@ -45,8 +46,6 @@ class AutomaticOptimization(_Loop):
     def run(self, optimizer: Any, batch_idx: int, kwargs: dict) -> dict:
         """One training batch (``kwargs``: ``batch`` and ``batch_idx``) through the fit's training step, as the fit
         loop runs it: the step's outputs, ``{}`` when the step returned no loss."""
-        from trainer.loops.optimization import TrainingStep
-
         fit_loop = self.trainer.fit_loop
         step = getattr(fit_loop, "step", None) or TrainingStep(self.trainer)
         return step.run(kwargs.get("batch"), kwargs.get("batch_idx", batch_idx), False) or {}
