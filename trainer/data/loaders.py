@@ -101,7 +101,8 @@ class LoaderPlan:
         """End the worker processes of the latest iterator, and those a ``persistent_workers`` loader keeps."""
         self.live = None  # the last reference: a DataLoader iterator shuts its workers down when it goes
         kept = getattr(self.loader, "_iterator", None)
-        if kept is not None and hasattr(kept, "_shutdown_workers"):
+        # a stateful loader (torchdata's) keeps its position in that iterator: a checkpoint taken later still needs it
+        if kept is not None and hasattr(kept, "_shutdown_workers") and not is_stateful(self.loader):
             kept._shutdown_workers()
             self.loader._iterator = None
 
