@@ -205,11 +205,29 @@ def check_grad_mode_of_evaluation_hooks():
 
 
 def check_val_check_interval_with_validation_off():
-    """An int val_check_interval larger than the epoch is no error when limit_val_batches=0."""
+    """An int val_check_interval larger than the epoch is no error when limit_val_batches=0; a submodule left in eval
+    mode is warned about; a training_step returning None with several processes is an error."""
+    model = BoringModel()
+    model.frozen = torch.nn.Linear(2, 2).eval()
     trainer = Trainer(default_root_dir=fresh_dir("valoff"), max_epochs=1, limit_train_batches=3,
                       val_check_interval=10, limit_val_batches=0, **QUIET)
-    trainer.fit(BoringModel())
-    return [trainer.global_step, trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.ready]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(model)
+    eval_warning = [str(w.message) for w in caught if "eval mode" in str(w.message)]
+
+    class Skips(BoringModel):
+        def training_step(self, batch, batch_idx):
+            return None
+
+    skipping = Trainer(default_root_dir=fresh_dir("skips"), max_steps=1, barebones=True)
+    skipping.strategy.world_size = 2
+    try:
+        skipping.fit(Skips())
+        error = None
+    except RuntimeError as err:
+        error = str(err)[:80]
+    return [trainer.global_step, trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.ready, eval_warning, error]
 
 
 def check_dataloader_iter_steps_and_none_batches():
