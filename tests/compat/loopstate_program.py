@@ -214,7 +214,8 @@ def check_val_check_interval_with_validation_off():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(model)
-    eval_warning = [str(w.message) for w in caught if "eval mode" in str(w.message)]
+    # Lightning's words (Relay names the modules after them)
+    eval_warning = [str(w.message)[:162] for w in caught if "eval mode" in str(w.message)]
 
     class Skips(BoringModel):
         def training_step(self, batch, batch_idx):

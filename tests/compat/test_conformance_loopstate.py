@@ -84,7 +84,7 @@ def test_val_check_interval_past_the_epoch_is_accepted_with_validation_off(obser
     steps, val_batches, eval_warning, error = same(observed, "val_check_interval_with_validation_off")
     assert [steps, val_batches] == [3, 0]
     assert eval_warning == ["Found 1 module(s) in eval mode at the start of training. This may lead to unexpected "
-                            "behavior during training. If this is intentional, you can ignore this warning."]
+                            "behavior during training. If this is intentional, you can ignore this warning"]
     assert error.startswith("Skipping the `training_step` by returning None in distributed")
 
 
