@@ -252,7 +252,8 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
-        check_dataloader_idx(module, "predict", ("predict_step",), multiple and not uses_dataloader_iter(module.predict_step))
+        check_dataloader_idx(module, "predict", ("predict_step",),
+                             multiple and not uses_dataloader_iter(module.predict_step))
         check_dataloader_idx(module, "predict", ("on_predict_batch_start", "on_predict_batch_end"), multiple)
         step_fn = step_caller(step_fn, module.predict_step)
         hooks.call("on_predict_epoch_start")

@@ -3,8 +3,8 @@
 Relay's evaluation runs are functions (``trainer/loops/evaluation.py``); these small objects carry the public
 members callbacks and user code read from Lightning's ``_EvaluationLoop``: ``max_batches``, ``num_dataloaders``,
 ``skip``, ``verbose``, ``inference_mode`` and ``batch_progress`` (``total`` over every ``validate``/``test`` call of
-this Trainer, ``current`` for the latest), with Lightning's ``state_dict``/``load_state_dict``. As in Lightning, they describe ``trainer.validate()`` /
-``trainer.test()``; validation inside ``fit`` is the fit loop's.
+this Trainer, ``current`` for the latest), with Lightning's ``state_dict``/``load_state_dict``. As in Lightning, they
+describe ``trainer.validate()`` / ``trainer.test()``; validation inside ``fit`` is the fit loop's.
 """
 
 from __future__ import annotations

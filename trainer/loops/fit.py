@@ -520,7 +520,8 @@ class FitLoop(_Loop):
         rules): a validation the checkpoint interrupted is finished now, over the batches it had not run; one that had
         not begun when the checkpoint was taken (``on_train_batch_end``) is counted as run, not run."""
         epoch_loop, p = self.epoch_loop, self.progress
-        at_end = done >= limit and self._val_this_epoch() and (self.val_check_batch == math.inf or self._val_due_at_epoch_end())
+        at_end = done >= limit and self._val_this_epoch() and (
+            self.val_check_batch == math.inf or self._val_due_at_epoch_end())
         counted = p.total_batches if self.schedule.check_val_every_n_epoch is None else done
         if not at_end and not (val_now and counted % self.val_check_batch == 0):
             return

@@ -59,7 +59,8 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
     (``fit_loop._skip_backward``) or meets a step pre-hook added since goes through ``step.run`` itself."""
     canonical, trainer, optimizer, module = step.run, step.trainer, step.optimizer, step.module
     steps, zero_grads = step.step_counts, step.zero_grad_counts  # Lightning's counts, bumped where its loop does
-    steps_total, steps_current, zero_total, zero_current = steps.total, steps.current, zero_grads.total, zero_grads.current
+    steps_total, steps_current = steps.total, steps.current
+    zero_total, zero_current = zero_grads.total, zero_grads.current
 
     def run(batch: Any, batch_idx: int, is_last: bool) -> Any:
         if (not module.automatic_optimization or trainer.accumulate_grad_batches != 1 or step.skip_backward

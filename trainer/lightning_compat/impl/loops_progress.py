@@ -20,4 +20,5 @@ from trainer.loops.trackers import (  # noqa: F401  (Relay's loops keep these: t
     _BatchProgress, _SchedulerProgress, _OptimizerProgress, _OptimizationProgress, _Loop,
 )
 
-__all__ = ['_BaseProgress', '_ReadyCompletedTracker', '_StartedTracker', '_ProcessedTracker', '_Progress', '_BatchProgress', '_SchedulerProgress', '_OptimizerProgress', '_OptimizationProgress', '_Loop']
+__all__ = ["_BaseProgress", "_ReadyCompletedTracker", "_StartedTracker", "_ProcessedTracker", "_Progress",
+           "_BatchProgress", "_SchedulerProgress", "_OptimizerProgress", "_OptimizationProgress", "_Loop"]
