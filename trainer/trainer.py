@@ -130,7 +130,7 @@ class Trainer(TrainerProperties):
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
         self.progress = LoopProgress()
         self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
-        self.predict_loop = PredictLoop()
+        self.predict_loop = PredictLoop(self)
         self.validate_loop = EvaluationLoop(self, "validate")  # Lightning's public members; loops/evaluation_progress.py
         self.test_loop = EvaluationLoop(self, "test")
         self.should_stop = False

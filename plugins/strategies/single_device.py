@@ -28,6 +28,32 @@ class SingleDeviceStrategy(Strategy):
         self._device = torch.device(device) if device is not None else None
         if checkpoint_io is not None:
             self.checkpoint_io = checkpoint_io
+        # plain values, as Lightning's single-device strategy holds them (code and tests set them)
+        self._world_size, self._global_rank, self._local_rank = 1, 0, 0
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    @world_size.setter
+    def world_size(self, value: int) -> None:
+        self._world_size = value
+
+    @property
+    def global_rank(self) -> int:
+        return self._global_rank
+
+    @global_rank.setter
+    def global_rank(self, value: int) -> None:
+        self._global_rank = value
+
+    @property
+    def local_rank(self) -> int:
+        return self._local_rank
+
+    @local_rank.setter
+    def local_rank(self, value: int) -> None:
+        self._local_rank = value
 
     @property
     def root_device(self) -> torch.device:

@@ -30,7 +30,7 @@ class Recorder(Callback):
 
     def on_train_epoch_start(self, trainer, pl_module):
         cur = trainer.fit_loop.epoch_progress.current
-        self.seen.append(("epoch_progress", cur.started, cur.completed))
+        self.seen.append(("epoch_progress", cur.ready, cur.started, cur.completed))
 
 
 def test_state_enums_compare_as_lightning_strings():
@@ -52,7 +52,8 @@ def test_state_follows_the_loops_and_finishes():
     assert ("sanity", "fit", "sanity_check", False, True, False) in rec.seen
     assert ("val", "fit", "validate", False, False, True) in rec.seen
     assert ("train", "fit", "train", True, False, False) in rec.seen
-    assert ("epoch_progress", 1, 0) in rec.seen and ("epoch_progress", 2, 1) in rec.seen
+    # Lightning's counts inside on_train_epoch_start: the epoch is ready, not yet started
+    assert ("epoch_progress", 1, 0, 0) in rec.seen and ("epoch_progress", 2, 1, 1) in rec.seen
     assert trainer.state.finished and trainer.state.fn == TrainerFn.FITTING and trainer.state.stage is None
     assert trainer.fit_loop.epoch_progress.current.completed == 2 == trainer.current_epoch
     assert trainer.num_training_batches == 2 and trainer.fit_loop.max_batches == 2

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.checkpointing.elastic_batch import ACCUMULATION_KEY
 from trainer.checkpointing.files import plain_data, rng_states
+from trainer.checkpointing.loop_state import loops_state_dict
 from trainer.data.stateful import LOADER_STATES_KEY, collect_loader_states
 from trainer.distributed.plugin_calls import module_state, optimizer_state
 
@@ -22,7 +23,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         "epoch": trainer.current_epoch,
         "global_step": trainer.global_step,
         "loops": {**trainer.progress.state_dict(trainer.world_size, strategy.distributed_sampler_kwargs["num_replicas"]),
-                  ACCUMULATION_KEY: trainer.accumulate_grad_batches},  # the global batch (elastic_batch)
+                  ACCUMULATION_KEY: trainer.accumulate_grad_batches,  # the global batch (elastic_batch)
+                  **loops_state_dict(trainer)},  # the loops' states in Lightning's layout (loop_state.py)
         "state_dict": module_state(strategy, module),  # the calls Fabric.save makes
     }
     for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys

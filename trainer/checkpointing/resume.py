@@ -7,7 +7,8 @@ A Trainer call's ``StageRun`` holds one ``Resume``; the stage and the fit loop c
 2. ``restore_weights`` (before ``configure_optimizers``, as Lightning): ``on_load_checkpoint``, the module's state,
    then (fit) the callbacks' states.
 3. ``restore_training`` (after ``on_fit_start``: ``BaseFinetuning`` rebuilds its parameter groups there):
-   optimizers, schedulers, the precision's scaler, the DataModule, the loop counters.
+   optimizers, schedulers, the precision's scaler, the DataModule, the loop counters (Relay's, and the loops'
+   states in Lightning's layout: ``loop_state.py``).
 4. ``restore_data_position`` (when the training loader is built): at another world size the same samples are
    skipped, not the same batches, and ``elastic_batch="keep_global"`` adapts the accumulation.
 5. ``restore_rng`` (when the first epoch starts): every generator as it was on this rank.
@@ -24,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.checkpointing.files import load_checkpoint, newest_checkpoint, restore_rng_states
+from trainer.checkpointing.loop_state import restore_loop_state
 from trainer.checkpointing.preemption import resume_note
+from trainer.data.loaders import stateful_plans
 from trainer.data.stateful import LOADER_STATES_KEY, resume_state
 from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
 from trainer.errors import MisconfigurationError
+from trainer.states import TrainerFn
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -105,6 +109,7 @@ class Resume:
         if trainer.datamodule is not None and "datamodule" in checkpoint:
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
         trainer.progress.load_state_dict(checkpoint["loops"])
+        restore_loop_state(trainer, checkpoint["loops"], TrainerFn.FITTING)  # Lightning's loop counts, restarting
         trainer.progress.resume_loaders = checkpoint.get(LOADER_STATES_KEY)  # a stateful loader's, for phase 4
         per_rank = checkpoint.get("rng_per_rank")
         self.rng = per_rank[trainer.global_rank] if per_rank is not None and len(per_rank) == trainer.world_size \
@@ -127,6 +132,13 @@ class Resume:
                 rank = trainer.strategy.distributed_sampler_kwargs["rank"]
                 train.resume_state = resume_state(train.loader, progress.resume_loaders, replicas, rank)
             progress.resume_loaders = None
+        # Lightning's "combined_loader" states (a Lightning checkpoint, or stateful loaders inside a CombinedLoader):
+        # each stateful loader resumes from its own, the others replay the position
+        states, trainer.fit_loop.loader_states_to_load = trainer.fit_loop.loader_states_to_load, []
+        if states and progress.batches_seen and trainer.fit_loop.restarting:
+            for part, state in zip(stateful_plans(train), states):
+                if part.resume_state is None:
+                    part.resume_state = state
 
     def restore_rng(self, mid_epoch: bool, epoch_started: bool) -> None:
         """Phase 5: the generators as they were. A checkpoint from an epoch's end is put back before the epoch's

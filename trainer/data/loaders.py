@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampl
 from torch.utils.data.distributed import DistributedSampler
 
 from trainer.seed import seed_loader_workers
-from trainer.data.stateful import resumed_iterator, tell_data_rank
+from trainer.data.stateful import is_stateful, resumed_iterator, tell_data_rank
 from trainer.utilities.combined_loader import CombinedLoader
 
 
@@ -95,9 +95,25 @@ class LoaderPlan:
         self.generator = generator
         self.seed = seed
         self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
+        self.live: Any = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
+
+    def teardown(self) -> None:
+        """End the worker processes of the latest iterator, and those a ``persistent_workers`` loader keeps."""
+        self.live = None  # the last reference: a DataLoader iterator shuts its workers down when it goes
+        kept = getattr(self.loader, "_iterator", None)
+        # a stateful loader (torchdata's) keeps its position in that iterator: a checkpoint taken later still needs it
+        if kept is not None and hasattr(kept, "_shutdown_workers") and not is_stateful(self.loader):
+            kept._shutdown_workers()
+            self.loader._iterator = None
 
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
-        """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen."""
+        """An iterator over ``epoch``'s batches, starting after ``skip_batches`` already seen. The previous one ends
+        first (its workers shut down, as Lightning's loops do when they ask for the next epoch's iterator)."""
+        self.live = None
+        self.live = self._iterate(epoch, skip_batches)
+        return self.live
+
+    def _iterate(self, epoch: int, skip_batches: int) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed(self.seed + epoch)
         sampler = getattr(self.loader, "sampler", None)
@@ -128,10 +144,23 @@ class CombinedLoaderPlan:
         self.parts = parts
         self.loader.flattened = [part.loader for part in parts]
 
+    def teardown(self) -> None:
+        for part in self.parts:
+            part.teardown()
+
     def iterate(self, epoch: int, skip_batches: int = 0) -> Iterator[Any]:
         """The batches alone (the ``training_step``'s ``batch``): a dict/list of each loader's batch."""
         combined = self.loader._iterate_from(skip_batches, lambda i, k: self.parts[i].iterate(epoch, k))
         return (batch for batch, _, _ in combined)
+
+
+def stateful_plans(plan: Any) -> list[Any]:
+    """The single-loader plans of a training plan whose loaders save their own position (``state_dict`` and
+    ``load_state_dict``), in order: the plan itself, or the stateful parts of a ``CombinedLoader``'s plan."""
+    if plan is None:
+        return []
+    parts = list(plan.parts) if isinstance(plan, CombinedLoaderPlan) else [plan]
+    return [part for part in parts if is_stateful(part.loader)]
 
 
 def prepare_loader(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.data.batches import BatchMover
 from trainer.loops.step_arguments import check_dataloader_idx, step_caller
-from trainer.loops.evaluation_progress import BatchProgress, progress_of
+from trainer.loops.dataloader_iter import steps, uses_dataloader_iter
+from trainer.loops.evaluation_progress import progress_of
+from trainer.loops.trackers import _Loop, _Progress
 from trainer.metrics.results import to_float
 from trainer.states import RunningStage, TrainerFn
 
@@ -31,13 +35,24 @@ def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
             m.training = modes[name]
 
 
+def no_grad_context(trainer: Trainer, fitting: bool) -> Any:
+    """What an evaluation runs under (Lightning's rule): ``torch.inference_mode`` (or the strategy's choice, when it
+    needs ``no_grad``) with ``Trainer(inference_mode=True)``; ``torch.no_grad`` with ``inference_mode=False`` and for
+    the validation inside ``fit``, whose tensors training may use afterwards."""
+    if fitting or not getattr(trainer, "inference_mode", True):
+        return torch.no_grad()
+    return trainer.strategy.evaluation_context()
+
+
 def run_evaluation(
     trainer: Trainer, stage: str, plans: list[LoaderPlan], limits: list[int | float], sanity: bool = False,
-    reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None,
+    reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None = None, resume: bool = False,
 ) -> list[dict[str, float]]:
     """Run ``validation_step``/``test_step`` over every loader; returns each loader's epoch metrics.
 
-    ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder)."""
+    ``reload``: builds the loaders again when a hook asked for it in ``on_<stage>_start`` (BatchSizeFinder).
+    ``resume``: finish a run a restored checkpoint interrupted: the batches its counts show completed are passed
+    over (in loader order)."""
     module, hooks = trainer.lightning_module, trainer.stage_run.hooks
     prefix = "validation" if stage == "validate" else "test"
     step_fn = trainer.strategy.step_function(module, f"{prefix}_step")
@@ -47,22 +62,39 @@ def run_evaluation(
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer.stage_run.active_results, trainer.stage_run.on_step = results, False
     counts = progress_of(trainer, stage, sanity)  # trainer.validate_loop / test_loop.batch_progress
-    if counts is not None:
+    skip = 0
+    if counts is not None and resume:
+        counts.reset_on_restart()
+        skip = counts.current.completed
+    elif counts is not None:
         counts.reset_on_run()
     modes = capture_modes(module)
+    fitting = trainer.state.fn == TrainerFn.FITTING
+    outer = no_grad_context(trainer, fitting)  # around the hooks too (on_validation_start sees it), as Lightning
+    outer.__enter__()
     getattr(module, f"on_{prefix}_model_eval")()
     try:
         hooks.call(f"on_{prefix}_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
         loader = "val" if prefix == "validation" else prefix
-        check_dataloader_idx(module, loader, (f"{prefix}_step", f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"),
-                             multiple)
+        # a dataloader_iter step is not required to take dataloader_idx (the iterator gives it), as in Lightning
+        check_dataloader_idx(module, loader, (f"{prefix}_step",),
+                             multiple and not uses_dataloader_iter(getattr(module, f"{prefix}_step")))
+        check_dataloader_idx(module, loader, (f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"), multiple)
         step_fn = step_caller(step_fn, getattr(module, f"{prefix}_step"))
         hooks.call(f"on_{prefix}_epoch_start")
-        with trainer.strategy.evaluation_context():
-            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
-                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts)
+        with no_grad_context(trainer, fitting):
+            by_iterator = uses_dataloader_iter(getattr(module, f"{prefix}_step"))
+            if by_iterator:
+                _run_iterator_steps(trainer, plans, limits, step_fn, prefix, multiple, counts, "[_EvaluationLoop]")
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits) if not by_iterator else ()):
+                final = dl_idx == len(plans) - 1  # is_last_batch: the last batch of the last loader
+                passed = int(min(skip, limit))
+                skip -= passed
+                _run_loader(trainer, plan, limit, step_fn, prefix, dl_idx, multiple, counts, final, passed)
+            if counts is not None:
+                counts.is_last_batch = True
         hooks.call(f"on_{prefix}_epoch_end")
         results.finish_epoch(trainer.strategy.all_reduce)
         results.hide_steps()
@@ -78,6 +110,7 @@ def run_evaluation(
             restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
         trainer.stage_run.active_results, trainer.stage_run.on_step = prev_results, prev_on_step
+        outer.__exit__(None, None, None)
     if sanity:
         results.reset()
     if len(plans) <= 1:
@@ -95,18 +128,20 @@ def _belongs(results: Any, key: str, loader: int) -> bool:
 
 
 def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
-                multiple: bool, counts: BatchProgress | None = None) -> None:
+                multiple: bool, counts: Any = None, final: bool = False, passed: int = 0) -> None:
     hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
     results.current_loader = dl_idx
     try:
-        for batch_idx, batch in enumerate(plan.iterate(trainer.current_epoch)):
-            if batch_idx >= limit:
-                break
+        for batch_idx, batch in enumerate(batches_of(trainer, plan, trainer.current_epoch, limit, prefix,
+                                                     "[_EvaluationLoop]")):
+            if batch_idx < passed:  # run before the checkpoint this run resumes from
+                continue
             batch = move(batch, dl_idx)
             trainer.stage_run.batch_for_size = batch
             if counts is not None:
+                counts.is_last_batch = final and batch_idx + 1 == limit
                 counts.increment_ready()
             hooks.call(f"on_{prefix}_batch_start", batch, batch_idx, *extra)
             if counts is not None:
@@ -126,14 +161,67 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         results.current_loader = None
 
 
-class PredictLoop:
-    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``."""
+def batches_of(trainer: Trainer, plan: LoaderPlan, epoch: int, limit: int | float, prefix: str, loop: str) -> Any:
+    """A loader's batches up to ``limit`` (none fetched past it), each fetch timed by an enabled profiler under
+    Lightning's name (``[_EvaluationLoop].val_next``)."""
+    batches: Any = plan.iterate(epoch)
+    if trainer.profiler.enabled:
+        name = "val" if prefix == "validation" else prefix
+        batches = trainer.profiler.profile_iterable(iter(batches), f"{loop}.{name}_next")
+    return batches if limit == math.inf else islice(batches, int(limit))
 
-    def __init__(self) -> None:
+
+def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float], step_fn: Any,
+                        prefix: str, multiple: bool, counts: Any, loop: str) -> list[list[Any]]:
+    """The ``dataloader_iter`` flavour (``dataloader_iter.py``): one iterator over every loader in turn; the step
+    takes its own batches, the batch hooks see the last batch taken (before the first: ``None``, 0, 0). Returns
+    the steps' outputs per loader (of the last batch each step took)."""
+    hooks, results = trainer.stage_run.hooks, trainer.stage_run.active_results
+    epoch = trainer.current_epoch if prefix != "predict" else 0
+    source = ((batch, batch_idx, dl_idx) for dl_idx, (plan, limit) in enumerate(zip(plans, limits))
+              for batch_idx, batch in enumerate(batches_of(trainer, plan, epoch, limit, prefix, loop)))
+    outputs: list[list[Any]] = [[] for _ in plans]
+    try:
+        for it in steps(source, sum(limits)):
+            extra = (it.dataloader_idx,) if multiple else ()
+            if counts is not None:
+                counts.increment_ready()
+            hooks.call(f"on_{prefix}_batch_start", it.batch, it.batch_idx, *extra)
+            if counts is not None:
+                counts.increment_started()
+            try:
+                out = step_fn(it, it.batch_idx, ())
+            except StopIteration:
+                break
+            if counts is not None:
+                counts.increment_processed()
+                if hasattr(counts, "is_last_batch"):
+                    counts.is_last_batch = it.done
+            extra = (it.dataloader_idx,) if multiple else ()
+            trainer.stage_run.log_suffix = f"/dataloader_idx_{it.dataloader_idx}" if multiple else ""
+            if results is not None:
+                results.current_loader = it.dataloader_idx
+            hooks.call(f"on_{prefix}_batch_end", out, it.batch, it.batch_idx, *extra)
+            if counts is not None:
+                counts.increment_completed()
+            outputs[it.dataloader_idx].append(out)
+    finally:
+        trainer.stage_run.log_suffix = ""
+        if results is not None:
+            results.current_loader = None
+    return outputs
+
+
+class PredictLoop(_Loop):
+    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``,
+    and its batch counts (Lightning's ``_Progress``: ``total`` over calls, ``current`` for the last)."""
+
+    def __init__(self, trainer: Any = None) -> None:
+        super().__init__(trainer)
         self.predictions: list[Any] = []
         self.max_batches: list[int | float] = []
         self.return_predictions = True
-        self.batch_progress = BatchProgress()  # as the evaluation loops': total over calls, current for the last
+        self.batch_progress = _Progress()
 
 
 def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
@@ -151,6 +239,8 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     step_fn = strategy.step_function(module, "predict_step")
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
     modes = capture_modes(module)
+    outer = no_grad_context(trainer, False)
+    outer.__enter__()
     module.on_predict_model_eval()
     move = BatchMover(trainer)
     outputs: list[list[Any]] = []
@@ -162,17 +252,21 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
-        check_dataloader_idx(module, "predict", ("predict_step", "on_predict_batch_start", "on_predict_batch_end"),
-                             multiple)
+        check_dataloader_idx(module, "predict", ("predict_step",),
+                             multiple and not uses_dataloader_iter(module.predict_step))
+        check_dataloader_idx(module, "predict", ("on_predict_batch_start", "on_predict_batch_end"), multiple)
         step_fn = step_caller(step_fn, module.predict_step)
         hooks.call("on_predict_epoch_start")
-        with trainer.strategy.evaluation_context():
-            for dl_idx, (plan, limit) in enumerate(zip(plans, limits)):
+        with no_grad_context(trainer, False):
+            by_iterator = uses_dataloader_iter(module.predict_step)
+            if by_iterator:
+                outputs = _run_iterator_steps(trainer, plans, limits, step_fn, "predict", multiple, counts,
+                                              "[_PredictionLoop]")
+                outputs = outputs if keep else [[] for _ in outputs]
+            for dl_idx, (plan, limit) in enumerate(zip(plans, limits) if not by_iterator else ()):
                 loader_out: list[Any] = []
                 extra = (dl_idx,) if multiple else ()
-                for batch_idx, batch in enumerate(plan.iterate(0)):
-                    if batch_idx >= limit:
-                        break
+                for batch_idx, batch in enumerate(batches_of(trainer, plan, 0, limit, "predict", "[_PredictionLoop]")):
                     batch = move(batch, dl_idx)
                     counts.increment_ready()
                     hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
@@ -189,6 +283,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     finally:
         restore_modes(module, modes)
         trainer.progress.set_stage(prev_stage)
+        outer.__exit__(None, None, None)
     trainer.predict_loop.predictions = (outputs if multiple else outputs[0]) if keep else []
     return trainer.predict_loop.predictions
 

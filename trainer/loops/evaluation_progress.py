@@ -3,62 +3,49 @@
 Relay's evaluation runs are functions (``trainer/loops/evaluation.py``); these small objects carry the public
 members callbacks and user code read from Lightning's ``_EvaluationLoop``: ``max_batches``, ``num_dataloaders``,
 ``skip``, ``verbose``, ``inference_mode`` and ``batch_progress`` (``total`` over every ``validate``/``test`` call of
-this Trainer, ``current`` for the latest). As in Lightning, they describe ``trainer.validate()`` /
-``trainer.test()``; validation inside ``fit`` is the fit loop's.
+this Trainer, ``current`` for the latest), with Lightning's ``state_dict``/``load_state_dict``. As in Lightning, they
+describe ``trainer.validate()`` / ``trainer.test()``; validation inside ``fit`` is the fit loop's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainer.loops.progress import Tracker
+from trainer.loops.trackers import _BatchProgress, _Loop
 from trainer.states import TrainerFn
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-class BatchProgress:
-    """Lightning's ``_BatchProgress``: ready/started/processed/completed batch counts, in total and for this run."""
-
-    def __init__(self) -> None:
-        self.total, self.current = Tracker(), Tracker()
-        self.is_last_batch = False
-
-    def _bump(self, *fields: str) -> None:
-        for name in fields:
-            for tracker in (self.total, self.current):
-                setattr(tracker, name, getattr(tracker, name) + 1)
-
-    def increment_ready(self) -> None:
-        self._bump("ready")
-
-    def increment_started(self) -> None:
-        self._bump("started")
-
-    def increment_processed(self) -> None:
-        self._bump("processed")
-
-    def increment_completed(self) -> None:
-        self._bump("completed")
-
-    def reset_on_run(self) -> None:
-        """A new ``validate``/``test`` call: ``current`` starts from zero, ``total`` keeps counting."""
-        self.current = Tracker()
-        self.is_last_batch = False
-
-    def __repr__(self) -> str:
-        return f"BatchProgress(total={self.total}, current={self.current})"
+# Lightning's ``_BatchProgress``: ready/started/processed/completed batch counts, ``total`` over every run of the loop
+# and ``current`` for the latest, and whether the latest batch was the last one (``trackers.py``)
+BatchProgress = _BatchProgress
 
 
-class EvaluationLoop:
-    """The members of Lightning's ``trainer.validate_loop`` / ``trainer.test_loop`` that user code reads."""
+class EvaluationLoop(_Loop):
+    """The members of Lightning's ``trainer.validate_loop`` / ``trainer.test_loop`` that user code reads, and its
+    state (``state_dict()``: Lightning's ``{"state_dict": {}, "batch_progress": ...}``)."""
 
     def __init__(self, trainer: Trainer, stage: str) -> None:
-        self.trainer = trainer
+        super().__init__(trainer)
         self.stage = stage  # "validate" or "test"
         self.verbose = True
         self.batch_progress = BatchProgress()
+        self._restarted_mid_evaluation = False
+
+    @property
+    def restarted_mid_evaluation(self) -> bool:
+        """Restored from a checkpoint taken while a batch of this loop was running (Lightning's restart stage)."""
+        return self._restarted_mid_evaluation
+
+    def update_restart_stage(self) -> None:
+        t = self.batch_progress.total
+        self._restarted_mid_evaluation = (self.restarting and t.started == t.ready and t.processed == t.started - 1
+                                          and t.completed == t.processed)
+
+    def reset_restart_stage(self) -> None:
+        self._restarted_mid_evaluation = False
 
     @property
     def inference_mode(self) -> bool:

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data.batches import BatchMover
+from trainer.data.loaders import stateful_plans
+from trainer.loops.dataloader_iter import one_loader, steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
-from trainer.loops.loop_views import TrainingEpochLoop
+from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
 from trainer.loops.optimization import TrainingStep, step_schedulers
-from trainer.loops.progress import epoch_progress
+from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
 from trainer.states import RunningStage
@@ -29,29 +31,47 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-class FitLoop:
+class FitLoop(_Loop):
     """Lives as long as its Trainer (``trainer.fit_loop``): the epoch/step limits and the fit's state.
 
-    ``run`` is given one ``fit`` call's plan: its loaders' sources and its validation schedule.
+    ``run`` is given one ``fit`` call's plan: its loaders' sources and its validation schedule. Besides Relay's
+    ``progress`` (the Trainer's counters), it keeps Lightning's loop state, advanced where Lightning's loops advance
+    it: ``epoch_progress`` here, the batch, scheduler and optimizer counts in ``epoch_loop`` (``loop_views.py``);
+    ``state_dict()`` is the checkpoint's ``loops["fit_loop"]`` entry.
     """
 
     def __init__(
         self, trainer: Trainer, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int
     ) -> None:
-        self.trainer = trainer
+        super().__init__(trainer)
         self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
         self.max_batches: int | float = 0  # training batches per epoch (``trainer.num_training_batches``)
         self.progress: LoopProgress = trainer.progress
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
-        self.restarting = False  # resumed from a checkpoint, until the first epoch is through (Lightning's)
         self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
-        self.batch_at = (-1, -1)  # the current (or last) training batch: index in its epoch, index over the fit
-        self.epoch_loop = TrainingEpochLoop(self)  # Lightning's members callbacks read (loops/loop_views.py)
+        self._epoch_counted = False  # this epoch's counts were completed by a restore (run after its last batch)
+        self.loader_states_to_load: list[Any] = []  # a checkpoint's stateful training loaders (resume's phase 4)
+        self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
+        self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
+        self._restart_stage = RestartStage.NONE
 
     @property
-    def epoch_progress(self) -> Any:
-        return epoch_progress(self.progress)
+    def restarting(self) -> bool:
+        """Resumed from a checkpoint, until the first epoch is through (Lightning's): a loop restored from a
+        checkpoint taken at an epoch's end is not restarting (that epoch is done), unless the fit counts steps."""
+        return self._restarting
+
+    @restarting.setter
+    def restarting(self, restarting: bool) -> None:
+        current = self.epoch_progress.current
+        unfinished = current.ready != current.processed or current.started != current.processed
+        _Loop.restarting.fset(self, restarting and unfinished or (restarting and self.max_steps != -1))
+
+    @property
+    def batch_idx(self) -> int:
+        """The current training batch's index in its epoch."""
+        return self.epoch_loop.batch_idx
 
     @property
     def _skip_backward(self) -> bool:
@@ -69,7 +89,71 @@ class FitLoop:
     @property
     def total_batch_idx(self) -> int:
         """The index over all epochs of the batch being trained on (or last trained on), as Lightning's."""
-        return self.batch_at[1]
+        return self.epoch_loop.total_batch_idx
+
+    # --- Lightning's restart rules for a loop restored from a checkpoint ----------------------------------
+    @property
+    def restarted_on_epoch_start(self) -> bool:
+        return self._restart_stage == RestartStage.RESTARTED_ON_EPOCH_START
+
+    @property
+    def restarted_mid_epoch(self) -> bool:
+        return self._restart_stage == RestartStage.RESTARTED_MID_EPOCH
+
+    @property
+    def restarted_on_epoch_end(self) -> bool:
+        return self._restart_stage == RestartStage.RESTARTED_ON_EPOCH_END
+
+    @property
+    def resumed_on_epoch_end(self) -> bool:
+        return self._restart_stage == RestartStage.RESUMED_ON_EPOCH_END
+
+    def update_restart_stage(self) -> None:
+        """Where the checkpoint was taken, read from the epoch counts: in ``on_train_epoch_start`` (ready one ahead),
+        mid-epoch (started, not processed) or in ``on_train_epoch_end`` (processed, not completed)."""
+        t = self.epoch_progress.total
+        stage = RestartStage.NONE
+        if self.restarting and t.started == t.ready - 1 and t.processed == t.started and t.completed == t.processed:
+            stage = RestartStage.RESTARTED_ON_EPOCH_START
+        elif self.restarting and t.started == t.ready and t.processed == t.started - 1 and t.completed == t.processed:
+            stage = RestartStage.RESTARTED_MID_EPOCH
+        elif t.started == t.ready and t.processed == t.started and t.completed == t.processed - 1:
+            if self.restarting:
+                stage = RestartStage.RESTARTED_ON_EPOCH_END
+            elif self._loaded_from_state_dict:
+                stage = RestartStage.RESUMED_ON_EPOCH_END
+        self._restart_stage = stage
+        self.epoch_loop.update_restart_stage()
+
+    def reset_restart_stage(self) -> None:
+        self._restart_stage = RestartStage.NONE
+
+    def reset(self) -> None:
+        """Before training starts (Lightning's ``fit_loop.reset``): counts a checkpoint left half-way through an
+        epoch's end or a batch's end are completed, so the loop goes on from where the checkpoint was taken."""
+        self.update_restart_stage()
+        epochs, epoch_loop = self.epoch_progress, self.epoch_loop
+        if self.restarted_on_epoch_start:
+            epochs.reset_on_restart()
+        if self.resumed_on_epoch_end:
+            epochs.increment_completed()
+        if epoch_loop.restarted_on_train_batch_end and epoch_loop.batch_progress.is_last_batch:
+            if self.restarted_mid_epoch:
+                epochs.increment_processed()
+                epochs.increment_completed()
+            elif not epoch_loop.val_loop.batch_progress.is_last_batch:
+                epochs.increment_completed()
+
+    def _iteration_based_training(self) -> bool:
+        return self.max_steps != -1
+
+    def on_save_checkpoint(self) -> dict:
+        """Lightning's ``"combined_loader"`` entry: the states of the training loaders that keep one (in order)."""
+        states = [part.loader.state_dict() for part in stateful_plans(getattr(self, "train", None))]
+        return {"combined_loader": states} if states else {}
+
+    def on_load_checkpoint(self, state_dict: dict) -> None:
+        self.loader_states_to_load = state_dict.get("combined_loader", [])
 
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
         schedule = plan.schedule
@@ -204,10 +288,24 @@ class FitLoop:
     def run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
         """Run one fit call (``run``: its ``StageRun``). ``build`` builds a source's loaders when Lightning asks for
         them: validation's at the sanity check (or the first validation), training's after the sanity check.
-        ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing."""
+        ``replan``: the tuner's trial runs the loop again on a new plan, restoring nothing. The loaders' worker
+        processes end with it (``teardown``), also when it fails."""
+        try:
+            self._run(run, build, replan)
+        finally:
+            self.teardown()
+
+    def teardown(self) -> None:
+        """End the training and validation loaders' worker processes (the latest iterators, persistent workers)."""
+        for plan in [getattr(self, "train", None), *(getattr(self, "val", None) or [])]:
+            if plan is not None and hasattr(plan, "teardown"):
+                plan.teardown()
+
+    def _run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
         self.progress.resume_cut_short()
         self.resume = run.resume if replan is None else Resume()
-        self.restarting = self._restarts(self.resume.checkpoint)
+        if self.resume.checkpoint is None:  # else restored by the resume (trainer/checkpointing/loop_state.py)
+            self.restarting = False
         self._setup_run(run.plan if replan is None else replan, build)
         t = self.trainer
         hooks = run.hooks
@@ -236,6 +334,9 @@ class FitLoop:
         self.move = BatchMover(t)
         self._profile()
         self.progress.set_stage(RunningStage.TRAINING)
+        self.reset()
+        if not self._iteration_based_training():  # the epoch a checkpoint from an epoch's end finished counts as done
+            self.epoch_progress.current.completed = self.epoch_progress.current.processed
         # what on_train_start logs counts in the first epoch's aggregates (Lightning's): reset here, not at its start
         results = t.stage_run.results["train"]
         results.reset_epoch()
@@ -246,21 +347,14 @@ class FitLoop:
         self.trainer.stage_run.last_val_time = time.monotonic()  # time-based validation counts from the start of training
         self._agree(wait=True)  # a stop asked before training (a Timer whose time is up): no epoch runs, as Lightning
         while not self._epochs_done() and not self._max_reached() and not self._stop_requested():
-            self.run_epoch()
-            self.restarting = False
+            try:
+                self.run_epoch()
+            finally:
+                self.on_iteration_done()
             self._agree(wait=True)
             if self._stop_requested():
                 break
         hooks.call("on_train_end")
-
-    def _restarts(self, checkpoint: dict[str, Any] | None) -> bool:
-        """Lightning's ``fit_loop.restarting`` after a checkpoint is loaded: saved in the middle of an epoch, or
-        the fit counts steps (``max_steps``); a checkpoint from the end of an epoch starts the next one afresh."""
-        if checkpoint is None:
-            return False
-        loops = checkpoint.get("loops") or {}
-        mid_epoch = bool(loops.get("batches_seen")) and not loops.get("epoch_finished")
-        return mid_epoch or self.max_steps != -1
 
     def _val_this_epoch(self) -> bool:
         every = self.schedule.check_val_every_n_epoch
@@ -298,9 +392,18 @@ class FitLoop:
         # a checkpoint from the epoch's last batch leaves only the epoch-end work to do
         batches = self.train.iterate(p.epoch, skip) if skip < limit else iter(())
         if self.profiler is not None:
-            batches = self.profiler.profile_iterable(iter(batches), "train_dataloader_next")
+            batches = self.profiler.profile_iterable(iter(batches), "[_TrainingEpochLoop].train_dataloader_next")
         p.start_epoch()
+        epochs = self.epoch_progress  # a checkpoint from inside the epoch has counted its start already
+        # resumed after the epoch's last batch: the restored counts may have finished this epoch (Lightning's reset)
+        self._epoch_counted = 0 < skip >= limit and epochs.current.processed == epochs.current.ready
+        if epochs.current.ready == epochs.current.processed and not self._epoch_counted:
+            epochs.increment_ready()
+        start_counted = epochs.current.started == epochs.current.ready
         t.stage_run.hooks.call("on_train_epoch_start")
+        if not start_counted:
+            epochs.increment_started()
+        self.epoch_loop.reset()  # after on_train_epoch_start, as Lightning's epoch loop starts
         # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
         self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
         self.resume.restore_rng(mid_epoch, epoch_started=True)  # a mid-epoch checkpoint: where it was taken
@@ -308,10 +411,10 @@ class FitLoop:
         return batches, skip, limit, val_now
 
     def run_epoch(self) -> None:
-        if not self.restarting:  # the fit's validation batches are counted per training epoch (Lightning's)
-            counts = self.epoch_loop.val_loop.batch_progress
-            counts.total = type(counts.total)()
-        stopped = self._run_batches(*self._start_epoch())
+        batches, done, limit, val_now = self._start_epoch()
+        if self.epoch_loop.restarting and done:
+            self._restart_validation(done, limit, val_now)
+        stopped = self._run_batches(batches, done, limit, val_now)
         if self.step.loss_checks is not None:  # CUDA: the losses not read yet (trainer/loops/nonfinite.py)
             self.step.loss_checks.check(wait=True)
         self._agree(wait=True)
@@ -320,16 +423,23 @@ class FitLoop:
             self._validate()  # a loader without a length: validate when it is exhausted
         results = self.trainer.stage_run.results["train"]
         results.epoch_end_reached = True
+        counted = self._epoch_counted
+        if not counted:
+            self.epoch_progress.increment_processed()
         try:
             self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         finally:
             results.epoch_end_reached = False
+        if not counted:
+            self.epoch_progress.increment_completed()
         self.progress.end_epoch()
 
     def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
         """The epoch's batches, each with its hooks, logging, validation and stopping rules; True: stopped early.
 
         The hot path: everything a batch needs is looked up once here, not per batch."""
+        if uses_dataloader_iter(self.trainer.lightning_module.training_step):
+            return self._run_iterator_steps(batches, batch_idx, limit, val_now)
         t, p, schedule = self.trainer, self.progress, self.schedule
         hooks, results = t.stage_run.hooks, t.stage_run.results["train"]
         across_epochs, log_every = schedule.check_val_every_n_epoch is None, schedule.log_every_n_steps
@@ -338,11 +448,20 @@ class FitLoop:
         timed = schedule.val_check_seconds is not None and self._val_this_epoch()
         batch_start, batch_end = hooks.caller("on_train_batch_start"), hooks.caller("on_train_batch_end")
         single = t.world_size == 1  # one process: the time-based validation reads its own clock
+        epoch_loop = self.epoch_loop
+        counts = epoch_loop.batch_progress  # Lightning's batch counts: the fields are bumped inline (the hot path)
+        total, current = counts.total, counts.current
+        accumulate = t.accumulate_grad_batches
         while batch_idx < limit:
             try:
                 batch = next(batches)
             except StopIteration:
+                counts.is_last_batch = True
                 return False
+            if batch is None:  # Lightning's rule: no hooks and no step for it, counted as a batch
+                self._none_batch(batch_idx, last=batch_idx + 1 == limit)
+                batch_idx += 1
+                continue
             if cpu_only and type(batch) in (tuple, list):  # CPU tensors stay as they are: no call needed
                 for item in batch:
                     if type(item) is not Tensor or not item.is_cpu:
@@ -351,12 +470,22 @@ class FitLoop:
             else:
                 batch = move(batch)
             t.stage_run.batch_for_size = batch
+            counts.is_last_batch = last = batch_idx + 1 == limit
+            total.ready += 1
+            current.ready += 1
             if batch_start is not None and batch_start(batch, batch_idx) == -1:
+                # the rest of the epoch is skipped: this batch is the last, counted as processed
+                counts.is_last_batch = p.is_last_batch = True
+                total.processed += 1
+                current.processed += 1
                 return False
+            total.started += 1
+            current.started += 1
             before = p.global_step
-            p.is_last_batch = last = batch_idx + 1 == limit
-            self.batch_at = (batch_idx, p.total_batches)  # this batch's index in the epoch and over the fit
+            p.is_last_batch = last
             outputs = step_run(batch, batch_idx, last)
+            total.processed += 1
+            current.processed += 1
             p.batches_seen = batch_idx = batch_idx + 1
             p.total_batches += 1
             step_now = p.global_step
@@ -364,10 +493,98 @@ class FitLoop:
                 t.stage_run.send_to_loggers(results.step_for_logger(), step_now - 1)  # Lightning's step numbering
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
+            total.completed += 1
+            current.completed += 1
+            validated = False
             if val_now and (p.total_batches if across_epochs else batch_idx) % self.val_check_batch == 0:
                 self._validate()
+                validated = True
             elif timed and self._val_time_due(single):
                 self._validate()
+                validated = True
+            if last or batch_idx % accumulate == 0:  # the loggers' step: batches that stepped the optimizer
+                epoch_loop._batches_that_stepped += 1
+            if epoch_loop._restarting:  # the batch a restored loop continued with is through
+                epoch_loop.on_iteration_done()
+                epoch_loop.restarting = False
+            self._agree(wait=False)
+            if self._stopped_mid_epoch():
+                # a stop a training batch asked for (should_stop) validates first, as Lightning's loop does
+                if not validated and self._stop_requested() and self._val_this_epoch():
+                    self._validate()
+                return True
+        return False
+
+    def _restart_validation(self, done: int, limit: int | float, val_now: bool) -> None:
+        """Resumed from a checkpoint taken after batch ``done`` of this epoch, where validation was due (Lightning's
+        rules): a validation the checkpoint interrupted is finished now, over the batches it had not run; one that had
+        not begun when the checkpoint was taken (``on_train_batch_end``) is counted as run, not run."""
+        epoch_loop, p = self.epoch_loop, self.progress
+        at_end = done >= limit and self._val_this_epoch() and (
+            self.val_check_batch == math.inf or self._val_due_at_epoch_end())
+        counted = p.total_batches if self.schedule.check_val_every_n_epoch is None else done
+        if not at_end and not (val_now and counted % self.val_check_batch == 0):
+            return
+        val = epoch_loop.val_loop
+        val.update_restart_stage()
+        if val.restarted_mid_evaluation:
+            self._validate(resume=True)
+            return
+        if epoch_loop.restarted_on_last:  # saved after the batch's end: the validation had run
+            return
+        self._ensure_val()
+        if not self.has_val:
+            return
+        most = max(self.val_limits, default=0)
+        if most == math.inf:
+            return
+        val.batch_progress.reset_on_restart() if val.restarting else val.batch_progress.reset_on_run()
+        val.batch_progress.increment_by(int(most), True)
+
+    def _none_batch(self, batch_idx: int, last: bool) -> None:
+        """The training loader gave ``None``: warned about (once), counted, ``on_train_batch_end`` with no outputs."""
+        rank_zero_warn("train_dataloader yielded None. If this was on purpose, ignore this warning...")
+        counts, p = self.epoch_loop.batch_progress, self.progress
+        counts.is_last_batch = p.is_last_batch = last
+        counts.increment_ready()
+        counts.increment_started()
+        counts.increment_processed()
+        p.batches_seen = batch_idx + 1
+        p.total_batches += 1
+        self.trainer.stage_run.hooks.call("on_train_batch_end", None, None, batch_idx)
+        counts.increment_completed()
+
+    def _run_iterator_steps(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
+        """The ``dataloader_iter`` flavour (``loops/dataloader_iter.py``): the step takes its own batches from the
+        iterator, the epoch ends when they are used up (or the step lets ``StopIteration`` out); validation falls
+        due by steps. True: stopped early."""
+        t, p = self.trainer, self.progress
+        hooks, counts = t.stage_run.hooks, self.epoch_loop.batch_progress
+        for it in steps(one_loader(batches, batch_idx), limit, start=batch_idx):
+            step_idx = counts.current.ready  # the hooks' and accumulation's index: the steps taken
+            counts.increment_ready()
+            if hooks.call("on_train_batch_start", it.batch, it.batch_idx) == -1:
+                counts.is_last_batch = True
+                counts.increment_processed()
+                return False
+            counts.increment_started()
+            before, seen = p.global_step, it.fetched
+            try:
+                outputs = self.step.run(it, step_idx, False)
+            except StopIteration:
+                counts.is_last_batch = True
+                break
+            counts.increment_processed()
+            counts.is_last_batch = p.is_last_batch = it.done
+            p.total_batches += it.fetched - seen
+            p.batches_seen = it.fetched
+            if p.global_step != before and p.global_step % self.schedule.log_every_n_steps == 0:
+                t.stage_run.send_to_loggers(t.stage_run.results["train"].step_for_logger(), p.global_step - 1)
+            hooks.call("on_train_batch_end", outputs, it.batch, it.batch_idx)
+            counts.increment_completed()
+            if val_now and (counts.current.ready % self.val_check_batch == 0 or it.done):
+                self._validate()
+            self.epoch_loop._batches_that_stepped += 1
             self._agree(wait=False)
             if self._stopped_mid_epoch():
                 return True
@@ -403,14 +620,15 @@ class FitLoop:
         due = time.monotonic() - t.stage_run.last_val_time >= self.schedule.val_check_seconds
         return due if single else bool(t.strategy.broadcast(due, src=0))
 
-    def _validate(self) -> None:
+    def _validate(self, resume: bool = False) -> None:
+        """Run the fit's validation (``resume``: finish one a restored checkpoint interrupted)."""
         t = self.trainer
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
             t.lightning_module.on_validation_model_zero_grad()
         self._ensure_val()
         if not self.has_val:
             return
-        run_evaluation(t, "validate", self.val, self.val_limits)
+        run_evaluation(t, "validate", self.val, self.val_limits, resume=resume)
         t.stage_run.last_val_time = time.monotonic()
         t.stage_run.active_results = t.stage_run.results["train"]
 

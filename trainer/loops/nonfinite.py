@@ -46,6 +46,11 @@ def checked_loss(trainer: Trainer, loss: torch.Tensor | None, batch_idx: int,
     """``loss`` if it can be trained on; a warning for None, an error for non-scalar or non-finite values (on a
     CUDA device, ``deferred`` reads it later)."""
     if loss is None:
+        if trainer.world_size > 1:  # the other processes' gradient all-reduce would wait for this one (Lightning's)
+            raise RuntimeError(
+                "Skipping the `training_step` by returning None in distributed training is not supported. It is "
+                "recommended that you rewrite your training logic to avoid having to skip the step in the first place."
+            )
         if not trainer.stage_run.warned_none_loss:
             trainer.stage_run.warned_none_loss = True
             warnings.warn(

@@ -15,6 +15,7 @@ from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
 from trainer.distributed.plugin_calls import backward_function, overridden
+from trainer.loops.step_arguments import takes
 from trainer.loops.step_outputs import loss_of, manual_output, step_outputs
 from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
 
@@ -37,9 +38,13 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
                                                gradient_clip_algorithm=trainer.gradient_clip_algorithm)
         return result
 
+    manual = None if module.automatic_optimization else trainer.fit_loop.epoch_loop.manual_optimization
+    if manual is not None:
+        manual.optim_step_progress.increment_ready()
     out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
-    if not module.automatic_optimization:
+    if manual is not None:
         trainer.global_step += 1
+        manual.optim_step_progress.increment_completed()
     return out
 
 
@@ -54,7 +59,7 @@ class TrainingStep:
         self.before_backward = hooks.caller("on_before_backward")
         self.after_backward = hooks.caller("on_after_backward")
         self.report = hooks.caller("on_train_batch_end") is not None  # someone reads the step's outputs
-        self.step_fn = trainer.strategy.step_function(module, "training_step")
+        self.step_fn = training_step_caller(trainer.strategy.step_function(module, "training_step"), module)
         self.strategy = trainer.strategy
         self.accumulate = trainer.accumulate_grad_batches
         self.optimizer = trainer.optimizers[0] if trainer.optimizers else None
@@ -64,6 +69,9 @@ class TrainingStep:
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
         self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        # Lightning's optimizer-step and zero_grad counts (fit_loop.epoch_loop.automatic_optimization.optim_progress)
+        optim = trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer
+        self.step_counts, self.zero_grad_counts = optim.step, optim.zero_grad
         self.skip_backward = False  # ``trainer.fit_loop._skip_backward``
         # on CUDA the loss is read without waiting for the device (trainer/loops/nonfinite.py)
         self.loss_checks = DeferredLossChecks(trainer) if self.strategy.root_device.type == "cuda" else None
@@ -146,6 +154,9 @@ class TrainingStep:
             with self.strategy.no_backward_sync(True):
                 closure()
         else:
+            counts = self.step_counts
+            counts.total.ready += 1
+            counts.current.ready += 1
             if self.custom_step:
                 self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, closure)
             else:
@@ -154,11 +165,22 @@ class TrainingStep:
         return holder[0]
 
     def count_step(self) -> None:
-        """An optimizer step happened: the global step, then the step-interval schedulers."""
-        trainer = self.trainer
+        """An optimizer step happened: its count, the global step, then the step-interval schedulers."""
+        trainer, counts = self.trainer, self.step_counts
+        counts.total.completed += 1
+        counts.current.completed += 1
         trainer.progress.global_step += 1
         if self.step_schedulers:
             step_schedulers(trainer, self.step_schedulers, trainer.global_step)
+
+
+def training_step_caller(step_fn: Any, module: Any) -> Any:
+    """``step_fn(batch, batch_idx)`` for every ``training_step`` signature (Lightning's rule): ``batch_idx`` only
+    when the step takes it; a ``dataloader_iter`` step is handed the iterator (the loop passes it as ``batch``)."""
+    step = module.training_step
+    if takes(step, "dataloader_iter", explicit=True) or not takes(step, "batch_idx", min_args=2):
+        return lambda batch, batch_idx: step_fn(batch)
+    return step_fn
 
 
 class BackwardStep:
@@ -189,12 +211,16 @@ class BackwardStep:
         step = self.step
         if step.optimizer is None:
             return
+        counts = step.zero_grad_counts
+        counts.increment_ready()
         if step.before_zero_grad is not None:
             step.before_zero_grad(step.optimizer)
+        counts.increment_started()
         if step.custom_zero_grad:
             step.module.optimizer_zero_grad(step.trainer.current_epoch, self.batch_idx, step.optimizer)
         else:
             step.optimizer.zero_grad()
+        counts.increment_completed()
 
     def __call__(self, output: Any) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
@@ -253,4 +279,7 @@ def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
                               "strict is set to `False`. Skipping learning rate update.", RuntimeWarning, stacklevel=2)
                 continue
             metric = metrics[config.monitor]
+        counts = trainer.fit_loop.epoch_loop.scheduler_progress
+        counts.increment_ready()
         module.lr_scheduler_step(config.scheduler, metric)
+        counts.increment_completed()

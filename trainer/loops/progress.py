@@ -2,7 +2,9 @@
 
 The fit/evaluation loops advance it, ``trainer/checkpointing/resume.py`` writes it to and reads it from the
 checkpoint's ``loops`` entry, and the Trainer's Lightning-style properties (``current_epoch``,
-``global_step``, ``state``, ``fit_loop.epoch_progress``) read it. Nothing else keeps a copy.
+``global_step``, ``state``) read it. Beside it the loops keep Lightning's progress counters (``trackers.py``,
+``fit_loop.epoch_progress`` and the ones under ``fit_loop.epoch_loop``), which a checkpoint holds in Lightning's
+layout.
 """
 
 from __future__ import annotations
@@ -88,26 +90,3 @@ class LoopProgress:
         self.cut_short = False
         if self.epoch_finished:
             self.end_epoch()
-
-
-@dataclass
-class Tracker:
-    """Lightning's ``ready/started/processed/completed`` counts."""
-
-    ready: int = 0
-    started: int = 0
-    processed: int = 0
-    completed: int = 0
-
-
-@dataclass
-class Progress:
-    total: Tracker
-    current: Tracker
-
-
-def epoch_progress(progress: LoopProgress) -> Progress:
-    """Epochs as Lightning's ``fit_loop.epoch_progress`` counts them, derived from the one state object."""
-    done = progress.epoch
-    begun = done + int(progress.epoch_running)
-    return Progress(Tracker(begun, begun, done, done), Tracker(begun, begun, done, done))

@@ -40,7 +40,9 @@ def check_dataloader_idx(module: Any, loader_prefix: str, hooks: tuple[str, ...]
 
 def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> Callable[[Any, int, tuple], Any]:
     """``call(batch, batch_idx, extra)``: ``step_fn`` (the strategy's wrapper of ``step``) with ``batch_idx`` only
-    when ``step`` takes it."""
+    when ``step`` takes it (a ``dataloader_iter`` step is handed the iterator as ``batch``, and nothing else)."""
+    if takes(step, "dataloader_iter", explicit=True):
+        return lambda batch, batch_idx, extra: step_fn(batch)
     if takes(step, "batch_idx", min_args=2):
         return lambda batch, batch_idx, extra: step_fn(batch, batch_idx, *extra)
     return lambda batch, batch_idx, extra: step_fn(batch, *extra)

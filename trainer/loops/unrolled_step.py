@@ -58,12 +58,17 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
     grad mode, skips backward
     (``fit_loop._skip_backward``) or meets a step pre-hook added since goes through ``step.run`` itself."""
     canonical, trainer, optimizer, module = step.run, step.trainer, step.optimizer, step.module
+    steps, zero_grads = step.step_counts, step.zero_grad_counts  # Lightning's counts, bumped where its loop does
+    steps_total, steps_current = steps.total, steps.current
+    zero_total, zero_current = zero_grads.total, zero_grads.current
 
     def run(batch: Any, batch_idx: int, is_last: bool) -> Any:
         if (not module.automatic_optimization or trainer.accumulate_grad_batches != 1 or step.skip_backward
                 or not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks):
             return canonical(batch, batch_idx, is_last)
         step.accumulate = 1
+        steps_total.ready += 1  # the step begins (Lightning runs training_step inside it)
+        steps_current.ready += 1
         output = step.step_fn(batch, batch_idx)
         if (type(output) is torch.Tensor and output.numel() == 1
                 and (not trainer.stop_on_nonfinite_loss or (isfinite(output.item()) if step.loss_checks is None
@@ -72,7 +77,13 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
         else:
             loss = checked_loss(trainer, output if type(output) is torch.Tensor else loss_of(output), batch_idx,
                                 step.loss_checks)
+        zero_total.ready += 1
+        zero_current.ready += 1
+        zero_total.started += 1
+        zero_current.started += 1
         optimizer.zero_grad()
+        zero_total.completed += 1
+        zero_current.completed += 1
         if loss is not None:
             step.backward(loss)
         optimizer.step()  # also when the batch was skipped: no gradients, but the step counts (Lightning)

@@ -100,6 +100,9 @@ class LoaderSource:
             return [combined_for_training(given)], None
         if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
             return list(given.flattened), list
+        if isinstance(given, dict) and given:  # Lightning's sequential CombinedLoader: one loader per value
+            keys = list(given)
+            return list(given.values()), lambda loaders: dict(zip(keys, loaders))
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
 
     def _invalid(self, found: Any, owner: Any) -> InvalidLoaderError:
@@ -168,6 +171,7 @@ class FitSchedule:
     log_every_n_steps: int
     validates: bool  # validation loaders could exist, a validation_step, and limit_val_batches != 0
     val_check_seconds: float | None = None  # time-based val_check_interval: validate once this much time has passed
+    val_off: bool = False  # limit_val_batches=0: an int val_check_interval is not checked against the epoch
 
     def val_check_batch(self, num_training_batches: int | float) -> int | float:
         """Validate after every this many batches (Lightning's rule); inf: when an unsized loader ends."""
@@ -175,7 +179,7 @@ class FitSchedule:
         if vci is None:
             vci = 1.0
         if isinstance(vci, int):
-            if self.check_val_every_n_epoch is not None and vci > n:
+            if self.check_val_every_n_epoch is not None and vci > n and not self.val_off:
                 raise MisconfigurationError(
                     f"Trainer(val_check_interval={vci}) must be at most the number of training batches per epoch "
                     f"({n}). To validate every N batches counted across epochs, also pass "
@@ -264,7 +268,7 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
     validates = val.available() and trainer.limit_val_batches != 0 and is_overridden("validation_step", model, Module)
     return FitSchedule(trainer.check_val_every_n_epoch, trainer.val_check_interval, trainer.num_sanity_val_steps,
                        trainer.reload_dataloaders_every_n_epochs, trainer.max_time, trainer.log_every_n_steps,
-                       validates, trainer.args.val_check_seconds)
+                       validates, trainer.args.val_check_seconds, trainer.limit_val_batches == 0)
 
 
 def _leaves(given: Any) -> list[Any]:

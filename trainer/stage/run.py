@@ -22,6 +22,7 @@ from trainer.stage.model_setup import set_up_model
 from trainer.stage.spawned import run_stage_in_workers
 from trainer.stage.stage_run import StageRun
 from trainer.checkpointing.files import checkpoint_dirs
+from trainer.checkpointing.loop_state import adopt_loop_states
 from trainer.checkpointing.resume import Resume
 from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
 from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
@@ -191,12 +192,15 @@ def rerun_loop(trainer: Trainer) -> Any:
     if plan.stage != "fit":
         return _evaluate(trainer, plan, build)
     loop = trainer.fit_loop
-    saved = dict(vars(loop))
+    saved, counts = dict(vars(loop)), loop.state_dict()  # the counter objects are changed in place: their states too
     try:
         loop.run(run, build, replan=plan)
     finally:
         vars(loop).clear()
         vars(loop).update(saved)
+        restarting = loop._restarting
+        adopt_loop_states(trainer, {"fit_loop": counts})
+        loop._restarting = restarting
     return None
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
+from trainer.checkpointing.loop_state import adopt_loop_states, loops_state_dict
 from trainer.distributed.plugin_calls import module_state, start_processes
 
 from trainer.stage.stage_run import StageRun
@@ -48,6 +49,7 @@ def run_stage_in_workers(
     trainer.lightning_module, model.trainer = model, trainer
     trainer.datamodule = datamodule
     vars(trainer.progress).update(vars(results["progress"]))  # in place: the loops hold this object
+    adopt_loop_states(trainer, results["loops"])  # and the loops' own counts (Lightning's layout)
     for name, value in results["counters"].items():
         setattr(trainer, name, value)
     trainer.stage_run.results = results["results"]
@@ -75,6 +77,7 @@ def _worker_stage(
     results = {
         "state_dict": {k: to_cpu(v) for k, v in state_dict.items()},
         "progress": trainer.progress,
+        "loops": loops_state_dict(trainer),
         "counters": {name: getattr(trainer, name) for name in _COUNTERS if hasattr(trainer, name)},
         "results": trainer.stage_run.results,
         "logged_metrics": trainer.stage_run.logged_metrics,

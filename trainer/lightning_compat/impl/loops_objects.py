@@ -7,8 +7,9 @@ Relay object too (``isinstance(trainer.fit_loop, _FitLoop)``, ``trainer.validate
 ``_TrainingEpochLoop``). They describe Relay's runs; Relay's loops are run by its Trainer, so a subclass that
 overrides Lightning's ``advance``/``on_run_start`` steps changes nothing.
 
-``_AutomaticOptimization`` and ``_ManualOptimization`` (rule 3): Relay's training step (``trainer/loops/optimization.py``)
-is one object for both, so these hold Lightning's progress counters and their ``run`` raises, saying so.
+``_AutomaticOptimization`` and ``_ManualOptimization`` hold Lightning's progress counters (the ones Relay's fit loop
+advances: ``trainer/loops/loop_views.py``). Relay's training step (``trainer/loops/optimization.py``) is one object for
+both: ``_AutomaticOptimization.run`` runs one batch through it; ``_ManualOptimization.run`` (rule 3) raises, saying so.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from abc import ABCMeta
 from typing import Any
 
 from trainer.lightning_compat.impl.loops_closure import ClosureResult, ManualResult
-from trainer.lightning_compat.impl.loops_progress import _Loop, _OptimizationProgress, _Progress, _ReadyCompletedTracker
 from trainer.loops.evaluation import PredictLoop, print_results
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
-from trainer.loops.loop_views import TrainingEpochLoop
+from trainer.loops.loop_views import AutomaticOptimization, ManualOptimization, TrainingEpochLoop
 from trainer.states import RunningStage, TrainerFn
 
 
@@ -83,8 +83,7 @@ class _PredictionLoop(PredictLoop, metaclass=_AlsoRelays):
     _relay_counterpart = PredictLoop
 
     def __init__(self, trainer: Any, inference_mode: bool = True) -> None:
-        super().__init__()
-        self.trainer = trainer
+        super().__init__(trainer)
         self.inference_mode = inference_mode
 
 
@@ -95,28 +94,24 @@ def _relay_step_runs(name: str) -> None:
         "optimizer_step, backward) or add a Callback instead of replacing Lightning's optimization loop.")
 
 
-class _AutomaticOptimization(_Loop):
-    """Lightning's automatic-optimization loop: its counters (``optim_progress``), not its run."""
+class _AutomaticOptimization(AutomaticOptimization):
+    """Lightning's automatic-optimization loop: its counters (``optim_progress``), and ``run`` (one batch through
+    Relay's training step)."""
 
     output_result_cls = ClosureResult
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer)
-        self.optim_progress = _OptimizationProgress()
         self._skip_backward = False
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        _relay_step_runs(type(self).__name__)
 
-
-class _ManualOptimization(_Loop):
+class _ManualOptimization(ManualOptimization):
     """Lightning's manual-optimization loop: its counters (``optim_step_progress``), not its run."""
 
     output_result_cls = ManualResult
 
     def __init__(self, trainer: Any) -> None:
         super().__init__(trainer)
-        self.optim_step_progress = _Progress.from_defaults(_ReadyCompletedTracker)
         self._output: dict[str, Any] = {}
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
