@@ -121,7 +121,7 @@ def test_model_summary_object():
     assert summary.layer_names == ["0", "1"] and summary.param_nums == [15, 8]
     assert summary.total_parameters == 23 == summary.trainable_parameters and "Total params" in str(summary)
     assert summarize(model, max_depth=-1).layer_names == ["0", "1", "1.0"]
-    assert get_human_readable_count(123) == "123" and get_human_readable_count(1234) == "1.2 K"
+    assert get_human_readable_count(123) == "123  " and get_human_readable_count(1234) == "1.2 K"  # as Lightning pads
     with pytest.raises(ValueError, match="max_depth"):
         ModelSummary(model, max_depth=-2)
 
