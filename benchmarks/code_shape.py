@@ -90,7 +90,23 @@ def load_modules(package: str = "trainer") -> dict[str, ModuleInfo]:
                        and n.value.id == "self" and isinstance(n.ctx, ast.Store) for n in ast.walk(node)):
                     info.holders.add(node.name)
         modules[name] = info
+    _inherit_holders(modules)
     return modules
+
+
+def _inherit_holders(modules: dict[str, ModuleInfo]) -> None:
+    """A class whose base class (in the same packages) stores ``self.trainer`` holds the Trainer too."""
+    holders = {cls for info in modules.values() for cls in info.holders}
+    changed = True
+    while changed:
+        changed = False
+        for info in modules.values():
+            for node in info.tree.body:
+                if (isinstance(node, ast.ClassDef) and node.name not in info.holders
+                        and any(isinstance(b, ast.Name) and b.id in holders for b in node.bases)):
+                    info.holders.add(node.name)
+                    holders.add(node.name)
+                    changed = True
 
 
 class Walker:
@@ -245,13 +261,22 @@ class RouteWalker(Walker):
         if func.cls is not None and (func.cls in self.CARRIER_CLASSES or func.cls in module.holders):
             carriers.add("self")
             types["self"] = func.cls
+        aliases: dict[str, tuple[str, str]] = {}  # loop = trainer.fit_loop: the local names the held object
         for node in ast.walk(func.node):  # locals assigned from a carrier-mentioning expression carry it too
             if isinstance(node, ast.Assign) and _mentions_any(node.value, carriers):
                 for t in node.targets:
                     carriers.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                value, target = node.value, node.targets[0]
+                if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and isinstance(target, ast.Name)
+                        and len(node.targets) == 1):
+                    base = value.value.id
+                    owner = types.get(base, func.cls if base == "self" else None)
+                    if owner is not None:
+                        aliases[target.id] = (owner, value.attr)
         calls = sorted((n for n in ast.walk(func.node) if isinstance(n, ast.Call)),
                        key=lambda n: (n.lineno, n.col_offset))
         for call in calls:
+            self._aliases = aliases  # this function's (a callee walked before set its own)
             target, passed = self.route_target(module, func, call, carriers, types)
             if target is not None and (target.module, target.qualname) not in self.seen:
                 self.route_walk(target, passed)
@@ -288,7 +313,12 @@ class RouteWalker(Walker):
                 return None, set()
         elif isinstance(f, ast.Attribute):
             base = f.value
-            if isinstance(base, ast.Name) and base.id in carriers:
+            alias = getattr(self, "_aliases", {}).get(base.id) if isinstance(base, ast.Name) else None
+            if alias is not None:  # ``loop.run(...)`` where ``loop = trainer.fit_loop``
+                target = self.attribute_method(alias[0], alias[1], f.attr)
+                if target is not None:
+                    kw.add("self")
+            elif isinstance(base, ast.Name) and base.id in carriers:
                 if base.id == "self" and func.cls is not None:
                     target = module.funcs.get(f"{func.cls}.{f.attr}") or self.method_of(types.get("self"), f.attr)
                 else:
