@@ -111,13 +111,14 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
-def check_workers(loader: Any, name: str, reloads: bool) -> None:
+def check_workers(loader: Any, name: str, reloads: bool, local_processes: int | None = None) -> None:
     """Lightning's advice on a loader's worker processes (``name``: ``train_dataloader``...): spawned workers that
     are not persistent start again every epoch; fewer than two workers where the machine has cores for more can
     starve training; persistent workers with pinned memory and reloading loaders are unstable in PyTorch."""
     if not isinstance(loader, DataLoader):
         return
-    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    if local_processes is None:  # processes on this machine, as torch elastic (and so Relay's launcher) sets it
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
     upper_bound = suggested_max_num_workers(max(local_processes, 1))
     context = loader.multiprocessing_context
     start_method = context.get_start_method() if context is not None else mp.get_start_method()

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 
 from plugins.strategies.parallel import ParallelStrategy
@@ -30,8 +29,8 @@ from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSa
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
 from trainer.loops.step_arguments import check_dataloader_idx
 from trainer.module import Module
+from trainer.stage.input_checks import check_workers
 from trainer.states import RunningStage, TrainerFn
-from trainer.utilities.data import suggested_max_num_workers
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
 from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
@@ -139,25 +138,9 @@ def _check_dataloader_iterable(dataloader: object, source: _DataLoaderSource, tr
 
 
 def _worker_check(trainer: Any, dataloader: object, name: str) -> None:
-    """Warnings about a loader's workers: few of them, spawn without persistence, pinned persistent workers with
-    reloading."""
-    if not isinstance(dataloader, DataLoader):
-        return
-    suggested = suggested_max_num_workers(trainer.num_devices)
-    context = dataloader.multiprocessing_context
-    start_method = context.get_start_method() if context is not None else mp.get_start_method()
-    if dataloader.num_workers > 0 and start_method == "spawn" and not dataloader.persistent_workers:
-        rank_zero_warn(f"Consider setting `persistent_workers=True` in '{name}' to speed up the dataloader worker "
-                       "initialization.")
-    elif dataloader.num_workers < 2 and suggested > 1:
-        rank_zero_warn(f"The '{name}' does not have many workers which may be a bottleneck. Consider increasing the "
-                       f"value of the `num_workers` argument` to `num_workers={suggested}` in the `DataLoader` to "
-                       "improve performance.", category=PossibleUserWarning)
-    if dataloader.persistent_workers and dataloader.pin_memory and trainer.reload_dataloaders_every_n_epochs > 0:
-        rank_zero_warn("The combination of `DataLoader(`pin_memory=True`, `persistent_workers=True`) and `Trainer("
-                       "reload_dataloaders_every_n_epochs > 0)` can lead to instability due to limitations in PyTorch"
-                       " (https://github.com/pytorch/pytorch/issues/91252). We recommend setting `pin_memory=False` in "
-                       "this case.", category=PossibleUserWarning)
+    """Warnings about a loader's workers: the engine's check (few of them, spawn without persistence, pinned
+    persistent workers with reloading), for the Trainer's devices."""
+    check_workers(dataloader, name, bool(trainer.reload_dataloaders_every_n_epochs), local_processes=trainer.num_devices)
 
 
 def _parse_num_batches(stage: RunningStage, length: int | float, limit_batches: int | float) -> int | float:
