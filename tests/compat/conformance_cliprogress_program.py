@@ -35,7 +35,7 @@ from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.demos.boring_classes import BoringModel  # noqa: E402
 from lightning.pytorch.profilers import PyTorchProfiler, SimpleProfiler  # noqa: E402
 
-from tests.compat.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 ROOT = tempfile.mkdtemp(prefix="conformance-cliprogress-")
@@ -198,14 +198,7 @@ CHECKS = [check_fabric_command, check_tqdm_bar_state, check_simple_profiler_repo
 
 
 def main() -> None:
-    os.chdir(ROOT)
-    result = {}
-    for check in CHECKS:
-        try:
-            result[check.__name__[len("check_"):]] = check()
-        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
-            result[check.__name__[len("check_"):]] = {"exception": f"{type(err).__name__}: {err}"[:500]}
-    emit(result)
+    run_checks(CHECKS, ROOT)
 
 
 if __name__ == "__main__":

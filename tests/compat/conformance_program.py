@@ -41,7 +41,7 @@ from lightning.pytorch.callbacks import (  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from lightning.pytorch.tuner import Tuner  # noqa: E402
 from lightning.pytorch.utilities import CombinedLoader  # noqa: E402
-from tests.compat.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 # Lightning's batch size finder collects garbage after every trial: frozen, the imports are not walked each time
 gc.freeze()
@@ -533,14 +533,7 @@ CHECKS = [check_fabric_scheduler_on_the_wrapped_optimizer, check_nonfinite_loss_
 
 
 def main() -> None:
-    os.chdir(ROOT)
-    result = {}
-    for check in CHECKS:
-        try:
-            result[check.__name__[len("check_"):]] = check()
-        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
-            result[check.__name__[len("check_"):]] = {"exception": f"{type(err).__name__}: {err}"[:500]}
-    emit(result)
+    run_checks(CHECKS, ROOT)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from lightning.pytorch import Trainer  # noqa: E402
 from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint  # noqa: E402
 from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset  # noqa: E402
-from tests.compat.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 QUIET = dict(logger=False, enable_progress_bar=False, enable_model_summary=False)
@@ -305,14 +305,7 @@ CHECKS = [check_loop_state_on_exception, check_complete_run_and_evaluation_loops
 
 
 def main() -> None:
-    os.chdir(ROOT)
-    result = {}
-    for check in CHECKS:
-        try:
-            result[check.__name__[len("check_"):]] = check()
-        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
-            result[check.__name__[len("check_"):]] = {"exception": f"{type(err).__name__}: {err}"[:500]}
-    emit(result)
+    run_checks(CHECKS, ROOT)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from lightning.pytorch.plugins.precision.precision import Precision as TrainerPr
 from lightning.pytorch.strategies import FSDPStrategy as TrainerFSDPStrategy  # noqa: E402
 from lightning.pytorch.strategies import ModelParallelStrategy as TrainerModelParallelStrategy  # noqa: E402
 from lightning.pytorch.strategies import SingleDeviceStrategy as TrainerSingleDeviceStrategy  # noqa: E402
-from tests.compat.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 TMP = Path(tempfile.mkdtemp(prefix="strategies-conformance-"))
 
@@ -246,13 +246,7 @@ CHECKS = [check_fsdp_arguments, check_fsdp_refusals, check_model_parallel, check
 
 
 def main() -> None:
-    result = {}
-    for check in CHECKS:
-        try:
-            result[check.__name__[len("check_"):]] = check()
-        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
-            result[check.__name__[len("check_"):]] = {"exception": f"{type(err).__name__}: {err}"[:500]}
-    emit(result)
+    run_checks(CHECKS)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,9 @@ def observed():
 
 
 def same(observed, key):
-    lightning, relay = observed
-    for name, seen in (("Lightning", lightning[key]), ("Relay", relay[key])):
-        assert not (isinstance(seen, dict) and "exception" in seen), f"{name}: {seen}"
-    assert relay[key] == lightning[key]
-    return relay[key]
+    from tests.compat.lightning_diff.harness import same_observation
+
+    return same_observation(observed, key)
 
 
 def test_the_tqdm_bar_holds_real_bars_refreshed_every_refresh_rate_batches(observed):

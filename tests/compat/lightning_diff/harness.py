@@ -81,6 +81,21 @@ def run_both(script: str | os.PathLike, *args: str, env: dict[str, str] | None =
             pool.shutdown()
 
 
+def run_checks(checks: list[Any], root: str | os.PathLike | None = None) -> None:
+    """A program's ``main``: each ``check_<name>()`` in ``root`` (a fresh directory), its result under ``<name>``; an
+    exception is that check's observation; then the results for the harness."""
+    if root is not None:
+        os.chdir(root)
+    result: dict[str, Any] = {}
+    for check in checks:
+        name = check.__name__.removeprefix("check_")
+        try:
+            result[name] = check()
+        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
+            result[name] = {"exception": f"{type(err).__name__}: {err}"[:500]}
+    emit(result)
+
+
 def same_observation(observed: tuple[dict[str, Any], dict[str, Any]], key: str) -> Any:
     """``observed[*][key]`` when both frameworks ran that check without an exception and saw the same thing."""
     lightning, relay = (side[key] for side in observed)
