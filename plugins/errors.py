@@ -7,6 +7,10 @@ class MisconfigurationException(Exception):
     """Lightning's name for a configuration mistake; kept as a base so ``except MisconfigurationException`` works."""
 
 
+class MisconfigurationError(MisconfigurationException, ValueError):
+    """A setting, argument or return value that cannot work; the message says what would."""
+
+
 class ConfigFileNotFoundError(MisconfigurationException, FileNotFoundError):
     """A config file that was named does not exist: ``except FileNotFoundError`` and Lightning's
     ``except MisconfigurationException`` both catch it."""

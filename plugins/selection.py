@@ -22,12 +22,21 @@ from plugins.accelerators.xpu import XPUAccelerator
 from plugins.builtin import PRECISION_ALIASES
 from plugins.environments.detect import detect_environment
 from plugins.precision.base import Precision
-from plugins.registry import default_registry
+from plugins.errors import MisconfigurationError
+from plugins.registry import UnknownPluginError, default_registry
 from plugins.strategies import horovod_available
 from plugins.strategies.base import Strategy
 from plugins.strategies.horovod_available import INSTALL_COMMAND, horovod_missing_message
 
 GPU_KINDS = ("cuda", "rocm", "xpu", "mps")  # the order "auto" and "gpu" prefer
+# accelerators Lightning knows by name that Relay cannot run: the name is valid, the hardware never available here
+UNRUNNABLE = {"tpu": ("XLAAccelerator", "torch_xla>=1.13")}
+# Lightning's names for its accelerators' classes, which its "not available" message names
+_CLASS_NAMES = {"cpu": "CPUAccelerator", "cuda": "CUDAAccelerator", "mps": "MPSAccelerator",
+                "rocm": "ROCmAccelerator", "xpu": "XPUAccelerator"}
+# the precision values Lightning's Trainer accepts, as its error lists them
+_LIGHTNING_PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true",
+                         "bf16-mixed", "32-true", "64-true", 64, 32, 16, "64", "32", "16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -124,16 +133,39 @@ def _choose_accelerator(accelerator: str, hw: Hardware) -> str:
         return available[0] if available else "cpu"
     if accelerator == "gpu":
         if not available:
-            raise ValueError("Trainer(accelerator='gpu') but this machine has no GPU (CUDA, ROCm, XPU or MPS). "
-                             "Use accelerator='cpu' or 'auto'.")
+            raise MisconfigurationError(
+                "No supported gpu backend found! Trainer(accelerator='gpu') but this machine has no GPU (CUDA, ROCm, "
+                "XPU or MPS). Use accelerator='cpu' or 'auto'.")
         return available[0]
+    if accelerator in UNRUNNABLE:
+        cls_name, requirement = UNRUNNABLE[accelerator]
+        # Lightning's error where the package is missing (its class is built before availability is asked)
+        raise ModuleNotFoundError(
+            f"Requirement {requirement!r} not met. HINT: Try running `pip install -U {requirement!r}`. "
+            f"(Trainer(accelerator={accelerator!r}): Relay has no {cls_name} backend; use accelerator='cuda', "
+            "'cpu' or 'auto'.)")
     if accelerator != "cpu" and hw.count(accelerator) == 0:
         have = ", ".join(["cpu", *available])
-        raise ValueError(
-            f"Trainer(accelerator={accelerator!r}) but no {accelerator} device is available on this machine "
-            f"(available: {have}). Use accelerator='auto' or one of those."
+        cls_name = _CLASS_NAMES.get(accelerator, accelerator)
+        raise MisconfigurationError(
+            f"`{cls_name}` can not run on your system since the accelerator is not available. The following "
+            f"accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: "
+            f"{['cpu', *available]}. Trainer(accelerator={accelerator!r}) but no {accelerator} device is available "
+            f"on this machine (available: {have}). Use accelerator='auto' or one of those."
         )
     return accelerator
+
+
+def check_devices_given(devices: Any, accelerator: Any) -> None:
+    """``devices=0``, ``"0"`` or ``[]`` asks for no device at all: refused before the hardware is asked (Lightning's
+    words first, naming the accelerator as given)."""
+    if isinstance(devices, bool) or devices not in ([], 0, "0"):
+        return
+    name = type(accelerator).__qualname__ if isinstance(accelerator, Accelerator) else accelerator
+    raise MisconfigurationError(
+        f"`Trainer(devices={devices!r})` value is not a valid input using {name} accelerator. "
+        f"Trainer(devices={devices!r}) must be >= 1 (or -1 for all devices), a list of device indices, or 'auto'."
+    )
 
 
 def parse_devices(devices: Any, kind: str, hw: Hardware, launch: LaunchInfo) -> tuple[int, ...]:
@@ -195,6 +227,7 @@ def choose(
         num_nodes = launch.num_nodes if launch.external else 1
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
         raise ValueError(f"Trainer(num_nodes={num_nodes!r}) must be an int >= 1, or 'auto'.")
+    check_devices_given(devices, accelerator)
     kind = _choose_accelerator(accelerator, hw)
     device_ids = parse_devices(devices, kind, hw, launch)
     if launch.external and launch.elastic and len(device_ids) * num_nodes >= launch.world_size:
@@ -276,7 +309,8 @@ def resolve_plugins(
         registry.get("strategy", strategy, "strategy")
     prec_name = precision.name if isinstance(precision, Precision) else precision
     if not isinstance(precision, Precision):
-        registry.get("precision", normalize_precision(precision), "precision")
+        _check_precision_name(precision, registry)
+    check_devices_given(devices, accelerator)  # before the hardware's answer, as Lightning
     launch = LaunchInfo.from_environment(env)
     choice = choose(acc_name, devices, num_nodes, strategy_name or "auto", prec_name, launch, hw)
     env.validate_settings(len(choice.device_ids), choice.num_nodes)  # the launcher's own words for a mismatch
@@ -300,12 +334,34 @@ def resolve_plugins(
     return strat
 
 
+def _check_precision_name(precision: Any, registry: Any) -> None:
+    """An unknown precision value: Lightning's words first, then the registry's suggestions."""
+    try:
+        registry.get("precision", normalize_precision(precision), "precision")
+    except UnknownPluginError as err:
+        raise UnknownPluginError(
+            f"Precision {precision!r} is invalid. Allowed precision values: {_LIGHTNING_PRECISIONS}. {err}") from None
+
+
+def _known_accelerator(accelerator: str, registry: Any) -> Any:
+    """The registered class of ``accelerator``; an unknown name is refused in Lightning's words, then the
+    registry's suggestions."""
+    try:
+        return registry.get("accelerator", accelerator, "accelerator").load()
+    except UnknownPluginError as err:
+        names = ", ".join(["auto", *UNRUNNABLE, *registry.names("accelerator")])
+        raise UnknownPluginError(f"You selected an invalid accelerator name: `accelerator={accelerator!r}`. "
+                                 f"Available names are: {names}. {err}") from None
+
+
 def _probe(accelerator: str | Accelerator, registry: Any) -> Hardware:
     """What the machine has; a third-party accelerator (by name or object) answers for its own devices."""
     hw = Hardware.probe()
     acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
+    if isinstance(accelerator, str) and accelerator in UNRUNNABLE:
+        return dataclasses.replace(hw, others=((accelerator, 0),))
     if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
-        cls = registry.get("accelerator", accelerator, "accelerator").load()  # unknown: suggestions
+        cls = _known_accelerator(accelerator, registry)  # unknown: suggestions
         if accelerator != "cpu" and accelerator not in GPU_KINDS:
             hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
     elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):

@@ -6,11 +6,7 @@ import difflib
 from collections.abc import Iterable
 
 # defined where the plugins can raise it too; re-exported here, its home for Trainer code
-from plugins.errors import MisconfigurationException
-
-
-class MisconfigurationError(MisconfigurationException, ValueError):
-    """A setting, argument or return value that cannot work; the message says what would."""
+from plugins.errors import MisconfigurationError, MisconfigurationException  # noqa: F401
 
 
 class MisconfigurationRuntimeError(MisconfigurationError, RuntimeError):

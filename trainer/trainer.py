@@ -23,6 +23,7 @@ from trainer.checkpointing.files import LAYOUT_KEYS
 from trainer.datamodule import DataModule
 from trainer.errors import MisconfigurationError
 from trainer.arguments.limits import announce_batch_limits
+from trainer.arguments.plugin_list import check_plugin_list, refuse_fsdp_without_gpu
 from trainer.arguments.torch_switches import apply_torch_switches
 from trainer.loggers.base import Logger
 from trainer.loggers.setup import make_loggers
@@ -83,6 +84,7 @@ class Trainer(TrainerProperties):
     ) -> None:
         """Every argument is declared, checked and documented in ``trainer/arguments/trainer_arguments.py`` (``TrainerArguments``)."""
         # every check: fails before any work (a checkpoint I/O plugin is taken apart: trainer/checkpointing/checkpoint_io.py)
+        check_plugin_list(plugins, sync_batchnorm)
         self.args = args = TrainerArguments.from_call({**locals(), "plugins": without_checkpoint_io(plugins)})
         run = args.effective()
         announce_batch_limits(fast_dev_run, overfit_batches, limit_train_batches, limit_val_batches,
@@ -92,6 +94,7 @@ class Trainer(TrainerProperties):
 
         self.strategy = resolve_plugins(args.accelerator, args.devices, args.num_nodes, args.strategy, args.precision,
                                         environment=args.plugins)
+        refuse_fsdp_without_gpu(args.strategy, self.strategy)
         connect_checkpoint_io(self, plugins)  # trainer/checkpointing/checkpoint_io.py
         set_rank_zero_only(self.strategy.global_rank)
         self.strategy.accumulate_grad_batches = args.accumulate_grad_batches
