@@ -11,6 +11,11 @@ class MisconfigurationError(MisconfigurationException, ValueError):
     """A setting, argument or return value that cannot work; the message says what would."""
 
 
+class MissingRequirementError(MisconfigurationError, ModuleNotFoundError):
+    """A plugin whose package is not installed: Lightning's ``ModuleNotFoundError``, and Relay's ValueError for a
+    setting that cannot work here."""
+
+
 class ConfigFileNotFoundError(MisconfigurationException, FileNotFoundError):
     """A config file that was named does not exist: ``except FileNotFoundError`` and Lightning's
     ``except MisconfigurationException`` both catch it."""

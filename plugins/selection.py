@@ -22,7 +22,7 @@ from plugins.accelerators.xpu import XPUAccelerator
 from plugins.builtin import PRECISION_ALIASES
 from plugins.environments.detect import detect_environment
 from plugins.precision.base import Precision
-from plugins.errors import MisconfigurationError
+from plugins.errors import MisconfigurationError, MissingRequirementError
 from plugins.registry import UnknownPluginError, default_registry
 from plugins.strategies import horovod_available
 from plugins.strategies.base import Strategy
@@ -140,7 +140,7 @@ def _choose_accelerator(accelerator: str, hw: Hardware) -> str:
     if accelerator in UNRUNNABLE:
         cls_name, requirement = UNRUNNABLE[accelerator]
         # Lightning's error where the package is missing (its class is built before availability is asked)
-        raise ModuleNotFoundError(
+        raise MissingRequirementError(
             f"Requirement {requirement!r} not met. HINT: Try running `pip install -U {requirement!r}`. "
             f"(Trainer(accelerator={accelerator!r}): Relay has no {cls_name} backend; use accelerator='cuda', "
             "'cpu' or 'auto'.)")

@@ -115,7 +115,9 @@ class Trainer(TrainerProperties):
         )
         self.stop_on_nonfinite_loss = stops_on_nonfinite_loss(args.stop_on_nonfinite_loss, self.callbacks)
         self._add_healing(args)
-        self._init_loop_state(run["max_epochs"], run["min_epochs"], run["max_steps"], run["min_steps"])
+        # max_epochs and min_epochs as given (None too) until a fit fills in their defaults: FitLoop.resolve_limits
+        self._init_loop_state(run["max_epochs"] if self.fast_dev_run else args.max_epochs, args.min_epochs,
+                              run["max_steps"], run["min_steps"])
 
     def _add_healing(self, args: TrainerArguments) -> None:
         """``spike_recovery`` and ``rank_batch_sizes`` are callbacks of trainer/healing/, first in the list (they see
@@ -129,7 +131,7 @@ class Trainer(TrainerProperties):
 
             self.callbacks.insert(0, RankBatches(args.rank_batch_sizes))
 
-    def _init_loop_state(self, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int) -> None:
+    def _init_loop_state(self, max_epochs: int | None, min_epochs: int | None, max_steps: int, min_steps: int) -> None:
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
         self.progress = LoopProgress()
         self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
@@ -305,7 +307,7 @@ class Trainer(TrainerProperties):
                           lambda self, on: self._set_stage_flag(RunningStage.PREDICTING, on))
 
     @property
-    def max_epochs(self) -> int:
+    def max_epochs(self) -> int | None:
         return self.fit_loop.max_epochs
 
     @max_epochs.setter
@@ -313,7 +315,7 @@ class Trainer(TrainerProperties):
         self.fit_loop.max_epochs = value
 
     @property
-    def min_epochs(self) -> int:
+    def min_epochs(self) -> int | None:
         return self.fit_loop.min_epochs
 
     @min_epochs.setter

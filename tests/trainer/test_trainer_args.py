@@ -123,8 +123,12 @@ def test_max_steps_wins_over_max_epochs_and_the_other_way(tmp_path):
 
 def test_max_epochs_defaults_to_1000_without_max_steps(tmp_path):
     trainer = Trainer(**_quiet(tmp_path))
-    assert trainer.max_epochs == 1000
-    assert Trainer(**_quiet(tmp_path, max_steps=10)).max_epochs == -1
+    assert trainer.max_epochs is None and trainer.min_epochs is None  # as given, until a fit fills in the default
+    trainer.fit_loop.resolve_limits()  # what each fit does first
+    assert trainer.max_epochs == 1000 and trainer.min_epochs == 0
+    timed = Trainer(**_quiet(tmp_path, max_steps=10))
+    timed.fit_loop.resolve_limits()
+    assert timed.max_epochs == -1
 
 
 def test_should_stop_without_min_epochs_stops_after_the_batch(tmp_path):

@@ -84,7 +84,11 @@ class AcceleratorRegistry(LightningRegistryView):
         return self._register(name, accelerator, description, override, init_params)
 
     def available_accelerators(self) -> set[str]:
-        return self._names()
+        """Registered names, and the names Lightning knows that no machine here can run ("tpu": the Trainer
+        accepts the name and says what is missing)."""
+        from plugins.selection import UNRUNNABLE  # local import: the selection module loads on use
+
+        return self._names() | set(UNRUNNABLE)
 
 
 class StrategyRegistry(LightningRegistryView):

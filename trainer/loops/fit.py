@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ class FitLoop(_Loop):
     """
 
     def __init__(
-        self, trainer: Trainer, max_epochs: int, min_epochs: int, max_steps: int, min_steps: int
+        self, trainer: Trainer, max_epochs: int | None, min_epochs: int | None, max_steps: int, min_steps: int
     ) -> None:
         super().__init__(trainer)
         self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
@@ -55,6 +56,20 @@ class FitLoop(_Loop):
         self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
+
+    def resolve_limits(self) -> None:
+        """At the start of each fit, as Lightning: ``max_epochs=None`` becomes 1000 when nothing else bounds the fit
+        (no ``max_steps``, no ``max_time`` or ``Timer``), else -1 (no epoch limit); ``min_epochs=None`` becomes 1 with
+        ``min_steps``, else 0. Until then ``trainer.max_epochs`` is what was given."""
+        t = self.trainer
+        if self.max_epochs is None:
+            timed = t.max_time is not None or any(type(c).__name__ == "Timer" for c in t.callbacks)
+            self.max_epochs = 1000 if self.max_steps == -1 and not timed else -1
+            if self.max_epochs == 1000 and os.environ.get("RELAY_LIGHTNING_COMPAT") == "1":
+                rank_zero_warn("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                               "limit, set `max_epochs=-1`.", category=PossibleUserWarning)
+        if self.min_epochs is None:
+            self.min_epochs = 1 if self.min_steps else 0
 
     @property
     def restarting(self) -> bool:

@@ -104,6 +104,8 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
     trainer.should_stop = False
     trainer.progress.eval_batches = 0
     trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
+    if plan.stage == "fit":
+        trainer.fit_loop.resolve_limits()  # max_epochs=None: 1000 or -1, from here on (as Lightning)
 
 
 def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
