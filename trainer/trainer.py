@@ -117,7 +117,7 @@ class Trainer(TrainerProperties):
         self._add_healing(args)
         # max_epochs and min_epochs as given (None too) until a fit fills in their defaults: FitLoop.resolve_limits
         self._init_loop_state(run["max_epochs"] if self.fast_dev_run else args.max_epochs, args.min_epochs,
-                              run["max_steps"], run["min_steps"])
+                              run["max_steps"], args.min_steps)
 
     def _add_healing(self, args: TrainerArguments) -> None:
         """``spike_recovery`` and ``rank_batch_sizes`` are callbacks of trainer/healing/, first in the list (they see
@@ -131,7 +131,8 @@ class Trainer(TrainerProperties):
 
             self.callbacks.insert(0, RankBatches(args.rank_batch_sizes))
 
-    def _init_loop_state(self, max_epochs: int | None, min_epochs: int | None, max_steps: int, min_steps: int) -> None:
+    def _init_loop_state(self, max_epochs: int | None, min_epochs: int | None, max_steps: int,
+                         min_steps: int | None) -> None:
         """The loops' counters and stage live in one object (see trainer/loops/progress.py)."""
         self.progress = LoopProgress()
         self.fit_loop = FitLoop(self, max_epochs, min_epochs, max_steps, min_steps)
@@ -331,7 +332,7 @@ class Trainer(TrainerProperties):
         self.fit_loop.max_steps = value
 
     @property
-    def min_steps(self) -> int:
+    def min_steps(self) -> int | None:
         return self.fit_loop.min_steps
 
     @min_steps.setter

@@ -42,7 +42,7 @@ class FitLoop(_Loop):
     """
 
     def __init__(
-        self, trainer: Trainer, max_epochs: int | None, min_epochs: int | None, max_steps: int, min_steps: int
+        self, trainer: Trainer, max_epochs: int | None, min_epochs: int | None, max_steps: int, min_steps: int | None
     ) -> None:
         super().__init__(trainer)
         self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = max_epochs, min_epochs, max_steps, min_steps
@@ -56,6 +56,7 @@ class FitLoop(_Loop):
         self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
+        self._said: set[str] = set()  # the info lines said once per Trainer
 
     def resolve_limits(self) -> None:
         """At the start of each fit, as Lightning: ``max_epochs=None`` becomes 1000 when nothing else bounds the fit
@@ -69,7 +70,7 @@ class FitLoop(_Loop):
                 rank_zero_warn("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
                                "limit, set `max_epochs=-1`.", category=PossibleUserWarning)
         if self.min_epochs is None:
-            self.min_epochs = 1 if self.min_steps else 0
+            self.min_epochs = 0 if self.min_steps is None else 1
 
     @property
     def restarting(self) -> bool:
@@ -246,7 +247,16 @@ class FitLoop(_Loop):
         """``should_stop`` (as agreed by every rank) takes effect once min_epochs and min_steps are met."""
         t = self.trainer
         stop = t.should_stop if t.world_size == 1 else self.stop_agreed
-        return stop and t.current_epoch >= t.min_epochs and t.global_step >= t.min_steps
+        if not stop:
+            return False
+        if t.current_epoch >= (t.min_epochs or 0) and t.global_step >= (t.min_steps or 0):
+            return True
+        message = (f"Trainer was signaled to stop but the required `min_epochs={t.min_epochs!r}` or "
+                   f"`min_steps={t.min_steps!r}` has not been met. Training will continue...")
+        if message not in self._said:  # once per Trainer, as Lightning
+            self._said.add(message)
+            rank_zero_info(message)
+        return False
 
     def _agree(self, wait: bool) -> None:
         """Agree on ``should_stop``, the time limit and a preemption signal, which one rank may see first.

@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 
+import lightning_utilities.core.rank_zero as rank_zero_module
+
 from trainer.utilities.warnings import disable_possible_user_warnings
 
 
@@ -41,5 +43,8 @@ def on_import() -> None:
 
 def on_import_pytorch() -> None:
     """What importing ``lightning.pytorch`` does besides defining names: its package logger at INFO (the profilers'
-    reports and the trainer's notices go there), printed to the console when the program set up no logging."""
+    reports and the trainer's notices go there), printed to the console when the program set up no logging; and
+    ``rank_zero_info``/``rank_zero_debug`` (lightning_utilities', which Relay uses) log through
+    ``lightning.pytorch.utilities.rank_zero``, as Lightning's ``utilities/rank_zero.py`` makes them."""
     setup_logger("lightning.pytorch")
+    rank_zero_module.log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
