@@ -389,15 +389,17 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
         return to_onnx(self, file_path, input_sample, **kwargs)
 
-    def freeze(self) -> None:
+    def freeze(self) -> Module:
+        """No gradients and evaluation mode; returns the module (chainable, as Lightning's)."""
         for p in self.parameters():
             p.requires_grad = False
-        self.eval()
+        return self.eval()
 
-    def unfreeze(self) -> None:
+    def unfreeze(self) -> Module:
+        """Gradients and training mode again; returns the module."""
         for p in self.parameters():
             p.requires_grad = True
-        self.train()
+        return self.train()
 
     # --- evaluation mode and batch transfer (defaults run unless overridden) ---------------------------
     def on_validation_model_zero_grad(self) -> None:

@@ -18,6 +18,7 @@ Each phase runs at most once per call; with no checkpoint each is a no-op.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from trainer.data.stateful import LOADER_STATES_KEY, resume_state
 from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
 from trainer.errors import MisconfigurationError
 from trainer.states import TrainerFn
+from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -79,6 +81,11 @@ class Resume:
         if not callbacks:
             return
         saved = checkpoint.get("callbacks", {})
+        missing = saved.keys() - {cb.state_key for cb in trainer.callbacks}
+        if missing:  # Lightning's warning: those states are dropped
+            rank_zero_warn("Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be "
+                           f"provided during `Trainer` instantiation. Please add the following callbacks: "
+                           f"{sorted(missing)}.")
         for cb in trainer.callbacks:
             cb.on_load_checkpoint(trainer, module, checkpoint)
             if cb.state_key in saved:
@@ -195,7 +202,7 @@ class RestoreRequest:
         for root in self.dirs:  # a checkpoint directory a crash left renamed aside is put back first
             checkpoint_io.recover(root)
         found = newest_checkpoint(list(self.dirs))
-        if found is not None:
+        if found is not None and not _lightning_last_only(self.ckpt_path, found):
             return str(found)
         shown = ", ".join(sorted(map(str, self.dirs)))
         # Lightning's words (code matches on them); not an error, so ckpt_path='last' can be set before a first fit
@@ -205,6 +212,15 @@ class RestoreRequest:
                       + ("training starts from scratch.)" if fn == "fit" else "the model's current weights are used.)"),
                       stacklevel=5)
         return None
+
+
+def _lightning_last_only(given: Any, found: Path | str) -> bool:
+    """In the zero-edit mode a ``ckpt_path="last"`` the user gave means Lightning's: a ``last*.ckpt`` file only (Relay's
+    own ``"last"``, and a restart's, is the run's newest checkpoint of any name)."""
+    if os.environ.get("RELAY_LIGHTNING_COMPAT") != "1" or str(given) != "last":
+        return False
+    name = found.name if isinstance(found, Path) else str(found).rstrip("/").rsplit("/", 1)[-1]
+    return not name.startswith("last")
 
 
 def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: int) -> None:
