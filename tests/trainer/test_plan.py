@@ -31,6 +31,9 @@ class Tiny(Module):
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self.log("v", self.layer(batch[0]).sum())
 
+    def test_step(self, batch, batch_idx):
+        self.log("t", self.layer(batch[0]).sum())
+
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 

@@ -77,9 +77,6 @@ class BoringModel(Module):
     def test_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         return {"y": self.step(batch)}
 
-    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
-        return self(batch)
-
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
         return [optimizer], [torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)]

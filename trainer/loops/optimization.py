@@ -18,6 +18,7 @@ from trainer.distributed.plugin_calls import backward_function, overridden
 from trainer.loops.step_arguments import takes
 from trainer.loops.step_outputs import loss_of, manual_output, step_outputs
 from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
+from trainer.stage.loop_checks import verify_manual_optimization
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -81,11 +82,7 @@ class TrainingStep:
                 f"configure_optimizers returned {len(trainer.optimizers)} optimizers; automatic optimization uses one. "
                 "Set self.automatic_optimization = False in __init__ and step them yourself in training_step."
             )
-        if not module.automatic_optimization and (trainer.gradient_clip_val or self.accumulate > 1):
-            raise MisconfigurationError(
-                "Trainer(gradient_clip_val=..., accumulate_grad_batches=...) do not apply with manual optimization; "
-                "call self.clip_gradients(...) and step every n batches in training_step instead."
-            )
+        verify_manual_optimization(trainer, module)  # checked when the fit was planned; again for a step built alone
 
     def _bind_fast_paths(self, trainer: Trainer) -> None:
         """Resolve once which layers a step goes through, so the per-batch path skips the ones that do nothing.

@@ -13,7 +13,8 @@ from lightning_utilities.core.overrides import is_overridden as _subclass_overri
 
 
 def is_overridden(name: str, instance: Any, parent: type) -> bool:
-    """True when ``instance.<name>`` is not ``parent``'s own method: overridden by a subclass or set on the instance."""
+    """True when ``instance.<name>`` is not ``parent``'s own method: overridden by a subclass or set on the instance
+    (set to None on the instance: not defined, as Lightning's ``is_overridden`` says)."""
     if name in getattr(instance, "__dict__", ()):
-        return True
+        return instance.__dict__[name] is not None
     return _subclass_overrides(name, instance, parent)

@@ -62,9 +62,12 @@ def configure_model(model: Module) -> None:
         name = type(model).__name__
         if is_overridden("configure_model", model, Module):
             raise MisconfigurationRuntimeError(
-                f"{name} overrides both configure_model and configure_sharded_model (its deprecated name); keep only "
-                "configure_model."
+                f"Both `{name}.configure_model`, and `{name}.configure_sharded_model` are overridden. The latter is "
+                f"deprecated and it should be replaced with the former. ({name} overrides both configure_model and "
+                "configure_sharded_model (its deprecated name); keep only configure_model.)"
             )
-        rank_zero_deprecation(f"{name}.configure_sharded_model is deprecated; rename it to configure_model.")
+        rank_zero_deprecation(f"You have overridden `{name}.configure_sharded_model` which is deprecated. Please "
+                              f"override the `configure_model` hook instead. ({name}.configure_sharded_model is "
+                              "deprecated; rename it to configure_model.)")
         model.configure_sharded_model()
     model.configure_model()

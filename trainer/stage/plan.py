@@ -21,6 +21,7 @@ from trainer.data.loaders import num_batches, prepare_loader
 from trainer.datamodule import DataModule
 from trainer.errors import InvalidLoaderError, MisconfigurationError
 from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, check_workers, warn_if_no_batches
+from trainer.stage.loop_checks import verify_stage
 from trainer.arguments.limits import apply_limit
 from trainer.checkpointing.files import checkpoint_dirs
 from trainer.checkpointing.resume import RestoreRequest
@@ -235,6 +236,7 @@ def plan_stage(
         strategy.check_module(model)
     sources = {key: _source(trainer, stage, key, model, datamodule, given.get(key)) for key in STAGE_KEYS[stage]}
     val = sources.get("val") or _source(trainer, stage, "val", model, datamodule, None)
+    verify_stage(trainer, stage, model, val.available())  # the hooks the call runs exist (Lightning's checks)
     schedule = _fit_schedule(trainer, model, val) if stage == "fit" else None
     callbacks = trainer.checkpoint_callbacks
     dirs = checkpoint_dirs(callbacks, trainer.logger, trainer.default_root_dir)

@@ -423,61 +423,25 @@ class _ResultMetric(_NotRelays):
 
 # --- configuration_validator ------------------------------------------------------------------------------
 
-_REMOVED_HOOK = ("Support for `{hook}` has been removed in v2.0.0. `{name}` implements this method. You can use the "
-                 "`on_{hook}` hook instead. To access outputs, save them in-memory as instance attributes. You can "
-                 "find migration examples in https://github.com/Lightning-AI/pytorch-lightning/pull/16520.")
-
-
 def __verify_train_val_loop_configuration(trainer: Any, model: Any) -> None:
     """``fit`` needs ``training_step`` and ``configure_optimizers``; warns about validation without a step or loader;
-    the 1.x ``*_epoch_end`` hooks are refused."""
-    minimum = ("Lightning `Trainer` expects as minimum a `training_step()`, `train_dataloader()` and "
-               "`configure_optimizers()` to be defined.")
-    if not is_overridden("training_step", model):
-        raise MisconfigurationException(f"No `training_step()` method defined. {minimum}")
-    if not is_overridden("configure_optimizers", model):
-        raise MisconfigurationException(f"No `configure_optimizers()` method defined. {minimum}")
-    has_val_loader = bool(getattr(trainer.fit_loop, "val_source", False))
-    has_val_step = is_overridden("validation_step", model)
-    if has_val_loader and not has_val_step:
-        rank_zero_warn("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.")
-    if has_val_step and not has_val_loader:
-        rank_zero_warn("You defined a `validation_step` but have no `val_dataloader`. Skipping val loop.",
-                       category=PossibleUserWarning)
-    for hook in ("training_epoch_end", "validation_epoch_end"):
-        if callable(getattr(model, hook, None)):
-            raise NotImplementedError(_REMOVED_HOOK.format(hook=hook, name=type(model).__name__))
+    the 1.x ``*_epoch_end`` hooks are refused (the Trainer's own check: trainer/stage/loop_checks.py)."""
+    from trainer.stage.loop_checks import verify_fit  # local import: the stage package loads on use
+
+    verify_fit(model, bool(getattr(trainer.fit_loop, "val_source", False)))
 
 
 def __verify_eval_loop_configuration(model: Any, stage: str) -> None:
     """``validate``/``test`` need their step; ``predict`` a ``predict_step`` or ``forward``."""
-    step = "validation_step" if stage == "val" else f"{stage}_step"
-    has_step = is_overridden(step, model)
-    if stage == "predict":
-        if model.predict_step is None:
-            raise MisconfigurationException("`predict_step` cannot be None to run `Trainer.predict`")
-        if not has_step and not is_overridden("forward", model):
-            raise MisconfigurationException("`Trainer.predict` requires `forward` method to run.")
-        return
-    if not has_step:
-        raise MisconfigurationException(
-            f"No `{step}()` method defined to run `Trainer.{'validate' if stage == 'val' else stage}`.")
-    epoch_end = "validation_epoch_end" if stage == "val" else "test_epoch_end"
-    if callable(getattr(model, epoch_end, None)):
-        raise NotImplementedError(_REMOVED_HOOK.format(hook=epoch_end, name=type(model).__name__))
+    from trainer.stage.loop_checks import verify_evaluation
+
+    verify_evaluation(model, {"val": "validate"}.get(stage, stage))
 
 
 def __verify_manual_optimization_support(trainer: Any, model: Any) -> None:
-    if model.automatic_optimization:
-        return
-    if trainer.gradient_clip_val is not None and trainer.gradient_clip_val > 0:
-        raise MisconfigurationException(
-            "Automatic gradient clipping is not supported for manual optimization. Remove "
-            f"`Trainer(gradient_clip_val={trainer.gradient_clip_val})` or switch to automatic optimization.")
-    if trainer.accumulate_grad_batches != 1:
-        raise MisconfigurationException(
-            "Automatic gradient accumulation is not supported for manual optimization. Remove "
-            f"`Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})` or switch to automatic optimization.")
+    from trainer.stage.loop_checks import verify_manual_optimization
+
+    verify_manual_optimization(trainer, model)
 
 
 def __warn_dataloader_iter_limitations(model: Any) -> None:
