@@ -315,20 +315,38 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return schedulers[0] if len(schedulers) == 1 else schedulers
 
     def toggle_optimizer(self, optimizer: Any) -> None:
-        """Only ``optimizer``'s parameters require grad until ``untoggle_optimizer`` (for GAN-style steps)."""
+        """Only ``optimizer``'s parameters require grad until ``untoggle_optimizer`` (for GAN-style steps): the
+        parameters of the Trainer's other optimizers stop requiring grad (a parameter shared with ``optimizer`` keeps
+        its own setting); parameters no optimizer holds are left alone, as Lightning does. Without a Trainer, every
+        other parameter of the module stops requiring grad."""
         raw = getattr(optimizer, "optimizer", optimizer)
-        mine = {id(p) for group in raw.param_groups for p in group["params"]}
-        self._toggled_requires_grad = {id(p): p.requires_grad for p in self.parameters()}
-        for p in self.parameters():
-            if id(p) not in mine:
+        saved: dict[torch.Tensor, bool] = {}
+        for p in self._toggle_scope():
+            if p not in saved:
+                saved[p] = p.requires_grad
                 p.requires_grad = False
+        for group in raw.param_groups:
+            for p in group["params"]:
+                p.requires_grad = saved.get(p, p.requires_grad)
+        self._toggled_requires_grad = saved
 
     def untoggle_optimizer(self, optimizer: Any) -> None:
-        saved = getattr(self, "_toggled_requires_grad", {})
-        for p in self.parameters():
-            if id(p) in saved:
-                p.requires_grad = saved[id(p)]
+        """Put back what ``toggle_optimizer`` changed."""
+        raw = getattr(optimizer, "optimizer", optimizer)
+        mine = {p for group in raw.param_groups for p in group["params"]}
+        for p, requires_grad in getattr(self, "_toggled_requires_grad", {}).items():
+            if p not in mine:
+                p.requires_grad = requires_grad
         self._toggled_requires_grad = {}
+
+    def _toggle_scope(self) -> Iterator[torch.Tensor]:
+        """The parameters a toggle switches: those of the Trainer's optimizers, else the module's."""
+        if self._trainer is None or not self._trainer.optimizers:
+            yield from self.parameters()
+            return
+        for opt in self._trainer.optimizers:
+            for group in getattr(opt, "optimizer", opt).param_groups:
+                yield from group["params"]
 
     @contextmanager
     def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
