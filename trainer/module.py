@@ -47,6 +47,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._trainer: Trainer | None = None
+        self._fabric: Any = None  # set by Fabric.setup: the module then runs under Fabric (model/fabric_use.py)
+        self._fabric_optimizers: list[Any] = []
         self.automatic_optimization: bool = True
         self.example_input_array: Any = None
         self._strict_loading: bool | None = None
@@ -54,6 +56,11 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     # --- what the Trainer provides ----------------------------------------------------------------
     @property
     def trainer(self) -> Trainer:
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:
+            from trainer.model.fabric_use import FabricTrainerView  # local import: only modules Fabric set up
+
+            return FabricTrainerView(fabric)  # type: ignore[return-value]
         if self._trainer is None:
             raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; call it inside Trainer.fit().")
         return self._trainer
@@ -104,16 +111,16 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         self._strict_loading = value
 
     @property
-    def fabric(self) -> None:
-        """Always None: Relay has no Fabric; the Trainer runs every Module."""
-        return None
+    def fabric(self) -> Any:
+        """The Fabric object that set this module up (``fabric.setup(module)``), else None."""
+        return self.__dict__.get("_fabric")
 
     @fabric.setter
     def fabric(self, value: Any) -> None:
-        if value is not None:
-            raise TypeError(
-                f"{type(self).__name__}.fabric cannot be set: Relay has no Fabric; run the module with trainer.Trainer."
-            )
+        for child in self.children():
+            if isinstance(child, Module):
+                child.fabric = value
+        self.__dict__["_fabric"] = value
 
     @property
     def device_mesh(self) -> Any:
@@ -138,10 +145,16 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @property
     def logger(self) -> Any:
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:
+            return fabric.logger
         return self._trainer.logger if self._trainer is not None else None
 
     @property
     def loggers(self) -> list[Any]:
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:
+            return fabric.loggers
         return self._trainer.loggers if self._trainer is not None else []
 
     def print(self, *args: Any, **kwargs: Any) -> None:
@@ -202,6 +215,10 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         """
         trainer = self._trainer
         if trainer is None:
+            if self.__dict__.get("_fabric") is not None:  # run by Fabric: straight to its loggers
+                from trainer.model.fabric_use import log_through_fabric  # local import: only modules Fabric set up
+
+                log_through_fabric(self._fabric, {name: value}, logger)
             return
         results = trainer.stage_run.active_results
         if results is None:
@@ -242,6 +259,11 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         rank_zero_only: bool = False,
     ) -> None:
         """``self.log`` for each item (Lightning's signature); a torchmetrics ``MetricCollection`` logs each metric."""
+        if self._trainer is None and self.__dict__.get("_fabric") is not None:
+            from trainer.model.fabric_use import log_through_fabric  # local import: only modules Fabric set up
+
+            log_through_fabric(self._fabric, dictionary, logger)
+            return
         for name, value in dictionary.items():
             self.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, enable_graph, sync_dist,
                      sync_dist_group, add_dataloader_idx, batch_size, None, rank_zero_only)
@@ -295,16 +317,46 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
-        if gradient_clip_val is None or gradient_clip_val == 0:
+        """Clip ``optimizer``'s gradients by norm or by value. A value or algorithm the Trainer was also given must be
+        the same (Lightning's rule: one place decides); unset, the Trainer's is used."""
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:  # run by Fabric: its clip_gradients
+            from trainer.model.fabric_use import clip_through_fabric  # local import: only modules Fabric set up
+
+            clip_through_fabric(fabric, self, optimizer, gradient_clip_val, gradient_clip_algorithm)
             return
-        algorithm = gradient_clip_algorithm or "norm"
+        trainer = self.trainer
+        given_val, given_algorithm = trainer.gradient_clip_val, trainer.gradient_clip_algorithm
+        if gradient_clip_val is None:
+            gradient_clip_val = given_val or 0.0
+        elif given_val is not None and given_val != gradient_clip_val:
+            raise MisconfigurationError(
+                f"You have set `Trainer(gradient_clip_val={given_val!r})` and have passed "
+                f"`clip_gradients(gradient_clip_val={gradient_clip_val!r})`. Please use only one of them.")
+        if gradient_clip_algorithm is None:
+            algorithm = str(getattr(given_algorithm, "value", given_algorithm) or "norm")
+        else:
+            algorithm = str(getattr(gradient_clip_algorithm, "value", gradient_clip_algorithm)).lower()
+            trainer_algorithm = getattr(given_algorithm, "value", given_algorithm)
+            if trainer_algorithm is not None and trainer_algorithm != algorithm:
+                raise MisconfigurationError(
+                    f"You have set `Trainer(gradient_clip_algorithm={trainer_algorithm!r})` and have passed "
+                    f"`clip_gradients(gradient_clip_algorithm={algorithm!r}) Please use only one of them.")
+        if isinstance(gradient_clip_val, bool) or not isinstance(gradient_clip_val, (int, float)):
+            raise TypeError(f"`gradient_clip_val` should be an int or a float. Got {gradient_clip_val}.")
         if algorithm not in ("norm", "value"):
-            raise ValueError(f"gradient_clip_algorithm={algorithm!r} is not valid; use 'norm' or 'value'.")
+            raise MisconfigurationError(
+                f"`gradient_clip_algorithm` {algorithm} is invalid. Allowed algorithms: ['value', 'norm'].")
+        if gradient_clip_val == 0:
+            return
         raw = getattr(optimizer, "optimizer", optimizer)
-        self.trainer.strategy.clip_gradients(self, raw, float(gradient_clip_val), algorithm)
+        trainer.strategy.clip_gradients(self, raw, float(gradient_clip_val), algorithm)
 
     # --- optimization -------------------------------------------------------------------------------
     def optimizers(self, use_pl_optimizer: bool = True) -> OptimizerHandle | list[OptimizerHandle]:
+        if self.__dict__.get("_fabric") is not None:  # the optimizers Fabric set up with this module
+            fabric_opts = self._fabric_optimizers
+            return fabric_opts[0] if len(fabric_opts) == 1 else list(fabric_opts)
         opts = self.trainer.stage_run.optimizer_handles if use_pl_optimizer else self.trainer.optimizers
         return opts[0] if len(opts) == 1 else list(opts)
 
@@ -359,10 +411,18 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward with the precision's loss scaling and the strategy's gradient sync; runs the hooks."""
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:  # run by Fabric
+            fabric.backward(loss, *args, **kwargs)
+            return
         self.trainer.stage_run.backward(loss, *args, **kwargs)
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``args``/``kwargs`` (e.g. ``retain_graph=True``) go on to ``Tensor.backward``."""
+        fabric = self.__dict__.get("_fabric")
+        if fabric is not None:  # run by Fabric
+            fabric.backward(loss, *args, **kwargs)
+            return
         calls.backward(self.trainer.strategy, loss, *args, **kwargs)
 
     def optimizer_step(

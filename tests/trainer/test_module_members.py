@@ -124,12 +124,19 @@ def test_on_gpu_on_a_cuda_device():
     assert model.seen == (True, "cuda")
 
 
-def test_fabric_is_always_none():
+def test_fabric_is_the_one_that_set_the_module_up():
+    from trainer.fabric import Fabric
+
     model = Regression()
     assert model.fabric is None
+    fabric = Fabric(accelerator="cpu", devices=1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    wrapped, wrapped_optimizer = fabric.setup(model, optimizer)
+    assert model.fabric is fabric and model.optimizers() is wrapped_optimizer and model.loggers == []
+    assert model.trainer.world_size == 1  # `self.trainer` reads the Fabric object
+    model.log("x", 1.0)  # no logger: nowhere to go, no error
     model.fabric = None
-    with pytest.raises(TypeError, match="no Fabric"):
-        model.fabric = object()
+    assert model.fabric is None
 
 
 # --- strict_loading -----------------------------------------------------------------------------------------

@@ -137,7 +137,8 @@ class Fabric:
 
     @property
     def logger(self) -> Any:
-        return self._loggers[0] if self._loggers else None
+        """The first logger given (the main one); an IndexError without loggers, as Lightning's."""
+        return self._loggers[0]
 
     # --- processes ----------------------------------------------------------------------------------
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -192,9 +193,11 @@ class Fabric:
                 group["params"] = [live.get(names.get(id(p), ""), p) for p in group["params"]]
         prepared = calls.setup_optimizers(self._strategy, list(optimizers)) if optimizers else []
         wrapped = self._wrap_module(holder, module)
+        fabric_optimizers = [FabricOptimizer(o, self._strategy) for o in prepared]
+        _attach(module, self, fabric_optimizers)
         if not optimizers:
             return wrapped
-        return (wrapped, *(FabricOptimizer(o, self._strategy) for o in prepared))
+        return (wrapped, *fabric_optimizers)
 
     def _check_setup(self, module: Any, optimizers: Iterable[Any]) -> None:
         if is_wrapped(module):
@@ -230,6 +233,7 @@ class Fabric:
             raise ValueError("A model should be passed only once to the `setup_module` method.")
         self._before_setup_module(module)
         module, holder = calls.setup_module(self._strategy, module)
+        _attach(module, self, [])
         return self._wrap_module(holder, module)
 
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
@@ -449,3 +453,10 @@ def _scalar(tensor: torch.Tensor) -> Any:
                          "scalar. Log one number (e.g. `tensor.mean()`) or log each element under its own name.")
     return tensor.item()
 
+
+def _attach(module: torch.nn.Module, fabric: Fabric, optimizers: list[Any]) -> None:
+    """A Lightning-style module (``trainer.Module``) set up by Fabric answers through it from now on: ``self.log``,
+    ``self.trainer``, ``self.optimizers()``, ``manual_backward`` (``trainer/model/fabric_use.py``)."""
+    if "_fabric" in getattr(module, "__dict__", {}):
+        module._fabric = fabric
+        module._fabric_optimizers = optimizers
