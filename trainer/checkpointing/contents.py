@@ -9,6 +9,7 @@ from trainer.checkpointing.files import plain_data, rng_states
 from trainer.checkpointing.loop_state import loops_state_dict
 from trainer.data.stateful import LOADER_STATES_KEY, collect_loader_states
 from trainer.distributed.plugin_calls import module_state, optimizer_state
+from trainer.model.saving import CONFIGS_SUFFIX, config_paths
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -30,6 +31,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
     for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
         if owner is not None:
             checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams))
+            if paths := config_paths(owner.hparams):  # OmegaConf configs among them, rebuilt on loading
+                checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY + CONFIGS_SUFFIX] = paths
             if owner.hparams and getattr(owner, "_hparams_name", None) is not None:
                 checkpoint[owner.CHECKPOINT_HYPER_PARAMS_NAME] = owner._hparams_name
                 if getattr(owner, "_hparams_type", None) is not None:  # a name, not the class: plain data

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +118,8 @@ def plain_data(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         return {str(k): plain_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain_data(v) for v in value]
+    if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+        return [plain_data(v) for v in value]  # an OmegaConf ListConfig too
     return repr(value)
 
 

@@ -180,7 +180,10 @@ class HyperparametersMixin:
         self._hparams_from_init = not args
         self._hparams_ignored = frozenset(ignored)
         self._log_hyperparams = logger
-        self.hparams.update(params)
+        if self._hparams_type == "DictConfig":  # kept as the OmegaConf object it is, as Lightning keeps it
+            self._hparams = configs[0]
+        else:
+            self.hparams.update(params)
         self.remove_ignored_hparams(sorted(ignored))  # a subclass's ignore drops what a base class's call saved
         for key, value in self.hparams.items():
             if isinstance(value, torch.nn.Module):

@@ -14,12 +14,17 @@ from trainer.checkpointing.files import load_checkpoint
 
 # the only instantiators a checkpoint may name (never an arbitrary import path: a checkpoint is data, not code)
 _CLI_INSTANTIATORS = ("lightning.pytorch.cli.instantiate_module", "trainer.cli.lightning_cli.instantiate_module")
+PAST_HPARAMS_KEYS = ("hparams", "module_arguments")  # Lightning 0.7's names of the hyperparameters key
 
 
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
     names ``__init__`` accepts unless it takes ``**kwargs``."""
-    saved = dict(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    saved: dict[str, Any] = {}
+    for key in PAST_HPARAMS_KEYS:  # checkpoints of Lightning before 1.0 kept them under these keys
+        saved.update(checkpoint.get(key) or {})
+    saved.update(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
+    rebuild_configs(saved, checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY + CONFIGS_SUFFIX))
     saved.pop("_instantiator", None)  # LightningCLI's records (see trainer/cli/lightning_cli.py)
     saved.pop("_class_path", None)
     params = inspect.signature(cls.__init__).parameters
@@ -129,3 +134,38 @@ def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None
     if isinstance(map_location, (str, torch.device)):
         obj.to(map_location)
     return obj
+
+
+# --- OmegaConf configs inside the hyperparameters --------------------------------------------------------------
+# A checkpoint keeps hyperparameters as plain data; where a value was an OmegaConf config (a Hydra config passed to
+# ``__init__``), the checkpoint lists its place under ``<hyper-parameters key>_configs`` and ``load_from_checkpoint``
+# makes it one again, so ``self.hparams.cfg.lr`` works after loading as it did before saving.
+CONFIGS_SUFFIX = "_configs"
+_CONFIG_TYPES = ("DictConfig", "ListConfig")
+
+
+def config_paths(value: Any, path: tuple[Any, ...] = ()) -> list[list[Any]]:
+    """Where in ``value`` (a dict of hyperparameters) OmegaConf configs are: a list of key/index paths."""
+    if type(value).__name__ in _CONFIG_TYPES and path:
+        return [list(path)]
+    if isinstance(value, dict) or (path == () and hasattr(value, "items")):
+        return [p for k, v in value.items() for p in config_paths(v, (*path, str(k)))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in config_paths(v, (*path, i))]
+    return []
+
+
+def rebuild_configs(saved: dict[str, Any], paths: Any) -> None:
+    """Make the values at ``paths`` OmegaConf configs again (left as they are without omegaconf)."""
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:
+        return
+    for path in paths or ():
+        holder: Any = saved
+        try:
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = OmegaConf.create(holder[path[-1]])
+        except (KeyError, IndexError, TypeError):
+            continue  # the hyperparameters were edited since: nothing to rebuild there

@@ -8,6 +8,7 @@ import ast
 import csv
 import os
 from argparse import Namespace
+from enum import Enum
 from typing import Any
 
 from trainer.fabric.utilities.cloud_io import get_filesystem
@@ -61,7 +62,25 @@ def save_hparams_to_yaml(config_yaml: str, hparams: dict | Namespace, use_omegac
             return
     if not isinstance(hparams, dict):
         raise TypeError("hparams must be dictionary")
-    save_hparams_yaml(path, hparams)
+    save_hparams_yaml(path, _yaml_dumpable(hparams))
+
+
+def _yaml_dumpable(hparams: dict[str, Any]) -> dict[str, Any]:
+    """The values YAML can dump; each other one is skipped with Lightning's warning (and, as Lightning does, replaced
+    in ``hparams`` by its type's name)."""
+    import yaml
+
+    allowed = {}
+    for key, value in hparams.items():
+        try:
+            yaml.dump(value.name if isinstance(value, Enum) else value)
+        except (TypeError, ValueError):
+            _warn_on_rank_zero(f"Skipping '{key}' parameter because it is not possible to safely dump to YAML.",
+                               UserWarning)
+            hparams[key] = type(value).__name__
+        else:
+            allowed[key] = value
+    return allowed
 
 
 def convert(val: str) -> Any:
