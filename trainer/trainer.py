@@ -395,6 +395,19 @@ class Trainer(TrainerProperties):
         return self.loggers[0] if self.loggers else None
 
     @property
+    def loggers(self) -> list[Any]:
+        return self._loggers
+
+    @loggers.setter
+    def loggers(self, loggers: list[Any] | None) -> None:
+        self._loggers = loggers if loggers else []
+
+    @logger.setter
+    def logger(self, logger: Any) -> None:
+        """One logger in place of the ones there were (None: no logger), as Lightning's setter."""
+        self.loggers = [] if logger is None else [logger]
+
+    @property
     def log_dir(self) -> str:
         logger = self.logger
         path = getattr(logger, "log_dir", None) if logger is not None else None

@@ -23,6 +23,7 @@ def _as_callbacks(value: Any, where: str) -> list[Callback]:
 
 def _checkpoint_last(callbacks: list[Callback]) -> list[Callback]:
     """Checkpointing (any ``Checkpoint``) runs after every other callback so saved states are current."""
+    check_unique_state_keys(callbacks)
     return [c for c in callbacks if not isinstance(c, Checkpoint)] + [c for c in callbacks if isinstance(c, Checkpoint)]
 
 
@@ -41,6 +42,25 @@ def _default_progress_bar() -> ProgressBar:
         if tqdm_progress.TQDM_AVAILABLE:
             return tqdm_progress.TQDMProgressBar()
     return ProgressBar()
+
+
+def check_unique_state_keys(callbacks: list[Callback]) -> None:
+    """Two callbacks with state (``state_dict`` overridden) may not share a ``state_key``: their checkpoint entries
+    would collide and one state would be lost (Lightning's error)."""
+    from trainer.model.overrides import is_overridden  # local import: keeps this module's imports small
+
+    seen: set[str] = set()
+    for callback in callbacks:
+        if not is_overridden("state_dict", callback, Callback):
+            continue
+        if callback.state_key in seen:
+            name = type(callback).__name__
+            raise RuntimeError(
+                f"Found more than one stateful callback of type `{name}`. In the current configuration, this callback "
+                "does not support being saved alongside other instances of the same type. Please consult the "
+                f"documentation of `{name}` regarding valid settings for the callback state to be checkpointable. "
+                "HINT: The `callback.state_key` must be unique among all callbacks in the Trainer.")
+        seen.add(callback.state_key)
 
 
 def default_callbacks(

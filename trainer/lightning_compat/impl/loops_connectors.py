@@ -63,18 +63,9 @@ def _set_torch_flags(*, deterministic: bool | str | None = None, benchmark: bool
 
 def _validate_callbacks_list(callbacks: list[Callback]) -> None:
     """Two callbacks with state may not share a ``state_key`` (their checkpoint entries would collide)."""
-    seen: set[str] = set()
-    for callback in callbacks:
-        if not is_overridden("state_dict", instance=callback, parent=Callback):
-            continue
-        if callback.state_key in seen:
-            name = type(callback).__name__
-            raise RuntimeError(
-                f"Found more than one stateful callback of type `{name}`. In the current configuration, this callback "
-                "does not support being saved alongside other instances of the same type. Please consult the "
-                f"documentation of `{name}` regarding valid settings for the callback state to be checkpointable. "
-                "HINT: The `callback.state_key` must be unique among all callbacks in the Trainer.")
-        seen.add(callback.state_key)
+    from trainer.callbacks.setup import check_unique_state_keys  # the Trainer's own check
+
+    check_unique_state_keys(callbacks)
 
 
 # --- signal_connector -------------------------------------------------------------------------------------
