@@ -19,6 +19,7 @@ from trainer.model.export import to_onnx, to_torchscript
 from trainer.model.hparams import HyperparametersMixin
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import group_all_reduce, reduce_name
+from trainer.utilities.rank_zero import rank_zero_warn
 
 set_rank_zero_only()
 
@@ -219,7 +220,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
                 from trainer.model.fabric_use import log_through_fabric  # local import: only modules Fabric set up
 
                 log_through_fabric(self._fabric, {name: value}, logger)
+            else:  # not an error: a step may be tried without a Trainer (Lightning's warning)
+                rank_zero_warn("You are trying to `self.log()` but the `self.trainer` reference is not registered on "
+                               "the model yet. This is most likely because the model hasn't been passed to the "
+                               "`Trainer`")
             return
+        if logger is True and not trainer.loggers:
+            rank_zero_warn(f"You called `self.log({name!r}, ..., logger=True)` but have no logger configured. You can "
+                           "enable one by doing `Trainer(logger=ALogger(...))`")
         results = trainer.stage_run.active_results
         if results is None:
             raise MisconfigurationError(
