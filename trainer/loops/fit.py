@@ -15,7 +15,7 @@ from trainer.data.loaders import stateful_plans
 from trainer.loops.dataloader_iter import one_loader, steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
-from trainer.loops.optimization import TrainingStep, step_schedulers
+from trainer.loops.optimization import TrainingStep, step_interval_schedulers, step_schedulers
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
@@ -57,6 +57,8 @@ class FitLoop(_Loop):
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
         self._said: set[str] = set()  # the info lines said once per Trainer
+        self.plateau_schedulers: list[Any] = []  # step-interval ReduceLROnPlateau ones (set per epoch)
+        self.epoch_schedulers_stepped = False  # this epoch's (non-plateau) epoch-interval schedulers stepped
 
     def resolve_limits(self) -> None:
         """At the start of each fit, as Lightning: ``max_epochs=None`` becomes 1000 when nothing else bounds the fit
@@ -430,7 +432,10 @@ class FitLoop(_Loop):
             epochs.increment_started()
         self.epoch_loop.reset()  # after on_train_epoch_start, as Lightning's epoch loop starts
         # a callback may swap the schedulers at epoch start (StochasticWeightAveraging)
-        self.step.step_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "step"]
+        self.step.step_schedulers = step_interval_schedulers(t)
+        self.plateau_schedulers = step_interval_schedulers(t, plateau=True) if t.lightning_module.automatic_optimization \
+            else []
+        self.epoch_schedulers_stepped = False
         self.resume.restore_rng(mid_epoch, epoch_started=True)  # a mid-epoch checkpoint: where it was taken
         t.stage_run.on_step = True
         return batches, skip, limit, val_now
@@ -455,6 +460,8 @@ class FitLoop(_Loop):
             self.trainer.stage_run.hooks.call_epoch_end("on_train_epoch_end", before_monitoring=self._finish_epoch)
         finally:
             results.epoch_end_reached = False
+        if self.progress.epoch_finished:  # ReduceLROnPlateau per epoch: after every epoch-end hook (Lightning)
+            self._step_epoch_schedulers(plateau=True)
         if not counted:
             self.epoch_progress.increment_completed()
         self.progress.end_epoch()
@@ -516,6 +523,8 @@ class FitLoop(_Loop):
             step_now = p.global_step
             if step_now != before and step_now % log_every == 0:
                 t.stage_run.send_to_loggers(results.step_for_logger(), step_now - 1)  # Lightning's step numbering
+            if last:  # the epoch's schedulers step after its last batch, before that batch's end hooks (Lightning)
+                self._step_epoch_schedulers()
             if batch_end is not None:
                 batch_end(outputs, batch, batch_idx - 1)
             total.completed += 1
@@ -527,6 +536,8 @@ class FitLoop(_Loop):
             elif timed and self._val_time_due(single):
                 self._validate()
                 validated = True
+            if self.plateau_schedulers and step_now != before:  # they read what the batch and validation logged
+                step_schedulers(t, self.plateau_schedulers, step_now)
             if last or batch_idx % accumulate == 0:  # the loggers' step: batches that stepped the optimizer
                 epoch_loop._batches_that_stepped += 1
             if epoch_loop._restarting:  # the batch a restored loop continued with is through
@@ -624,11 +635,21 @@ class FitLoop(_Loop):
         # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
         complete = self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
         # and only after a whole epoch: a fit stopped mid-epoch (max_steps, a stop) does not step them (Lightning)
-        if t.lightning_module.automatic_optimization and complete:
-            epoch_schedulers = [c for c in t.lr_scheduler_configs if c.interval == "epoch"]
-            if epoch_schedulers:
-                step_schedulers(t, epoch_schedulers, t.current_epoch + 1)
+        if complete:
+            self._step_epoch_schedulers()  # unless the last batch did (a loader of unknown length ends here)
         self.progress.epoch_finished = complete
+
+    def _step_epoch_schedulers(self, plateau: bool = False) -> None:
+        """The epoch-interval schedulers, once per epoch: the others after the epoch's last batch, the
+        ``ReduceLROnPlateau`` ones (``plateau``) after the epoch-end hooks, whose metrics they read (automatic
+        optimization only: with manual optimization the user steps them, as in Lightning)."""
+        t = self.trainer
+        if (not plateau and self.epoch_schedulers_stepped) or not t.lightning_module.automatic_optimization:
+            return
+        self.epoch_schedulers_stepped = self.epoch_schedulers_stepped or not plateau
+        configs = [c for c in t.lr_scheduler_configs if c.interval == "epoch" and c.reduce_on_plateau == plateau]
+        if configs:
+            step_schedulers(t, configs, t.current_epoch + 1)
 
     def _stopped_mid_epoch(self) -> bool:
         return self._max_reached() or self._stop_requested()

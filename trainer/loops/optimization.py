@@ -69,7 +69,7 @@ class TrainingStep:
         self.custom_step = is_overridden("optimizer_step", module, Module)
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
-        self.step_schedulers = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        self.step_schedulers = step_interval_schedulers(trainer)
         # Lightning's optimizer-step and zero_grad counts (fit_loop.epoch_loop.automatic_optimization.optim_progress)
         optim = trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer
         self.step_counts, self.zero_grad_counts = optim.step, optim.zero_grad
@@ -254,6 +254,12 @@ class BackwardStep:
             self.step.after_backward()
         self.holder[0] = step_outputs(output, scaled)
         return scaled
+
+
+def step_interval_schedulers(trainer: Trainer, plateau: bool = False) -> list[Any]:
+    """The step-interval schedulers: the others (``plateau=False``) step right after the optimizer, the
+    ``ReduceLROnPlateau`` ones after the batch's hooks and validation, whose metrics they read (Lightning's order)."""
+    return [c for c in trainer.lr_scheduler_configs if c.interval == "step" and c.reduce_on_plateau == plateau]
 
 
 def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
