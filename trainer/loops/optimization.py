@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 from math import isfinite
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -155,7 +156,7 @@ class TrainingStep:
             counts.total.ready += 1
             counts.current.ready += 1
             if self.custom_step:
-                self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, closure)
+                self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, StepClosure(closure))
             else:
                 self.step_optimizer(closure)
             self.count_step()
@@ -254,6 +255,19 @@ class BackwardStep:
             self.step.after_backward()
         self.holder[0] = step_outputs(output, scaled)
         return scaled
+
+
+class StepClosure:
+    """The closure a module's own ``optimizer_step`` receives: calling it runs ``training_step``, ``zero_grad`` and
+    ``backward`` and returns the loss (Lightning's ``Closure`` counts it as one of its own)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Callable[[], Any]) -> None:
+        self._run = run
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run()
 
 
 def step_interval_schedulers(trainer: Trainer, plateau: bool = False) -> list[Any]:
