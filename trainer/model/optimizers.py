@@ -18,6 +18,24 @@ _FORMS = (
     "{'optimizer': opt, 'lr_scheduler': sched or {'scheduler': sched, 'interval': 'step'|'epoch', ...}}, "
     "or a list of such dicts"
 )
+# Lightning's words for a return value of no known form (its code matches on them)
+UNKNOWN_FORM = ("Unknown configuration for model optimizers. Output from `model.configure_optimizers()` should be "
+                "one of:\n * `Optimizer`\n * [`Optimizer`]\n * ([`Optimizer`], [`LRScheduler`])\n"
+                ' * {"optimizer": `Optimizer`, (optional) "lr_scheduler": `LRScheduler`}\n')
+_PLATEAU_DICT_MONITOR = ("The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                         'For example: {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": '
+                         '"your_loss"}}')
+_PLATEAU_MONITOR = ("`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. For "
+                    'example: {"optimizer": optimizer, "lr_scheduler": scheduler, "monitor": "metric_to_track"}')
+
+
+class OptimizerConfigError(MisconfigurationError):
+    """``configure_optimizers`` returned something that cannot run. ``lightning`` holds Lightning's words alone (the
+    message adds what Relay suggests after them)."""
+
+    def __init__(self, lightning: str, hint: str = "") -> None:
+        super().__init__(f"{lightning} {hint}".rstrip() if hint else lightning)
+        self.lightning = lightning
 
 
 @dataclass
@@ -31,107 +49,150 @@ class LRSchedulerConfig:
     strict: bool = True
 
 
-def _is_optimizer(obj: Any) -> bool:
-    return isinstance(obj, torch.optim.Optimizer)
+def is_optimizer(obj: Any) -> bool:
+    """An optimizer, or an object that steps like one (``step``, ``zero_grad``, ``param_groups``), as Lightning's
+    ``Optimizable`` protocol."""
+    return isinstance(obj, torch.optim.Optimizer) or (
+        callable(getattr(obj, "step", None)) and callable(getattr(obj, "zero_grad", None))
+        and hasattr(obj, "param_groups"))
 
 
-def _scheduler_config(obj: Any, monitor: str | None) -> LRSchedulerConfig:
-    if isinstance(obj, Mapping):
-        unknown = [k for k in obj if k not in _SCHEDULER_KEYS]
-        if unknown:  # Lightning warns and goes on; so do we, naming the likely intended key
-            warnings.warn(
-                f"Found unsupported keys in the lr scheduler dict: {set(unknown)}. They are ignored."
-                f"{suggest(unknown[0], _SCHEDULER_KEYS)} Valid keys: {', '.join(_SCHEDULER_KEYS)}.",
-                RuntimeWarning, stacklevel=2,
-            )
-        if "scheduler" not in obj:
-            raise MisconfigurationError('The lr scheduler dict must have the key "scheduler" with its item being an '
-                                        "lr scheduler: {'scheduler': sched, 'interval': 'epoch'}.")
-        config = LRSchedulerConfig(**{"monitor": monitor, **{k: v for k, v in obj.items() if k in _SCHEDULER_KEYS}})
-    else:
-        config = LRSchedulerConfig(scheduler=obj, monitor=monitor)
-    if not hasattr(config.scheduler, "step"):
-        raise MisconfigurationError(
-            f"configure_optimizers: {type(config.scheduler).__name__} is not a learning-rate scheduler (no .step())."
-        )
-    if config.interval not in ("step", "epoch"):
-        raise MisconfigurationError(
-            f'The "interval" key in lr scheduler dict must be "step" or "epoch" but is "{config.interval}".'
-        )
-    if not isinstance(config.frequency, int) or config.frequency < 1:
-        raise MisconfigurationError(
-            f"configure_optimizers: lr_scheduler frequency={config.frequency!r} must be an int >= 1."
-        )
-    config.reduce_on_plateau = config.reduce_on_plateau or isinstance(
-        config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
-    )
-    if config.reduce_on_plateau and config.monitor is None:
-        raise MisconfigurationError(
-            "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. For example: "
-            "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}}."
-        )
-    if config.interval == "epoch" and isinstance(config.scheduler, torch.optim.lr_scheduler.OneCycleLR):
-        warnings.warn("A `OneCycleLR` scheduler is using 'interval': 'epoch'. Are you sure you didn't mean "
-                      "'interval': 'step'?", RuntimeWarning, stacklevel=3)
-    return config
+# --- one parser, in Lightning's three steps: the form, the scheduler configs, the attachment check -------------
+def split_configuration(returned: Any, keep_monitors: bool = False) -> tuple[list[Any], list[Any], str | None]:
+    """``(optimizers, schedulers as returned, monitor)`` from what ``configure_optimizers`` returned (not None).
+
+    ``keep_monitors`` (the Trainer's own reading): a ``"monitor"`` given next to a scheduler in a dict is handed on
+    to that scheduler even where Lightning drops it (a list of dicts, a scheduler given as a dict)."""
+    if is_optimizer(returned):
+        return [returned], [], None
+    if isinstance(returned, Mapping):
+        warn_unknown_keys(returned, ("optimizer", "lr_scheduler", "monitor"), "the optimizer configuration")
+        _check_optimizer_entry(returned)
+        schedulers = [] if returned.get("lr_scheduler") is None else [returned["lr_scheduler"]]
+        if keep_monitors and schedulers:
+            schedulers = [_with_monitor(schedulers[0], returned.get("monitor"))]
+        return [returned["optimizer"]], schedulers, returned.get("monitor")
+    if isinstance(returned, Sequence) and not isinstance(returned, str):
+        items = list(returned)
+        if len(items) == 2 and isinstance(items[0], Sequence) and items[0] and all(map(is_optimizer, items[0])):
+            schedulers = items[1]
+            return list(items[0]), list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers], None
+        if items and all(isinstance(d, Mapping) for d in items):
+            for d in items:
+                warn_unknown_keys(d, ("optimizer", "lr_scheduler", "monitor"), "the optimizer configuration")
+                _check_optimizer_entry(d)
+            schedulers = [dict(d["lr_scheduler"]) if isinstance(d["lr_scheduler"], Mapping)
+                          else {"scheduler": d["lr_scheduler"]} for d in items if d.get("lr_scheduler") is not None]
+            if keep_monitors:
+                schedulers = [_with_monitor(s, d.get("monitor"))
+                              for s, d in zip(schedulers, [d for d in items if d.get("lr_scheduler") is not None])]
+            return [d["optimizer"] for d in items], schedulers, None
+        if items and all(map(is_optimizer, items)):
+            return items, [], None
+    raise OptimizerConfigError(UNKNOWN_FORM, f"(configure_optimizers returned {type(returned).__name__} "
+                                             f"{_short(returned)}; {_FORMS}.)")
 
 
-def parse_optimizers(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
-    """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
-    optimizers, configs = _parse(returned)
+def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: bool = True) -> list[LRSchedulerConfig]:
+    """One ``LRSchedulerConfig`` per scheduler (a bare one, or a dict of its settings). Under manual optimization the
+    user steps them: ``reduce_on_plateau``/``monitor``/``strict`` are dropped, with a warning."""
+    configs = []
+    for scheduler in schedulers:
+        if isinstance(scheduler, Mapping):
+            settings = {k: v for k, v in scheduler.items() if k in _SCHEDULER_KEYS}
+            warn_unknown_keys(scheduler, _SCHEDULER_KEYS, "the lr scheduler dict",
+                               "HINT: remove them from the output of `configure_optimizers`.")
+            if not automatic:
+                dropped = [k for k in settings if k in ("reduce_on_plateau", "monitor", "strict")]
+                if dropped:
+                    warnings.warn(f"The lr scheduler dict contains the key(s) {dropped}, but the keys will be ignored. "
+                                  "You need to call `lr_scheduler.step()` manually in manual optimization.",
+                                  RuntimeWarning, stacklevel=3)
+                settings = {k: v for k, v in settings.items() if k not in dropped}
+            if "scheduler" not in settings:
+                raise OptimizerConfigError('The lr scheduler dict must have the key "scheduler" with its item being an '
+                                           "lr scheduler", "(e.g. {'scheduler': sched, 'interval': 'epoch'}).")
+            config = LRSchedulerConfig(**settings)
+            _check_config(config)
+            if automatic:
+                config.reduce_on_plateau = settings.get("reduce_on_plateau", _is_plateau(config.scheduler))
+                if config.reduce_on_plateau and config.monitor is None:
+                    raise OptimizerConfigError(_PLATEAU_DICT_MONITOR)
+        elif automatic and _is_plateau(scheduler):
+            if monitor is None:
+                raise OptimizerConfigError(_PLATEAU_MONITOR)
+            config = LRSchedulerConfig(scheduler, reduce_on_plateau=True, monitor=monitor)
+        else:
+            config = LRSchedulerConfig(scheduler)
+        if not isinstance(scheduler, Mapping):
+            _check_config(config)
+        configs.append(config)
+    return configs
+
+
+def check_attached(optimizers: list[Any], configs: list[LRSchedulerConfig]) -> None:
+    """Every scheduler steps one of the optimizers returned."""
     for config in configs:
-        if getattr(config.scheduler, "optimizer", None) is not None and all(
-                config.scheduler.optimizer is not o for o in optimizers):
-            raise MisconfigurationError(
-                "Some schedulers are attached with an optimizer that wasn't returned from `configure_optimizers`: "
-                f"{type(config.scheduler).__name__} steps an optimizer the fit does not; return that optimizer too."
-            )
-    return optimizers, configs
+        attached = getattr(config.scheduler, "optimizer", None)
+        if attached is not None and all(attached is not o for o in optimizers):
+            raise OptimizerConfigError(
+                "Some schedulers are attached with an optimizer that wasn't returned from `configure_optimizers`.",
+                f"({type(config.scheduler).__name__} steps an optimizer the fit does not; return that optimizer too.)")
 
 
-def _parse(returned: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+def parse_optimizers(returned: Any, automatic: bool = True) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
     if returned is None:  # Lightning runs the loop anyway, with an optimizer that does nothing
         warnings.warn("`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer "
                       "(the steps change nothing).", UserWarning, stacklevel=2)
         return [NoOptimizer()], []
-    if _is_optimizer(returned):
-        return [returned], []
-    if isinstance(returned, Mapping):
-        return _parse_dicts([returned])
-    if isinstance(returned, Sequence) and not isinstance(returned, str):
-        items = list(returned)
-        if items and all(_is_optimizer(o) for o in items):
-            return items, []
-        if items and all(isinstance(o, Mapping) for o in items):
-            return _parse_dicts(items)
-        if len(items) == 2 and isinstance(items[0], Sequence) and all(_is_optimizer(o) for o in items[0]):
-            schedulers = items[1] if isinstance(items[1], Sequence) else [items[1]]
-            return list(items[0]), [_scheduler_config(s, None) for s in schedulers]
-    raise MisconfigurationError(
-        f"Unknown configuration for model optimizers: configure_optimizers returned {type(returned).__name__} "
-        f"{_short(returned)}; {_FORMS}."
-    )
-
-
-def _parse_dicts(dicts: list[Mapping]) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
-    optimizers, configs = [], []
-    for d in dicts:
-        valid = ("optimizer", "lr_scheduler", "monitor")
-        unknown = [k for k in d if k not in valid]
-        if unknown:  # Lightning warns and goes on
-            warnings.warn(
-                f"Found unsupported keys in the optimizer configuration: {set(unknown)}. They are ignored."
-                f"{suggest(unknown[0], valid)} Valid keys: {', '.join(valid)}.", RuntimeWarning, stacklevel=3,
-            )
-        if not _is_optimizer(d.get("optimizer")):
-            raise MisconfigurationError(
-                "Unknown configuration for model optimizers: configure_optimizers returned a dict with no "
-                f"torch.optim.Optimizer under 'optimizer'; {_FORMS}."
-            )
-        optimizers.append(d["optimizer"])
-        if d.get("lr_scheduler") is not None:
-            configs.append(_scheduler_config(d["lr_scheduler"], d.get("monitor")))
+    optimizers, schedulers, monitor = split_configuration(returned, keep_monitors=True)
+    configs = scheduler_configs(schedulers, monitor, automatic)
+    check_attached(optimizers, configs)
     return optimizers, configs
+
+
+def _with_monitor(scheduler: Any, monitor: str | None) -> Any:
+    """A scheduler entry carrying ``monitor`` unless it names its own."""
+    if monitor is None:
+        return scheduler
+    settings = dict(scheduler) if isinstance(scheduler, Mapping) else {"scheduler": scheduler}
+    settings.setdefault("monitor", monitor)
+    return settings
+
+
+def _check_optimizer_entry(d: Mapping) -> None:
+    if not is_optimizer(d.get("optimizer")):
+        raise OptimizerConfigError(UNKNOWN_FORM, "(configure_optimizers returned a dict with no optimizer under "
+                                                 f"'optimizer'; {_FORMS}.)")
+
+
+def _check_config(config: LRSchedulerConfig) -> None:
+    if not hasattr(config.scheduler, "step"):
+        raise OptimizerConfigError(
+            f"configure_optimizers: {type(config.scheduler).__name__} is not a learning-rate scheduler (no .step()).")
+    if config.interval not in ("step", "epoch"):
+        raise OptimizerConfigError(
+            f'The "interval" key in lr scheduler dict must be "step" or "epoch" but is "{config.interval}"')
+    if isinstance(config.frequency, bool) or not isinstance(config.frequency, int) or config.frequency < 1:
+        raise OptimizerConfigError(
+            f"configure_optimizers: lr_scheduler frequency={config.frequency!r} must be an int >= 1.")
+    if config.interval == "epoch" and isinstance(config.scheduler, torch.optim.lr_scheduler.OneCycleLR):
+        warnings.warn("A `OneCycleLR` scheduler is using 'interval': 'epoch'. Are you sure you didn't mean "
+                      "'interval': 'step'?", RuntimeWarning, stacklevel=4)
+
+
+def _is_plateau(scheduler: Any) -> bool:
+    return isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+
+def warn_unknown_keys(given: Mapping, valid: Sequence[str], where: str, hint: str = "") -> None:
+    """Lightning warns about keys it does not know and goes on without them; so does Relay, naming the likely one."""
+    unknown = [k for k in given if k not in valid]
+    if unknown:
+        warnings.warn(f"Found unsupported keys in {where}: {set(unknown)}. {hint + ' ' if hint else ''}They are "
+                      f"ignored.{suggest(str(unknown[0]), valid)} Valid keys: {', '.join(valid)}.", RuntimeWarning,
+                      stacklevel=4)
 
 
 def _short(obj: Any) -> str:

@@ -39,7 +39,8 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
     resume.restore_weights(trainer, callbacks=fit)  # before configure_optimizers, as Lightning: it sees the weights
     if not fit:
         return
-    optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers())
+    optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers(),
+                                                                model.automatic_optimization)
     trainer.optimizers = setup_optimizers(strategy, optimizers)  # what Fabric.setup calls
     trainer.stage_run.optimizer_handles = [OptimizerHandle(o, partial(optimizer_step, trainer))
                                           for o in trainer.optimizers]
