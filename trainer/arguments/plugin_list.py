@@ -63,7 +63,7 @@ def refuse_fsdp_without_gpu(strategy_arg: Any, strategy: Any) -> None:
     accelerator = getattr(strategy, "accelerator", None)
     if named and getattr(accelerator, "name", None) not in ("cuda", "rocm"):
         given = getattr(accelerator, "name", accelerator)
-        raise MisconfigurationError(
+        raise ValueError(  # Lightning's type: a plain ValueError
             f"The strategy `fsdp` requires a GPU accelerator, but received `accelerator={given!r}`. Please set "
             "`accelerator='cuda'`, `accelerator='gpu'`, or pass a `CUDAAccelerator()` instance to use FSDP."
         )

@@ -273,7 +273,7 @@ class TrainerArguments:
         """From ``Trainer.__init__``'s ``locals()``: an unknown keyword is a TypeError naming the closest argument."""
         names = [f.name for f in dataclasses.fields(cls)]
         for name in given.get("unknown") or {}:
-            raise TypeError(f"Trainer.__init__() got an unexpected keyword argument {name!r}: Trainer got an unknown "
+            raise TypeError(f"Trainer.__init__() got an unexpected keyword argument {name!r}. Trainer got an unknown "
                             f"argument {name!r}.{suggest(name, names)} Valid: {', '.join(names)}.")
         return cls(**{name: given[name] for name in names})
 
