@@ -85,7 +85,7 @@ class Resume:
         if missing:  # Lightning's warning: those states are dropped
             rank_zero_warn("Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be "
                            f"provided during `Trainer` instantiation. Please add the following callbacks: "
-                           f"{sorted(missing)}.")
+                           f"{sorted(missing, key=str)}.")
         for cb in trainer.callbacks:
             cb.on_load_checkpoint(trainer, module, checkpoint)
             if cb.state_key in saved:

@@ -28,7 +28,9 @@ from typing import Any, TypedDict
 import torch
 
 from trainer.callbacks.base import Callback
+from trainer.callbacks.setup import check_unique_state_keys
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
+from trainer.stage.loop_checks import verify_evaluation, verify_fit, verify_manual_optimization
 from trainer.states import TrainerFn
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
@@ -63,8 +65,6 @@ def _set_torch_flags(*, deterministic: bool | str | None = None, benchmark: bool
 
 def _validate_callbacks_list(callbacks: list[Callback]) -> None:
     """Two callbacks with state may not share a ``state_key`` (their checkpoint entries would collide)."""
-    from trainer.callbacks.setup import check_unique_state_keys  # the Trainer's own check
-
     check_unique_state_keys(callbacks)
 
 
@@ -417,21 +417,15 @@ class _ResultMetric(_NotRelays):
 def __verify_train_val_loop_configuration(trainer: Any, model: Any) -> None:
     """``fit`` needs ``training_step`` and ``configure_optimizers``; warns about validation without a step or loader;
     the 1.x ``*_epoch_end`` hooks are refused (the Trainer's own check: trainer/stage/loop_checks.py)."""
-    from trainer.stage.loop_checks import verify_fit  # local import: the stage package loads on use
-
     verify_fit(model, bool(getattr(trainer.fit_loop, "val_source", False)))
 
 
 def __verify_eval_loop_configuration(model: Any, stage: str) -> None:
     """``validate``/``test`` need their step; ``predict`` a ``predict_step`` or ``forward``."""
-    from trainer.stage.loop_checks import verify_evaluation
-
     verify_evaluation(model, {"val": "validate"}.get(stage, stage))
 
 
 def __verify_manual_optimization_support(trainer: Any, model: Any) -> None:
-    from trainer.stage.loop_checks import verify_manual_optimization
-
     verify_manual_optimization(trainer, model)
 
 
