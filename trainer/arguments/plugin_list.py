@@ -8,7 +8,6 @@ a list holding two of one kind fails with one message naming every kind given tw
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -18,8 +17,7 @@ from plugins.environments.base import ClusterEnvironment
 from plugins.layer_sync import LayerSync, TorchSyncBatchNorm
 from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError
-
-COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"  # set in the zero-edit mode (`python -m trainer.lightning_compat`)
+from trainer.utilities.zero_edit import lightning_defaults
 
 # Lightning's names of the kinds, in the order its message lists them
 _KINDS = (("Precision", Precision), ("CheckpointIO", CheckpointIO), ("ClusterEnvironment", ClusterEnvironment),
@@ -54,7 +52,7 @@ def check_plugin_list(plugins: Any, sync_batchnorm: bool) -> None:
 def refuse_fsdp_without_gpu(strategy_arg: Any, strategy: Any) -> None:
     """Lightning's rule, kept in the zero-edit mode: ``strategy="fsdp"`` (or a plain ``FSDPStrategy``) needs a CUDA
     accelerator; a subclass of the strategy may run anywhere. (Relay's own API runs FSDP on the CPU over gloo.)"""
-    if os.environ.get(COMPAT_ENV) != "1":
+    if not lightning_defaults():
         return
     if isinstance(strategy_arg, str):
         named = strategy_arg.lower() in ("fsdp", "fsdp_cpu_offload")

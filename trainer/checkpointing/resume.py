@@ -18,7 +18,6 @@ Each phase runs at most once per call; with no checkpoint each is a no-op.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from trainer.distributed.plugin_calls import load_module_state, load_optimizer_s
 from trainer.errors import MisconfigurationError
 from trainer.states import TrainerFn
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -217,7 +217,7 @@ class RestoreRequest:
 def _lightning_last_only(given: Any, found: Path | str) -> bool:
     """In the zero-edit mode a ``ckpt_path="last"`` the user gave means Lightning's: a ``last*.ckpt`` file only (Relay's
     own ``"last"``, and a restart's, is the run's newest checkpoint of any name)."""
-    if os.environ.get("RELAY_LIGHTNING_COMPAT") != "1" or str(given) != "last":
+    if not lightning_defaults() or str(given) != "last":
         return False
     name = found.name if isinstance(found, Path) else str(found).rstrip("/").rsplit("/", 1)[-1]
     return not name.startswith("last")

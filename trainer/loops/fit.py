@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 from trainer.utilities.seed import isolate_rng
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
@@ -68,7 +68,7 @@ class FitLoop(_Loop):
         if self.max_epochs is None:
             timed = t.max_time is not None or any(type(c).__name__ == "Timer" for c in t.callbacks)
             self.max_epochs = 1000 if self.max_steps == -1 and not timed else -1
-            if self.max_epochs == 1000 and os.environ.get("RELAY_LIGHTNING_COMPAT") == "1":
+            if self.max_epochs == 1000 and lightning_defaults():
                 rank_zero_warn("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
                                "limit, set `max_epochs=-1`.", category=PossibleUserWarning)
         if self.min_epochs is None:
