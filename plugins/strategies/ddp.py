@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from lightning_utilities.core.rank_zero import rank_zero_deprecation
 
 from plugins.precision.base import Precision
 from plugins.strategies.base import under_forward_context
@@ -109,6 +110,13 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         self.comm_hook_options = dict(comm_hook_options or {})
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self._hook_state: Any = None
+
+    @property
+    def is_distributed(self) -> bool:
+        """Lightning's legacy property (always True for DDP), deprecated there: kept for code that reads it."""
+        rank_zero_deprecation(f"`{type(self).__name__}.is_distributed` is deprecated. Use is discouraged.",
+                              stacklevel=6)
+        return True
 
     def _check_backend(self) -> None:
         super()._check_backend()

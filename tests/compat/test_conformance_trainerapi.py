@@ -82,6 +82,7 @@ def test_logger_setters_and_unique_callback_state_keys(observed):
     seen = same(observed, "trainer_members")
     assert seen["logger setter"] == [True, 1] and seen["loggers=None"] == [[], None]
     assert seen["same state key"][0] == "RuntimeError"
+    assert seen["ddp is_distributed"] == [True, ["`DDPStrategy.is_distributed` is deprecated. Use is discouraged."]]
 
 
 def test_scheduler_order_missing_callbacks_and_ckpt_path_last(observed):

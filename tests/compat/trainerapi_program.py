@@ -35,6 +35,7 @@ from lightning.pytorch.loops.optimization.automatic import Closure  # noqa: E402
 from lightning.pytorch.plugins import TorchCheckpointIO  # noqa: E402
 from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEnvironment  # noqa: E402
 from lightning.pytorch.plugins.layer_sync import LayerSync  # noqa: E402
+from lightning.pytorch.strategies import DDPStrategy  # noqa: E402
 from lightning.pytorch.utilities.exceptions import MisconfigurationException  # noqa: E402
 from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
@@ -262,7 +263,11 @@ def check_trainer_members():
     trainer.logger = logger
     one = [trainer.logger is logger, len(trainer.loggers)]
     trainer.loggers = None
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        distributed = DDPStrategy().is_distributed
     return {"logger setter": one, "loggers=None": [trainer.loggers, trainer.logger],
+            "ddp is_distributed": [distributed, [str(w.message) for w in seen]],
             "same state key": outcome(lambda: pl.Trainer(callbacks=[Stateful(), Stateful()], **QUIET))}
 
 
