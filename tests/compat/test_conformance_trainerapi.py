@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat.lightning_diff.harness import same_observation
 from tests.optional import need_mark
 
 pytestmark = [need_mark("lightning", "differential tests against Lightning"), pytest.mark.timeout(300)]
@@ -24,12 +25,7 @@ def observed():
     return run_both(PROGRAM, timeout=240)
 
 
-def same(observed, key):
-    lightning, relay = observed
-    for name, seen in (("Lightning", lightning[key]), ("Relay", relay[key])):
-        assert not (isinstance(seen, dict) and "exception" in seen), f"{name}: {seen}"
-    assert relay[key] == lightning[key]
-    return relay[key]
+same = same_observation
 
 
 def test_plugin_arguments_are_refused_in_lightnings_order_and_words(observed):

@@ -37,7 +37,7 @@ from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEn
 from lightning.pytorch.plugins.layer_sync import LayerSync  # noqa: E402
 from lightning.pytorch.strategies import DDPStrategy  # noqa: E402
 from lightning.pytorch.utilities.exceptions import MisconfigurationException  # noqa: E402
-from tests.compat.lightning_diff.harness import emit  # noqa: E402
+from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 logging.getLogger("lightning.fabric").setLevel(logging.ERROR)
@@ -313,17 +313,6 @@ CHECKS = [check_trainer_arguments, check_epoch_limits, check_module_members,
           check_omegaconf_hyperparameters, check_trainer_members, check_schedulers_and_resume]
 
 
-def main() -> None:
-    os.chdir(ROOT)
-    warnings.filterwarnings("ignore")
-    result = {}
-    for check in CHECKS:
-        try:
-            result[check.__name__[len("check_"):]] = check()
-        except Exception as err:  # noqa: BLE001 - one check's failure is that check's observation
-            result[check.__name__[len("check_"):]] = {"exception": f"{type(err).__name__}: {err}"[:500]}
-    emit(result)
-
-
 if __name__ == "__main__":
-    main()
+    warnings.filterwarnings("ignore")
+    run_checks(CHECKS, ROOT)
