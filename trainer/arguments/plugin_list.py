@@ -22,6 +22,8 @@ from trainer.utilities.zero_edit import lightning_defaults
 # Lightning's names of the kinds, in the order its message lists them
 _KINDS = (("Precision", Precision), ("CheckpointIO", CheckpointIO), ("ClusterEnvironment", ClusterEnvironment),
           ("TorchSyncBatchNorm", LayerSync))
+_SAID = {"Precision": "precision", "CheckpointIO": "checkpoint I/O", "ClusterEnvironment": "cluster environment",
+         "TorchSyncBatchNorm": "layer sync"}  # how Relay's help names each kind
 
 
 def check_plugin_list(plugins: Any, sync_batchnorm: bool) -> None:
@@ -43,9 +45,10 @@ def check_plugin_list(plugins: Any, sync_batchnorm: bool) -> None:
             )
     twice = [name for name, count in counts.items() if count > 1]
     if twice:
+        given = ", ".join(f"{counts[name]} {_SAID[name]} plugins" for name in twice)
         raise MisconfigurationError(
             f"Received multiple values for {', '.join(twice)} flags in `plugins`. Expected one value for each type "
-            "at most."
+            f"at most: Trainer(plugins=[...]) holds {given}; keep one of each."
         )
 
 
