@@ -120,9 +120,15 @@ def limit(name: str, value: Any) -> int | float | None:
     return check_limit(name, value)
 
 
-def fast_dev_run(name: str, value: Any) -> int:
-    """True is one batch, False none; an int is that many batches."""
-    return integer(0)(name, int(value) if isinstance(value, bool) else value)
+def fast_dev_run(name: str, value: Any) -> int | bool:
+    """True is one batch, False none; an int is that many batches (1 reads back as True, as in Lightning)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value < 0:
+        raise MisconfigurationError(f"fast_dev_run={value!r} is not a valid configuration. It should be >= 0 "
+                                    "(True or 1: one batch of each loader; n: n batches).")
+    checked = integer(0)(name, value)
+    return True if checked == 1 else checked
 
 
 def path(name: str, value: Any) -> str | None:

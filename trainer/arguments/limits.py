@@ -17,13 +17,11 @@ def check_limit(name: str, value: Any) -> int | float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MisconfigurationError(f"Trainer({name}={value!r}) must be an int (batches) or a float in [0.0, 1.0].")
-    if isinstance(value, float) and not 0.0 <= value <= 1.0:
+    if (isinstance(value, float) and not 0.0 <= value <= 1.0) or (isinstance(value, int) and value < 0):
         raise MisconfigurationError(
-            f"Trainer({name}={value}) as a float is a fraction of the loader and must be in [0.0, 1.0]; "
-            f"use an int for a number of batches, e.g. {name}={int(value)}."
+            f"You have passed invalid value {value} for {name}, it has to be in [0.0, 1.0] or an int: a float is a "
+            f"fraction of the loader, an int a number of batches (e.g. {name}={max(int(value), 0)})."
         )
-    if isinstance(value, int) and value < 0:
-        raise MisconfigurationError(f"Trainer({name}={value}) must be >= 0.")
     return value
 
 

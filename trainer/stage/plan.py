@@ -182,9 +182,9 @@ class FitSchedule:
         if isinstance(vci, int):
             if self.check_val_every_n_epoch is not None and vci > n and not self.val_off:
                 raise MisconfigurationError(
-                    f"Trainer(val_check_interval={vci}) must be at most the number of training batches per epoch "
-                    f"({n}). To validate every N batches counted across epochs, also pass "
-                    "check_val_every_n_epoch=None; to turn validation off, pass limit_val_batches=0."
+                    f"`val_check_interval` ({vci}) must be less than or equal to the number of the training batches "
+                    f"({n}). If you want to disable validation set `limit_val_batches` to 0.0 instead. If you want to "
+                    "validate based on the total training batches, set `check_val_every_n_epoch=None`."
                 )
             return vci
         if n == math.inf:
