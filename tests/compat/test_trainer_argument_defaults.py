@@ -14,9 +14,9 @@ from tests.optional import need_mark
 pytestmark = [need_mark("lightning", "differential tests against Lightning"), pytest.mark.timeout(300)]
 PROGRAM = Path(__file__).with_name("trainer_arguments_program.py")
 
-# Relay's own reading of these defaults (the loops use them as they are; Lightning: 1.0, False); max_epochs, min_epochs
-# and min_steps read None until a fit fills them in, as Lightning's
-RELAY_READS = {"fast_dev_run": 0, "val_check_interval": None,
+# Relay's own reading of these defaults (the loops use them as they are; Lightning: 1.0); max_epochs, min_epochs,
+# min_steps (None until a fit fills them in) and fast_dev_run read as Lightning's
+RELAY_READS = {"val_check_interval": None,
                **{f"limit_{s}_batches": None for s in ("train", "val", "test", "predict")}}
 
 
