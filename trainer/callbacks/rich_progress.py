@@ -6,6 +6,7 @@ the rendering. ``rich`` is imported when the run starts, so configuring the call
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.progress import ProgressBar
@@ -14,6 +15,20 @@ from trainer.callbacks.rich_support import RichProgressBarTheme, require_rich
 if TYPE_CHECKING:
     from trainer.module import Module
     from trainer.trainer import Trainer
+
+
+@dataclass
+class _Task:
+    """What code reads of Lightning's ``rich`` task for the training bar (``train_progress_bar``): the epoch's total
+    as set when it started, the batches done, the description."""
+
+    description: str
+    total: int | float
+    completed: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.completed >= self.total
 
 
 class RichProgressBar(ProgressBar):
@@ -30,6 +45,24 @@ class RichProgressBar(ProgressBar):
         self.theme = theme or RichProgressBarTheme()
         self._console_kwargs = dict(console_kwargs or {})
         self._console: Any = None
+        self._train_task: _Task | None = None
+
+    @property
+    def train_progress_bar(self) -> _Task:
+        """The training epoch's task (Lightning's): ``total`` as the epoch started, ``completed`` batches."""
+        if self._train_task is None:
+            raise AttributeError("RichProgressBar.train_progress_bar exists once a training epoch has started.")
+        return self._train_task
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:
+        super().on_train_epoch_start(trainer, pl_module)
+        self._train_task = _Task(f"Epoch {trainer.current_epoch}", self.total_train_batches)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self._train_task is not None:
+            self._train_task.completed = batch_idx + 1
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         require_rich("RichProgressBar")

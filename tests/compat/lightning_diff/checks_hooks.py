@@ -169,4 +169,17 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer.fit(Base())
         return [call[0] for call in callback.method_calls]
 
-    return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback}
+    def rich_train_task() -> list:
+        """``RichProgressBar().train_progress_bar``: the epoch's total as it started, the batches completed."""
+        if fw.name == "lightning":
+            from lightning.pytorch.callbacks import RichProgressBar
+        else:
+            from trainer.callbacks import RichProgressBar
+        bar = RichProgressBar()
+        trainer = fw.Trainer(max_steps=3, limit_val_batches=0, callbacks=[bar],
+                             **quiet(enable_progress_bar=True))
+        trainer.fit(Base())
+        return [bar.train_progress_bar.total, bar.train_progress_bar.completed]
+
+    return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback,
+            "rich_train_task": rich_train_task}

@@ -227,3 +227,9 @@ def test_a_mock_callback_records_every_hook(observed):
     lightning, relay = _pair(observed, "mock_callback")
     assert "on_train_batch_end" in lightning, lightning
     assert relay == lightning
+
+
+def test_rich_bar_train_task_total_and_completed(observed):
+    lightning, relay = _pair(observed, "rich_train_task")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
