@@ -19,8 +19,9 @@ def check_limit(name: str, value: Any) -> int | float | None:
         raise MisconfigurationError(f"Trainer({name}={value!r}) must be an int (batches) or a float in [0.0, 1.0].")
     if (isinstance(value, float) and not 0.0 <= value <= 1.0) or (isinstance(value, int) and value < 0):
         raise MisconfigurationError(
-            f"You have passed invalid value {value} for {name}, it has to be in [0.0, 1.0] or an int: a float is a "
-            f"fraction of the loader, an int a number of batches (e.g. {name}={max(int(value), 0)})."
+            f"You have passed invalid value {value} for {name}, it has to be in [0.0, 1.0] or an int: "
+            f"Trainer({name}={value}) is not valid; a float is a fraction of the loader, an int a number of batches "
+            f"(e.g. {name}={max(int(value), 0)})."
         )
     return value
 
