@@ -102,6 +102,21 @@ def test_tensorboard_scalars(tmp_path):
     assert _scalars(os.path.join(logger.log_dir, "train-acc_b"), "train-acc") == [(5, 0.75)]
 
 
+def test_a_second_writer_in_the_same_second_sorts_after_the_first(tmp_path):
+    """TensorBoard reads event files in name order; a resume's file sorted first when the writers' counter went
+    from 9 to 10 within one second, and its curve was drawn before the one it continues."""
+    import time
+
+    first = tmp_path / "version_0" / f"events.out.tfevents.{int(time.time()) + 1:010d}.host.1.9"
+    first.parent.mkdir()
+    first.write_bytes(b"")  # a writer of this second (here: the next one, to leave no doubt)
+    logger = TensorBoardLogger(tmp_path, name="", version=0)
+    logger.log_metrics({"loss": 1.0}, step=0)
+    logger.finalize("success")
+    names = sorted(p.name for p in first.parent.glob("events.out.tfevents.*"))
+    assert len(names) == 2 and names[0] == first.name
+
+
 def test_tensorboard_rejects_non_numbers(tmp_path):
     logger = TensorBoardLogger(tmp_path)
     with pytest.raises(ValueError, match="'bad'"):

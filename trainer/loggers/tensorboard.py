@@ -11,7 +11,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from plugins.remote_paths import exists, isdir
+from plugins.remote_paths import exists, isdir, listdir
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
     NoOpExperiment,
@@ -26,6 +26,20 @@ from trainer.loggers.utils import (
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+
+
+def _wait_for_a_later_second(log_dir: str) -> None:
+    """TensorBoard reads a directory's event files in name order, and a name is ``events.out.tfevents.<second>.<host>.
+    <pid>.<counter>``: a second writer in the same process and second (a resume right after a fit) sorted before the
+    first once the counter reached 10, and the resumed curve was drawn before the one it continues. Waiting for the
+    next second (only then) keeps the names in writing order."""
+    import re
+    import time
+
+    seconds = [int(m.group(1)) for m in map(re.compile(r"events\.out\.tfevents\.(\d+)\.").match, listdir(log_dir)) if m]
+    latest = max(seconds, default=0)
+    if latest >= int(time.time()):
+        time.sleep(max(0.0, latest + 1 - time.time()))
 
 
 class TensorBoardLogger(VersionedDirLogger):
@@ -64,6 +78,7 @@ class TensorBoardLogger(VersionedDirLogger):
                 return NoOpExperiment()  # type: ignore[return-value]
             from torch.utils.tensorboard import SummaryWriter
 
+            _wait_for_a_later_second(self.log_dir)
             self._experiment = SummaryWriter(log_dir=self.log_dir, **self._writer_kwargs)
         return self._experiment
 
