@@ -134,6 +134,7 @@ class _Pool:
         self.seen: Counter = Counter()
         self.home_env = dict(os.environ)  # the pytest process's at start (tests may change os.environ later)
         self.home_key = import_time_key(self.home_env)
+        self.home_path = list(sys.path)  # a spawn child imports with its parent's: one entry more may mean exec
         self.paused = False
         self.pid = os.getpid()  # a process forked from this one (ddp_fork) starts no warm interpreter of its own
 
@@ -279,6 +280,7 @@ def install() -> bool:
     # module's import (a home key without it was a key no program had, and its kept slot went unused)
     POOL.home_env = dict(os.environ)
     POOL.home_key = import_time_key(POOL.home_env)
+    POOL.home_path = list(sys.path)
     POOL.pid = os.getpid()
     subprocess.Popen = _RoutedPopen  # type: ignore[misc]
     multiprocessing.util.spawnv_passfds = _routed_spawnv_passfds

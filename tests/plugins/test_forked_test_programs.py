@@ -148,6 +148,14 @@ def test_no_program_sits_in_the_tests_folder_itself():
     assert scripts == []
 
 
+@pytest.fixture
+def start_up_sys_path(monkeypatch):
+    """The pytest process's ``sys.path`` as it started. An in-process test that imported Ray left its
+    ``thirdparty_files`` (with a ``psutil``) ahead of site-packages, and a spawn child, which imports with its parent's
+    ``sys.path``, was rightly exec'd: the warm interpreter's ``psutil`` came from elsewhere."""
+    monkeypatch.setattr(sys, "path", list(forked_programs.POOL.home_path))
+
+
 def _spawned(end: int | str, fork: bool) -> tuple[dict, int | None]:
     """A spawn ``Process`` of this process (forked warm, or exec'd with the routing paused): its view, exit code."""
     import multiprocessing
@@ -170,6 +178,7 @@ def _spawned(end: int | str, fork: bool) -> tuple[dict, int | None]:
 
 
 @pytest.mark.parametrize("end", [3, "kill"])
+@pytest.mark.usefixtures("start_up_sys_path")
 def test_a_spawn_child_is_forked_warm_and_sees_and_ends_as_an_execd_one(end):
     """ddp_spawn's workers: ``python -B -c ... --multiprocessing-fork`` with its inherited descriptors (the resource
     tracker's, the pipes, a ``Connection`` in the arguments) at the same numbers; its exit code, or SIGKILL (-9)."""
@@ -181,6 +190,7 @@ def test_a_spawn_child_is_forked_warm_and_sees_and_ends_as_an_execd_one(end):
     assert orig_argv[0] == sys.executable and orig_argv[-3] == "-c" and orig_argv[-1] == "--multiprocessing-fork"
 
 
+@pytest.mark.usefixtures("start_up_sys_path")
 def test_a_forked_spawn_childs_error_is_raised_in_the_parent_with_its_traceback():
     import torch.multiprocessing
 
