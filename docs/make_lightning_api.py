@@ -79,7 +79,8 @@ NOTES: dict[str, tuple[str, str]] = {
                                               "(`fully_shard`)"),
     "lightning.fabric.plugins:CheckpointIO": ("difference", "Relay's checkpoint I/O object: Lightning's "
                                                             "`save_checkpoint`/`load_checkpoint`/`remove_checkpoint`/"
-                                                            "`teardown`, writes atomic, loading `weights_only` only"),
+                                                            "`teardown`, writes atomic, loading data only unless the "
+                                                            "caller passes `weights_only=False`"),
     "lightning.fabric.accelerators:XLAAccelerator": ("difference", "never available: `is_available()` is False and "
                                                                    "`auto_device_count()` 0; constructing one raises "
                                                                    "Lightning's `ModuleNotFoundError` without torch_xla "
@@ -105,9 +106,9 @@ NOTES: dict[str, tuple[str, str]] = {
                                         "`teardown` also tears down the wrapped plugin"),
     "CheckpointIO": ("difference", "`Trainer(plugins=[MyIO()])`; the strategy hands `save_checkpoint` a temporary "
                                    "path and renames the finished file, so a plugin's writes stay atomic; loading "
-                                   "is `weights_only` only"),
+                                   "is data only unless the caller passes `weights_only=False`"),
     "TorchCheckpointIO": ("difference", "atomic (temporary, fsync, rename); paths may be fsspec URLs; "
-                                        "`load_checkpoint(weights_only=False)` is refused"),
+                                        "`load_checkpoint` reads data only unless `weights_only=False`"),
     "XLACheckpointIO": ("refused", XLA),
     "BitsandbytesPrecision": ("refused", "needs the bitsandbytes CUDA library on an NVIDIA GPU, which Relay's CI "
                                         "cannot exercise; replace layers with `bitsandbytes.nn.Linear8bitLt`/"

@@ -8,7 +8,9 @@ the Trainer):
   (Linux ``renameat2``), else renamed aside first and recovered by :meth:`CheckpointIO.recover`;
 - temporaries carry the writer's pid, so the next start removes those of writers that are gone;
 - reading is data only: ``torch.load(weights_only=True)`` for files, and a restricted unpickler for the
-  metadata of a sharded checkpoint (``plugins/strategies/dcp_reader.py``);
+  metadata of a sharded checkpoint (``plugins/strategies/dcp_reader.py``); a caller that passes
+  ``weights_only=False`` for a file it trusts (torch's and Lightning's opt-in, which real projects use for
+  checkpoints holding their own objects) gets a full ``torch.load`` of that file (``trusted_loads``);
 - a failed write or read is one line naming the path and the cause;
 - a path may be an fsspec URL (``s3://``, ``gs://``, ``memory://``...): the object is written whole, then
   committed (``autocommit=False`` and ``commit()``; one ``pipe_file`` on stores without that), so no reader
@@ -21,6 +23,7 @@ Lightning's names are the primitives (``save_checkpoint``, ``load_checkpoint``, 
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import errno
 import io as _io
@@ -38,6 +41,27 @@ import torch
 from plugins.remote_paths import exists, is_url, isfile, local_path, url_fs
 
 TEMP_MARK = ".relaytmp-"
+_TRUSTED = contextvars.ContextVar("relay_trusted_checkpoint_loads", default=False)
+
+
+@contextmanager
+def trusted_loads(weights_only: bool | None) -> Iterator[None]:
+    """Within the block a checkpoint file read with ``weights_only=None`` is unpickled in full when the caller passed
+    ``weights_only=False`` (``Trainer.fit(..., weights_only=False)``, ``load_from_checkpoint``, ``Fabric.load``): its
+    explicit trust in that file, as torch and Lightning honour it. ``None`` and ``True`` keep reads data only."""
+    if weights_only is not None and not isinstance(weights_only, bool):
+        raise TypeError(f"weights_only={weights_only!r}: expected True, False or None.")
+    token = _TRUSTED.set(True) if weights_only is False else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _TRUSTED.reset(token)
+
+
+def loads_trusted() -> bool:
+    """Whether the current call passed ``weights_only=False`` (see ``trusted_loads``)."""
+    return _TRUSTED.get()
 ASIDE_MARK = ".relayold-"
 # .<name>.relaytmp-<pid>[-link] or .<name>.relayold-<pid>, written next to <name>
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(?:-link)?$")
@@ -191,26 +215,25 @@ class CheckpointIO:
     def load_checkpoint(
         self, path: str | os.PathLike, map_location: Any | None = None, weights_only: bool | None = None
     ) -> Any:
-        """A checkpoint file as data (``weights_only``); one-line errors for anything else."""
-        if weights_only is False:
-            raise ValueError(
-                f"load_checkpoint({os.fspath(path)!r}, weights_only=False): Relay reads checkpoints as data only, "
-                "never code; store plain data (tensors, numbers, strings, containers) and leave weights_only out."
-            )
+        """A checkpoint file as data; in full (any pickled object) only with ``weights_only=False``, given here or to
+        the call that reads it (``trusted_loads``). One-line errors for anything else."""
+        data_only = weights_only is not False and not (weights_only is None and loads_trusted())
         shown = os.fspath(path)
         try:
             if is_url(path):
                 fs, inner = url_fs(path)
                 with fs.open(inner, "rb") as f:
-                    return torch.load(f, map_location=map_location, weights_only=True)
-            return torch.load(local_path(path), map_location=map_location, weights_only=True)
+                    return torch.load(f, map_location=map_location, weights_only=data_only)
+            return torch.load(local_path(path), map_location=map_location, weights_only=data_only)
         except Exception as err:
             text = str(err)
             unsafe = [line.strip() for line in text.splitlines() if "Unsupported global" in line or "GLOBAL" in line]
             if isinstance(err, pickle.UnpicklingError) and unsafe:
                 raise CheckpointReadError(
                     f"ckpt_path={shown!r} was refused: it holds objects other than plain data (tensors, numbers, "
-                    f"strings, containers), which could run code when loaded ({unsafe[0]})."
+                    f"strings, containers), which could run code when loaded ({unsafe[0]}). If you trust the file, "
+                    "load it with weights_only=False (Trainer.fit(..., ckpt_path=..., weights_only=False), "
+                    "Module.load_from_checkpoint(path, weights_only=False), Fabric.load(path, weights_only=False))."
                 ) from None
             first = text.splitlines()[0] if text else ""
             raise CheckpointReadError(

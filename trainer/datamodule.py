@@ -53,11 +53,12 @@ class DataModule(DataHooks, HyperparametersMixin):
         weights_only: bool | None = None, **kwargs: Any,
     ) -> Any:
         """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its
-        ``state_dict`` restored. The file is read as data whatever ``weights_only`` says."""
+        ``state_dict`` restored. The file is read as data, in full with ``weights_only=False`` (a file you trust)."""
         # local import: `from trainer import DataModule` stays light (saving loads the checkpoint readers)
         from trainer.model.saving import load_from_checkpoint
 
-        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, None, **kwargs)
+        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, None,
+                                    weights_only=weights_only, **kwargs)
 
     def prepare_data(self) -> None:
         """Download or write data; runs once per node (local rank 0), before ``setup``."""

@@ -454,13 +454,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     ) -> Any:
         """A new module built from the checkpoint's saved hyperparameters (``kwargs`` override them) and weights.
 
-        ``strict`` defaults to ``strict_loading``. The file is always read as data (``weights_only`` is accepted
-        for Lightning's signature; Relay never unpickles code from a checkpoint).
+        ``strict`` defaults to ``strict_loading``. The file is read as data; ``weights_only=False`` unpickles it in
+        full, for a file you trust that holds your own objects (torch's and Lightning's opt-in).
         """
         # local import: `from trainer import Module` stays light (saving loads the checkpoint readers)
         from trainer.model.saving import load_from_checkpoint
 
-        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict, **kwargs)
+        return load_from_checkpoint(cls, checkpoint_path, map_location, hparams_file, strict,
+                                    weights_only=weights_only, **kwargs)
 
     def to_torchscript(
         self, file_path: str | os.PathLike | None = None, method: str | None = "script", example_inputs: Any = None,

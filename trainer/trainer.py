@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from plugins.checkpoint_io import trusted_loads
 from plugins.layer_sync import layer_sync_from
 from trainer.arguments.trainer_arguments import TrainerArguments
 from trainer.callbacks.base import Callback
@@ -45,7 +46,7 @@ from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
 from trainer.distributed.plugin_calls import save_state
 from trainer.trainer_properties import TrainerProperties
-from trainer.checkpointing.weights_only import check_storage_options, check_weights_only
+from trainer.checkpointing.weights_only import check_storage_options
 
 set_rank_zero_only()
 
@@ -159,11 +160,14 @@ class Trainer(TrainerProperties):
         ckpt_path: str | os.PathLike | None = None,
         weights_only: bool | None = None,
     ) -> None:
-        """Train ``model``; ``ckpt_path`` (or ``"last"``) continues exactly where that checkpoint stopped."""
-        check_weights_only("fit", weights_only)
+        """Train ``model``; ``ckpt_path`` (or ``"last"``) continues exactly where that checkpoint stopped.
+
+        The checkpoint is read as data; ``weights_only=False`` unpickles it in full, for a file you trust that holds
+        your own objects (torch's and Lightning's opt-in)."""
         if isinstance(train_dataloaders, DataModule):
             train_dataloaders, datamodule = None, train_dataloaders
-        run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
+        with trusted_loads(weights_only):
+            run_stage(self, "fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
 
     def estimate(
         self,
@@ -191,8 +195,8 @@ class Trainer(TrainerProperties):
         datamodule: DataModule | None = None,
         weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
-        check_weights_only("validate", weights_only)
-        return self._evaluate("validate", model, dataloaders, ckpt_path, verbose, datamodule)
+        with trusted_loads(weights_only):
+            return self._evaluate("validate", model, dataloaders, ckpt_path, verbose, datamodule)
 
     def test(
         self,
@@ -203,8 +207,8 @@ class Trainer(TrainerProperties):
         datamodule: DataModule | None = None,
         weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
-        check_weights_only("test", weights_only)
-        return self._evaluate("test", model, dataloaders, ckpt_path, verbose, datamodule)
+        with trusted_loads(weights_only):
+            return self._evaluate("test", model, dataloaders, ckpt_path, verbose, datamodule)
 
     def predict(
         self,
@@ -215,12 +219,13 @@ class Trainer(TrainerProperties):
         ckpt_path: str | os.PathLike | None = None,
         weights_only: bool | None = None,
     ) -> list[Any] | None:
-        check_weights_only("predict", weights_only)
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         self.predict_loop.return_predictions = return_predictions is not False
         ckpt_path = self._previous_best("predict", model, ckpt_path)
-        out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders}, ckpt_path)
+        with trusted_loads(weights_only):
+            out = run_stage(self, "predict", self._model_or_last(model), datamodule, {"predict": dataloaders},
+                            ckpt_path)
         return out if return_predictions is not False else None
 
     def _evaluate(self, stage, model, dataloaders, ckpt_path, verbose, datamodule) -> list[dict[str, float]]:

@@ -140,7 +140,7 @@ def test_precision_objects_by_name_and_trainer_weights_only():
     import inspect
 
     from trainer import Trainer
-    from trainer.checkpointing.weights_only import check_weights_only
+    from plugins.checkpoint_io import loads_trusted, trusted_loads
     from trainer.lightning_compat.impl.precision_objects import FSDPPrecision
 
     precision = FSDPPrecision("bf16-true")
@@ -149,9 +149,13 @@ def test_precision_objects_by_name_and_trainer_weights_only():
     with pytest.raises(ValueError, match="does not use a scaler"):
         FSDPPrecision("bf16-mixed", scaler=object())
     assert list(inspect.signature(Trainer.fit).parameters)[-1] == "weights_only"
-    check_weights_only("fit", None)
-    with pytest.raises(ValueError, match=r"Trainer.fit\(weights_only=False\)"):
-        check_weights_only("fit", False)
+    with trusted_loads(None):
+        assert not loads_trusted()
+    with trusted_loads(False):
+        assert loads_trusted()
+    assert not loads_trusted()
+    with pytest.raises(TypeError, match="weights_only='no'"), trusted_loads("no"):  # type: ignore[arg-type]
+        pass
 
 
 def test_logger_and_state_utilities():

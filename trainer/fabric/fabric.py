@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from plugins.checkpoint_io import trusted_loads
 from trainer.distributed import plugin_calls as calls
 from trainer.fabric import checkpoint
 from trainer.fabric.loaders import with_distributed_sampler
@@ -394,12 +395,12 @@ class Fabric:
              *, weights_only: bool | None = None) -> dict[str, Any]:
         """Restore ``state`` in place from ``path``; what the checkpoint holds beyond ``state`` comes back.
 
-        ``weights_only`` is Lightning's argument, accepted with any value: Relay always loads checkpoints as data
-        (tensors, containers and the types checkpoints hold), never arbitrary pickled objects; a file holding
-        other objects fails to load with torch's message naming them."""
+        The file is read as data (tensors, containers and the types checkpoints hold); ``weights_only=False``
+        unpickles it in full, for a file you trust that holds your own objects (torch's and Lightning's opt-in)."""
         loader = strategy_override(self._strategy, "load_checkpoint")
         if loader is None:
-            remainder = checkpoint.load(self._strategy, path, state, strict)
+            with trusted_loads(weights_only):
+                remainder = checkpoint.load(self._strategy, path, state, strict)
         else:  # the strategy's own (Lightning's strategy API): it restores ``state`` and returns the rest
             unwrapped = None if state is None else {k: unwrap(v) for k, v in state.items()}
             remainder = loader(path=path, state=unwrapped, strict=strict, weights_only=weights_only)
@@ -416,7 +417,8 @@ class Fabric:
         if loader is not None:  # the strategy's own (Lightning's strategy API)
             loader(path=path, state=unwrap(obj), strict=strict, weights_only=weights_only)
             return
-        checkpoint.load_raw(self._strategy, path, obj, strict)
+        with trusted_loads(weights_only):
+            checkpoint.load_raw(self._strategy, path, obj, strict)
 
     # --- seeding ------------------------------------------------------------------------------------
     @staticmethod

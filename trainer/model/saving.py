@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from plugins.checkpoint_io import trusted_loads
 from trainer.checkpointing.files import load_checkpoint
 
 
@@ -67,14 +68,15 @@ def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
 
 def load_from_checkpoint(
     cls: type, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
-    strict: bool | None = None, **kwargs: Any,
+    strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any,
 ) -> Any:
     """``cls(**saved hyperparameters, **kwargs)``; a Module gets its weights, a DataModule its ``state_dict``.
 
-    The checkpoint is read without unpickling code. ``hparams_file`` (a ``.yaml``/``.yml`` or ``.csv`` file, as
+    The checkpoint is read as data, unless ``weights_only=False`` (``plugins.checkpoint_io.trusted_loads``). ``hparams_file`` (a ``.yaml``/``.yml`` or ``.csv`` file, as
     a logger writes ``hparams.yaml``) replaces the hyperparameters the checkpoint holds, as in Lightning.
     """
-    checkpoint = load_checkpoint(checkpoint_path)
+    with trusted_loads(weights_only):
+        checkpoint = load_checkpoint(checkpoint_path)
     if hparams_file is not None:
         checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY] = _hparams_from_file(hparams_file)
     return load_state(cls, checkpoint, strict=strict, map_location=map_location, **kwargs)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
+from plugins.checkpoint_io import loads_trusted, trusted_loads
 from trainer.checkpointing.loop_state import adopt_loop_states, loops_state_dict
 from trainer.distributed.plugin_calls import module_state, start_processes
 
@@ -40,7 +41,7 @@ def run_stage_in_workers(
         trainer.fit_loop.__dict__.pop(name, None)
     # Fabric.launch's call; each worker joins the group in run_plan, after planning the call
     _, payload = start_processes(trainer.strategy, _worker_stage, (run_stage, stage, model, datamodule, given,
-                                                                   ckpt_path), trainer, join=False)
+                                                                   ckpt_path, loads_trusted()), trainer, join=False)
     if payload is None:
         raise RuntimeError(f"Trainer.{stage} with {type(trainer.strategy).__name__}: rank 0 sent no result back.")
     results = pickle.loads(payload)  # bytes this run's own rank 0 just made (not a file from elsewhere)
@@ -66,10 +67,11 @@ def run_stage_in_workers(
 
 def _worker_stage(
     trainer: Trainer, run_stage: Callable[..., Any], stage: str, model: Module, datamodule: DataModule | None,
-    given: dict[str, Any], ckpt_path: Any,
+    given: dict[str, Any], ckpt_path: Any, trusted: bool = False,
 ) -> bytes | None:
     _own_memory(model)  # start_processes set the environment to torchrun's variables (the launcher set them)
-    output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
+    with trusted_loads(False if trusted else None):  # the call's weights_only=False holds in its workers too
+        output = run_stage(trainer, stage, model, datamodule, given, ckpt_path)
     state_dict = module_state(trainer.strategy, model)
     if not trainer.is_global_zero:
         return None

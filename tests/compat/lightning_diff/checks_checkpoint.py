@@ -12,6 +12,14 @@ import torch
 from tests.compat.lightning_diff.common import exception, loader, quiet
 
 
+class Normalizer:
+    """A project's own object, kept in its checkpoints by ``on_save_checkpoint`` (as pytorch-forecasting keeps its
+    encoders and losses there)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
 def checks(fw: SimpleNamespace) -> dict:
     class Net(fw.Module):
         def __init__(self) -> None:
@@ -135,6 +143,33 @@ def checks(fw: SimpleNamespace) -> dict:
                 "best_k_models": dict(ckpt.best_k_models), "kth_best_model_path": ckpt.kth_best_model_path,
                 "best_model_score": ckpt.best_model_score}
 
-    return {"top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+    def trusted_objects() -> dict:
+        """A checkpoint holding the project's objects: refused by a default (data-only) load, read in full with
+        ``weights_only=False`` by ``load_from_checkpoint`` and by ``fit(ckpt_path=...)``."""
+
+        class WithObjects(Net):
+            def on_save_checkpoint(self, checkpoint):
+                checkpoint["normalizer"] = Normalizer(2.5)
+
+            def on_load_checkpoint(self, checkpoint):
+                self.loaded_scale = checkpoint["normalizer"].scale
+
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, **quiet(enable_checkpointing=True))
+        trainer.fit(WithObjects(), loader())
+        path = trainer.checkpoint_callback.best_model_path
+        out = {}
+        try:
+            WithObjects.load_from_checkpoint(path)
+            out["default"] = "loaded"
+        except Exception as err:
+            out["default"] = "raised, names weights_only" if "weights_only" in str(err) else f"raised: {err}"
+        out["trusted"] = WithObjects.load_from_checkpoint(path, weights_only=False).loaded_scale
+        resumed = WithObjects()
+        fw.Trainer(max_epochs=2, limit_train_batches=2, **quiet()).fit(resumed, loader(), ckpt_path=path,
+                                                                        weights_only=False)
+        out["resumed"] = [resumed.loaded_scale, resumed.current_epoch]
+        return out
+
+    return {"trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
             "callback_surface": callback_surface}

@@ -112,6 +112,14 @@ def test_callback_state_keys(observed):
     assert relay == lightning
 
 
+def test_a_checkpoint_with_the_projects_objects_loads_with_weights_only_false(observed):
+    """Data only by default; ``weights_only=False`` (torch's and Lightning's opt-in) reads the project's objects, in
+    ``load_from_checkpoint`` and in ``fit(ckpt_path=...)``, as pytorch-forecasting's models need."""
+    lightning, relay = _pair(observed, "trusted_objects")
+    assert lightning == {"default": "raised, names weights_only", "trusted": 2.5, "resumed": [2.5, 2]}, lightning
+    assert relay == lightning
+
+
 def test_missing_ckpt_path_is_a_file_not_found_error(observed):
     lightning, relay = _pair(observed, "missing_ckpt_path")
     same_outcome(lightning, relay)

@@ -89,14 +89,12 @@ def _move_state_into(source: dict[str, Any], destination: dict[str, Any], keys: 
 
 def _load(path_or_url: Any, map_location: Any = None, weights_only: bool | None = None) -> Any:
     """A checkpoint from a local path, an fsspec URL or a file object (Lightning's ``pl_load``), read as data:
-    ``torch.load(weights_only=True)``; ``weights_only=False`` is refused (a checkpoint is never code here)."""
-    if weights_only is False:
-        raise ValueError("pl_load(..., weights_only=False): Relay reads checkpoints with torch.load(weights_only=True) "
-                         "only; leave weights_only None or True.")
+    ``torch.load(weights_only=True)``, or in full when the caller passes ``weights_only=False`` (a file it trusts)."""
+    data_only = weights_only is not False
     if not isinstance(path_or_url, (str, os.PathLike)):
-        return torch.load(path_or_url, map_location=map_location, weights_only=True)
+        return torch.load(path_or_url, map_location=map_location, weights_only=data_only)
     if str(path_or_url).startswith(("http://", "https://")):
-        return torch.hub.load_state_dict_from_url(str(path_or_url), map_location=map_location, weights_only=True)
+        return torch.hub.load_state_dict_from_url(str(path_or_url), map_location=map_location, weights_only=data_only)
     fs = get_filesystem(path_or_url)
     with fs.open(str(path_or_url), "rb") as f:
-        return torch.load(f, map_location=map_location, weights_only=True)
+        return torch.load(f, map_location=map_location, weights_only=data_only)

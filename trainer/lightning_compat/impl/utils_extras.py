@@ -75,11 +75,11 @@ def _convert_loaded_hparams(model_args: dict[str, Any], hparams_type: Callable |
 
 def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = None, hparams_file: Any = None,
                           strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any) -> Any:
-    """``cls.load_from_checkpoint``: Relay's reader (a checkpoint is read as data, so ``weights_only`` changes
-    nothing; a Lightning-written checkpoint is migrated as Lightning migrates it)."""
+    """``cls.load_from_checkpoint``: Relay's reader (read as data unless ``weights_only=False``; a
+    Lightning-written checkpoint is migrated as Lightning migrates it)."""
 
     return load_from_checkpoint(cls, checkpoint_path, map_location=map_location, hparams_file=hparams_file,
-                                strict=strict, **kwargs)
+                                strict=strict, weights_only=weights_only, **kwargs)
 
 
 def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, **cls_kwargs_new: Any) -> Any:
