@@ -7,6 +7,7 @@ those follow here). Also Relay's own extras under a Lightning package (``DDPSpaw
 from __future__ import annotations
 
 from trainer.lightning_compat import names_fabric, names_loops, names_utilities
+from trainer.lightning_compat.impl import graveyard_tpu
 
 _P = "lightning.pytorch"
 _F = "lightning.fabric"
@@ -149,4 +150,5 @@ NAMES: dict[str, str] = {
     **names_fabric.NAMES,
     **names_loops.NAMES,
     **names_utilities.NAMES,
+    **graveyard_tpu.names(),
 }
