@@ -121,7 +121,7 @@ NAMES: dict[str, str] = {
     f"{_P}.loggers.utilities:_version": f"{_IMPL}.progress:_version",
     f"{_P}.accelerators.cpu:get_cpu_stats": f"{_IMPL}.misc:get_cpu_stats",
     f"{_P}:cli_lightning_logo": f"{_IMPL}.misc:cli_lightning_logo",
-    f"{_P}.loggers.litlogger:LitLogger": f"{_IMPL}.misc:LitLogger",
+    **{f"{_P}.loggers.litlogger:{n}": f"{_IMPL}.litlogger:{n}" for n in ("LitLogger", "_LITLOGGER_AVAILABLE")},
     f"{_P}.callbacks.early_stopping:EarlyStoppingReason": "trainer.callbacks.early_stopping:EarlyStoppingReason",
     f"{_P}.accelerators:AcceleratorRegistry": "trainer.fabric.registries:ACCELERATOR_REGISTRY",
     f"{_F}.accelerators.registry:_AcceleratorRegistry": "trainer.fabric.registries:AcceleratorRegistry",
