@@ -132,6 +132,7 @@ NAMES: dict[str, str] = {
     **{f"{_F}.utilities.seed:{n}": f"{_IMPL}.utilities:{n}" for n in ("_collect_rng_states", "_set_rng_states")},
     **{f"{_F}.utilities.optimizer:{n}": f"{_IMPL}.utilities:{n}" for n in ("_optimizer_to_device", "_optimizers_to_device")},
     f"{_F}.utilities.rank_zero:_get_rank": f"{_IMPL}.utilities:_get_rank",
+    f"{_F}.utilities.rank_zero:rank_zero_only": f"{_IMPL}.rank_zero_current:rank_zero_only",
     **{f"{_F}.utilities.cloud_io:{n}": f"{_IMPL}.utilities:{n}"
        for n in ("_is_local_file_protocol", "_is_object_storage", "_is_dir")},
     **{f"{_P}._graveyard.hpu:{n}": f"{_IMPL}.graveyard:{n}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
+import torch
 from torch.utils.data import DataLoader
 
 from trainer.data.loaders import num_batches, prepare_loader
@@ -157,7 +158,13 @@ def combined_for_training(given: Any) -> Any:
     if isinstance(given, CombinedLoader) or not isinstance(given, (dict, list, tuple)) or not given:
         return given
     leaves = CombinedLoader(given).flattened
-    return CombinedLoader(given, "max_size_cycle") if all(isinstance(x, DataLoader) for x in leaves) else given
+    if all(isinstance(x, DataLoader) for x in leaves):
+        return CombinedLoader(given, "max_size_cycle")
+    # a dict of other iterables (lists, generators): its keys are never the batches (Lightning combines it too)
+    if isinstance(given, dict) and all(hasattr(x, "__iter__") and not isinstance(x, (str, bytes, torch.Tensor))
+                                       for x in leaves):
+        return CombinedLoader(given, "max_size_cycle")
+    return given
 
 
 @dataclass(frozen=True)
