@@ -76,6 +76,7 @@ NAMES: dict[str, str] = {
        for n in ("_EmptyInit", "_materialize", "_materialize_meta_tensors", "_materialize_distributed_module",
                  "_has_meta_device_parameters_or_buffers")},
     f"{_F}.utilities.types:_Stateful": f"{_IMPL}.types:_Stateful",
+    f"{_F}.utilities.types:Steppable": f"{_IMPL}.types:Steppable",
     f"{_F}.utilities.types:ReduceOp": "torch.distributed:ReduceOp",
     f"{_F}.utilities.types:RedOpType": "torch.distributed:ReduceOp.RedOpType",
     f"{_F}.utilities.types:ProcessGroup": "torch.distributed:ProcessGroup",
@@ -103,6 +104,7 @@ NAMES: dict[str, str] = {
     **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"
        for root in (_P, _F) for module, name in (("fsdp", "FSDPPrecision"), ("deepspeed", "DeepSpeedPrecision"))},
     f"{_P}.plugins.precision.fsdp:FSDPPrecision": f"{_IMPL}.precision_objects:TrainerFSDPPrecision",
+    f"{_P}.plugins.precision.deepspeed:DeepSpeedPrecision": f"{_IMPL}.precision_objects:TrainerDeepSpeedPrecision",
     f"{_F}.strategies.dp:DataParallelStrategy": f"{_IMPL}.misc:DataParallelStrategy",
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
     f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",
