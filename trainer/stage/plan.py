@@ -100,6 +100,8 @@ class LoaderSource:
                 raise self._invalid(leaf, owner if returned else None)
         if self.key == "train":  # one iterable of batches; a dict/list of loaders is combined (Lightning's default)
             return [combined_for_training(given)], None
+        if _plain_values(given):  # [0, 1]: the batches of one loader (Lightning's leaf rule)
+            return [given], None
         if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
             return list(given.flattened), list
         if isinstance(given, dict) and given:  # Lightning's sequential CombinedLoader: one loader per value
@@ -280,10 +282,19 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
                        validates, trainer.args.val_check_seconds, trainer.limit_val_batches == 0)
 
 
+def _plain_values(given: Any) -> bool:
+    """A non-empty list, tuple or dict of plain values (numbers, strings): one loader's batches, not loaders."""
+    if not given or not isinstance(given, (list, tuple, dict)):
+        return False
+    return all(isinstance(v, (int, float, str)) for v in (given.values() if isinstance(given, dict) else given))
+
+
 def _leaves(given: Any) -> list[Any]:
     """The loaders in what a call or a ``*_dataloader`` method gave: a collection's items, or the loader itself."""
     if isinstance(given, CombinedLoader):
         return list(given.flattened)
+    if _plain_values(given):
+        return [given]
     if isinstance(given, Mapping):
         return list(given.values())
     return list(given) if isinstance(given, (list, tuple)) else [given]
