@@ -86,9 +86,22 @@ class FabricModule(torch.nn.Module):
 
 def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
-    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop)."""
+    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop; under mixed
+    precision the floating-point inputs take the autocast dtype, as Lightning Fabric's ``MixedPrecision`` casts
+    them)."""
     args, kwargs = precision.convert_input((args, kwargs))
-    return precision.convert_output(run(*args, **kwargs))
+    from plugins.precision.half import MixedPrecision
+
+    if not isinstance(precision, MixedPrecision):
+        return precision.convert_output(run(*args, **kwargs))
+    args, kwargs = _floats_to((args, kwargs), precision.dtype)
+    return _floats_to(precision.convert_output(run(*args, **kwargs)), torch.get_default_dtype())
+
+
+def _floats_to(data: Any, dtype: torch.dtype) -> Any:
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    return apply_to_collection(data, torch.Tensor, lambda t: t.to(dtype) if torch.is_floating_point(t) else t)
 
 
 class FabricOptimizer:
