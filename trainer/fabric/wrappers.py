@@ -86,13 +86,15 @@ class FabricModule(torch.nn.Module):
 
 def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
-    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop; under mixed
-    precision the floating-point inputs take the autocast dtype, as Lightning Fabric's ``MixedPrecision`` casts
-    them)."""
+    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop). In the
+    zero-edit mode, under mixed precision, the floating-point inputs also take the autocast dtype, as Lightning
+    Fabric's ``MixedPrecision`` casts them; Relay's own Fabric leaves them as given (autocast casts per operation),
+    so a Fabric loop and ``Trainer.fit`` end with the same weights."""
     args, kwargs = precision.convert_input((args, kwargs))
     from plugins.precision.half import MixedPrecision
+    from trainer.utilities.zero_edit import lightning_defaults
 
-    if not isinstance(precision, MixedPrecision):
+    if not isinstance(precision, MixedPrecision) or not lightning_defaults():
         return precision.convert_output(run(*args, **kwargs))
     args, kwargs = _floats_to((args, kwargs), precision.dtype)
     return _floats_to(precision.convert_output(run(*args, **kwargs)), torch.get_default_dtype())
