@@ -29,7 +29,7 @@ from trainer.checkpointing.loop_state import restore_loop_state
 from trainer.checkpointing.preemption import resume_note
 from trainer.data.loaders import stateful_plans
 from trainer.data.stateful import LOADER_STATES_KEY, resume_state
-from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
+from trainer.distributed.plugin_calls import load_module_state, restore_optimizers
 from trainer.errors import MisconfigurationError
 from trainer.states import TrainerFn
 from trainer.utilities.rank_zero import rank_zero_warn
@@ -108,13 +108,7 @@ class Resume:
                 f"ckpt_path={path!r} has {len(states)} optimizer states but configure_optimizers returned "
                 f"{len(trainer.optimizers)}."
             )
-        if not getattr(strategy, "lightning_restore_optimizer", True):
-            pass  # Lightning's strategy API: the strategy restores its optimizers itself (or not at all)
-        elif _takes_whole_checkpoint(strategy):
-            strategy.load_optimizer_state_dict(checkpoint)  # a Lightning strategy's own: the whole checkpoint
-        else:
-            for optimizer, state in zip(trainer.optimizers, states):
-                load_optimizer_state(strategy, optimizer, state)
+        restore_optimizers(strategy, trainer.optimizers, checkpoint)
         for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
             config.scheduler.load_state_dict(state)
         strategy.precision.load_state_dict(checkpoint.get("precision", {}))
@@ -251,19 +245,3 @@ def rescale_position(progress: LoopProgress, batch_size: int | None, new_world: 
             f"batch {old_batch}: {samples} samples of this epoch were seen, which is not a whole number of new "
             f"batches; {samples % per_step} samples are trained on again."
         )
-
-
-def _takes_whole_checkpoint(strategy: Any) -> bool:
-    """Whether the strategy's ``load_optimizer_state_dict`` is a Lightning strategy's, ``(checkpoint)``, defined
-    outside Relay's plugins (a user's subclass), rather than Relay's ``(optimizer, state)``."""
-    import inspect
-
-    method = getattr(type(strategy), "load_optimizer_state_dict", None)
-    if method is None or getattr(method, "__module__", "").startswith("plugins."):
-        return False
-    try:
-        params = [p for p in inspect.signature(method).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return False
-    return len(params) == 2  # self, checkpoint

@@ -14,6 +14,7 @@ nor may the imports form a circle (tests/trainer/test_import_graph.py).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -266,6 +267,33 @@ def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, s
         strategy.load_optimizer_state_dict(optimizer, state)
     finally:
         strategy.module = previous
+
+
+def restore_optimizers(strategy: Strategy, optimizers: list[torch.optim.Optimizer], checkpoint: dict[str, Any]) -> None:
+    """A checkpoint's ``optimizer_states`` into ``optimizers``; a Lightning strategy (a user's subclass) may restore
+    them itself: ``lightning_restore_optimizer`` False skips it, its own ``load_optimizer_state_dict(checkpoint)``
+    is given the whole checkpoint, as Lightning's Trainer does."""
+    if not getattr(strategy, "lightning_restore_optimizer", True):
+        return
+    if _takes_whole_checkpoint(strategy):
+        strategy.load_optimizer_state_dict(checkpoint)
+        return
+    for optimizer, state in zip(optimizers, checkpoint["optimizer_states"]):
+        load_optimizer_state(strategy, optimizer, state)
+
+
+def _takes_whole_checkpoint(strategy: Strategy) -> bool:
+    """Whether the strategy's ``load_optimizer_state_dict`` is a Lightning strategy's, ``(checkpoint)``, defined
+    outside Relay's plugins, rather than Relay's ``(optimizer, state)``."""
+    method = getattr(type(strategy), "load_optimizer_state_dict", None)
+    if method is None or getattr(method, "__module__", "").startswith("plugins."):
+        return False
+    try:
+        params = [p for p in inspect.signature(method).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 2  # self, checkpoint
 
 
 def optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer,
