@@ -269,17 +269,17 @@ def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, s
         strategy.module = previous
 
 
-def restore_optimizers(strategy: Strategy, optimizers: list[torch.optim.Optimizer], checkpoint: dict[str, Any]) -> None:
-    """A checkpoint's ``optimizer_states`` into ``optimizers``; a Lightning strategy (a user's subclass) may restore
-    them itself: ``lightning_restore_optimizer`` False skips it, its own ``load_optimizer_state_dict(checkpoint)``
-    is given the whole checkpoint, as Lightning's Trainer does."""
+def strategy_restores_optimizers(strategy: Strategy, checkpoint: dict[str, Any]) -> bool:
+    """True when a Lightning strategy (a user's subclass) takes the optimizers' restore on itself, as Lightning's
+    Trainer lets it: ``lightning_restore_optimizer`` False (nothing restored), or its own
+    ``load_optimizer_state_dict(checkpoint)``, called here with the whole checkpoint. False: restore each optimizer
+    with ``load_optimizer_state``."""
     if not getattr(strategy, "lightning_restore_optimizer", True):
-        return
+        return True
     if _takes_whole_checkpoint(strategy):
         strategy.load_optimizer_state_dict(checkpoint)
-        return
-    for optimizer, state in zip(optimizers, checkpoint["optimizer_states"]):
-        load_optimizer_state(strategy, optimizer, state)
+        return True
+    return False
 
 
 def _takes_whole_checkpoint(strategy: Strategy) -> bool:

@@ -38,7 +38,6 @@ NOT_ALIGNED = (
     "lightning.fabric.fabric:Fabric.load_raw",
     "lightning.fabric.fabric:Fabric.setup",
     "lightning.fabric.fabric:Fabric.sharded_model",
-    "lightning.fabric.utilities.types:Steppable.step",
     "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
     "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
