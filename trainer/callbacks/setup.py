@@ -100,7 +100,7 @@ def _default_model_summary(bars: list[Any]) -> ModelSummary:
     """A rich progress bar comes with the rich summary table, as in Lightning; otherwise the plain one."""
     rich = sys.modules.get("trainer.callbacks.rich_progress")  # loaded only when someone made a rich bar
     if bars and rich is not None and isinstance(bars[0], rich.RichProgressBar):
-        from trainer.callbacks.rich_summary import RichModelSummary
+        from trainer.callbacks.rich_summary import RichModelSummary  # local import: only runs with a rich bar use it
 
         return RichModelSummary()
     return ModelSummary()

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from plugins.precision.half import MixedPrecision
 from trainer.module import Module
+from trainer.utilities.zero_edit import lightning_defaults
 from trainer.distributed.plugin_calls import move_to_device
 
 if TYPE_CHECKING:
@@ -91,9 +93,6 @@ def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict)
     Fabric's ``MixedPrecision`` casts them; Relay's own Fabric leaves them as given (autocast casts per operation),
     so a Fabric loop and ``Trainer.fit`` end with the same weights."""
     args, kwargs = precision.convert_input((args, kwargs))
-    from plugins.precision.half import MixedPrecision
-    from trainer.utilities.zero_edit import lightning_defaults
-
     if not isinstance(precision, MixedPrecision) or not lightning_defaults():
         return precision.convert_output(run(*args, **kwargs))
     args, kwargs = _floats_to((args, kwargs), precision.dtype)

@@ -20,6 +20,7 @@ import os
 
 import lightning_utilities.core.rank_zero as rank_zero_module
 
+import plugins.environments.base as environments
 from trainer.utilities.warnings import disable_possible_user_warnings
 
 
@@ -35,8 +36,6 @@ def setup_logger(name: str = "lightning.fabric") -> None:
 
 def on_import() -> None:
     setup_logger()
-    import plugins.environments.base as environments
-
     environments.log = logging.getLogger("lightning.fabric.plugins.environments")  # where Lightning's log
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):

@@ -49,6 +49,7 @@ def legacy_class(package: str, old: str) -> type:
     key = (package, old)
     if key in _made:
         return _made[key]
+    # local import: names.py reads this module's table when it loads; the rank helpers are needed only here
     from trainer.distributed.ranks import set_rank_zero_only
     from trainer.utilities.rank_zero import rank_zero_deprecation
 

@@ -31,9 +31,10 @@ _LITLOGGER_AVAILABLE = RequirementCache("litlogger>=0.1.0")
 
 
 def _generated_name() -> str:
-    from trainer.lightning_compat.impl.utils_extras import _create_experiment_name
+    """A random experiment name from ``litlogger``'s generator (``ModuleNotFoundError`` without ``litlogger``)."""
+    from litlogger.generator import _create_name
 
-    return _create_experiment_name()
+    return _create_name()
 
 
 def _as_dict(params: Mapping[str, Any] | Namespace) -> Mapping[str, Any]:

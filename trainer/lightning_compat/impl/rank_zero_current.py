@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.lightning_compat.impl.utilities import _get_rank
+
 
 def __getattr__(name: str) -> Any:
     if name != "rank_zero_only":
         raise AttributeError(name)
-    from lightning_utilities.core.rank_zero import rank_zero_only
-
-    from trainer.lightning_compat.impl.utilities import _get_rank
+    from lightning_utilities.core.rank_zero import rank_zero_only  # the module imported now (it may be a new one)
 
     if getattr(rank_zero_only, "rank", None) is None:
         rank_zero_only.rank = _get_rank() or 0
