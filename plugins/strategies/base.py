@@ -432,7 +432,7 @@ class Strategy:
             raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
         return self.module
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str = None, layout_keys: tuple[str, ...] = (),
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | None = None, layout_keys: tuple[str, ...] = (),
                         *, state: Any = None, storage_options: Any = None, filter: Any = None) -> None:
         """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
 

@@ -79,9 +79,8 @@ def load_checkpoint(strategy: Any, path: str | os.PathLike, state: Any = None, s
         saved = checkpoint.pop(key)
         if isinstance(obj, torch.nn.Module):
             strategy.load_module_state_dict(obj, saved, strict=strict)
-        elif isinstance(obj, torch.optim.Optimizer):
-            obj.load_state_dict(saved)
-        elif _stateful(obj, "state_dict") and _stateful(obj, "load_state_dict"):
+        elif isinstance(obj, torch.optim.Optimizer) or (_stateful(obj, "state_dict")
+                                                          and _stateful(obj, "load_state_dict")):
             obj.load_state_dict(saved)
         else:
             state[key] = saved

@@ -367,10 +367,11 @@ def check_a_strategys_own_optimizer_restore():
     for restore in (True, False):
         class OwnRestore(SingleDeviceStrategy):
             given = None
+            restores = restore
 
             @property
             def lightning_restore_optimizer(self) -> bool:
-                return restore
+                return self.restores
 
             def load_optimizer_state_dict(self, checkpoint):
                 self.given = sorted(checkpoint)[:3]
