@@ -83,6 +83,7 @@ def test_loaders_given_as_plain_collections(observed):
     assert taken == [[{"a": 0, "b": 2}, 0, 0], [{"a": 1, "b": 3}, 1, 0]] and starts[0] == [None, 0]
     assert seen["plain"] == [[[0, 0], [5, 1]], "torch.bfloat16", "torch.bfloat16"]
     assert seen["printed"] == ""  # nothing logged: no metrics table
+    assert seen["unsized_steps"] == 3
 
 
 def test_precision_errors_and_the_deepspeed_engines_calls(observed):

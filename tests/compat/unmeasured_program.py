@@ -312,13 +312,20 @@ def check_loaders_given_as_plain_collections():
         def test_step(self, batch, batch_idx):
             self.seen.append([batch, batch_idx])
 
+    class Unsized(torch.utils.data.IterableDataset):  # a loader without a length is not a collection of batches
+        def __iter__(self):
+            return iter(torch.randn(3, 32))
+
+    unsized = Trainer(default_root_dir=fresh_dir("unsized"), max_epochs=1, limit_val_batches=0, **QUIET)
+    unsized.fit(BoringModel(), torch.utils.data.DataLoader(Unsized(), batch_size=None))
+
     plain = Plain()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         Trainer(default_root_dir=fresh_dir("plain"), precision="bf16-true", **QUIET).test(plain, [0, 5])
     return {"dict": [model.starts, model.taken], "plain": [plain.seen, plain.dtype_in_configure,
                                                            str(plain.layer.weight.dtype)],
-            "printed": printed.getvalue()}
+            "printed": printed.getvalue(), "unsized_steps": unsized.global_step}
 
 
 def check_precision_errors_and_calls():

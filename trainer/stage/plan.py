@@ -284,7 +284,7 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
 
 def _plain_values(given: Any) -> bool:
     """A non-empty list, tuple or dict of plain values (numbers, strings): one loader's batches, not loaders."""
-    if not given or not isinstance(given, (list, tuple, dict)):
+    if not isinstance(given, (list, tuple, dict)) or not given:  # (a DataLoader's truth would ask for its length)
         return False
     return all(isinstance(v, (int, float, str)) for v in (given.values() if isinstance(given, dict) else given))
 
