@@ -667,7 +667,15 @@ class FitLoop(_Loop):
         return due if single else bool(t.strategy.broadcast(due, src=0))
 
     def _validate(self, resume: bool = False) -> None:
-        """Run the fit's validation (``resume``: finish one a restored checkpoint interrupted)."""
+        """Run the fit's validation through ``epoch_loop.val_loop.run()``, Lightning's entry (code may wrap or
+        replace it); ``resume``: finish one a restored checkpoint interrupted."""
+        if resume:
+            self._run_validation(resume=True)
+        else:
+            self.epoch_loop.val_loop.run()
+
+    def _run_validation(self, resume: bool = False) -> None:
+        """The fit's validation itself (what ``epoch_loop.val_loop.run()`` does)."""
         t = self.trainer
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
             t.lightning_module.on_validation_model_zero_grad()
