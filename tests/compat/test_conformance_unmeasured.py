@@ -117,5 +117,10 @@ def test_cluster_environments_read_as_lightnings(observed):
                                    "1.2.3.[089, 100-110]": "1.2.3.089", "host[22]": "host22"}
 
 
+def test_the_fits_validation_and_sanity_check_run_through_val_loop_run(observed):
+    assert same(observed, "the_fits_validation_runs_through_val_loop_run") == {
+        "False": [[True, False, False], 3], "True": [[True, False, False], 0]}
+
+
 def test_possible_user_warnings_off_at_a_reload_of_lightning_pytorch(observed):
     assert same(observed, "possible_user_warnings_off_at_a_reload") == [False, True]

@@ -460,6 +460,32 @@ def check_cluster_environments():
     return seen
 
 
+def check_the_fits_validation_runs_through_val_loop_run():
+    class Counting(BoringModel):
+        validated = 0
+
+        def validation_step(self, batch, batch_idx):
+            self.validated += 1
+            return super().validation_step(batch, batch_idx)
+
+    seen = {}
+    for replace in (False, True):
+        model = Counting()
+        trainer = Trainer(default_root_dir=fresh_dir(f"val-loop-{replace}"), max_epochs=2, limit_train_batches=2,
+                          limit_val_batches=1, num_sanity_val_steps=1, **QUIET)
+        val_loop = trainer.fit_loop.epoch_loop.val_loop
+        calls, original = [], val_loop.run
+
+        def run(original=original, calls=calls, replace=replace, trainer=trainer):
+            calls.append(trainer.sanity_checking)
+            return None if replace else original()
+
+        val_loop.run = run
+        trainer.fit(model)
+        seen[str(replace)] = [calls, model.validated]
+    return seen
+
+
 def check_possible_user_warnings_off_at_a_reload():
     """Last: it silences PossibleUserWarning for the rest of the process, as on Lightning."""
     import lightning.pytorch
@@ -482,7 +508,7 @@ CHECKS = [check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpo
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,
-          check_possible_user_warnings_off_at_a_reload]
+          check_the_fits_validation_runs_through_val_loop_run, check_possible_user_warnings_off_at_a_reload]
 
 
 def main() -> None:
