@@ -60,8 +60,8 @@ NOTES: dict[str, tuple[str, str]] = {
     "TQDMProgressBar": ("difference", "Relay's own bar (no tqdm); `refresh_rate` 0 turns it off, otherwise "
                                       "redraws are time based"),
     "ProgressBar": ("difference", "Relay's bar; `refresh_rate` is seconds between redraws, not batches"),
-    "LitLogger": ("refused", "uploads to Lightning AI's own cloud (the `litlogger` package), which has no offline "
-                             "mode CI could test; use WandbLogger, MLFlowLogger, CometLogger or TensorBoardLogger"),
+    "LitLogger": ("supported", "drives the `litlogger` package (`pip install litlogger`: Lightning AI's cloud, no "
+                               "offline mode; CI tests it against a stand-in `litlogger` module)"),
     "CometLogger": ("supported", "needs `pip install 'relaytrain[comet]'`; offline runs (`COMET_START_ONLINE=0`) "
                                  "are archived for `comet upload`"),
     "MLFlowLogger": ("difference", "needs `pip install 'relaytrain[mlflow]'`; also takes `checkpoint_path_prefix` "

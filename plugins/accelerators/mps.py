@@ -32,6 +32,15 @@ class MPSAccelerator(Accelerator):
     def device_count() -> int:
         return 1 if MPSAccelerator.is_available() else 0
 
+    @classmethod
+    def auto_device_count(cls) -> int:
+        """Always the one device ``devices="auto"`` means for MPS (Lightning's answer, asked on any machine)."""
+        return 1
+
+    def setup_device(self, device: torch.device) -> None:
+        if device.type != "mps":
+            raise ValueError(f"Device should be MPS, got {device} instead.")
+
     def device_for(self, local_rank: int, device_ids: list[int] | None = None) -> torch.device:
         index = device_ids[local_rank] if device_ids else local_rank
         if index != 0:

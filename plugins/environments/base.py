@@ -7,15 +7,27 @@ decides how to use the address, port and ranks it reports.
 
 from __future__ import annotations
 
+import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
 
+log = logging.getLogger(__name__)
+
+
 def environ(env: Mapping[str, str] | None) -> Mapping[str, str]:
     """``env`` or, when it is None, the real process environment (read live, never copied)."""
     return os.environ if env is None else env
+
+
+class MissingVariableError(ValueError, KeyError):
+    """A variable the launcher sets is not set: a ``ValueError`` saying which and why, also a ``KeyError`` (what
+    reading ``os.environ[name]`` raises, as Lightning's environments do)."""
+
+    def __str__(self) -> str:
+        return ValueError.__str__(self)
 
 
 class ClusterEnvironment(ABC):
@@ -92,6 +104,14 @@ class ClusterEnvironment(ABC):
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
         """Raise ``ValueError`` when the Trainer's devices / num_nodes disagree with the launcher."""
 
+    # Lightning's setters: the launcher owns the ranks of the processes it started, so these are ignored (logged)
+    def set_world_size(self, size: int) -> None:
+        log.debug(f"{type(self).__name__}.set_world_size was called, but setting world size is not allowed. Ignored.")
+
+    def set_global_rank(self, rank: int) -> None:
+        log.debug(f"{type(self).__name__}.set_global_rank was called, but setting global rank is not allowed. "
+                  "Ignored.")
+
     def teardown(self) -> None:
         """Undo anything set up for the run; environments that only read variables have nothing to undo."""
 
@@ -111,7 +131,7 @@ class ClusterEnvironment(ABC):
         raise self._missing(names)
 
     def _missing(self, names: tuple[str, ...]) -> ValueError:
-        return ValueError(
+        return MissingVariableError(
             f"{type(self).__name__} needs the environment variable {' or '.join(names)}, which {self.launcher} "
             "sets for every process it starts, but it is not set. Start the script with that launcher, or pick "
             "another environment."

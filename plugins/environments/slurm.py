@@ -87,7 +87,7 @@ def _combine(pieces: list[str | list[tuple[int, int, int]]]) -> Iterator[str]:
 
 
 def _iter_hosts(nodelist: str) -> Iterator[str]:
-    text = nodelist.strip()
+    text = re.sub(r"\s*,\s*|\s+", ",", nodelist.strip())  # hosts may also be separated by spaces ("a b", "a, b")
     if not text:
         raise ValueError("The SLURM node list is empty.")
     expressions = []

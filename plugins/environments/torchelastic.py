@@ -67,6 +67,14 @@ class TorchElasticEnvironment(ClusterEnvironment):
         return all(name in env for name in REQUIRED)
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
+        if "LOCAL_WORLD_SIZE" in self.env:  # an agent that reports the per-node counts: each must match
+            self._check_counts(num_devices, num_nodes)
+        if num_devices * num_nodes != self.world_size():  # otherwise only the total is known: Lightning's words
+            raise ValueError(
+                f"You set `devices={num_devices}` and `num_nodes={num_nodes}` in Lightning, but the product"
+                f" ({num_devices} * {num_nodes}) does not match the world size ({self.world_size()}).")
+
+    def _check_counts(self, num_devices: int, num_nodes: int) -> None:
         local = self._int("LOCAL_WORLD_SIZE")
         if local != num_devices:
             raise self._mismatch(

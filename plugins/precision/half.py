@@ -22,7 +22,8 @@ class MixedPrecision(Precision):
         the GradScaler fp16 would make (Lightning's ``MixedPrecision(precision, device, scaler)``).
         """
         if precision not in ("16-mixed", "bf16-mixed"):
-            raise ValueError(f"MixedPrecision(precision={precision!r}): expected '16-mixed' or 'bf16-mixed'.")
+            raise ValueError(f"Passed `{type(self).__name__}(precision={precision!r})`. Precision must be '16-mixed' "
+                             "or 'bf16-mixed'.")
         self.name = precision
         self.dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
         self.device_type: str | None = None

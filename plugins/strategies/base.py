@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from plugins.accelerators.base import Accelerator
+from plugins.strategies import fabric_api
 from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
 from plugins.precision.base import Precision
 from plugins.strategies.init_context import tensor_init_context
@@ -417,18 +418,32 @@ class Strategy:
         else:
             optimizer.load_state_dict(optimizer_state_by_index(state, optimizer, self._state_module()))
 
+    def load_checkpoint(self, path: Any, state: Any = None, strict: bool = True,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning Fabric's strategy call: ``state`` restored in place from ``path``, the rest returned."""
+        return fabric_api.load_checkpoint(self, path, state, strict, weights_only)
+
+    def module_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Lightning Fabric's name for ``tensor_init_context``."""
+        return self.tensor_init_context(empty_init=empty_init)
+
     def _state_module(self) -> torch.nn.Module:
         if self.module is None:
             raise RuntimeError(f"{type(self).__name__}: setup_module must run before optimizer state is loaded.")
         return self.module
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, layout_keys: tuple[str, ...] = ()) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | None = None, layout_keys: tuple[str, ...] = (),
+                        *, state: Any = None, storage_options: Any = None, filter: Any = None) -> None:
         """Write ``checkpoint`` (from ``module_state_dict`` & co.) atomically; every rank calls this.
 
         The default writes one file from rank 0; sharded strategies write the entries named in ``layout_keys``
         (the module's and optimizers' state, in this strategy's layout) as a directory of shards instead.
         A failed write raises on every rank, so no rank waits for one that gave up.
+        Called in Lightning Fabric's order, ``save_checkpoint(path, state)``: see ``plugins/strategies/fabric_api.py``.
         """
+        if fabric_api.is_fabric_call(checkpoint, path, state):
+            fabric_api.save_checkpoint(self, checkpoint, path if state is None else state, storage_options, filter)
+            return
         io = checkpoint_io_of(self)
         if isinstance(io, CheckpointIO):
             self.agree_on_rank_zero(lambda: io.save(checkpoint, path), "save_checkpoint")

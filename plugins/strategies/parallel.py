@@ -118,8 +118,11 @@ class ParallelStrategy(Strategy):
         tp: int | None = None,
         pp: int | None = None,
         cp: int | None = None,
+        checkpoint_io: Any = None,
     ) -> None:
         super().__init__(accelerator=accelerator, precision=precision)
+        if checkpoint_io is not None:  # Lightning's argument: this strategy's checkpoint I/O instead of the default
+            vars(self)["checkpoint_io"] = checkpoint_io
         given = {"pp": pp, "dp_replicate": dp_replicate, "dp_shard": dp_shard, "cp": cp, "tp": tp}
         self._degrees = {name: value for name, value in given.items() if value is not None}
         MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})  # bad values fail here, not at launch

@@ -48,7 +48,7 @@ def test_names_and_short_forms_resolve_to_the_plugin(given, cls, name):
 
 
 def test_plugin_constructors_reject_other_names():
-    with pytest.raises(ValueError, match="expected '16-mixed' or 'bf16-mixed'"):
+    with pytest.raises(ValueError, match="Precision must be '16-mixed' or 'bf16-mixed'"):
         MixedPrecision("bf16-true")
     with pytest.raises(ValueError, match="expected one of"):
         TruePrecision("bf16-mixed")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from typing import Any
 
 from trainer.callbacks.base import Callback, Checkpoint
@@ -90,8 +92,18 @@ def default_callbacks(
     if enable_progress_bar is not False and not bars:
         callbacks.append(_default_progress_bar())
     if enable_model_summary is not False and not fast_dev_run and not has(ModelSummary):
-        callbacks.append(ModelSummary())
+        callbacks.append(_default_model_summary(bars))
     return _checkpoint_last(callbacks)
+
+
+def _default_model_summary(bars: list[Any]) -> ModelSummary:
+    """A rich progress bar comes with the rich summary table, as in Lightning; otherwise the plain one."""
+    rich = sys.modules.get("trainer.callbacks.rich_progress")  # loaded only when someone made a rich bar
+    if bars and rich is not None and isinstance(bars[0], rich.RichProgressBar):
+        from trainer.callbacks.rich_summary import RichModelSummary  # local import: only runs with a rich bar use it
+
+        return RichModelSummary()
+    return ModelSummary()
 
 
 def merge_module_callbacks(callbacks: list[Callback], from_module: Any) -> list[Callback]:

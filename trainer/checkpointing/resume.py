@@ -29,7 +29,7 @@ from trainer.checkpointing.loop_state import restore_loop_state
 from trainer.checkpointing.preemption import resume_note
 from trainer.data.loaders import stateful_plans
 from trainer.data.stateful import LOADER_STATES_KEY, resume_state
-from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state
+from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state, strategy_restores_optimizers
 from trainer.errors import MisconfigurationError
 from trainer.states import TrainerFn
 from trainer.utilities.rank_zero import rank_zero_warn
@@ -108,8 +108,9 @@ class Resume:
                 f"ckpt_path={path!r} has {len(states)} optimizer states but configure_optimizers returned "
                 f"{len(trainer.optimizers)}."
             )
-        for optimizer, state in zip(trainer.optimizers, states):
-            load_optimizer_state(strategy, optimizer, state)
+        if not strategy_restores_optimizers(strategy, checkpoint):
+            for optimizer, state in zip(trainer.optimizers, states):
+                load_optimizer_state(strategy, optimizer, state)
         for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
             config.scheduler.load_state_dict(state)
         strategy.precision.load_state_dict(checkpoint.get("precision", {}))

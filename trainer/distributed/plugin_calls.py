@@ -14,6 +14,7 @@ nor may the imports form a circle (tests/trainer/test_import_graph.py).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -266,6 +267,33 @@ def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, s
         strategy.load_optimizer_state_dict(optimizer, state)
     finally:
         strategy.module = previous
+
+
+def strategy_restores_optimizers(strategy: Strategy, checkpoint: dict[str, Any]) -> bool:
+    """True when a Lightning strategy (a user's subclass) takes the optimizers' restore on itself, as Lightning's
+    Trainer lets it: ``lightning_restore_optimizer`` False (nothing restored), or its own
+    ``load_optimizer_state_dict(checkpoint)``, called here with the whole checkpoint. False: restore each optimizer
+    with ``load_optimizer_state``."""
+    if not getattr(strategy, "lightning_restore_optimizer", True):
+        return True
+    if _takes_whole_checkpoint(strategy):
+        strategy.load_optimizer_state_dict(checkpoint)
+        return True
+    return False
+
+
+def _takes_whole_checkpoint(strategy: Strategy) -> bool:
+    """Whether the strategy's ``load_optimizer_state_dict`` is a Lightning strategy's, ``(checkpoint)``, defined
+    outside Relay's plugins, rather than Relay's ``(optimizer, state)``."""
+    method = getattr(type(strategy), "load_optimizer_state_dict", None)
+    if method is None or getattr(method, "__module__", "").startswith("plugins."):
+        return False
+    try:
+        params = [p for p in inspect.signature(method).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 2  # self, checkpoint
 
 
 def optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer,

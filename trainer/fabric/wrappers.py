@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from plugins.precision.half import MixedPrecision
 from trainer.module import Module
+from trainer.utilities.zero_edit import lightning_defaults
 from trainer.distributed.plugin_calls import move_to_device
 
 if TYPE_CHECKING:
@@ -86,9 +88,21 @@ class FabricModule(torch.nn.Module):
 
 def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
-    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop)."""
+    both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop). In the
+    zero-edit mode, under mixed precision, the floating-point inputs also take the autocast dtype, as Lightning
+    Fabric's ``MixedPrecision`` casts them; Relay's own Fabric leaves them as given (autocast casts per operation),
+    so a Fabric loop and ``Trainer.fit`` end with the same weights."""
     args, kwargs = precision.convert_input((args, kwargs))
-    return precision.convert_output(run(*args, **kwargs))
+    if not isinstance(precision, MixedPrecision) or not lightning_defaults():
+        return precision.convert_output(run(*args, **kwargs))
+    args, kwargs = _floats_to((args, kwargs), precision.dtype)
+    return _floats_to(precision.convert_output(run(*args, **kwargs)), torch.get_default_dtype())
+
+
+def _floats_to(data: Any, dtype: torch.dtype) -> Any:
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    return apply_to_collection(data, torch.Tensor, lambda t: t.to(dtype) if torch.is_floating_point(t) else t)
 
 
 class FabricOptimizer:

@@ -7,6 +7,7 @@ those follow here). Also Relay's own extras under a Lightning package (``DDPSpaw
 from __future__ import annotations
 
 from trainer.lightning_compat import names_fabric, names_loops, names_utilities
+from trainer.lightning_compat.impl import graveyard_tpu
 
 _P = "lightning.pytorch"
 _F = "lightning.fabric"
@@ -75,6 +76,7 @@ NAMES: dict[str, str] = {
        for n in ("_EmptyInit", "_materialize", "_materialize_meta_tensors", "_materialize_distributed_module",
                  "_has_meta_device_parameters_or_buffers")},
     f"{_F}.utilities.types:_Stateful": f"{_IMPL}.types:_Stateful",
+    f"{_F}.utilities.types:Steppable": f"{_IMPL}.types:Steppable",
     f"{_F}.utilities.types:ReduceOp": "torch.distributed:ReduceOp",
     f"{_F}.utilities.types:RedOpType": "torch.distributed:ReduceOp.RedOpType",
     f"{_F}.utilities.types:ProcessGroup": "torch.distributed:ProcessGroup",
@@ -102,6 +104,7 @@ NAMES: dict[str, str] = {
     **{f"{root}.plugins.precision.{module}:{name}": f"{_IMPL}.precision_objects:{name}"
        for root in (_P, _F) for module, name in (("fsdp", "FSDPPrecision"), ("deepspeed", "DeepSpeedPrecision"))},
     f"{_P}.plugins.precision.fsdp:FSDPPrecision": f"{_IMPL}.precision_objects:TrainerFSDPPrecision",
+    f"{_P}.plugins.precision.deepspeed:DeepSpeedPrecision": f"{_IMPL}.precision_objects:TrainerDeepSpeedPrecision",
     f"{_F}.strategies.dp:DataParallelStrategy": f"{_IMPL}.misc:DataParallelStrategy",
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.misc:{n}" for n in ("is_cuda_available", "num_cuda_devices")},
     f"{_F}.plugins.environments.lightning:find_free_network_port": f"{_IMPL}.misc:find_free_network_port",
@@ -120,7 +123,7 @@ NAMES: dict[str, str] = {
     f"{_P}.loggers.utilities:_version": f"{_IMPL}.progress:_version",
     f"{_P}.accelerators.cpu:get_cpu_stats": f"{_IMPL}.misc:get_cpu_stats",
     f"{_P}:cli_lightning_logo": f"{_IMPL}.misc:cli_lightning_logo",
-    f"{_P}.loggers.litlogger:LitLogger": f"{_IMPL}.misc:LitLogger",
+    **{f"{_P}.loggers.litlogger:{n}": f"{_IMPL}.litlogger:{n}" for n in ("LitLogger", "_LITLOGGER_AVAILABLE")},
     f"{_P}.callbacks.early_stopping:EarlyStoppingReason": "trainer.callbacks.early_stopping:EarlyStoppingReason",
     f"{_P}.accelerators:AcceleratorRegistry": "trainer.fabric.registries:ACCELERATOR_REGISTRY",
     f"{_F}.accelerators.registry:_AcceleratorRegistry": "trainer.fabric.registries:AcceleratorRegistry",
@@ -131,6 +134,7 @@ NAMES: dict[str, str] = {
     **{f"{_F}.utilities.seed:{n}": f"{_IMPL}.utilities:{n}" for n in ("_collect_rng_states", "_set_rng_states")},
     **{f"{_F}.utilities.optimizer:{n}": f"{_IMPL}.utilities:{n}" for n in ("_optimizer_to_device", "_optimizers_to_device")},
     f"{_F}.utilities.rank_zero:_get_rank": f"{_IMPL}.utilities:_get_rank",
+    f"{_F}.utilities.rank_zero:rank_zero_only": f"{_IMPL}.rank_zero_current:rank_zero_only",
     **{f"{_F}.utilities.cloud_io:{n}": f"{_IMPL}.utilities:{n}"
        for n in ("_is_local_file_protocol", "_is_object_storage", "_is_dir")},
     **{f"{_P}._graveyard.hpu:{n}": f"{_IMPL}.graveyard:{n}"
@@ -149,4 +153,5 @@ NAMES: dict[str, str] = {
     **names_fabric.NAMES,
     **names_loops.NAMES,
     **names_utilities.NAMES,
+    **graveyard_tpu.names(),
 }

@@ -5,6 +5,7 @@ for a later ``comet upload``."""
 from __future__ import annotations
 
 import os
+import sys
 from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -41,7 +42,7 @@ class CometLogger(Logger):
         prefix: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if not COMET_AVAILABLE:
+        if "comet_ml" not in sys.modules and not COMET_AVAILABLE:  # imported already: it is there
             raise ModuleNotFoundError(f"CometLogger needs comet_ml: pip install 'relaytrain[comet]' ({COMET_AVAILABLE}).")
         if mode not in (None, "get_or_create", "get", "create"):
             raise ValueError(f"CometLogger(mode={mode!r}): use None, 'get_or_create', 'get' or 'create'.")

@@ -289,7 +289,9 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
 
 
 def print_results(stage: str, results: list[dict[str, float]]) -> None:
-    """A small table of the final metrics, like Lightning prints after validate/test."""
+    """A small table of the final metrics, like Lightning prints after validate/test (none when nothing was logged)."""
+    if not any(results):
+        return
     for i, metrics in enumerate(results):
         title = f"{stage} metrics" + (f" (dataloader {i})" if len(results) > 1 else "")
         width = max([len(k) for k in metrics] + [len(title)])

@@ -9,6 +9,7 @@ describe ``trainer.validate()`` / ``trainer.test()``; validation inside ``fit`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainer.loops.trackers import _BatchProgress, _Loop
@@ -27,9 +28,10 @@ class EvaluationLoop(_Loop):
     """The members of Lightning's ``trainer.validate_loop`` / ``trainer.test_loop`` that user code reads, and its
     state (``state_dict()``: Lightning's ``{"state_dict": {}, "batch_progress": ...}``)."""
 
-    def __init__(self, trainer: Trainer, stage: str) -> None:
+    def __init__(self, trainer: Trainer, stage: str, runs: Callable[[], Any] | None = None) -> None:
         super().__init__(trainer)
         self.stage = stage  # "validate" or "test"
+        self._runs = runs  # the fit's validation, for the fit loop's ``epoch_loop.val_loop``
         self.verbose = True
         self.batch_progress = BatchProgress()
         self._restarted_mid_evaluation = False
@@ -46,6 +48,14 @@ class EvaluationLoop(_Loop):
 
     def reset_restart_stage(self) -> None:
         self._restarted_mid_evaluation = False
+
+    def run(self) -> Any:
+        """Lightning's entry point of the loop: the fit loop's ``epoch_loop.val_loop.run()`` runs the fit's validation
+        (the fit calls it each time validation is due); ``trainer.validate_loop`` / ``test_loop`` run inside
+        ``trainer.validate()`` / ``trainer.test()``."""
+        if self._runs is None:
+            raise RuntimeError(f"trainer.{self.stage}_loop.run() runs inside `trainer.{self.stage}(...)`: call that.")
+        return self._runs()
 
     @property
     def inference_mode(self) -> bool:

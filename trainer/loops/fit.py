@@ -338,15 +338,12 @@ class FitLoop(_Loop):
         hooks = run.hooks
         sanity_steps = self.schedule.num_sanity_val_steps
         if self.has_val and sanity_steps != 0:
-            limit = math.inf if sanity_steps == -1 else sanity_steps
             # the sanity check draws no random numbers training would see (a val loader made with torch.randn
             # here): Lightning isolates it, so seeded training gets the same data and weights with or without it
             with isolate_rng():
                 self.progress.set_stage(RunningStage.SANITY_CHECKING)
                 hooks.call("on_sanity_check_start")
-                self._ensure_val(sanity=True)
-                if self.has_val:
-                    run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+                self.epoch_loop.val_loop.run()  # Lightning's entry, as for every validation of the fit
                 hooks.call("on_sanity_check_end")
             run.progress_bar_shown.clear()  # the sanity check's values are not shown during training (Lightning)
         self._load_train()
@@ -667,8 +664,23 @@ class FitLoop(_Loop):
         return due if single else bool(t.strategy.broadcast(due, src=0))
 
     def _validate(self, resume: bool = False) -> None:
-        """Run the fit's validation (``resume``: finish one a restored checkpoint interrupted)."""
+        """Run the fit's validation through ``epoch_loop.val_loop.run()``, Lightning's entry (code may wrap or
+        replace it); ``resume``: finish one a restored checkpoint interrupted."""
+        if resume:
+            self._run_validation(resume=True)
+        else:
+            self.epoch_loop.val_loop.run()
+
+    def _run_validation(self, resume: bool = False) -> None:
+        """The fit's validation itself (what ``epoch_loop.val_loop.run()`` does): the sanity check's when it runs."""
         t = self.trainer
+        if t.sanity_checking:
+            sanity_steps = self.schedule.num_sanity_val_steps
+            limit = math.inf if sanity_steps == -1 else sanity_steps
+            self._ensure_val(sanity=True)
+            if self.has_val:
+                run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
+            return
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
             t.lightning_module.on_validation_model_zero_grad()
         self._ensure_val()

@@ -69,7 +69,7 @@ class TrainingEpochLoop(_Loop):
         self.scheduler_progress = _SchedulerProgress()
         self.automatic_optimization = AutomaticOptimization(fit_loop.trainer)
         self.manual_optimization = ManualOptimization(fit_loop.trainer)
-        self.val_loop = EvaluationLoop(fit_loop.trainer, "validate")
+        self.val_loop = EvaluationLoop(fit_loop.trainer, "validate", runs=fit_loop._run_validation)
         self._batches_that_stepped = 0
         self._restart_stage = RestartStage.NONE
 

@@ -140,11 +140,15 @@ class TrainingStep:
         holder: list[Any] = [{}]
         forward_backward, step_fn = self.forward_backward, self.step_fn
 
+        ran: list[bool] = []
+
         def closure() -> torch.Tensor | None:
+            ran.append(True)
             backward = BackwardStep(self, batch_idx, zero_grad_first, holder)
-            if forward_backward is None:
-                return backward(step_fn(batch, batch_idx))
-            return forward_backward(step_fn, batch, batch_idx, backward)
+            with torch.enable_grad():  # an optimizer whose step runs under no_grad still gets gradients (Lightning)
+                if forward_backward is None:
+                    return backward(step_fn(batch, batch_idx))
+                return forward_backward(step_fn, batch, batch_idx, backward)
 
         if self.optimizer is None:
             closure()
@@ -159,6 +163,11 @@ class TrainingStep:
                 self.module.optimizer_step(self.trainer.current_epoch, batch_idx, self.handle, StepClosure(closure))
             else:
                 self.step_optimizer(closure)
+            if not ran:
+                raise MisconfigurationError(
+                    "The closure hasn't been executed. HINT: did you call `optimizer_closure()` in your "
+                    "`optimizer_step` hook? It could also happen because the `optimizer.step(optimizer_closure)` "
+                    "call did not execute it internally.")
             self.count_step()
         return holder[0]
 

@@ -15,8 +15,12 @@ from typing import Any
 def takes(fn: Callable[..., Any], param: str, min_args: int | None = None, explicit: bool = False) -> bool:
     """Whether ``fn`` (a bound method) takes ``param``: by name, through ``*args`` unless ``explicit``, or by
     having at least ``min_args`` positional parameters (Lightning's ``is_param_in_hook_signature``)."""
+    bound = inspect.ismethod(fn)
+    if hasattr(fn, "__wrapped__"):  # a decorated step (``@torch.no_grad()``): the signature it was written with
+        fn = fn.__wrapped__
+        bound = bound or inspect.ismethod(fn)
     spec = inspect.getfullargspec(fn)
-    args = spec.args[1:] if inspect.ismethod(fn) else spec.args
+    args = spec.args[1:] if bound else spec.args
     return param in args or (not explicit and spec.varargs is not None) or (
         min_args is not None and len(args) >= min_args)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
+import torch
 from torch.utils.data import DataLoader
 
 from trainer.data.loaders import num_batches, prepare_loader
@@ -99,6 +100,8 @@ class LoaderSource:
                 raise self._invalid(leaf, owner if returned else None)
         if self.key == "train":  # one iterable of batches; a dict/list of loaders is combined (Lightning's default)
             return [combined_for_training(given)], None
+        if _plain_values(given):  # [0, 1]: the batches of one loader (Lightning's leaf rule)
+            return [given], None
         if isinstance(given, CombinedLoader) and given._mode == "sequential":  # one dataloader_idx per loader
             return list(given.flattened), list
         if isinstance(given, dict) and given:  # Lightning's sequential CombinedLoader: one loader per value
@@ -157,7 +160,13 @@ def combined_for_training(given: Any) -> Any:
     if isinstance(given, CombinedLoader) or not isinstance(given, (dict, list, tuple)) or not given:
         return given
     leaves = CombinedLoader(given).flattened
-    return CombinedLoader(given, "max_size_cycle") if all(isinstance(x, DataLoader) for x in leaves) else given
+    if all(isinstance(x, DataLoader) for x in leaves):
+        return CombinedLoader(given, "max_size_cycle")
+    # a dict of other iterables (lists, generators): its keys are never the batches (Lightning combines it too)
+    if isinstance(given, dict) and all(hasattr(x, "__iter__") and not isinstance(x, (str, bytes, torch.Tensor))
+                                       for x in leaves):
+        return CombinedLoader(given, "max_size_cycle")
+    return given
 
 
 @dataclass(frozen=True)
@@ -273,10 +282,19 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
                        validates, trainer.args.val_check_seconds, trainer.limit_val_batches == 0)
 
 
+def _plain_values(given: Any) -> bool:
+    """A non-empty list, tuple or dict of plain values (numbers, strings): one loader's batches, not loaders."""
+    if not isinstance(given, (list, tuple, dict)) or not given:  # (a DataLoader's truth would ask for its length)
+        return False
+    return all(isinstance(v, (int, float, str)) for v in (given.values() if isinstance(given, dict) else given))
+
+
 def _leaves(given: Any) -> list[Any]:
     """The loaders in what a call or a ``*_dataloader`` method gave: a collection's items, or the loader itself."""
     if isinstance(given, CombinedLoader):
         return list(given.flattened)
+    if _plain_values(given):
+        return [given]
     if isinstance(given, Mapping):
         return list(given.values())
     return list(given) if isinstance(given, (list, tuple)) else [given]

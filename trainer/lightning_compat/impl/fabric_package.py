@@ -20,6 +20,7 @@ import os
 
 import lightning_utilities.core.rank_zero as rank_zero_module
 
+import plugins.environments.base as environments
 from trainer.utilities.warnings import disable_possible_user_warnings
 
 
@@ -35,9 +36,9 @@ def setup_logger(name: str = "lightning.fabric") -> None:
 
 def on_import() -> None:
     setup_logger()
+    environments.log = logging.getLogger("lightning.fabric.plugins.environments")  # where Lightning's log
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
-
         disable_possible_user_warnings()
 
 
@@ -48,3 +49,5 @@ def on_import_pytorch() -> None:
     ``lightning.pytorch.utilities.rank_zero``, as Lightning's ``utilities/rank_zero.py`` makes them."""
     setup_logger("lightning.pytorch")
     rank_zero_module.log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):  # also at a reload, as Lightning's
+        disable_possible_user_warnings()

@@ -11,7 +11,6 @@ from typing import Any
 import torch
 from lightning_utilities import apply_to_collection
 
-from trainer.lightning_compat.impl.requirements import LITLOGGER
 from trainer.loops.step_arguments import takes
 from trainer.utilities.exceptions import MisconfigurationException
 
@@ -143,16 +142,3 @@ def cli_lightning_logo() -> None:
     print()
     print("\033[0;35m" + pl.LIGHTNING_LOGO + "\033[0m")
     print()
-
-
-class LitLogger:
-    """Lightning AI's cloud logger (the ``litlogger`` package); constructing it without the package raises what
-    Lightning raises."""
-
-    def __init__(self, root_dir: Any = None, name: str | None = None, teamspace: Any = None,
-                 metadata: dict[str, Any] | None = None, store_step: bool = True, log_model: bool = False,
-                 save_logs: bool = True, checkpoint_name: str | None = None) -> None:
-        if not LITLOGGER:
-            raise ModuleNotFoundError("No module named 'litlogger'", name="litlogger")
-        raise RuntimeError("LitLogger: Relay does not run Lightning AI's cloud logger; use WandbLogger, MLFlowLogger, "
-                           "CometLogger or TensorBoardLogger.")

@@ -29,10 +29,12 @@ class _ByName(Precision):
 
     def __init__(self, precision: str) -> None:
         if precision not in _SUPPORTED:
-            raise ValueError(f"`precision={precision!r})` is not supported in {self.strategy_name}. `precision` must "
-                             f"be one of: {_SUPPORTED}.")
+            raise ValueError(f"{self._unsupported(precision)} `precision` must be one of: {_SUPPORTED}.")
         self.name = precision
         self._relay = _relay_precision(precision)
+
+    def _unsupported(self, precision: str) -> str:
+        return f"`precision={precision!r})` is not supported in {self.strategy_name}."
 
     def __getattr__(self, name: str) -> Any:  # autocast, scaler, dtype casts: Relay's precision of that name
         if name.startswith("__") or name == "_relay":
@@ -186,6 +188,23 @@ class DeepSpeedPrecision(_ByName):
     """``DeepSpeedStrategy``'s precision: Relay writes DeepSpeed's fp16/bf16 config from the name."""
 
     strategy_name = "DeepSpeed"
+
+    def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+        """Lightning's plugin call ``backward(tensor, model, *args)``: the DeepSpeed engine (the model) runs it."""
+        if _given_model(args):
+            args[0].backward(tensor, *args[1:], **kwargs)
+        else:
+            super().backward(tensor, *args, **kwargs)
+
+
+class TrainerDeepSpeedPrecision(DeepSpeedPrecision):
+    """``lightning.pytorch``'s ``DeepSpeedPrecision``: the same, its error names the Trainer's arguments."""
+
+    def _unsupported(self, precision: str) -> str:
+        return f"`Trainer(strategy='deepspeed', precision={precision!r})` is not supported."
+
+
+TrainerDeepSpeedPrecision.__name__ = TrainerDeepSpeedPrecision.__qualname__ = "DeepSpeedPrecision"
 
 
 TrainerFSDPPrecision.__name__ = TrainerFSDPPrecision.__qualname__ = "FSDPPrecision"  # Lightning's name, as it shows

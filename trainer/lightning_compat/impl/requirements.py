@@ -9,7 +9,6 @@ from lightning_utilities.core.imports import RequirementCache
 XLA = RequirementCache("torch_xla>=1.13", "torch_xla")
 BITSANDBYTES = RequirementCache("bitsandbytes")
 TRANSFORMER_ENGINE = RequirementCache("transformer_engine>=0.11.0")
-LITLOGGER = RequirementCache("litlogger")
 
 
 def require(requirement: RequirementCache) -> None:

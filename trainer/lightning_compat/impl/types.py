@@ -14,3 +14,10 @@ class _Stateful(Protocol[_DictKey]):
     def state_dict(self) -> dict[_DictKey, Any]: ...
 
     def load_state_dict(self, state_dict: dict[_DictKey, Any]) -> None: ...
+
+
+@runtime_checkable
+class Steppable(Protocol):
+    """Anything with ``step(closure=None)``: an optimizer, or an engine that steps one (DeepSpeed's)."""
+
+    def step(self, closure: Any = ...) -> Any: ...

@@ -38,7 +38,6 @@ NOT_ALIGNED = (
     "lightning.fabric.fabric:Fabric.load_raw",
     "lightning.fabric.fabric:Fabric.setup",
     "lightning.fabric.fabric:Fabric.sharded_model",
-    "lightning.fabric.utilities.types:Steppable.step",
     "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
     "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
@@ -77,9 +76,6 @@ ALLOWED: list[Allowed] = [
     Allowed(("lightning.pytorch.loggers.*:CSVLogger", "lightning.pytorch.loggers.*:TensorBoardLogger",
              "lightning.pytorch.loggers.*:MLFlowLogger"), "signatures",
             "the default run name is `relay_logs` in Relay's own signature (Lightning: `lightning_logs`)", LISTED),
-    Allowed(("lightning.pytorch.loggers.litlogger:LitLogger.*",), "signatures",
-            "methods of a class that cannot be constructed here (its constructor raises what Lightning raises without "
-            "the `litlogger` package)", LISTED),
     # served, but raise when constructed or called (``__relay_refused__``): Lightning engine internals Relay does not run
     Allowed(("lightning.fabric.connector:_Connector", "lightning.fabric.fabric:_Connector"), "refused",
             "Lightning Fabric's connector (choosing accelerator, strategy, precision and environment from the "
