@@ -31,6 +31,13 @@ def same(observed, key):
     return same_observation(observed, key)
 
 
+def test_checkpoints_with_the_projects_objects_load_with_weights_only_false(observed):
+    """What pytorch-forecasting's models need: objects among the hyperparameters and in the checkpoint come back
+    with ``weights_only=False``; a default load is refused with a message naming it."""
+    seen = same(observed, "checkpoints_with_the_projects_objects")
+    assert seen == {"default": "raised, names weights_only", "trusted": [2.5, "Normalizer", 4.0], "resumed": [2.5, 2]}
+
+
 def test_legacy_tpu_names_announce_their_deprecation_then_need_torch_xla(observed):
     seen = same(observed, "legacy_tpu_names")
     assert seen["lightning.fabric.accelerators.TPUAccelerator"] == [

@@ -504,7 +504,49 @@ def check_possible_user_warnings_off_at_a_reload():
     return [before, silenced()]
 
 
-CHECKS = [check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+class Normalizer:
+    """A project's own object, among its hyperparameters and in ``on_save_checkpoint`` (as pytorch-forecasting keeps
+    its encoders and losses)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+class WithObjects(BoringModel):
+    def __init__(self, target: Normalizer | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # Lightning pickles the object as it is
+
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["normalizer"] = Normalizer(2.5)
+
+    def on_load_checkpoint(self, checkpoint):
+        self.loaded_scale = checkpoint["normalizer"].scale
+
+
+def check_checkpoints_with_the_projects_objects():
+    """Data only by default; ``weights_only=False`` (torch's and Lightning's opt-in) reads the objects back, in
+    ``load_from_checkpoint`` (hyperparameters included) and in ``fit(ckpt_path=...)``."""
+    trainer = Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=0, logger=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(WithObjects(Normalizer(4.0)))
+    path = trainer.checkpoint_callback.best_model_path
+    out = {}
+    try:
+        WithObjects.load_from_checkpoint(path)
+        out["default"] = "loaded"
+    except Exception as err:  # noqa: BLE001
+        out["default"] = "raised, names weights_only" if "weights_only" in str(err) else f"raised: {err}"
+    trusted = WithObjects.load_from_checkpoint(path, weights_only=False)
+    out["trusted"] = [trusted.loaded_scale, type(trusted.hparams.target).__name__, trusted.hparams.target.scale]
+    resumed = WithObjects(Normalizer(4.0))
+    Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=0, logger=False, enable_progress_bar=False,
+            enable_model_summary=False, enable_checkpointing=False).fit(resumed, ckpt_path=path, weights_only=False)
+    out["resumed"] = [resumed.loaded_scale, resumed.current_epoch]
+    return out
+
+
+CHECKS = [check_checkpoints_with_the_projects_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,

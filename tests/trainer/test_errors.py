@@ -87,6 +87,34 @@ def test_checkpoint_that_runs_code_on_unpickling_is_refused(tmp_path):
     assert not marker.exists()
 
 
+class _Scale:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+
+class _KeepsObjects(Regression):
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["scale"] = _Scale(2.5)
+
+    def on_load_checkpoint(self, checkpoint):
+        self.scale = checkpoint["scale"].value
+
+
+def test_a_checkpoint_with_the_users_objects_loads_only_with_weights_only_false(tmp_path):
+    trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=2))
+    trainer.fit(_KeepsObjects(), loader())
+    trainer.save_checkpoint(tmp_path / "o.ckpt")
+    with pytest.raises(MisconfigurationError, match=r"refused: .*load it with weights_only=False"):
+        _KeepsObjects.load_from_checkpoint(tmp_path / "o.ckpt")
+    assert _KeepsObjects.load_from_checkpoint(tmp_path / "o.ckpt", weights_only=False).scale == 2.5
+    resumed = _KeepsObjects()
+    Trainer(**quiet(default_root_dir=tmp_path, max_steps=3)).fit(resumed, loader(), ckpt_path=tmp_path / "o.ckpt",
+                                                                 weights_only=False)
+    assert resumed.scale == 2.5 and resumed.global_step == 3
+    with pytest.raises(MisconfigurationError, match="refused"):  # the trust was for that call only
+        Trainer(**quiet(default_root_dir=tmp_path)).test(_KeepsObjects(), loader(), ckpt_path=tmp_path / "o.ckpt")
+
+
 def test_weights_only_checkpoint_cannot_resume_training(tmp_path):
     trainer = Trainer(**quiet(default_root_dir=tmp_path, max_steps=2))
     model = Regression()

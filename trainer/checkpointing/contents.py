@@ -10,6 +10,7 @@ from trainer.checkpointing.loop_state import loops_state_dict
 from trainer.data.stateful import LOADER_STATES_KEY, collect_loader_states
 from trainer.distributed.plugin_calls import module_state, optimizer_state
 from trainer.model.saving import CONFIGS_SUFFIX, config_paths
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -30,7 +31,8 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
     }
     for owner in (module, trainer.datamodule):  # under each class's CHECKPOINT_HYPER_PARAMS_* keys
         if owner is not None:
-            checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams))
+            # Relay's own API writes data only; Lightning code (the zero-edit mode) keeps its objects, as Lightning does
+            checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY] = plain_data(dict(owner.hparams), lightning_defaults())
             if paths := config_paths(owner.hparams):  # OmegaConf configs among them, rebuilt on loading
                 checkpoint[owner.CHECKPOINT_HYPER_PARAMS_KEY + CONFIGS_SUFFIX] = paths
             if owner.hparams and getattr(owner, "_hparams_name", None) is not None:

@@ -112,15 +112,17 @@ def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
         warnings.warn(f"an asynchronous checkpoint write failed too: {err}", stacklevel=2)
 
 
-def plain_data(value: Any) -> Any:
-    """Hyperparameters as data a ``weights_only`` load accepts: anything else becomes its repr."""
+def plain_data(value: Any, keep_objects: bool = False) -> Any:
+    """Hyperparameters as data a ``weights_only`` load accepts: anything else becomes its repr, or with
+    ``keep_objects`` stays the object (Lightning's checkpoints keep them: loading such a file takes
+    ``weights_only=False``, and ``load_from_checkpoint`` then builds the module with the objects it was given)."""
     if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
         return value
     if isinstance(value, Mapping):
-        return {str(k): plain_data(v) for k, v in value.items()}
+        return {str(k): plain_data(v, keep_objects) for k, v in value.items()}
     if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
-        return [plain_data(v) for v in value]  # an OmegaConf ListConfig too
-    return repr(value)
+        return [plain_data(v, keep_objects) for v in value]  # an OmegaConf ListConfig too
+    return value if keep_objects else repr(value)
 
 
 def rng_states() -> dict[str, Any]:
