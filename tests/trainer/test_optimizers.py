@@ -154,6 +154,18 @@ def test_optimizers_and_schedulers_lists(tmp_path):
     assert rec.final == [final]
 
 
+def test_a_fitted_trainer_with_its_optimizer_handles_deep_copies(tmp_path):
+    """pytorch-tabular's model sweep keeps the best model with ``copy.deepcopy`` (its trainer and the handles
+    ``self.optimizers()`` returns come along), as Lightning's ``LightningOptimizer`` allows."""
+    trainer = _trainer(tmp_path, max_epochs=1)
+    model = Net(_sgd)
+    trainer.fit(model, _loader())
+    handle = model.optimizers()
+    copied = copy.deepcopy({"trainer": trainer, "handle": handle})["handle"]
+    assert type(copied).__name__ == "LightningSGD" and isinstance(copied, torch.optim.SGD)
+    assert copied.optimizer is not handle.optimizer and copied.param_groups[0]["lr"] == handle.param_groups[0]["lr"]
+
+
 def test_dict_with_bare_scheduler_steps_per_epoch(tmp_path):
     def make(m):
         opt = _sgd(m)

@@ -250,6 +250,15 @@ class OptimizerHandle:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_optimizer"], name)
 
+    # ``copy.deepcopy`` of a model or trainer that holds its handles (pytorch-tabular's model sweep keeps the best
+    # model so): the handle's own attributes, not the optimizer class's state protocol, which reads the wrapped
+    # optimizer through the handle before it exists in the copy
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def __repr__(self) -> str:
         return "Lightning" + repr(self.optimizer)
 

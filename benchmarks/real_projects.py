@@ -1,0 +1,226 @@
+#!/usr/bin/env python
+"""Real Lightning projects' own test suites, run unmodified on Lightning and on Relay's zero-edit mode.
+
+Each project is its source release from PyPI (the sdist, which carries its tests), installed without dependencies
+into a virtual environment of its own that sees this interpreter's packages (torch, Lightning, Relay's extras)
+after its own, where the project's pinned dependencies go. Its tests run twice, as a user runs them: on Lightning,
+then with ``RELAY_LIGHTNING_COMPAT=1`` and Relay's ``boot`` folder first on ``PYTHONPATH`` (what
+``python -m trainer.lightning_compat`` sets). The figure is how many of the tests that pass on Lightning pass on
+Relay; Relay's failures are listed by first error line.
+
+    python benchmarks/real_projects.py                       # every project below
+    python benchmarks/real_projects.py --project litgpt --workdir /tmp/real-projects
+
+Needs PyPI (the sdists and the pinned dependencies) and Lightning installed here. Tests that download data or
+weights fail on both sides on an offline machine and are not counted; pytorch-tabular's conftest downloads its
+three datasets at import, so it is replaced by synthetic frames of the same schemas (the same on both sides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tarfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Project:
+    sdist: str  # name==version on PyPI
+    folder: str  # the sdist's top folder
+    deps: tuple[str, ...]  # pinned where the project pins them; the rest comes from this interpreter
+    tests: tuple[str, ...]  # pytest arguments
+    per_file: int = 0  # >0: at most this many tests per file, evenly spaced (a fixed sample of a large suite)
+    conftest: str = ""  # a replacement tests/conftest.py (offline data)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+LITGPT_FILES = ("adapter", "adapter_v2", "api", "batch", "chat", "ci", "distributed", "lora", "pretrain", "serve",
+                "trainer_support", "utils", "full", "merge_lora", "generate_speculatively", "args", "cli", "config",
+                "evaluate", "prompts", "validate", "model", "rope", "yarn", "deepseek_moe",
+                "multihead_latent_attention", "types")
+
+TABULAR_CONFTEST = '''"""Synthetic frames with the schemas of the datasets the original conftest downloads."""
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def _split(df):
+    test_idx = df.sample(int(0.2 * len(df)), random_state=42).index
+    return df[~df.index.isin(test_idx)], df[df.index.isin(test_idx)]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def regression_data():
+    rng = np.random.default_rng(0)
+    n = 5000
+    df = pd.DataFrame({"MedInc": rng.gamma(3, 1.3, n), "HouseAge": rng.integers(1, 52, n).astype(float),
+                       "AveRooms": rng.normal(5.4, 1.0, n), "AveBedrms": rng.normal(1.1, 0.1, n),
+                       "Population": rng.integers(3, 5000, n).astype(float), "AveOccup": rng.normal(3.0, 0.5, n),
+                       "Latitude": rng.uniform(32.5, 42.0, n), "Longitude": rng.uniform(-124.3, -114.3, n)})
+    df["MedHouseVal"] = 0.4 * df.MedInc + 0.01 * df.HouseAge + rng.normal(0, 0.3, n)
+    df["HouseAgeBin"] = "age_" + pd.qcut(df["HouseAge"], q=4).cat.codes.astype(str)
+    return (*_split(df), ["MedHouseVal"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def classification_data():
+    rng = np.random.default_rng(1)
+    n = 10000
+    x = rng.normal(0, 1, (n, 54))
+    x[:, 10:] = (x[:, 10:] > 1.0).astype(float)
+    y = (np.digitize(x[:, 0] + 0.5 * x[:, 1], [-1.5, -0.8, -0.2, 0.2, 0.8, 1.5]) + 1).astype(float)
+    df = pd.DataFrame(np.hstack([x, y[:, None]]), columns=[f"feature_{i}" for i in range(54)] + ["target"])
+    df["feature_0_cat"] = "feature_0_" + pd.qcut(df["feature_0"], q=4).cat.codes.astype(str)
+    return (*_split(df), ["target"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def timeseries_data():
+    rng = np.random.default_rng(2)
+
+    def frame(n, start):
+        light = rng.uniform(0, 1000, n)
+        return pd.DataFrame({"date": pd.date_range(start, periods=n, freq="min").strftime("%Y-%m-%d %H:%M:%S"),
+                             "Temperature": rng.normal(21, 1, n), "Humidity": rng.normal(27, 4, n), "Light": light,
+                             "CO2": rng.normal(700, 200, n), "HumidityRatio": rng.normal(0.004, 5e-4, n),
+                             "Occupancy": (light > 500).astype(int)})
+
+    return pd.concat([frame(8143, "2015-02-04 17:51"), frame(2665, "2015-02-02 14:19")]), \\
+        frame(9752, "2015-02-11 14:48"), ["Occupancy"]
+'''
+
+PROJECTS = {
+    # Fabric: pretraining, full / LoRA / adapter fine-tuning, generation (tests of tokenizers and the model zoo's
+    # Hugging Face names need the network and are left out)
+    "litgpt": Project("litgpt==0.5.13", "litgpt-0.5.13",
+                      ("huggingface-hub>=0.30,<1.4", "jsonargparse[signatures]>=4.37,<=4.41",
+                       "transformers>=4.51.3,<4.57", "pytest>=8.1.1,<9", "pytest-dependency", "pytest-rerunfailures",
+                       "pytest-benchmark", "pytest-timeout", "sentencepiece"),
+                      tuple(f"tests/test_{name}.py" for name in LITGPT_FILES),
+                      env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}),
+    # the Trainer: forecasting models trained, checkpointed, reloaded with load_from_checkpoint, tuned
+    "pytorch-forecasting": Project("pytorch-forecasting==1.8.0", "pytorch_forecasting-1.8.0",
+                                   ("pandas>=1.3.0,<3.1.0", "scikit-base<1.1.0", "pytest>=8,<9", "pytest-timeout"),
+                                   ("tests",)),
+    # the Trainer through pytorch_lightning's package name: tabular models, 7,692 tests, sampled per file
+    "pytorch-tabular": Project("pytorch-tabular==1.2.0", "pytorch_tabular-1.2.0",
+                               ("pytorch-lightning==2.6.6", "pandas>=1.1.5,<3.0.0", "torchmetrics>=0.10.0,<1.9.0",
+                                "einops>=0.6.0,<0.9.0", "scikit-base", "pytest>=8,<9", "pytest-timeout"),
+                               ("tests",), per_file=15, conftest=TABULAR_CONFTEST),
+}
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kwargs)
+
+
+def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
+    """The extracted sdist and its virtual environment's python (made once per workdir)."""
+    venv = workdir / f"venv-{project.folder}"
+    python = venv / "bin" / "python"
+    source = workdir / project.folder
+    if not source.is_dir():
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d",
+             str(workdir), project.sdist])
+        archive = next(workdir.glob(f"{project.folder}.tar.gz"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(workdir, filter="data")
+        if project.conftest:
+            (source / "tests" / "conftest.py").write_text(project.conftest)
+    if not python.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+        site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+        here = Path(run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+        (site / "zz_this_interpreter.pth").write_text(f"{here}\n")  # after the venv's own packages
+        run([str(python), "-m", "pip", "install", "--quiet", *project.deps])
+        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(source)])
+    return source, python
+
+
+def selection(project: Project, source: Path, python: Path) -> list[str]:
+    if not project.per_file:
+        return list(project.tests)
+    listed = run([str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                  *project.tests], cwd=source, check=False).stdout
+    by_file: dict[str, list[str]] = collections.OrderedDict()
+    for line in listed.splitlines():
+        if "::" in line:
+            by_file.setdefault(line.split("::")[0], []).append(line.strip())
+    picked = []
+    for tests in by_file.values():
+        picked += tests[::max(1, len(tests) // project.per_file)][:project.per_file]
+    return picked
+
+
+def run_side(side: str, project: Project, source: Path, python: Path, args: list[str], out: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **project.env}
+    env.pop("PYTHONPATH", None)
+    if side == "relay":
+        env.update(RELAY_LIGHTNING_COMPAT="1",
+                   PYTHONPATH=os.pathsep.join([str(ROOT / "trainer" / "lightning_compat" / "boot"), str(ROOT)]))
+    subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+                    "--timeout", "180", "-o", "addopts=", f"--junitxml={out}", *args],
+                   cwd=source, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+
+
+def outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kind, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                kind, message = child.tag, (child.get("message") or "").split("\n")[0][:160]
+            elif child.tag == "skipped":
+                kind = "skipped"
+        found[f"{case.get('classname')}::{case.get('name')}"] = (kind, message)
+    return found
+
+
+def compare(name: str, lightning: Path, relay: Path) -> tuple[int, int]:
+    on_lightning, on_relay = outcomes(lightning), outcomes(relay)
+    passing = [t for t, (kind, _) in on_lightning.items() if kind == "passed"]
+    causes: dict[str, list[str]] = collections.defaultdict(list)
+    for test in passing:
+        kind, message = on_relay.get(test, ("missing", ""))
+        if kind != "passed":
+            causes[f"{kind}: {message}"].append(test)
+    ok = len(passing) - sum(len(t) for t in causes.values())
+    print(f"{name}: {len(on_lightning)} tests run on Lightning, {len(passing)} pass; of those {ok} pass on Relay "
+          f"({100 * ok / max(1, len(passing)):.1f}%)")
+    for cause, tests in sorted(causes.items(), key=lambda item: -len(item[1])):
+        print(f"  {len(tests):4d}  {cause}\n          {tests[0]}")
+    return ok, len(passing)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--project", action="append", choices=sorted(PROJECTS), help="default: all")
+    parser.add_argument("--workdir", default="/tmp/relay-real-projects", type=Path)
+    args = parser.parse_args(argv)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    totals = [0, 0]
+    for name in args.project or sorted(PROJECTS):
+        project = PROJECTS[name]
+        source, python = prepare(project, args.workdir)
+        tests = selection(project, source, python)
+        results = {side: args.workdir / f"{name}-{side}.xml" for side in ("lightning", "relay")}
+        for side, out in results.items():
+            run_side(side, project, source, python, tests, out)
+        ok, passing = compare(name, results["lightning"], results["relay"])
+        totals[0] += ok
+        totals[1] += passing
+    print(f"total: {totals[0]} of {totals[1]} tests that pass on Lightning pass on Relay")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
