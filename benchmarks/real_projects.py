@@ -119,8 +119,8 @@ PROJECTS = {
 }
 
 
-def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kwargs)
+def run(cmd: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=check, text=True, capture_output=True, **kwargs)
 
 
 def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
@@ -133,7 +133,8 @@ def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
              str(workdir), project.sdist])
         archive = next(workdir.glob(f"{project.folder}.tar.gz"))
         with tarfile.open(archive) as tar:
-            tar.extractall(workdir, filter="data")
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
+            tar.extractall(workdir, **safe)
         if project.conftest:
             (source / "tests" / "conftest.py").write_text(project.conftest)
     if not python.exists():
