@@ -168,9 +168,16 @@ def test_the_strategy_holds_the_checkpoint_io_every_write_goes_through(tmp_path)
 
 def test_checkpoint_key_names_live_in_trainer_only():
     """The plugins side handles bytes and layouts; which entries a checkpoint has is the Trainer's business."""
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "plugins").rglob("*.py")
-                 if any(f'"{key}"' in p.read_text() for key in ("optimizer_states", "state_dict", "loops"))]
+    import re
+
+    # a key read or written (``c["loops"]``, ``{"state_dict": ...}``, ``c.get("loops")``, ``"loops" in c``), not a
+    # method's name (``getattr(obj, "state_dict")``)
+    keys = "optimizer_states|state_dict|loops"
+    as_key = re.compile(rf'\[\s*"({keys})"\s*\]|"({keys})"\s*:|\.(get|pop|setdefault)\(\s*"({keys})"|"({keys})"\s+(not\s+)?in\b')
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "plugins").rglob("*.py") if as_key.search(p.read_text())]
     assert offenders == []
+    assert as_key.search('checkpoint["loops"]') and as_key.search('{"state_dict": s}')
+    assert not as_key.search('getattr(obj, "state_dict", None)')
 
 
 # --- writes that fail ---------------------------------------------------------------------------------
