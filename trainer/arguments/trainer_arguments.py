@@ -157,7 +157,7 @@ class TrainerArguments:
         "0, an int number of batches or a float fraction in [0.0, 1.0]", "10", checks.limit)
     reload_dataloaders_every_n_epochs: int = argument(
         0, "Call the *_dataloader hooks again every n epochs (0: never)", "an int >= 0 (0: never reload)", "1",
-        checks.integer(0))
+        checks.integer(0), lightning_error="`reload_dataloaders_every_n_epochs` should be an int >= 0, got {value}.")
     accumulate_grad_batches: int = argument(
         1, "Sum the gradients of n batches before each optimizer step", "an int >= 1", "4", checks.integer(1))
     elastic_batch: str = argument(
@@ -264,6 +264,8 @@ class TrainerArguments:
                 "compile=True too (Hydra: trainer.compile=true), or use activation_checkpointing='selective'.")
         if isinstance(self.val_check_interval, float) and self.check_val_every_n_epoch is None:
             raise MisconfigurationError(
+                "`val_check_interval` should be an integer or a time-based duration (str 'DD:HH:MM:SS', "
+                "datetime.timedelta, or dict kwargs for timedelta) when `check_val_every_n_epoch=None`. "
                 f"Trainer(val_check_interval={self.val_check_interval}, check_val_every_n_epoch=None): a fraction of "
                 "an epoch needs epochs; pass an int number of batches or a duration, or keep check_val_every_n_epoch."
             )
