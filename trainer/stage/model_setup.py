@@ -39,8 +39,10 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
     resume.restore_weights(trainer, callbacks=fit)  # before configure_optimizers, as Lightning: it sees the weights
     if not fit:
         return
-    optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers(),
-                                                                model.automatic_optimization)
+    automatic = model.automatic_optimization
+    optimizers, trainer.lr_scheduler_configs = parse_optimizers(
+        model.configure_optimizers(), automatic,
+        needs_step=automatic and not is_overridden("lr_scheduler_step", model, Module))
     trainer.optimizers = setup_optimizers(strategy, optimizers)  # what Fabric.setup calls
     trainer.stage_run.optimizer_handles = [OptimizerHandle(o, partial(optimizer_step, trainer))
                                           for o in trainer.optimizers]
