@@ -22,6 +22,26 @@ from trainer.lightning_compat.names import NAMES
 LIGHTNING_API_VERSION = surface.VERSION
 VERSIONED = ("lightning", *surface.ROOTS)
 
+# Relay's classes that Lightning code knows by another name: served here, their ``__name__`` is Lightning's (what a
+# parametrized test's id, a ``repr`` or a message shows); ``__qualname__`` stays Relay's, so pickles still find them.
+# ``uninstall()`` gives the names back.
+SHOWN_AS = {"LightningModule": ("trainer.module", "Module"),
+            "LightningDataModule": ("trainer.datamodule", "DataModule")}
+
+
+def show_lightning_name(attr: str, value: Any) -> None:
+    if attr in SHOWN_AS and isinstance(value, type) and (value.__module__, value.__qualname__) == SHOWN_AS[attr]:
+        value.__name__ = attr
+
+
+def restore_relay_names() -> None:
+    import sys
+
+    for module, qualname in SHOWN_AS.values():
+        cls = getattr(sys.modules.get(module), qualname, None)
+        if isinstance(cls, type):
+            cls.__name__ = qualname
+
 
 def load(where: str) -> Any:
     """``module:attr.attr`` (or ``module``) imported; a Lightning module through its alias."""
@@ -51,6 +71,7 @@ class LightningAlias(types.ModuleType):
         value = self._resolve(attr)
         if isinstance(value, types.ModuleType) and _served_module(f"{self.__name__}.{attr}"):
             value = importlib.import_module(f"{self.__name__}.{attr}")  # keep Lightning's name for submodules
+        show_lightning_name(attr, value)
         self.__dict__[attr] = value  # once found, always the same object
         return value
 
