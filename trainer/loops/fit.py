@@ -230,6 +230,11 @@ class FitLoop(_Loop):
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)
+        t, every = self.trainer, self.schedule.log_every_n_steps
+        if t.loggers and self.max_batches < every and not t.fast_dev_run:
+            rank_zero_warn(f"The number of training batches ({self.max_batches}) is smaller than the logging interval "
+                           f"Trainer(log_every_n_steps={every}). Set a lower value for log_every_n_steps if you want to "
+                           "see logs for the training epoch.", category=PossibleUserWarning)
 
     def _reload_train_if_due(self) -> None:
         every = self.schedule.reload_every
