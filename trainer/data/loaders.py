@@ -96,6 +96,7 @@ class LoaderPlan:
         self.seed = seed
         self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
         self.live: Any = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
+        self.replaced: list[Any] = []  # the user's samplers ours replaced that have a ``set_epoch``: still told
 
     def teardown(self) -> None:
         """End the worker processes of the latest iterator, and those a ``persistent_workers`` loader keeps."""
@@ -116,8 +117,7 @@ class LoaderPlan:
     def _iterate(self, epoch: int, skip_batches: int) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed(self.seed + epoch)
-        sampler = getattr(self.loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
+        for sampler in [*_epoch_samplers(self.loader), *self.replaced]:
             sampler.set_epoch(epoch)
         if hasattr(self.loader, "set_epoch"):
             self.loader.set_epoch(epoch)
@@ -207,7 +207,20 @@ def prepare_loader(
     ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
     gen = torch.Generator()
     new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
-    return LoaderPlan(new, ours, gen, seed)
+    plan = LoaderPlan(new, ours, gen, seed)
+    plan.replaced = _epoch_samplers(loader)  # a sampler the user gave a set_epoch still hears of each epoch
+    return plan
+
+
+def _epoch_samplers(loader: Any) -> list[Any]:
+    """The loader's sampler and its batch sampler's sampler (each once) that have a ``set_epoch``: Lightning calls
+    it with the epoch before each epoch's (and each evaluation's) iteration."""
+    found: list[Any] = []
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    for sampler in (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
+        if sampler is not None and callable(getattr(sampler, "set_epoch", None)) and all(sampler is not s for s in found):
+            found.append(sampler)
+    return found
 
 
 def _own_generator(loader: DataLoader) -> torch.Generator | None:
