@@ -49,6 +49,7 @@ class Loaders:
     plans: list[LoaderPlan]
     counts: list[int | float]
     shown: Any
+    limit: int | float | None = None  # ``limit_<key>_batches`` the counts applied
 
     @property
     def batch_size(self) -> int | None:
@@ -154,7 +155,7 @@ class LoaderSource:
         counts = [apply_limit(self.limit, num_batches(loader), name) for loader in prepared]
         if self.key == "train":
             warn_if_no_batches(counts[0])
-        return Loaders(plans, counts, shown)
+        return Loaders(plans, counts, shown, self.limit)
 
 
 def warn_if_sized_iterable(loader: Any) -> None:

@@ -13,6 +13,7 @@ from trainer.loggers.hparams_logging import log_hyperparameters
 from trainer.model.hparams import drop_unpicklable
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.files import finish_checkpoint_writes
+from trainer.arguments.limits import apply_limit
 from trainer.data.loaders import num_batches
 from trainer.distributed.heartbeat import watch_ranks
 from trainer.stage.hooks import Hooks, call_datamodule
@@ -175,11 +176,17 @@ def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource],
 
 
 def shown_counts(loaders: Loaders) -> list[int | float]:
-    """The batch counts Lightning shows: a CombinedLoader's per loader it combines (the loop runs the combined)."""
+    """The batch counts Lightning shows: a CombinedLoader's per loader it combines, each with the limit applied (the
+    loop runs the combined, which its mode and those counts bound)."""
     shown: list[int | float] = []
     for loader_plan, count in zip(loaders.plans, loaders.counts):
         parts = getattr(loader_plan, "parts", None)
-        shown += [min(num_batches(p.loader), count) for p in parts] if parts else [count]
+        if not parts:
+            shown.append(count)
+        elif count == 0:
+            shown += [0] * len(parts)
+        else:
+            shown += [apply_limit(loaders.limit, num_batches(p.loader)) for p in parts]
     return shown
 
 
