@@ -234,6 +234,6 @@ def num_batches(loader: Any) -> int | float:
     """``len(loader)``, or infinity for iterables without a length (no ``__len__``, or one that raises
     ``NotImplementedError``, as a wrapped ``IterableDataset``'s may)."""
     try:
-        return len(loader)
+        return loader.total_batches() if isinstance(loader, CombinedLoader) else len(loader)
     except (TypeError, NotImplementedError):
         return math.inf
