@@ -115,7 +115,9 @@ class Resume:
             config.scheduler.load_state_dict(state)
         strategy.precision.load_state_dict(checkpoint.get("precision", {}))
         if trainer.datamodule is not None and "datamodule" in checkpoint:
-            trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+            from trainer.stage.hooks import call_profiled  # local import: the stage package imports this module
+
+            call_profiled(trainer, trainer.datamodule, "load_state_dict", checkpoint["datamodule"])
         trainer.progress.load_state_dict(checkpoint["loops"])
         restore_loop_state(trainer, checkpoint["loops"], TrainerFn.FITTING)  # Lightning's loop counts, restarting
         trainer.progress.resume_loaders = checkpoint.get(LOADER_STATES_KEY)  # a stateful loader's, for phase 4
