@@ -245,11 +245,12 @@ class OptimizerHandle:
     def optimizer(self) -> torch.optim.Optimizer:
         return self.__dict__["_optimizer"]
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
+        """``kwargs`` reach the wrapped optimizer's ``step`` (Lightning's ``LightningOptimizer.step``)."""
         step = self.__dict__["_step"]
         if step is None:
-            return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
-        return step(self.optimizer, closure)
+            return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
+        return step(self.optimizer, closure, **kwargs)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
