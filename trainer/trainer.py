@@ -493,6 +493,19 @@ class Trainer(TrainerProperties):
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
 
 
+def _declared_signature(init: Any) -> Any:
+    """``Trainer.__init__``'s signature without its ``**unknown`` catch-all, which exists only to word the error for a
+    misspelt argument: tools that read the signature (LightningCLI's ``--trainer.*`` options, help) see the arguments
+    a Trainer takes."""
+    import inspect
+
+    signature = inspect.signature(init)
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD])
+
+
+Trainer.__init__.__signature__ = _declared_signature(Trainer.__init__)  # type: ignore[attr-defined]
+
+
 class _WritableMetrics(dict):
     """``trainer.callback_metrics``: a fresh view of the logged metrics whose writes are kept for the call."""
 

@@ -38,6 +38,10 @@ class OptimizerConfigError(MisconfigurationError):
         self.lightning = lightning
 
 
+class SchedulerTypeError(OptimizerConfigError, TypeError):
+    """A scheduler without ``state_dict``/``load_state_dict``: Lightning's TypeError, and a configuration error."""
+
+
 @dataclass
 class LRSchedulerConfig:
     scheduler: Any
@@ -177,8 +181,8 @@ def _check_config(config: LRSchedulerConfig, needs_step: bool = True) -> None:
     name = type(config.scheduler).__name__
     if not (callable(getattr(config.scheduler, "state_dict", None))
             and callable(getattr(config.scheduler, "load_state_dict", None))):
-        raise TypeError(f"The provided lr scheduler `{name}` is invalid. It should have `state_dict` and "
-                        "`load_state_dict` methods defined.")
+        raise SchedulerTypeError(f"The provided lr scheduler `{name}` is invalid. It should have `state_dict` and "
+                                 "`load_state_dict` methods defined.")
     if needs_step and not hasattr(config.scheduler, "step"):
         raise OptimizerConfigError(
             f"The provided lr scheduler `{name}` doesn't follow PyTorch's LRScheduler API. You should override the "
