@@ -322,10 +322,25 @@ def check_cli_callback_default():
     return any(isinstance(c, ModelCheckpoint) for c in cli.trainer.callbacks)
 
 
+class FailingEvalHooks(BoringModel):
+    def on_validation_model_eval(self) -> None:
+        super().on_validation_model_eval()
+        raise KeyError("eval")
+
+    def on_validation_model_train(self) -> None:
+        super().on_validation_model_train()
+        raise KeyError("train")
+
+
+def check_grad_mode_after_a_failing_evaluation_hook():
+    error = raised(pl.Trainer(max_steps=1, limit_val_batches=1, **QUIET).fit, FailingEvalHooks())
+    return [type(error).__name__, torch.is_grad_enabled(), torch.is_inference_mode_enabled()]
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
-          check_cli_callback_default]
+          check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook]
 
 
 def main() -> None:

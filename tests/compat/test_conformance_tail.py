@@ -90,3 +90,7 @@ def test_base_class_names_and_datamodule_text(observed):
 
 def test_cli_callback_in_trainer_defaults(observed):
     assert same(observed, "cli_callback_default") is True
+
+
+def test_a_failing_evaluation_hook_leaves_the_grad_mode_as_it_was(observed):
+    assert same(observed, "grad_mode_after_a_failing_evaluation_hook") == ["KeyError", True, False]
