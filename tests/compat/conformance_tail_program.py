@@ -173,6 +173,16 @@ class ManualKeywords(BoringModel):
         return KeywordSGD(self.layer.parameters(), lr=0.1)
 
 
+class OptimizerIdx(BoringModel):
+    def training_step(self, batch, batch_idx, optimizer_idx):
+        return super().training_step(batch, batch_idx)
+
+
+class TwoOptimizers(BoringModel):
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1), torch.optim.SGD(self.parameters(), lr=0.1)
+
+
 def check_optimization():
     fit = dict(max_epochs=1, limit_train_batches=1, limit_val_batches=0, **QUIET)
     model = Model()
@@ -185,7 +195,12 @@ def check_optimization():
             "scheduler_manual": repr(raised(pl.Trainer(**fit).fit, CustomScheduler(False))),
             "scheduler_stateless": says(pl.Trainer(**fit).fit, "It should have `state_dict` and `load_state_dict`",
                                         TypeError, CustomScheduler(True, stateful=False)),
-            "step_keywords": manual.optimizers().optimizer.seen}
+            "step_keywords": manual.optimizers().optimizer.seen,
+            "optimizer_idx": says(pl.Trainer(**fit).fit, "Remove the `optimizer_idx` argument from `training_step`",
+                                  RuntimeError, OptimizerIdx()),
+            "two_automatic": says(pl.Trainer(**fit).fit, "multiple optimizers is only supported with manual "
+                                  "optimization. Set `self.automatic_optimization = False`", RuntimeError,
+                                  TwoOptimizers())}
 
 
 class SizedIterable(IterableDataset):

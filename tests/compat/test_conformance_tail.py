@@ -53,6 +53,7 @@ def test_self_log_outside_a_step_schedulers_and_step_keywords(observed):
     assert seen["scheduler_automatic"] == [True, True] and seen["scheduler_manual"] == "None"
     assert seen["scheduler_stateless"] == [True, True]
     assert seen["step_keywords"] == ["optim"]
+    assert seen["optimizer_idx"] == seen["two_automatic"] == [True, True]
 
 
 def test_loader_warnings(observed):
