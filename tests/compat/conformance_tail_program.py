@@ -352,10 +352,39 @@ def check_grad_mode_after_a_failing_evaluation_hook():
     return [type(error).__name__, torch.is_grad_enabled(), torch.is_inference_mode_enabled()]
 
 
+class AddGroup(pl.Callback):
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        if trainer.current_epoch == 1:
+            trainer.optimizers[0].add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.5})
+
+
+def check_lr_monitor_keys_when_param_groups_grow():
+    from lightning.pytorch.callbacks import LearningRateMonitor
+
+    class Two(BoringModel):
+        def configure_optimizers(self):
+            return [torch.optim.SGD(self.layer.parameters(), lr=0.1), torch.optim.Adam(self.layer.parameters())]
+
+        def training_step(self, batch, batch_idx):
+            for opt in self.optimizers():
+                opt.zero_grad()
+                self.manual_backward(self.layer(batch).sum())
+                opt.step()
+
+    model = Two()
+    model.automatic_optimization = False
+    monitor = LearningRateMonitor(logging_interval="epoch")
+    pl.Trainer(max_epochs=3, limit_train_batches=1, limit_val_batches=0, callbacks=[AddGroup(), monitor],
+               logger=CSVLogger(ROOT), enable_checkpointing=False, enable_progress_bar=False,
+               enable_model_summary=False).fit(model)
+    return [[key, len(values)] for key, values in monitor.lrs.items()]  # in order
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
-          check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook]
+          check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
+          check_lr_monitor_keys_when_param_groups_grow]
 
 
 def main() -> None:

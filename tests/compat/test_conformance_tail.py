@@ -95,3 +95,8 @@ def test_cli_callback_in_trainer_defaults(observed):
 
 def test_a_failing_evaluation_hook_leaves_the_grad_mode_as_it_was(observed):
     assert same(observed, "grad_mode_after_a_failing_evaluation_hook") == ["KeyError", True, False]
+
+
+def test_lr_monitor_keys_move_to_pg1_when_param_groups_grow(observed):
+    seen = same(observed, "lr_monitor_keys_when_param_groups_grow")
+    assert seen == [["lr-Adam", 3], ["lr-SGD/pg1", 3], ["lr-SGD/pg2", 2]]
