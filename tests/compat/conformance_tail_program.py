@@ -380,11 +380,22 @@ def check_lr_monitor_keys_when_param_groups_grow():
     return [[key, len(values)] for key, values in monitor.lrs.items()]  # in order
 
 
+def check_two_csv_writers_of_one_version():
+    first, second = (CSVLogger(ROOT, name="twice", version=0, flush_logs_every_n_steps=1) for _ in range(2))
+    first.experiment, second.experiment  # noqa: B018 - both start before either writes
+    first.log_metrics({"a": 1, "b": 2})
+    second.log_metrics({"a": 3, "b": 4})
+    import csv
+
+    with open(second.experiment.metrics_file_path) as f:  # the rows (Relay orders the columns its own way)
+        return [dict(sorted(row.items())) for row in csv.DictReader(f)]
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
           check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
-          check_lr_monitor_keys_when_param_groups_grow]
+          check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version]
 
 
 def main() -> None:

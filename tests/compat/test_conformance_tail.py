@@ -100,3 +100,8 @@ def test_a_failing_evaluation_hook_leaves_the_grad_mode_as_it_was(observed):
 def test_lr_monitor_keys_move_to_pg1_when_param_groups_grow(observed):
     seen = same(observed, "lr_monitor_keys_when_param_groups_grow")
     assert seen == [["lr-Adam", 3], ["lr-SGD/pg1", 3], ["lr-SGD/pg2", 2]]
+
+
+def test_a_second_csv_writer_appends_to_the_rows_written_since_it_started(observed):
+    assert same(observed, "two_csv_writers_of_one_version") == [{"a": "1", "b": "2", "step": "0"},
+                                                                {"a": "3", "b": "4", "step": "0"}]
