@@ -67,6 +67,15 @@ class ResumableSampler(Sampler[int]):
         return iter(mine[skip:])
 
 
+class SequentialResumableSampler(ResumableSampler, SequentialSampler):
+    """Not shuffled, in one process: a ``SequentialSampler``'s order (and type: code that checks for one, as
+    Lightning's own overfit and evaluation loaders are, finds one) that a resumed run can skip into."""
+
+    def __init__(self, data_source: Any, seed: int = 0, pad: bool = True) -> None:
+        super().__init__(len(data_source), False, seed, 1, 0, drop_last=False, pad=pad)
+        self.data_source = data_source
+
+
 def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
     kwargs = dict(
         dataset=loader.dataset,
@@ -204,7 +213,10 @@ def prepare_loader(
                 f"has {num_replicas} processes. Use a DistributedSampler (or shuffle=True and let the Trainer shard)."
             )
         return LoaderPlan(loader, None, _own_generator(loader), seed)
-    ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
+    if not shuffle and num_replicas == 1:
+        ours: ResumableSampler = SequentialResumableSampler(loader.dataset, seed, pad=pad)
+    else:
+        ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
     gen = torch.Generator()
     new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
     plan = LoaderPlan(new, ours, gen, seed)

@@ -150,6 +150,8 @@ class LoaderSource:
             shown = None
         else:
             shown = shape(prepared) if shape is not None else (prepared[0] if prepared else None)
+            if self.key == "train" and isinstance(shown, CombinedLoader):  # Lightning shows the loaders it combines
+                shown = shown.iterables
         show(self.key, shown)
         name = f"limit_{self.key}_batches"
         counts = [apply_limit(self.limit, num_batches(loader), name) for loader in prepared]
