@@ -391,11 +391,19 @@ def check_two_csv_writers_of_one_version():
         return [dict(sorted(row.items())) for row in csv.DictReader(f)]
 
 
+def check_trainer_defaults_from_the_environment():
+    with patch.dict(os.environ, {"PL_TRAINER_LOGGER": "False", "PL_TRAINER_MAX_STEPS": "7"}):
+        trainer = pl.Trainer()
+        given = pl.Trainer(max_steps=3)
+    return [trainer.logger is None, trainer.max_steps, given.max_steps]
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
           check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
-          check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version]
+          check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version,
+          check_trainer_defaults_from_the_environment]
 
 
 def main() -> None:

@@ -105,3 +105,7 @@ def test_lr_monitor_keys_move_to_pg1_when_param_groups_grow(observed):
 def test_a_second_csv_writer_appends_to_the_rows_written_since_it_started(observed):
     assert same(observed, "two_csv_writers_of_one_version") == [{"a": "1", "b": "2", "step": "0"},
                                                                 {"a": "3", "b": "4", "step": "0"}]
+
+
+def test_trainer_defaults_from_pl_trainer_environment_variables(observed):
+    assert same(observed, "trainer_defaults_from_the_environment") == [True, 7, 3]
