@@ -398,12 +398,23 @@ def check_trainer_defaults_from_the_environment():
     return [trainer.logger is None, trainer.max_steps, given.max_steps]
 
 
+class EpochKeys(BoringModel):
+    def on_train_epoch_end(self) -> None:
+        self.log(f"epoch_metric_{self.current_epoch}", float(self.current_epoch), prog_bar=True, logger=False)
+
+
+def check_progress_bar_keeps_each_epochs_values():
+    trainer = pl.Trainer(max_epochs=3, limit_train_batches=1, limit_val_batches=0, **QUIET)
+    trainer.fit(EpochKeys())
+    return sorted(k for k in trainer.progress_bar_metrics if k.startswith("epoch_metric"))
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
           check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
           check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version,
-          check_trainer_defaults_from_the_environment]
+          check_trainer_defaults_from_the_environment, check_progress_bar_keeps_each_epochs_values]
 
 
 def main() -> None:

@@ -109,3 +109,7 @@ def test_a_second_csv_writer_appends_to_the_rows_written_since_it_started(observ
 
 def test_trainer_defaults_from_pl_trainer_environment_variables(observed):
     assert same(observed, "trainer_defaults_from_the_environment") == [True, 7, 3]
+
+
+def test_progress_bar_metrics_keep_every_epochs_keys(observed):
+    assert same(observed, "progress_bar_keeps_each_epochs_values") == [f"epoch_metric_{i}" for i in range(3)]

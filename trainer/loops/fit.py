@@ -634,6 +634,7 @@ class FitLoop(_Loop):
         results = t.stage_run.results["train"]
         results.finish_epoch(t.strategy.all_reduce)
         t.stage_run.send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
+        t.stage_run.progress_bar_shown.update(t.progress_bar_metrics)  # an epoch's values stay shown (Lightning's)
         # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
         complete = self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
         # and only after a whole epoch: a fit stopped mid-epoch (max_steps, a stop) does not step them (Lightning)
