@@ -76,6 +76,7 @@ def test_combined_loader_length_and_counts(observed):
     seen = same(observed, "combined_loader_counts")
     assert seen["len_before_iter"] == [True, True]
     assert seen["len_after_iter"] == 2 and seen["num_val_batches"] == [3, 2]
+    assert seen["sequential_fit"] == [True, True, 6]
 
 
 def test_time_based_validation_is_not_disturbed_by_the_progress_bar(observed):

@@ -18,6 +18,7 @@ from trainer.loops.optimization import TrainingStep, step_interval_schedulers, s
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
+from trainer.errors import MisconfigurationError
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
@@ -229,6 +230,11 @@ class FitLoop(_Loop):
         self.resume.restore_data_position(self.trainer, p, replicas, self.train)  # resume's phase 4
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
+        if getattr(getattr(self.train, "loader", None), "_mode", None) == "sequential":  # counted, then refused
+            raise MisconfigurationError(
+                '`FitLoop` does not support the `CombinedLoader(mode="sequential")` mode. The available modes are: '
+                "['min_size', 'max_size_cycle', 'max_size'] (a training step takes a batch of every loader; combine "
+                "them in another mode, or train on one after another with separate fits).")
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)
         t, every = self.trainer, self.schedule.log_every_n_steps
         if t.loggers and self.max_batches < every and not t.fast_dev_run:
