@@ -292,7 +292,7 @@ def check_combined_loader_counts():
     iter(combined)
     fitter = pl.Trainer(max_epochs=1, **QUIET)
     sequential = CombinedLoader([DataLoader(torch.randn(4, 32)), DataLoader(torch.randn(2, 32))], "sequential")
-    refused = says(fitter.fit, "`FitLoop` does not support the `CombinedLoader(mode=\"sequential\")` mode", ValueError,
+    refused = says(fitter.fit, "FitLoop` does not support the `CombinedLoader(mode=\"sequential\")` mode", ValueError,
                    BoringModel(), sequential)
     return {"len_before_iter": before, "len_after_iter": len(combined), "num_val_batches": trainer.num_val_batches,
             "sequential_fit": [*refused, fitter.num_training_batches]}
