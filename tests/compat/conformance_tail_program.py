@@ -80,6 +80,12 @@ def check_mixed_precision_plugin():
     precision.backward(tensor, Mock(), "positional-arg", keyword="arg")
     plain = Mock()
     MixedPrecision(precision="bf16-mixed", device="cpu").optimizer_step(plain, keyword="arg")
+    from lightning.fabric.plugins.precision.fsdp import FSDPPrecision
+
+    sharded = FSDPPrecision(precision="16-mixed")
+    sharded.scaler = Mock(scale=Mock(side_effect=lambda x: x))
+    sharded_tensor = Mock()
+    sharded.backward(sharded_tensor, Mock(), "positional-arg", keyword="arg")
     return {
         "bad_name": str(raised(MixedPrecision, "16", "cpu")),
         "bf16_scaler": says(MixedPrecision, "`precision='bf16-mixed'` does not use a scaler", ValueError, "bf16-mixed",
@@ -88,6 +94,7 @@ def check_mixed_precision_plugin():
         "scaler_step": [[c.args[0] is optimizer, c.kwargs] for c in scaler_step.mock_calls],
         "backward": [repr(c) for c in tensor.backward.mock_calls],
         "plain_step": [repr(c) for c in plain.step.mock_calls],
+        "fsdp_backward": [repr(c) for c in sharded_tensor.backward.mock_calls],
     }
 
 

@@ -36,7 +36,7 @@ def test_mixed_precision_words_and_keywords(observed):
     assert seen["bad_name"] == "Passed `MixedPrecision(precision='16')`. Precision must be '16-mixed' or 'bf16-mixed'."
     assert seen["bf16_scaler"] == [True, True] and seen["bf16_device_object"]
     assert seen["scaler_step"] == [[True, {"keyword": "arg"}]] and seen["plain_step"] == ["call(keyword='arg')"]
-    assert seen["backward"] == ["call('positional-arg', keyword='arg')"]
+    assert seen["backward"] == seen["fsdp_backward"] == ["call('positional-arg', keyword='arg')"]
 
 
 def test_trainer_argument_errors_in_lightnings_words(observed):
