@@ -326,8 +326,8 @@ _BAREBONES_OFF = (
     ("log_every_n_steps", (None, 0), "Logging can impact raw speed so it is disabled in barebones mode."),
     ("enable_model_summary", (None, False), "Model summary can impact raw speed so it is disabled in barebones mode."),
     ("num_sanity_val_steps", (None, 0), "Sanity checking can impact raw speed so it is disabled in barebones mode."),
-    ("fast_dev_run", (False, 0), "Development run is not meant for raw speed evaluation so it is disabled in barebones "
-                                 "mode."),
+    ("fast_dev_run", (False, 0), ("Development run is not meant for raw speed evaluation so it is disabled in "
+                                  "barebones mode.")),
     ("detect_anomaly", (False,), "Anomaly detection can impact raw speed so it is disabled in barebones mode."),
     ("profiler", (None,), "Profiling can impact raw speed so it is disabled in barebones mode."),
 )

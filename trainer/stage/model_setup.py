@@ -64,7 +64,8 @@ def check_multiple_optimizers(model: Module, optimizers: list[Any]) -> None:
                "`opt1, opt2, ... = self.optimizers()`.")
         raise MisconfigurationRuntimeError(
             f"Training with multiple optimizers is only supported with manual optimization. {fix} "
-            f"(configure_optimizers returned {len(optimizers)} optimizer(s); step them yourself in training_step.)")
+            f"(configure_optimizers returned {len(optimizers)} optimizer{'s' if len(optimizers) != 1 else ''}; step "
+            "them yourself in training_step.)")
 
 
 def model_transforms(compile: Any, checkpointing: Any) -> Any:

@@ -3,6 +3,8 @@ the small MNIST-shaped convolutional ``Net`` Lightning's examples use."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch.utils.data import DataLoader
 
@@ -25,7 +27,7 @@ _STAGES = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "pr
 class BoringDataModuleNoLen(DataModule):
     """The boring data as iterables without a length, made by ``setup`` for its stage."""
 
-    sizes = {"train": 512, "val": 128, "test": 256, "predict": 64}
+    sizes: ClassVar[dict[str, int]] = {"train": 512, "val": 128, "test": 256, "predict": 64}
 
     def setup(self, stage: str) -> None:
         for name in _STAGES[stage]:
@@ -47,7 +49,7 @@ class BoringDataModuleNoLen(DataModule):
 class IterableBoringDataModule(DataModule):
     """Two loaders per stage, made by ``setup``: one over a sized dataset, one over an iterable one."""
 
-    sizes = {"train": 16, "val": 32, "test": 64, "predict": 128}
+    sizes: ClassVar[dict[str, int]] = {"train": 16, "val": 32, "test": 64, "predict": 128}
 
     def setup(self, stage: str) -> None:
         for name in _STAGES[stage]:
