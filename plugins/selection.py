@@ -298,6 +298,8 @@ def resolve_plugins(
     environment: Any = None,
 ) -> Strategy:
     """Probe, choose, and build: the strategy, holding its accelerator, precision and environment."""
+    if isinstance(strategy, Strategy) and getattr(strategy, "_parallel_devices", None):
+        accelerator, devices = _from_parallel_devices(strategy, accelerator, devices)
     registry = default_registry()
     env = environment if environment is not None and not isinstance(environment, str) else (
         registry.create("environment", environment) if isinstance(environment, str) else detect_environment()
@@ -332,6 +334,24 @@ def resolve_plugins(
     strat.connect(accelerator=acc, precision=prec, environment=env, device_ids=list(choice.device_ids),
                   num_nodes=choice.num_nodes)
     return strat
+
+
+def _from_parallel_devices(strategy: Strategy, accelerator: Any, devices: Any) -> tuple[Any, Any]:
+    """A strategy given ``parallel_devices`` decides the accelerator type (another one asked for is Lightning's error)
+    and, unless ``devices`` is given, the devices: their indices on a GPU, their number on the CPU."""
+    found = strategy._parallel_devices
+    kind = found[0].type
+    name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
+    allowed = {"cpu": ("auto", "cpu"), "cuda": ("auto", "cuda", "gpu")}.get(kind)
+    if allowed is None:
+        return accelerator, devices
+    if name is not None and name not in allowed:
+        raise MisconfigurationError(
+            f"{'CPU' if kind == 'cpu' else 'GPU'} parallel_devices set through {type(strategy).__name__} class, but "
+            f"accelerator set to {name}, please choose one device type")
+    if devices == "auto":
+        devices = len(found) if kind == "cpu" else [d.index or 0 for d in found]
+    return (kind if not isinstance(accelerator, Accelerator) else accelerator), devices
 
 
 def _check_precision_name(precision: Any, registry: Any) -> None:

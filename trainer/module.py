@@ -231,7 +231,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         results = trainer.stage_run.active_results
         if results is None:
             raise MisconfigurationError(
-                f"self.log({name!r}, ...) was called outside a step or hook the Trainer runs; log from "
+                f"You can't `self.log()` here: self.log({name!r}, ...) was called outside a step or hook the Trainer "
+                "runs (or in one that cannot log); log from "
                 "training_step, validation_step, test_step or an on_* hook."
             )
         if add_dataloader_idx and trainer.stage_run.log_suffix:

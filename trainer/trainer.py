@@ -493,6 +493,36 @@ class Trainer(TrainerProperties):
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
 
 
+def _declared_signature(init: Any) -> Any:
+    """``Trainer.__init__``'s signature without its ``**unknown`` catch-all, which exists only to word the error for a
+    misspelt argument: tools that read the signature (LightningCLI's ``--trainer.*`` options, help) see the arguments
+    a Trainer takes."""
+    import inspect
+
+    signature = inspect.signature(init)
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD])
+
+
+def _environment_defaults(init: Any) -> Any:
+    """In the zero-edit mode, ``PL_TRAINER_<ARGUMENT>`` environment variables set defaults (Lightning's
+    ``Trainer``; ``PL_TRAINER_LOGGER=False``, ``PL_TRAINER_MAX_STEPS=7``); arguments passed win."""
+    import functools
+
+    @functools.wraps(init)
+    def __init__(self: Trainer, **kwargs: Any) -> None:
+        if lightning_defaults() and any(name.startswith("PL_") for name in os.environ):
+            from trainer.lightning_compat.impl.utils_extras import _parse_env_variables  # local: Lightning code only
+
+            kwargs = {**vars(_parse_env_variables(type(self))), **kwargs}
+        init(self, **kwargs)
+
+    return __init__
+
+
+Trainer.__init__ = _environment_defaults(Trainer.__init__)  # type: ignore[method-assign]
+Trainer.__init__.__signature__ = _declared_signature(Trainer.__init__)  # type: ignore[attr-defined]
+
+
 class _WritableMetrics(dict):
     """``trainer.callback_metrics``: a fresh view of the logged metrics whose writes are kept for the call."""
 

@@ -49,8 +49,9 @@ class Precision:
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         loss.backward(*args, **kwargs)
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
-        return optimizer.step(closure=closure)
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any], **kwargs: Any) -> Any:
+        """``kwargs``: what the user's ``optimizer.step(closure, **kwargs)`` passed on (Lightning's)."""
+        return optimizer.step(closure=closure, **kwargs)
 
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Make ``.grad`` hold true gradients before clipping (only loss scaling needs work here)."""

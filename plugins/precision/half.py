@@ -24,12 +24,14 @@ class MixedPrecision(Precision):
         if precision not in ("16-mixed", "bf16-mixed"):
             raise ValueError(f"Passed `{type(self).__name__}(precision={precision!r})`. Precision must be '16-mixed' "
                              "or 'bf16-mixed'.")
+        if scaler is not None and precision == "bf16-mixed":
+            raise ValueError(f"`precision='bf16-mixed'` does not use a scaler, found {scaler}.")
         self.name = precision
         self.dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
         self.device_type: str | None = None
         self.scaler: torch.amp.GradScaler | None = None
         if device is not None:
-            device_type = torch.device(device).type
+            device_type = torch.device(device).type if isinstance(device, (str, torch.device)) else device
         if device_type is not None:
             if scaler is not None:  # given: no GradScaler of our own (one for CUDA would warn on a CPU machine)
                 self.device_type, self.scaler = device_type, scaler
@@ -72,15 +74,28 @@ class MixedPrecision(Precision):
         return self.forward_context()
 
     def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """``args``/``kwargs`` reach ``Tensor.backward``; Lightning Fabric's call ``backward(tensor, model, *args)``
+        passes the model second (``Tensor.backward``'s own first argument is a tensor or None): it is dropped."""
+        if args and args[0] is not None and not isinstance(args[0], torch.Tensor):
+            args = args[1:]
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward(*args, **kwargs)
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None,
+                       **kwargs: Any) -> Any:
+        """Relay's engine passes the closure. Without one (Lightning Fabric's ``optimizer_step(optimizer, **kwargs)``)
+        the keywords reach ``scaler.step(optimizer, **kwargs)`` (then ``scaler.update()``) or ``optimizer.step``."""
+        if closure is None:
+            if self.scaler is None:
+                return optimizer.step(**kwargs)
+            output = self.scaler.step(optimizer, **kwargs)
+            self.scaler.update()
+            return output
         if self.scaler is None:
-            return optimizer.step(closure=closure)
+            return optimizer.step(closure=closure, **kwargs)
         result = closure()  # the scaler cannot step with a closure: run it first
         if result is None:  # the step was skipped (training_step returned None): nothing was scaled
             return None
-        self.scaler.step(optimizer)
+        self.scaler.step(optimizer, **kwargs)
         self.scaler.update()
         return result
 

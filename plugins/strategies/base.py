@@ -327,8 +327,9 @@ class Strategy:
         """Skip gradient synchronisation for accumulation steps (DDP's ``no_sync``)."""
         return contextlib.nullcontext()
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any]) -> Any:
-        return self.precision.optimizer_step(optimizer, closure)
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any], **kwargs: Any) -> Any:
+        """``kwargs`` (only when the user's ``step`` call gave some) reach the optimizer's ``step``."""
+        return self.precision.optimizer_step(optimizer, closure, **kwargs)
 
     def clip_gradients(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float, algorithm: str

@@ -119,10 +119,14 @@ class ParallelStrategy(Strategy):
         pp: int | None = None,
         cp: int | None = None,
         checkpoint_io: Any = None,
+        parallel_devices: list[torch.device] | None = None,
     ) -> None:
+        """``parallel_devices`` (Lightning's): one device per local process; the Trainer takes the accelerator type
+        and the devices from them (an ``accelerator`` of another type is an error)."""
         super().__init__(accelerator=accelerator, precision=precision)
         if checkpoint_io is not None:  # Lightning's argument: this strategy's checkpoint I/O instead of the default
             vars(self)["checkpoint_io"] = checkpoint_io
+        self._parallel_devices = list(parallel_devices) if parallel_devices is not None else None
         given = {"pp": pp, "dp_replicate": dp_replicate, "dp_shard": dp_shard, "cp": cp, "tp": tp}
         self._degrees = {name: value for name, value in given.items() if value is not None}
         MeshLayout(**{**self.layout_preset.degrees(), **self._degrees})  # bad values fail here, not at launch
@@ -217,6 +221,17 @@ class ParallelStrategy(Strategy):
         if self.accelerator is None:
             return torch.device("cpu")
         return self.accelerator.device_for(self.local_rank, self.device_ids)
+
+    @property
+    def parallel_devices(self) -> list[torch.device] | None:
+        """One device per local process: as given, else the chosen accelerator's (None before one is chosen)."""
+        if self._parallel_devices is not None or self.accelerator is None:
+            return self._parallel_devices
+        return [self.accelerator.device_for(rank, self.device_ids) for rank in range(len(self.device_ids))]
+
+    @parallel_devices.setter
+    def parallel_devices(self, devices: list[torch.device] | None) -> None:
+        self._parallel_devices = list(devices) if devices is not None else None
 
     @property
     def launcher(self) -> Any:

@@ -38,7 +38,9 @@ def normalise(items):
 def test_iteration_and_length_match_lightning(mode, shape):
     Real = lightning_combined()
     ours, real = CombinedLoader(SHAPES[shape](), mode), Real(SHAPES[shape](), mode)
-    iter(real)  # Lightning's length needs an iterator first; Relay's does not
+    with pytest.raises(RuntimeError, match="Please call `iter"):  # a length needs a pass started, on both
+        len(ours)
+    iter(real), iter(ours)
     assert len(ours) == len(real)
     assert normalise(ours) == normalise(real)
     assert normalise(ours) == normalise(real)  # a second epoch starts over
@@ -51,7 +53,7 @@ def test_limits_match_lightning(mode, limit):
     Real = lightning_combined()
     ours, real = CombinedLoader(SHAPES["list"](), mode), Real(SHAPES["list"](), mode)
     ours.limits = real.limits = [limit] * 3
-    iter(real)
+    iter(real), iter(ours)
     assert len(ours) == len(real)
     # the Trainer takes len() batches; past that Lightning's parallel modes go on cycling the limited iterables
     assert normalise(ours)[:len(ours)] == normalise(real)[:len(real)]

@@ -157,7 +157,7 @@ class TrainerArguments:
         "0, an int number of batches or a float fraction in [0.0, 1.0]", "10", checks.limit)
     reload_dataloaders_every_n_epochs: int = argument(
         0, "Call the *_dataloader hooks again every n epochs (0: never)", "an int >= 0 (0: never reload)", "1",
-        checks.integer(0))
+        checks.integer(0), lightning_error="`reload_dataloaders_every_n_epochs` should be an int >= 0, got {value}.")
     accumulate_grad_batches: int = argument(
         1, "Sum the gradients of n batches before each optimizer step", "an int >= 1", "4", checks.integer(1))
     elastic_batch: str = argument(
@@ -264,6 +264,8 @@ class TrainerArguments:
                 "compile=True too (Hydra: trainer.compile=true), or use activation_checkpointing='selective'.")
         if isinstance(self.val_check_interval, float) and self.check_val_every_n_epoch is None:
             raise MisconfigurationError(
+                "`val_check_interval` should be an integer or a time-based duration (str 'DD:HH:MM:SS', "
+                "datetime.timedelta, or dict kwargs for timedelta) when `check_val_every_n_epoch=None`. "
                 f"Trainer(val_check_interval={self.val_check_interval}, check_val_every_n_epoch=None): a fraction of "
                 "an epoch needs epochs; pass an int number of batches or a duration, or keep check_val_every_n_epoch."
             )
@@ -275,7 +277,10 @@ class TrainerArguments:
         for name in given.get("unknown") or {}:
             raise TypeError(f"Trainer.__init__() got an unexpected keyword argument {name!r}. Trainer got an unknown "
                             f"argument {name!r}.{suggest(name, names)} Valid: {', '.join(names)}.")
-        return cls(**{name: given[name] for name in names})
+        args = cls(**{name: given[name] for name in names})
+        if args.barebones:  # the values as given (fast_dev_run=1 reads 1, not the True it becomes)
+            _check_barebones(given)
+        return args
 
     def effective(self) -> dict[str, Any]:
         """Every argument as the run uses it: None defaults filled in, then ``fast_dev_run``, ``overfit_batches``
@@ -310,3 +315,26 @@ class TrainerArguments:
         out["_val_check_time_interval"] = interval.total_seconds() if isinstance(interval, timedelta) else None
         out["val_check_interval"] = None if isinstance(interval, timedelta) else interval
         return out
+
+
+# barebones=True turns these off; asking for one of them too is Lightning's ValueError: (argument, value that is off,
+# what it costs)
+_BAREBONES_OFF = (
+    ("enable_checkpointing", (None, False), "Checkpointing can impact raw speed so it is disabled in barebones mode."),
+    ("logger", (None, False), "Logging can impact raw speed so it is disabled in barebones mode."),
+    ("enable_progress_bar", (None, False), "The progress bar can impact raw speed so it is disabled in barebones mode."),
+    ("log_every_n_steps", (None, 0), "Logging can impact raw speed so it is disabled in barebones mode."),
+    ("enable_model_summary", (None, False), "Model summary can impact raw speed so it is disabled in barebones mode."),
+    ("num_sanity_val_steps", (None, 0), "Sanity checking can impact raw speed so it is disabled in barebones mode."),
+    ("fast_dev_run", (False, 0), ("Development run is not meant for raw speed evaluation so it is disabled in "
+                                  "barebones mode.")),
+    ("detect_anomaly", (False,), "Anomaly detection can impact raw speed so it is disabled in barebones mode."),
+    ("profiler", (None,), "Profiling can impact raw speed so it is disabled in barebones mode."),
+)
+
+
+def _check_barebones(given: dict[str, Any]) -> None:
+    for name, off, why in _BAREBONES_OFF:
+        value = given.get(name)
+        if not any(value is o or (type(value) is type(o) and value == o) for o in off):
+            raise ArgumentValueError(f"`Trainer(barebones=True, {name}={value!r})` was passed. {why}", name, "False")

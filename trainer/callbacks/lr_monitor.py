@@ -91,6 +91,9 @@ class LearningRateMonitor(Callback):
         stats = self.extract_stats(trainer, interval)
         if not stats:
             return
+        for key in stats:  # an optimizer that gained param groups: its history goes on under "/pg1" (Lightning's)
+            if key.endswith("/pg1") and key not in self.lrs and key[:-len("/pg1")] in self.lrs:
+                self.lrs[key] = self.lrs.pop(key[:-len("/pg1")])
         for key, value in stats.items():
             if key.endswith("-momentum"):
                 self.last_momentum_values[key] = value

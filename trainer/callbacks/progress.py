@@ -1,7 +1,7 @@
 """ProgressBar: one line of progress on stderr, cheap enough to leave on for any step rate.
 
-The per-batch hook only stores the batch index and the step output and compares ``time.monotonic()`` with the
-next redraw time. Everything costly (reading metrics, ``.item()`` on tensors, formatting, writing) happens at a
+The per-batch hook only stores the batch index and the step output and compares ``time.perf_counter()`` with the
+next redraw time (a clock of its own: code that patches ``time.monotonic`` to drive a schedule sees no extra calls). Everything costly (reading metrics, ``.item()`` on tensors, formatting, writing) happens at a
 redraw: at most every ``refresh_rate`` seconds on a terminal (one line rewritten with '\\r'), and at most every
 ``log_interval`` seconds when stderr is a file or a pipe (whole lines, so job logs stay readable), plus one line
 at the end of each epoch. Only global rank 0 draws.
@@ -251,7 +251,7 @@ class ProgressBar(Callback):
 
     # --- hooks: training ------------------------------------------------------------------------------
     def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:
-        self._train = _Phase(f"Epoch {trainer.current_epoch}", trainer.num_training_batches, time.monotonic())
+        self._train = _Phase(f"Epoch {trainer.current_epoch}", trainer.num_training_batches, time.perf_counter())
         self._outputs = None
         # on a terminal draw at once; in a log file, one early line per run shows it started
         self._schedule(first=self._tty or not self._logged_any)
@@ -263,7 +263,7 @@ class ProgressBar(Callback):
         phase.done = batch_idx + 1
         phase.count += 1
         self._outputs = outputs
-        if time.monotonic() >= self._next_draw:
+        if time.perf_counter() >= self._next_draw:
             self._draw()
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
@@ -275,14 +275,14 @@ class ProgressBar(Callback):
 
     # --- hooks: evaluation ----------------------------------------------------------------------------
     def _eval_start(self, trainer: Trainer, label: str, totals: list[int | float]) -> None:
-        self._eval = _Phase(label, sum(totals) if totals else 0, time.monotonic())
+        self._eval = _Phase(label, sum(totals) if totals else 0, time.perf_counter())
         self._schedule(first=self._tty)
 
     def _eval_batch_end(self, batch_idx: int) -> None:
         phase = self._eval
         phase.done += 1
         phase.count += 1
-        if time.monotonic() >= self._next_draw:
+        if time.perf_counter() >= self._next_draw:
             self._draw()
 
     def _eval_end(self) -> None:
@@ -290,7 +290,7 @@ class ProgressBar(Callback):
         self._eval = None
         if phase is None or not self.is_enabled:
             return
-        now = time.monotonic()
+        now = time.perf_counter()
         if self._train is not None:  # back to the training line
             self._train.paused += phase.elapsed(now)
             if self._tty:
@@ -348,7 +348,7 @@ class ProgressBar(Callback):
         elif first:
             self._next_draw = 0.0  # draw at the first batch so the user sees the run has started
         else:
-            self._next_draw = time.monotonic() + (self.refresh_rate if self._tty else self.log_interval)
+            self._next_draw = time.perf_counter() + (self.refresh_rate if self._tty else self.log_interval)
 
     def _format(self, phase: _Phase, now: float, final: bool = False) -> str:
         trainer = self._trainer  # get_metrics(trainer, pl_module): overrides take both, as Lightning calls it
@@ -368,7 +368,7 @@ class ProgressBar(Callback):
         if phase is None or not self.is_enabled:
             self._next_draw = _NEVER
             return
-        now = time.monotonic()
+        now = time.perf_counter()
         self._draw_line(self._format(phase, now, final), final)
         self._schedule()
 

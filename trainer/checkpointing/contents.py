@@ -49,7 +49,9 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         if trainer.world_size > 1:  # every rank's generators, so each continues its own stream
             checkpoint["rng_per_rank"] = strategy.all_gather_object(states)
         if trainer.datamodule is not None:
-            checkpoint["datamodule"] = trainer.datamodule.state_dict()
+            from trainer.stage.hooks import call_profiled  # local import: the stage package imports this module
+
+            checkpoint["datamodule"] = call_profiled(trainer, trainer.datamodule, "state_dict")
         train = getattr(trainer.fit_loop, "train", None)  # a stateful training loader's position, every rank's
         if (loaders := collect_loader_states(getattr(train, "loader", None), strategy, trainer.world_size)) is not None:
             checkpoint[LOADER_STATES_KEY] = loaders

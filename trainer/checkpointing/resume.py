@@ -115,9 +115,16 @@ class Resume:
             config.scheduler.load_state_dict(state)
         strategy.precision.load_state_dict(checkpoint.get("precision", {}))
         if trainer.datamodule is not None and "datamodule" in checkpoint:
-            trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+            from trainer.stage.hooks import call_profiled  # local import: the stage package imports this module
+
+            call_profiled(trainer, trainer.datamodule, "load_state_dict", checkpoint["datamodule"])
         trainer.progress.load_state_dict(checkpoint["loops"])
         restore_loop_state(trainer, checkpoint["loops"], TrainerFn.FITTING)  # Lightning's loop counts, restarting
+        if trainer.max_epochs not in (-1, None) and trainer.current_epoch > trainer.max_epochs:
+            raise MisconfigurationError(
+                f"You restored a checkpoint with current_epoch={trainer.current_epoch}, but you have set "
+                f"Trainer(max_epochs={trainer.max_epochs}). (The checkpoint is past the last epoch: raise max_epochs "
+                "to train on.)")
         trainer.progress.resume_loaders = checkpoint.get(LOADER_STATES_KEY)  # a stateful loader's, for phase 4
         per_rank = checkpoint.get("rng_per_rank")
         self.rng = per_rank[trainer.global_rank] if per_rank is not None and len(per_rank) == trainer.world_size \

@@ -441,7 +441,8 @@ class LightningCLI:
         config["callbacks"] = ([] if given is None else list(given) if isinstance(given, (list, tuple))
                                else [given]) + callbacks
         default = self.trainer_defaults.get("callbacks")
-        if default is not None:
+        if default is not None:  # a callback given as a class_path/init_args dict is built (as the parser builds them)
+            default = _instantiate_nested({"callbacks": default})["callbacks"]
             config["callbacks"] += default if isinstance(default, list) else [default]
         if self.save_config_callback and not config.get("fast_dev_run", False):
             config_callback = self.save_config_callback(

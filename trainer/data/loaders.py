@@ -67,6 +67,15 @@ class ResumableSampler(Sampler[int]):
         return iter(mine[skip:])
 
 
+class SequentialResumableSampler(ResumableSampler, SequentialSampler):
+    """Not shuffled, in one process: a ``SequentialSampler``'s order (and type: code that checks for one, as
+    Lightning's own overfit and evaluation loaders are, finds one) that a resumed run can skip into."""
+
+    def __init__(self, data_source: Any, seed: int = 0, pad: bool = True) -> None:
+        super().__init__(len(data_source), False, seed, 1, 0, drop_last=False, pad=pad)
+        self.data_source = data_source
+
+
 def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
     kwargs = dict(
         dataset=loader.dataset,
@@ -96,6 +105,7 @@ class LoaderPlan:
         self.seed = seed
         self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
         self.live: Any = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
+        self.replaced: list[Any] = []  # the user's samplers ours replaced that have a ``set_epoch``: still told
 
     def teardown(self) -> None:
         """End the worker processes of the latest iterator, and those a ``persistent_workers`` loader keeps."""
@@ -116,8 +126,7 @@ class LoaderPlan:
     def _iterate(self, epoch: int, skip_batches: int) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed(self.seed + epoch)
-        sampler = getattr(self.loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
+        for sampler in [*_epoch_samplers(self.loader), *self.replaced]:
             sampler.set_epoch(epoch)
         if hasattr(self.loader, "set_epoch"):
             self.loader.set_epoch(epoch)
@@ -204,10 +213,26 @@ def prepare_loader(
                 f"has {num_replicas} processes. Use a DistributedSampler (or shuffle=True and let the Trainer shard)."
             )
         return LoaderPlan(loader, None, _own_generator(loader), seed)
-    ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
+    if not shuffle and num_replicas == 1:
+        ours: ResumableSampler = SequentialResumableSampler(loader.dataset, seed, pad=pad)
+    else:
+        ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
     gen = torch.Generator()
     new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
-    return LoaderPlan(new, ours, gen, seed)
+    plan = LoaderPlan(new, ours, gen, seed)
+    plan.replaced = _epoch_samplers(loader)  # a sampler the user gave a set_epoch still hears of each epoch
+    return plan
+
+
+def _epoch_samplers(loader: Any) -> list[Any]:
+    """The loader's sampler and its batch sampler's sampler (each once) that have a ``set_epoch``: Lightning calls
+    it with the epoch before each epoch's (and each evaluation's) iteration."""
+    found: list[Any] = []
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    for sampler in (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
+        if sampler is not None and callable(getattr(sampler, "set_epoch", None)) and all(sampler is not s for s in found):
+            found.append(sampler)
+    return found
 
 
 def _own_generator(loader: DataLoader) -> torch.Generator | None:
@@ -221,6 +246,6 @@ def num_batches(loader: Any) -> int | float:
     """``len(loader)``, or infinity for iterables without a length (no ``__len__``, or one that raises
     ``NotImplementedError``, as a wrapped ``IterableDataset``'s may)."""
     try:
-        return len(loader)
+        return loader.total_batches() if isinstance(loader, CombinedLoader) else len(loader)
     except (TypeError, NotImplementedError):
         return math.inf

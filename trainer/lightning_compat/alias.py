@@ -22,6 +22,38 @@ from trainer.lightning_compat.names import NAMES
 LIGHTNING_API_VERSION = surface.VERSION
 VERSIONED = ("lightning", *surface.ROOTS)
 
+# Relay's classes that Lightning code knows by another name: once the zero-edit mode serves a name, their ``__name__``
+# is Lightning's (what a parametrized test's id, a profiler's action or a message shows); ``__qualname__`` stays
+# Relay's, so pickles still find them. ``uninstall()`` gives the names back.
+SHOWN_AS = {"LightningModule": ("trainer.module", "Module"),
+            "LightningDataModule": ("trainer.datamodule", "DataModule")}
+
+
+_shown = False
+
+
+def show_lightning_names() -> None:
+    """Give the classes their Lightning names, once, at the first name any alias serves (code that only reaches
+    them through a subclass, such as a demo model, sees the same names)."""
+    global _shown
+    if _shown:
+        return
+    _shown = True
+    for attr, (module, qualname) in SHOWN_AS.items():
+        cls = getattr(importlib.import_module(module), qualname)
+        cls.__name__ = attr
+
+
+def restore_relay_names() -> None:
+    import sys
+
+    global _shown
+    _shown = False
+    for module, qualname in SHOWN_AS.values():
+        cls = getattr(sys.modules.get(module), qualname, None)
+        if isinstance(cls, type):
+            cls.__name__ = qualname
+
 
 def load(where: str) -> Any:
     """``module:attr.attr`` (or ``module``) imported; a Lightning module through its alias."""
@@ -48,6 +80,7 @@ class LightningAlias(types.ModuleType):
             if attr == "__all__":
                 return self._all()
             raise AttributeError(attr)
+        show_lightning_names()
         value = self._resolve(attr)
         if isinstance(value, types.ModuleType) and _served_module(f"{self.__name__}.{attr}"):
             value = importlib.import_module(f"{self.__name__}.{attr}")  # keep Lightning's name for submodules

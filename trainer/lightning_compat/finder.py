@@ -11,7 +11,7 @@ import types
 from typing import Any
 
 from trainer.lightning_compat import surface
-from trainer.lightning_compat.alias import LightningAlias
+from trainer.lightning_compat.alias import LightningAlias, restore_relay_names
 from trainer.lightning_compat.errors import (
     LightningAttributeError,
     LightningImportError,
@@ -97,6 +97,7 @@ def uninstall() -> None:
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, LightningFinder)]
     for name in [n for n in sys.modules if isinstance(sys.modules[n], LightningAlias)]:
         del sys.modules[name]
+    restore_relay_names()
     if os.environ.get(COMPAT_ENV) == "1":
         del os.environ[COMPAT_ENV]
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != BOOT_DIR]

@@ -71,8 +71,9 @@ class ExperimentWriter:
         path = self.metrics_file_path
         if not self.metrics_keys:  # first write of this run
             makedirs(self.log_dir)  # a local path or an fsspec URL (s3://, memory://)
-            self.metrics_keys = ["step"] + [k for k in new_keys if k != "step"]
-            self._write(path, self.metrics, mode="w")
+            old_rows, old_keys = self._existing_rows(path)
+            self.metrics_keys = (old_keys or ["step"]) + [k for k in new_keys if k != "step" and k not in old_keys]
+            self._write(path, old_rows + self.metrics, mode="w")
         elif new_keys:
             with open_file(path, newline="") as f:
                 old_rows = list(csv.DictReader(f))
@@ -83,6 +84,17 @@ class ExperimentWriter:
         else:
             self._write(path, self.metrics, mode="a")
         self.metrics = []
+
+    @staticmethod
+    def _existing_rows(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """Rows and header of a ``metrics.csv`` this writer finds at its first write (the one there at its start was
+        removed; one written since, by another writer of the same version, is kept and appended to, as Lightning)."""
+        if not isfile(path):
+            return [], []
+        with open_file(path, newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            return rows, list(reader.fieldnames or [])
 
     def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
         with open_file(path, mode, newline="") as f:

@@ -72,8 +72,8 @@ def run_evaluation(
     fitting = trainer.state.fn == TrainerFn.FITTING
     outer = no_grad_context(trainer, fitting)  # around the hooks too (on_validation_start sees it), as Lightning
     outer.__enter__()
-    getattr(module, f"on_{prefix}_model_eval")()
-    try:
+    try:  # whatever raises from here on (a hook included), the grad mode and the modules' modes are given back
+        getattr(module, f"on_{prefix}_model_eval")()
         hooks.call(f"on_{prefix}_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
@@ -104,13 +104,15 @@ def run_evaluation(
             trainer.stage_run.send_to_loggers(results.epoch_for_logger(), step)
         hooks.call(f"on_{prefix}_end")
     finally:
-        if hooks.has(f"on_{prefix}_model_train"):
-            hooks.call(f"on_{prefix}_model_train")
-        else:
-            restore_modes(module, modes)
-        trainer.progress.set_stage(prev_stage)
-        trainer.stage_run.active_results, trainer.stage_run.on_step = prev_results, prev_on_step
-        outer.__exit__(None, None, None)
+        try:
+            if hooks.has(f"on_{prefix}_model_train"):
+                hooks.call(f"on_{prefix}_model_train")
+            else:
+                restore_modes(module, modes)
+        finally:  # a hook that raised here too still leaves the grad mode and the stage as they were
+            trainer.progress.set_stage(prev_stage)
+            trainer.stage_run.active_results, trainer.stage_run.on_step = prev_results, prev_on_step
+            outer.__exit__(None, None, None)
     if sanity:
         results.reset()
     if len(plans) <= 1:
@@ -240,15 +242,15 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
     prev_stage = trainer.progress.set_stage(RunningStage.PREDICTING)
     modes = capture_modes(module)
     outer = no_grad_context(trainer, False)
-    outer.__enter__()
-    module.on_predict_model_eval()
     move = BatchMover(trainer)
     outputs: list[list[Any]] = []
     multiple = len(plans) > 1
     keep = trainer.predict_loop.return_predictions
     counts = trainer.predict_loop.batch_progress
     counts.reset_on_run()
-    try:
+    outer.__enter__()
+    try:  # whatever raises from here on (a hook included), the grad mode and the modules' modes are given back
+        module.on_predict_model_eval()
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1

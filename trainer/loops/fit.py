@@ -18,6 +18,7 @@ from trainer.loops.optimization import TrainingStep, step_interval_schedulers, s
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
+from trainer.errors import MisconfigurationError
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
@@ -229,7 +230,17 @@ class FitLoop(_Loop):
         self.resume.restore_data_position(self.trainer, p, replicas, self.train)  # resume's phase 4
         self.max_batches = loaders.counts[0]
         self.train_loaded_at = p.epoch
+        if getattr(getattr(self.train, "loader", None), "_mode", None) == "sequential":  # counted, then refused
+            raise MisconfigurationError(
+                '`FitLoop` does not support the `CombinedLoader(mode="sequential")` mode. The available modes are: '
+                "['min_size', 'max_size_cycle', 'max_size'] (a training step takes a batch of every loader; combine "
+                "them in another mode, or train on one after another with separate fits).")
         self.val_check_batch = self.schedule.val_check_batch(self.max_batches)
+        t, every = self.trainer, self.schedule.log_every_n_steps
+        if t.loggers and self.max_batches < every and not t.fast_dev_run:
+            rank_zero_warn(f"The number of training batches ({self.max_batches}) is smaller than the logging interval "
+                           f"Trainer(log_every_n_steps={every}). Set a lower value for log_every_n_steps if you want to "
+                           "see logs for the training epoch.", category=PossibleUserWarning)
 
     def _reload_train_if_due(self) -> None:
         every = self.schedule.reload_every
@@ -629,6 +640,7 @@ class FitLoop(_Loop):
         results = t.stage_run.results["train"]
         results.finish_epoch(t.strategy.all_reduce)
         t.stage_run.send_to_loggers(results.epoch_for_logger(), max(t.global_step - 1, 0))
+        t.stage_run.progress_bar_shown.update(t.progress_bar_metrics)  # an epoch's values stay shown (Lightning's)
         # read now: a callback may have swapped the scheduler; with manual optimization the user steps them (Lightning)
         complete = self.progress.batches_seen >= self.max_batches or not self._stopped_mid_epoch()
         # and only after a whole epoch: a fit stopped mid-epoch (max_steps, a stop) does not step them (Lightning)

@@ -85,6 +85,10 @@ class TrainingEpochLoop(_Loop):
     def max_steps(self) -> int:
         return self._fit_loop.max_steps
 
+    @max_steps.setter
+    def max_steps(self, value: int) -> None:  # the fit loop's (and the Trainer's) limit, as in Lightning
+        self._fit_loop.max_steps = value
+
     @property
     def min_steps(self) -> int | None:
         return self._fit_loop.min_steps

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
-    """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure."""
+def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None, **kwargs: Any) -> Any:
+    """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure. ``kwargs``
+    (``opt.step(closure=..., foo=1)``) reach the optimizer's ``step``, as in Lightning."""
     hooks, module = trainer.stage_run.hooks, trainer.lightning_module
 
     def closure_then_hooks() -> Any:
@@ -43,7 +44,7 @@ def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: 
     manual = None if module.automatic_optimization else trainer.fit_loop.epoch_loop.manual_optimization
     if manual is not None:
         manual.optim_step_progress.increment_ready()
-    out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks)
+    out = trainer.strategy.optimizer_step(optimizer, closure_then_hooks, **kwargs)
     if manual is not None:
         trainer.global_step += 1
         manual.optim_step_progress.increment_completed()

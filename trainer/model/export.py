@@ -77,8 +77,8 @@ def to_onnx(module: Module, file_path: str | os.PathLike | Any | None, input_sam
     if input_sample is None:
         input_sample = module.example_input_array
     if input_sample is None:
-        raise ValueError("to_onnx() needs an input to trace with: pass input_sample=... or set "
-                         "module.example_input_array.")
+        raise ValueError("Could not export to ONNX since neither `input_sample` nor `model.example_input_array` "
+                         "attribute is set: to_onnx() needs an input to trace with.")
     was_training = module.training
     try:
         path = os.fspath(file_path) if isinstance(file_path, (str, os.PathLike)) else file_path  # or a BytesIO

@@ -38,6 +38,10 @@ class OptimizerConfigError(MisconfigurationError):
         self.lightning = lightning
 
 
+class SchedulerTypeError(OptimizerConfigError, TypeError):
+    """A scheduler without ``state_dict``/``load_state_dict``: Lightning's TypeError, and a configuration error."""
+
+
 @dataclass
 class LRSchedulerConfig:
     scheduler: Any
@@ -93,9 +97,13 @@ def split_configuration(returned: Any, keep_monitors: bool = False) -> tuple[lis
                                              f"{_short(returned)}; {_FORMS}.)")
 
 
-def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: bool = True) -> list[LRSchedulerConfig]:
+def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: bool = True,
+                      needs_step: bool | None = None) -> list[LRSchedulerConfig]:
     """One ``LRSchedulerConfig`` per scheduler (a bare one, or a dict of its settings). Under manual optimization the
-    user steps them: ``reduce_on_plateau``/``monitor``/``strict`` are dropped, with a warning."""
+    user steps them: ``reduce_on_plateau``/``monitor``/``strict`` are dropped, with a warning. ``needs_step``
+    (default: ``automatic``): the loop calls ``scheduler.step()``, so a scheduler must have one (False when the
+    module overrides ``lr_scheduler_step`` or steps them itself)."""
+    needs_step = automatic if needs_step is None else needs_step
     configs = []
     for scheduler in schedulers:
         if isinstance(scheduler, Mapping):
@@ -113,7 +121,7 @@ def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: boo
                 raise OptimizerConfigError('The lr scheduler dict must have the key "scheduler" with its item being an '
                                            "lr scheduler", "(e.g. {'scheduler': sched, 'interval': 'epoch'}).")
             config = LRSchedulerConfig(**settings)
-            _check_config(config)
+            _check_config(config, needs_step)
             if automatic:
                 config.reduce_on_plateau = settings.get("reduce_on_plateau", _is_plateau(config.scheduler))
                 if config.reduce_on_plateau and config.monitor is None:
@@ -125,7 +133,7 @@ def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: boo
         else:
             config = LRSchedulerConfig(scheduler)
         if not isinstance(scheduler, Mapping):
-            _check_config(config)
+            _check_config(config, needs_step)
         configs.append(config)
     return configs
 
@@ -140,14 +148,16 @@ def check_attached(optimizers: list[Any], configs: list[LRSchedulerConfig]) -> N
                 f"({type(config.scheduler).__name__} steps an optimizer the fit does not; return that optimizer too.)")
 
 
-def parse_optimizers(returned: Any, automatic: bool = True) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
-    """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned."""
+def parse_optimizers(returned: Any, automatic: bool = True, needs_step: bool | None = None,
+                     ) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned (``needs_step``: see
+    :func:`scheduler_configs`)."""
     if returned is None:  # Lightning runs the loop anyway, with an optimizer that does nothing
         warnings.warn("`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer "
                       "(the steps change nothing).", UserWarning, stacklevel=2)
         return [NoOptimizer()], []
     optimizers, schedulers, monitor = split_configuration(returned, keep_monitors=True)
-    configs = scheduler_configs(schedulers, monitor, automatic)
+    configs = scheduler_configs(schedulers, monitor, automatic, needs_step)
     check_attached(optimizers, configs)
     return optimizers, configs
 
@@ -167,10 +177,17 @@ def _check_optimizer_entry(d: Mapping) -> None:
                                                  f"'optimizer'; {_FORMS}.)")
 
 
-def _check_config(config: LRSchedulerConfig) -> None:
-    if not hasattr(config.scheduler, "step"):
+def _check_config(config: LRSchedulerConfig, needs_step: bool = True) -> None:
+    name = type(config.scheduler).__name__
+    if not (callable(getattr(config.scheduler, "state_dict", None))
+            and callable(getattr(config.scheduler, "load_state_dict", None))):
+        raise SchedulerTypeError(f"The provided lr scheduler `{name}` is invalid. It should have `state_dict` and "
+                                 "`load_state_dict` methods defined.")
+    if needs_step and not hasattr(config.scheduler, "step"):
         raise OptimizerConfigError(
-            f"configure_optimizers: {type(config.scheduler).__name__} is not a learning-rate scheduler (no .step()).")
+            f"The provided lr scheduler `{name}` doesn't follow PyTorch's LRScheduler API. You should override the "
+            "`LightningModule.lr_scheduler_step` hook with your own logic if you are using a custom LR scheduler. "
+            f"(configure_optimizers: {name} is not a learning-rate scheduler: it has no .step().)")
     if config.interval not in ("step", "epoch"):
         raise OptimizerConfigError(
             f'The "interval" key in lr scheduler dict must be "step" or "epoch" but is "{config.interval}"')
@@ -232,11 +249,12 @@ class OptimizerHandle:
     def optimizer(self) -> torch.optim.Optimizer:
         return self.__dict__["_optimizer"]
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
+        """``kwargs`` reach the wrapped optimizer's ``step`` (Lightning's ``LightningOptimizer.step``)."""
         step = self.__dict__["_step"]
         if step is None:
-            return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
-        return step(self.optimizer, closure)
+            return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
+        return step(self.optimizer, closure, **kwargs)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)

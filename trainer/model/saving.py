@@ -79,7 +79,10 @@ def load_from_checkpoint(
         checkpoint = load_checkpoint(checkpoint_path)
     if hparams_file is not None:
         checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY] = _hparams_from_file(hparams_file)
-    return load_state(cls, checkpoint, strict=strict, map_location=map_location, **kwargs)
+    obj = load_state(cls, checkpoint, strict=strict, map_location=map_location, **kwargs)
+    if isinstance(obj, torch.nn.Module) and not checkpoint.get("state_dict"):
+        warnings.warn(f"The state dict in {checkpoint_path!r} contains no parameters.", stacklevel=3)
+    return obj
 
 
 def _hparams_from_file(path: Any) -> dict[str, Any]:
@@ -117,8 +120,9 @@ def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None
         return obj
     if obj._strict_loading is not None and strict is not None and strict != obj.strict_loading:
         raise ValueError(
-            f"{cls.__name__}.load_from_checkpoint(strict={strict!r}) contradicts {cls.__name__}.strict_loading="
-            f"{obj.strict_loading!r}; pass the same value or leave strict out."
+            f"You set `.load_from_checkpoint(..., strict={strict!r})` which is in conflict with "
+            f"`{cls.__name__}.strict_loading={obj.strict_loading!r}`. Please set the same value for both of them "
+            "(or leave strict out)."
         )
     strict = obj.strict_loading if strict is None else strict
     from lightning_utilities.core.overrides import is_overridden

@@ -10,11 +10,11 @@ from unittest.mock import Mock
 from trainer.callbacks.base import Callback
 from trainer.callbacks.early_stopping import EarlyStopping
 from trainer.callbacks.model_checkpoint import ModelCheckpoint
+from trainer.datamodule import DataModule
 from trainer.module import Module
 from trainer.model.overrides import is_overridden
 
 if TYPE_CHECKING:
-    from trainer.datamodule import DataModule
     from trainer.trainer import Trainer
 
 
@@ -51,7 +51,7 @@ class Hooks:
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
-                mod = profiler.wrap(f"[Module]{type(self._module).__qualname__}.{name}", mod) if mod else None
+                mod = profiler.wrap(profile_name(self._module, name), mod) if mod else None
             entry = self._cache[name] = (cbs, mod)
         return entry
 
@@ -102,6 +102,24 @@ class Hooks:
 def call_datamodule(datamodule: DataModule | None, name: str, *args: Any) -> None:
     if datamodule is not None:
         getattr(datamodule, name)(*args)
+
+
+def profile_name(owner: Any, hook: str) -> str:
+    """The profiler's action for a Module's or DataModule's hook: ``[Module]Net.setup`` (``[LightningModule]`` and
+    ``[LightningDataModule]``, Lightning's names, for Lightning code, whose base classes carry them)."""
+    base = DataModule if isinstance(owner, DataModule) else Module
+    return f"[{base.__name__}]{type(owner).__name__}.{hook}"
+
+
+def call_profiled(trainer: Trainer, owner: Any, hook: str, *args: Any, **kwargs: Any) -> Any:
+    """``owner.<hook>(*args, **kwargs)``, timed by an enabled profiler (``prepare_data``, a DataModule's ``setup``,
+    ``teardown`` and ``state_dict``, as Lightning times them)."""
+    fn = getattr(owner, hook)
+    profiler = getattr(trainer, "profiler", None)
+    if profiler is None or not profiler.enabled:
+        return fn(*args, **kwargs)
+    with profiler.profile(profile_name(owner, hook)):
+        return fn(*args, **kwargs)
 
 
 def _state_key(callback: Callback) -> str:

@@ -39,13 +39,33 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
     resume.restore_weights(trainer, callbacks=fit)  # before configure_optimizers, as Lightning: it sees the weights
     if not fit:
         return
-    optimizers, trainer.lr_scheduler_configs = parse_optimizers(model.configure_optimizers(),
-                                                                model.automatic_optimization)
+    automatic = model.automatic_optimization
+    optimizers, trainer.lr_scheduler_configs = parse_optimizers(
+        model.configure_optimizers(), automatic,
+        needs_step=automatic and not is_overridden("lr_scheduler_step", model, Module))
+    check_multiple_optimizers(model, optimizers)
     trainer.optimizers = setup_optimizers(strategy, optimizers)  # what Fabric.setup calls
     trainer.stage_run.optimizer_handles = [OptimizerHandle(o, partial(optimizer_step, trainer))
                                           for o in trainer.optimizers]
     strategy.connect_loop_state(lambda: {"global_step": trainer.progress.global_step},
                                 lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
+
+
+def check_multiple_optimizers(model: Module, optimizers: list[Any]) -> None:
+    """Several optimizers need manual optimization (Lightning's errors, before any step): a ``training_step`` that
+    still takes Lightning 1.x's ``optimizer_idx``, or automatic optimization with more than one optimizer."""
+    import inspect
+
+    takes_idx = "optimizer_idx" in inspect.signature(model.training_step).parameters
+    if takes_idx or (model.automatic_optimization and len(optimizers) > 1):
+        fix = ("Remove the `optimizer_idx` argument from `training_step`, set `self.automatic_optimization = False` and "
+               "access your optimizers in `training_step` with `opt1, opt2, ... = self.optimizers()`." if takes_idx else
+               "Set `self.automatic_optimization = False`, then access your optimizers in `training_step` with "
+               "`opt1, opt2, ... = self.optimizers()`.")
+        raise MisconfigurationRuntimeError(
+            f"Training with multiple optimizers is only supported with manual optimization. {fix} "
+            f"(configure_optimizers returned {len(optimizers)} optimizer{'s' if len(optimizers) != 1 else ''}; step "
+            "them yourself in training_step.)")
 
 
 def model_transforms(compile: Any, checkpointing: Any) -> Any:

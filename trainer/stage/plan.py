@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.overrides import is_overridden
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from trainer.data.loaders import num_batches, prepare_loader
 from trainer.datamodule import DataModule
@@ -28,6 +28,7 @@ from trainer.checkpointing.files import checkpoint_dirs
 from trainer.checkpointing.resume import RestoreRequest
 from trainer.module import Module
 from trainer.utilities.combined_loader import CombinedLoader
+from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
@@ -48,6 +49,7 @@ class Loaders:
     plans: list[LoaderPlan]
     counts: list[int | float]
     shown: Any
+    limit: int | float | None = None  # ``limit_<key>_batches`` the counts applied
 
     @property
     def batch_size(self) -> int | None:
@@ -139,6 +141,8 @@ class LoaderSource:
             plans = [rank_batched(plan, self.rank_batch_sizes, kwargs["num_replicas"], kwargs["rank"], seed)
                      for plan in plans]
         prepared = [plan.loader for plan in plans]
+        for loader in prepared:
+            warn_if_sized_iterable(loader)
         allowed = self.model.allow_zero_length_dataloader_with_multiple_devices or (
             self.datamodule is not None and self.datamodule.allow_zero_length_dataloader_with_multiple_devices)
         check_no_rank_without_batches(strategy, self.key, prepared, allowed)
@@ -146,12 +150,28 @@ class LoaderSource:
             shown = None
         else:
             shown = shape(prepared) if shape is not None else (prepared[0] if prepared else None)
+            if self.key == "train" and isinstance(shown, CombinedLoader):  # Lightning shows the loaders it combines
+                shown = shown.iterables
         show(self.key, shown)
         name = f"limit_{self.key}_batches"
         counts = [apply_limit(self.limit, num_batches(loader), name) for loader in prepared]
         if self.key == "train":
             warn_if_no_batches(counts[0])
-        return Loaders(plans, counts, shown)
+        return Loaders(plans, counts, shown, self.limit)
+
+
+def warn_if_sized_iterable(loader: Any) -> None:
+    """Lightning's warning for a loader (or a combined loader's loaders) over an ``IterableDataset`` with ``__len__``:
+    with several workers each one iterates the whole dataset unless it is told otherwise, so the length misleads."""
+    from trainer.fabric.utilities.data import sized_len  # local import: the helpers load when a loader is built
+
+    for leaf in loader.flattened if isinstance(loader, CombinedLoader) else [loader]:
+        dataset = getattr(leaf, "dataset", None)
+        if isinstance(dataset, IterableDataset) and sized_len(leaf) is not None:
+            rank_zero_warn("Your `IterableDataset` has `__len__` defined. In combination with multi-process data "
+                           "loading (when num_workers > 1), `__len__` could be inaccurate if each worker is not "
+                           "configured independently to avoid having duplicate data.")
+            return
 
 
 def combined_for_training(given: Any) -> Any:

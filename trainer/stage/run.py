@@ -13,9 +13,10 @@ from trainer.loggers.hparams_logging import log_hyperparameters
 from trainer.model.hparams import drop_unpicklable
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.files import finish_checkpoint_writes
+from trainer.arguments.limits import apply_limit
 from trainer.data.loaders import num_batches
 from trainer.distributed.heartbeat import watch_ranks
-from trainer.stage.hooks import Hooks, call_datamodule
+from trainer.stage.hooks import Hooks, call_datamodule, call_profiled
 from trainer.stage.input_checks import check_writable_dirs
 from trainer.loops.evaluation import run_evaluation, run_predict
 from trainer.stage.model_setup import set_up_model
@@ -126,7 +127,7 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
         callback.log, callback.log_dict = model.log, model.log_dict
     for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
         if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
-            owner.prepare_data()
+            call_profiled(trainer, owner, "prepare_data")
     strategy.barrier("prepare_data")
     run.hooks = Hooks(trainer, model, trainer.callbacks)
     if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback
@@ -134,7 +135,7 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
         getattr(logger, "experiment", None)
     if datamodule is not None:
-        datamodule.setup(stage=trainer.state.fn)  # a keyword, as Lightning passes it
+        call_profiled(trainer, datamodule, "setup", stage=trainer.state.fn)  # a keyword, as Lightning passes it
     run.hooks.call("setup", stage=trainer.state.fn)
 
 
@@ -175,11 +176,17 @@ def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource],
 
 
 def shown_counts(loaders: Loaders) -> list[int | float]:
-    """The batch counts Lightning shows: a CombinedLoader's per loader it combines (the loop runs the combined)."""
+    """The batch counts Lightning shows: a CombinedLoader's per loader it combines, each with the limit applied (the
+    loop runs the combined, which its mode and those counts bound)."""
     shown: list[int | float] = []
     for loader_plan, count in zip(loaders.plans, loaders.counts):
         parts = getattr(loader_plan, "parts", None)
-        shown += [min(num_batches(p.loader), count) for p in parts] if parts else [count]
+        if not parts:
+            shown.append(count)
+        elif count == 0:
+            shown += [0] * len(parts)
+        else:
+            shown += [apply_limit(loaders.limit, num_batches(p.loader)) for p in parts]
     return shown
 
 
@@ -260,7 +267,7 @@ def _end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
         logger.finalize(run.status)
     fn = TrainerFn(plan.stage)
     if plan.datamodule is not None:
-        plan.datamodule.teardown(stage=fn)
+        call_profiled(trainer, plan.datamodule, "teardown", stage=fn)
     run.hooks.call("teardown", stage=fn)
     profiler = trainer.profiler
     if profiler.enabled:

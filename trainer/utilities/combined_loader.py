@@ -198,6 +198,15 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
         return lengths
 
     def __len__(self) -> int:
+        """The batches of a pass; as Lightning's, only once a pass started (``iter(loader)``): the Trainer reads the
+        count before that with ``num_batches``."""
+        if self._iterator is None:
+            raise RuntimeError("Please call `iter(combined_loader)` first. (A CombinedLoader's length is known once "
+                               "a pass has started.)")
+        return self.total_batches()
+
+    def total_batches(self) -> int:
+        """The batches a pass yields (``len()``, without starting a pass)."""
         lengths = self._lengths()
         if not lengths:
             return 0

@@ -3,10 +3,13 @@ the small MNIST-shaped convolutional ``Net`` Lightning's examples use."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch.utils.data import DataLoader
 
-from trainer.demos.boring_classes import BoringDataModule, RandomIterableDataset
+from trainer.datamodule import DataModule
+from trainer.demos.boring_classes import RandomDataset, RandomIterableDataset
 
 
 class RandomIterableDatasetWithLen(RandomIterableDataset):
@@ -16,30 +19,54 @@ class RandomIterableDatasetWithLen(RandomIterableDataset):
         return self.count
 
 
-class BoringDataModuleNoLen(BoringDataModule):
-    """The boring data as iterables without a length."""
+# the datasets each stage's ``setup`` makes, by the sizes given; a loader method before its stage's setup fails, as
+# Lightning's do (``str(datamodule)`` then shows ``None`` for it)
+_STAGES = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
 
-    def _iterable(self) -> DataLoader:
-        return DataLoader(RandomIterableDataset(32, 64))
+
+class BoringDataModuleNoLen(DataModule):
+    """The boring data as iterables without a length, made by ``setup`` for its stage."""
+
+    sizes: ClassVar[dict[str, int]] = {"train": 512, "val": 128, "test": 256, "predict": 64}
+
+    def setup(self, stage: str) -> None:
+        for name in _STAGES[stage]:
+            setattr(self, f"random_{name}", RandomIterableDataset(32, self.sizes[name]))
 
     def train_dataloader(self) -> DataLoader:
-        return self._iterable()
+        return DataLoader(self.random_train)
 
     def val_dataloader(self) -> DataLoader:
-        return self._iterable()
+        return DataLoader(self.random_val)
 
     def test_dataloader(self) -> DataLoader:
-        return self._iterable()
+        return DataLoader(self.random_test)
 
     def predict_dataloader(self) -> DataLoader:
-        return self._iterable()
+        return DataLoader(self.random_predict)
 
 
-class IterableBoringDataModule(BoringDataModuleNoLen):
-    """The boring data as iterables that have a length."""
+class IterableBoringDataModule(DataModule):
+    """Two loaders per stage, made by ``setup``: one over a sized dataset, one over an iterable one."""
 
-    def _iterable(self) -> DataLoader:
-        return DataLoader(RandomIterableDatasetWithLen(32, 64))
+    sizes: ClassVar[dict[str, int]] = {"train": 16, "val": 32, "test": 64, "predict": 128}
+
+    def setup(self, stage: str) -> None:
+        for name in _STAGES[stage]:
+            n = self.sizes[name]
+            setattr(self, f"{name}_datasets", [RandomDataset(4, n), RandomIterableDataset(4, n)])
+
+    def train_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.train_datasets]
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.val_datasets]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.test_datasets]
+
+    def predict_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.predict_datasets]
 
 
 class Net(torch.nn.Module):

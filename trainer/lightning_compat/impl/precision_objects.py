@@ -71,7 +71,8 @@ class _ByName(Precision):
         ``tensor.backward(*args, **kwargs)``."""
         if _given_model(args):
             args = args[1:]
-        self._relay.backward(tensor, *args, **kwargs)
+        scaler = self.scaler  # the model is dropped here already: the rest goes to Tensor.backward as it is
+        (scaler.scale(tensor) if scaler is not None else tensor).backward(*args, **kwargs)
 
     def pre_backward(self, tensor: Any, module: Any) -> Any:
         return tensor
