@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from plugins.strategies.deepspeed_checkpoint import weights_only_loads
+from plugins.strategies.fabric_api import restore_state
 
 ENGINE_TAG = "checkpoint"
 # keys of the engine's own state in DeepSpeed's files, which a client state of the same name would overwrite
@@ -119,26 +120,7 @@ def load_state_file(strategy: Any, path: str | os.PathLike, state: Any, strict: 
     """A plain checkpoint file (``torch.save(model.state_dict())``, or a consolidated one) into a module, an optimizer,
     or a dict of objects; returns what the file holds beyond ``state``."""
     checkpoint = strategy.checkpoint_io.load_checkpoint(path, map_location="cpu", weights_only=weights_only)
-    if not state:
-        return checkpoint
-    if isinstance(state, torch.nn.Module):
-        strategy.load_module_state_dict(state, checkpoint, strict=strict)
-        return {}
-    if isinstance(state, torch.optim.Optimizer):
-        state.load_state_dict(checkpoint)
-        return {}
-    missing = [key for key in state if key not in checkpoint]
-    if strict and missing:
-        raise KeyError(f"The requested state contains a key '{missing[0]}' that does not exist in the loaded "
-                       "checkpoint. To disable strict loading, set `strict=False`.")
-    for key, obj in list(state.items()):
-        if key not in checkpoint:
-            continue
-        if isinstance(obj, torch.nn.Module):
-            strategy.load_module_state_dict(obj, checkpoint.pop(key), strict=strict)
-        else:
-            _restore_into(state, key, checkpoint.pop(key))
-    return checkpoint
+    return restore_state(strategy, checkpoint, state, strict)
 
 
 def _restore_into(state: dict[str, Any], key: str, saved: Any) -> None:

@@ -61,6 +61,12 @@ def load_checkpoint(strategy: Any, path: str | os.PathLike, state: Any = None, s
     io = checkpoint_io_of(strategy)
     checkpoint = io.load_checkpoint(path) if weights_only is None else io.load_checkpoint(path,
                                                                                            weights_only=weights_only)
+    return restore_state(strategy, checkpoint, state, strict)
+
+
+def restore_state(strategy: Any, checkpoint: dict[str, Any], state: Any, strict: bool) -> dict[str, Any]:
+    """``state`` from a loaded ``checkpoint``, as ``load_checkpoint`` describes (the DeepSpeed strategy's plain-file
+    loading too); what the checkpoint holds beyond ``state`` comes back."""
     if not state:
         return checkpoint
     if isinstance(state, torch.nn.Module):
