@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from plugins.checkpoint_io import trusted_loads
 from trainer.checkpointing.files import load_checkpoint
 from trainer.stage.hooks import Hooks
 from trainer.checkpointing.resume import Resume
@@ -91,7 +92,8 @@ class TrainerSnapshot:
         trainer = self.trainer
         self.put_settings_back()
         try:
-            checkpoint = load_checkpoint(self.path, trainer.strategy.checkpoint_io)
+            with trusted_loads(False):  # the file this search wrote a moment ago (Lightning code keeps hparams objects)
+                checkpoint = load_checkpoint(self.path, trainer.strategy.checkpoint_io)
             resume = Resume(self.path, checkpoint)
             resume.restore_weights(trainer, callbacks=self.stage == "fit")
             if self.stage == "fit":
