@@ -511,7 +511,7 @@ def _environment_defaults(init: Any) -> Any:
     @functools.wraps(init)
     def __init__(self: Trainer, **kwargs: Any) -> None:
         if lightning_defaults() and any(name.startswith("PL_") for name in os.environ):
-            from trainer.lightning_compat.impl.utils_extras import _parse_env_variables  # local: Lightning code only
+            from trainer.lightning_compat.impl.utils_extras import _parse_env_variables  # local import: Lightning code only
 
             kwargs = {**vars(_parse_env_variables(type(self))), **kwargs}
         init(self, **kwargs)
