@@ -41,6 +41,9 @@ import torch
 from plugins.remote_paths import exists, is_url, isfile, local_path, url_fs
 
 TEMP_MARK = ".relaytmp-"
+ASIDE_MARK = ".relayold-"
+# .<name>.relaytmp-<pid>[-link] or .<name>.relayold-<pid>, written next to <name>
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(?:-link)?$")
 _TRUSTED = contextvars.ContextVar("relay_trusted_checkpoint_loads", default=False)
 
 
@@ -62,9 +65,6 @@ def trusted_loads(weights_only: bool | None) -> Iterator[None]:
 def loads_trusted() -> bool:
     """Whether the current call passed ``weights_only=False`` (see ``trusted_loads``)."""
     return _TRUSTED.get()
-ASIDE_MARK = ".relayold-"
-# .<name>.relaytmp-<pid>[-link] or .<name>.relayold-<pid>, written next to <name>
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(?:-link)?$")
 
 
 class CheckpointWriteError(OSError):
