@@ -112,7 +112,10 @@ def test_the_pytest_process_own_variables_keep_a_warm_interpreter_slot(tmp_path)
     variables) are never left without a warm interpreter (CI once ran a file's tests after 4 other sets)."""
     (tmp_path / "x.py").write_text("")
     pool = forked_programs._Pool()
-    taken = [(("OMP_NUM_THREADS", str(n)),) for n in range(forked_programs.MAX_FORKSERVERS - 1)]
+    # sets no process has (on CI the home set itself is just OMP_NUM_THREADS=1: a "taken" set equal to it held the
+    # kept slot, and the fourth set was given a warm interpreter)
+    taken = [(("OMP_NUM_THREADS", f"taken-{n}"),) for n in range(forked_programs.MAX_FORKSERVERS - 1)]
+    assert pool.home_key not in taken
     pool.servers = dict.fromkeys(taken)  # slots held by other sets (no interpreter behind them: not asked here)
     command, env = [sys.executable, "x.py"], {**pool.home_env, "OMP_NUM_THREADS": "99"}
     pool.seen[forked_programs.import_time_key(env)] = 5
