@@ -38,6 +38,14 @@ def test_checkpoints_with_the_projects_objects_load_with_weights_only_false(obse
     assert seen == {"default": "raised, names weights_only", "trusted": [2.5, "Normalizer", 4.0], "resumed": [2.5, 2]}
 
 
+def test_the_lr_finder_restores_its_own_snapshot_with_hyperparameter_objects(observed):
+    """A deliberate difference: Lightning fails to read back the snapshot its finder wrote when the module keeps an
+    object among its hyperparameters; Relay reads the file it wrote itself in full."""
+    lightning, relay = (side["tuning_a_module_with_hyperparameter_objects"] for side in observed)
+    assert lightning == {"raised": "UnpicklingError"}, lightning
+    assert relay == {"tuned": "Normalizer"}, relay
+
+
 def test_legacy_tpu_names_announce_their_deprecation_then_need_torch_xla(observed):
     seen = same(observed, "legacy_tpu_names")
     assert seen["lightning.fabric.accelerators.TPUAccelerator"] == [

@@ -546,7 +546,29 @@ def check_checkpoints_with_the_projects_objects():
     return out
 
 
-CHECKS = [check_checkpoints_with_the_projects_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+def check_tuning_a_module_with_hyperparameter_objects():
+    """The learning-rate finder restores the snapshot it wrote before the search: Lightning reads it data-only and
+    fails on a kept object (unless ``weights_only=False`` is patched in); Relay reads its own snapshot in full."""
+    from lightning.pytorch.tuner import Tuner
+
+    class Tuned(WithObjects):
+        def __init__(self, target: Normalizer | None = None, lr: float = 0.1) -> None:
+            super().__init__(target)
+            self.lr = lr
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+    trainer = Trainer(max_epochs=1, logger=False, enable_progress_bar=False, enable_model_summary=False)
+    model = Tuned(Normalizer(4.0))
+    try:
+        Tuner(trainer).lr_find(model, num_training=5)
+    except Exception as err:  # noqa: BLE001
+        return {"raised": type(err).__name__}
+    return {"tuned": type(model.hparams.target).__name__}
+
+
+CHECKS = [check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,
