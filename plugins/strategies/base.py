@@ -299,7 +299,7 @@ class Strategy:
 
         - ``step_fn(batch, batch_idx)`` is the Module's ``training_step`` as ``step_function`` built it;
           it returns a loss tensor, a dict with ``"loss"``, or None (skip the batch).
-        - ``backward`` is the loop's callback (``trainer.loops.optimization.BackwardStep``).
+        - ``backward`` is the loop's callback (``trainer.loops.training_step.BackwardStep``).
           ``backward(output)`` zeroes gradients when this batch opens an accumulation window, divides
           the loss by ``backward.accumulate``, runs ``on_before_backward``, ``self.backward`` (or the
           Module's ``backward``) and ``on_after_backward``, records ``output`` for logging and returns

@@ -31,7 +31,7 @@ TRAINER_SITES = {
     ("stage/run.py", "_begin"): {"join_processes"},
     ("stage/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
     ("data/batches.py", "BatchMover.__call__"): {"move_to_device"},
-    ("loops/optimization.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
+    ("loops/training_step.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
     ("module.py", "Module.backward"): {"backward"},
     ("trainer.py", "Trainer.save_checkpoint"): {"save_state"},
     ("checkpointing/contents.py", "collect_checkpoint"): {"module_state", "optimizer_state"},

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.data.batches import BatchMover
-from trainer.loops.step_arguments import check_dataloader_idx, step_caller
-from trainer.loops.dataloader_iter import steps, uses_dataloader_iter
+from trainer.loops.step_arguments import evaluation_step_caller, steps
 from trainer.loops.evaluation_progress import progress_of
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.metrics.results import to_float
@@ -78,14 +77,9 @@ def run_evaluation(
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
         loader = "val" if prefix == "validation" else prefix
-        # a dataloader_iter step is not required to take dataloader_idx (the iterator gives it), as in Lightning
-        check_dataloader_idx(module, loader, (f"{prefix}_step",),
-                             multiple and not uses_dataloader_iter(getattr(module, f"{prefix}_step")))
-        check_dataloader_idx(module, loader, (f"on_{prefix}_batch_start", f"on_{prefix}_batch_end"), multiple)
-        step_fn = step_caller(step_fn, getattr(module, f"{prefix}_step"))
+        step_fn, by_iterator = evaluation_step_caller(module, prefix, loader, step_fn, multiple)
         hooks.call(f"on_{prefix}_epoch_start")
         with no_grad_context(trainer, fitting):
-            by_iterator = uses_dataloader_iter(getattr(module, f"{prefix}_step"))
             if by_iterator:
                 _run_iterator_steps(trainer, plans, limits, step_fn, prefix, multiple, counts, "[_EvaluationLoop]")
             for dl_idx, (plan, limit) in enumerate(zip(plans, limits) if not by_iterator else ()):
@@ -175,7 +169,7 @@ def batches_of(trainer: Trainer, plan: LoaderPlan, epoch: int, limit: int | floa
 
 def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float], step_fn: Any,
                         prefix: str, multiple: bool, counts: Any, loop: str) -> list[list[Any]]:
-    """The ``dataloader_iter`` flavour (``dataloader_iter.py``): one iterator over every loader in turn; the step
+    """The ``dataloader_iter`` flavour (``step_arguments.py``): one iterator over every loader in turn; the step
     takes its own batches, the batch hooks see the last batch taken (before the first: ``None``, 0, 0). Returns
     the steps' outputs per loader (of the last batch each step took)."""
     hooks, results = trainer.stage_run.hooks, trainer.stage_run.active_results
@@ -254,13 +248,9 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         hooks.call("on_predict_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
-        check_dataloader_idx(module, "predict", ("predict_step",),
-                             multiple and not uses_dataloader_iter(module.predict_step))
-        check_dataloader_idx(module, "predict", ("on_predict_batch_start", "on_predict_batch_end"), multiple)
-        step_fn = step_caller(step_fn, module.predict_step)
+        step_fn, by_iterator = evaluation_step_caller(module, "predict", "predict", step_fn, multiple)
         hooks.call("on_predict_epoch_start")
         with no_grad_context(trainer, False):
-            by_iterator = uses_dataloader_iter(module.predict_step)
             if by_iterator:
                 outputs = _run_iterator_steps(trainer, plans, limits, step_fn, "predict", multiple, counts,
                                               "[_PredictionLoop]")

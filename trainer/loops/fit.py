@@ -11,10 +11,10 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.data.loaders import stateful_plans
-from trainer.loops.dataloader_iter import one_loader, steps, uses_dataloader_iter
+from trainer.loops.step_arguments import one_loader, steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
-from trainer.loops.optimization import TrainingStep, step_interval_schedulers, step_schedulers
+from trainer.loops.training_step import TrainingStep, step_interval_schedulers, step_schedulers
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
 from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
@@ -599,7 +599,7 @@ class FitLoop(_Loop):
         counts.increment_completed()
 
     def _run_iterator_steps(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
-        """The ``dataloader_iter`` flavour (``loops/dataloader_iter.py``): the step takes its own batches from the
+        """The ``dataloader_iter`` flavour (``loops/step_arguments.py``): the step takes its own batches from the
         iterator, the epoch ends when they are used up (or the step lets ``StopIteration`` out); validation falls
         due by steps. True: stopped early."""
         t, p = self.trainer, self.progress

@@ -15,7 +15,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from trainer.loops.evaluation_progress import EvaluationLoop
-from trainer.loops.optimization import TrainingStep
+from trainer.loops.training_step import TrainingStep
 from trainer.loops.trackers import (
     _BatchProgress, _Loop, _OptimizationProgress, _Progress, _ReadyCompletedTracker, _SchedulerProgress,
 )

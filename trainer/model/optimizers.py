@@ -242,7 +242,7 @@ class OptimizerHandle:
     def __init__(self, optimizer: torch.optim.Optimizer,
                  step: Callable[[torch.optim.Optimizer, Callable[[], Any] | None], Any] | None = None) -> None:
         self.__dict__["_optimizer"] = optimizer
-        self.__dict__["_step"] = step  # the loop's optimizer step (trainer/loops/optimization.py: optimizer_step)
+        self.__dict__["_step"] = step  # the loop's optimizer step (trainer/loops/training_step.py: optimizer_step)
         self.__class__ = _handle_class(type(optimizer))
 
     @property

@@ -11,7 +11,7 @@ from lightning_utilities.core.overrides import is_overridden
 from trainer.errors import MisconfigurationRuntimeError
 from trainer.stage.input_checks import check_has_parameters
 from trainer.module import Module
-from trainer.loops.optimization import optimizer_step
+from trainer.loops.training_step import optimizer_step
 from trainer.model.optimizers import OptimizerHandle, parse_optimizers
 from trainer.distributed.plugin_calls import setup_module, setup_optimizers
 from trainer.utilities.rank_zero import rank_zero_deprecation

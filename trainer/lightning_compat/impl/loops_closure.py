@@ -1,7 +1,7 @@
 """Lightning's optimizer closures and step results (``lightning.pytorch.loops.optimization``).
 
 Rule 1 of ``impl/loops_progress.py``'s docstring: small classes with defined behaviour, written for Relay. Relay's
-own training step passes the optimizer a plain function (``trainer/loops/optimization.py``); these are the objects
+own training step passes the optimizer a plain function (``trainer/loops/training_step.py``); these are the objects
 code written against Lightning builds itself: ``Closure(step_fn, backward_fn, zero_grad_fn)`` returns the loss and
 keeps the step's result, ``ClosureResult`` / ``ManualResult`` hold what ``training_step`` returned.
 """
@@ -145,7 +145,7 @@ class Closure(AbstractClosure[ClosureResult]):
 def _count_the_trainers_closure() -> None:
     """The closure Relay's training step hands a module's ``optimizer_step`` is a ``Closure`` to ``isinstance``, as
     Lightning's is (a virtual subclass: it runs Relay's step, not these classes' code)."""
-    from trainer.loops.optimization import StepClosure  # local import: the loops load with the Trainer anyway
+    from trainer.loops.training_step import StepClosure  # local import: the loops load with the Trainer anyway
 
     Closure.register(StepClosure)
 

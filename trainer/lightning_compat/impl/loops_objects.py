@@ -8,7 +8,7 @@ Relay object too (``isinstance(trainer.fit_loop, _FitLoop)``, ``trainer.validate
 overrides Lightning's ``advance``/``on_run_start`` steps changes nothing.
 
 ``_AutomaticOptimization`` and ``_ManualOptimization`` hold Lightning's progress counters (the ones Relay's fit loop
-advances: ``trainer/loops/loop_views.py``). Relay's training step (``trainer/loops/optimization.py``) is one object for
+advances: ``trainer/loops/loop_views.py``). Relay's training step (``trainer/loops/training_step.py``) is one object for
 both: ``_AutomaticOptimization.run`` runs one batch through it; ``_ManualOptimization.run`` (rule 3) raises, saying so.
 """
 
@@ -90,7 +90,7 @@ class _PredictionLoop(PredictLoop, metaclass=_AlsoRelays):
 def _relay_step_runs(name: str) -> None:
     raise NotImplementedError(
         f"{name}.run: Relay's Trainer runs the training step itself (one step object for automatic and manual "
-        "optimization, trainer/loops/optimization.py); override the Module's hooks (training_step, "
+        "optimization, trainer/loops/training_step.py); override the Module's hooks (training_step, "
         "optimizer_step, backward) or add a Callback instead of replacing Lightning's optimization loop.")
 
 

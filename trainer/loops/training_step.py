@@ -1,14 +1,26 @@
-"""One training batch: automatic optimization (closure, accumulation, clipping) or manual."""
+"""One training batch, the canonical step and the fast form derived from it.
+
+``TrainingStep.run`` is the definition: ``training_step`` inside the optimizer's closure, in Lightning's order (zero_grad
+after ``training_step`` when a batch opens an accumulation window, backward, then the optimizer step once every
+``accumulate_grad_batches`` batches), or the manual-optimization step. ``BackwardStep`` is the closure's half that a
+strategy calls back into.
+
+When nothing sits between ``training_step``, ``zero_grad``, ``backward`` and ``optimizer.step`` (no hook, no clipping,
+no plugin step, a stock torch optimizer that calls the closure first), ``unrolled`` derives, once per fit, the same step
+with the closure unrolled: about 1 us a call on a ~100 us step (``benchmarks/overhead.py``), and the same weights
+(``tests/trainer/test_optimization.py::test_unrolled_step_matches_the_closure_path``). Per batch it hands back to the
+canonical step wherever the unrolled order could differ.
+"""
 
 from __future__ import annotations
 
 import warnings
-
+from collections.abc import Callable, Mapping
 from math import isfinite
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.optim import optimizer as optim_module
 
 from plugins.precision.base import Precision
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
@@ -16,9 +28,7 @@ from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
 from trainer.distributed.plugin_calls import backward_function, overridden
-from trainer.loops.step_arguments import takes
-from trainer.loops.step_outputs import loss_of, manual_output, step_outputs
-from trainer.loops.unrolled_step import closure_runs_first, closure_then_step, unrolled
+from trainer.loops.step_arguments import training_step_caller
 from trainer.stage.loop_checks import verify_manual_optimization
 
 if TYPE_CHECKING:
@@ -130,7 +140,7 @@ class TrainingStep:
     def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         """One training batch, the canonical step: ``training_step`` inside the optimizer's closure (Lightning's
         order: zero_grad after ``training_step`` when a batch opens an accumulation window, backward, then the
-        optimizer step once every ``accumulate_grad_batches`` batches). ``unrolled_step.unrolled`` derives the
+        optimizer step once every ``accumulate_grad_batches`` batches). ``unrolled`` (below) derives the
         fast form of this method where nothing sits between those calls."""
         if not self.module.automatic_optimization:
             return manual_output(self.step_fn(batch, batch_idx))
@@ -182,13 +192,6 @@ class TrainingStep:
             step_schedulers(trainer, self.step_schedulers, trainer.global_step)
 
 
-def training_step_caller(step_fn: Any, module: Any) -> Any:
-    """``step_fn(batch, batch_idx)`` for every ``training_step`` signature (Lightning's rule): ``batch_idx`` only
-    when the step takes it; a ``dataloader_iter`` step is handed the iterator (the loop passes it as ``batch``)."""
-    step = module.training_step
-    if takes(step, "dataloader_iter", explicit=True) or not takes(step, "batch_idx", min_args=2):
-        return lambda batch, batch_idx: step_fn(batch)
-    return step_fn
 
 
 class BackwardStep:
@@ -310,3 +313,112 @@ def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
         counts.increment_ready()
         module.lr_scheduler_step(config.scheduler, metric)
         counts.increment_completed()
+
+
+# The fast form, derived from ``TrainingStep.run`` once per fit
+
+_CLOSURE_FIRST = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "ASGD",
+                  "Rprop", "Adafactor", "SparseAdam")
+
+
+def closure_runs_first(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``closure(); optimizer.step()`` is exactly ``optimizer.step(closure)`` (grad mode is on in the loop):
+    a stock torch optimizer (not a subclass, not LBFGS) with no step pre-hooks, which would run before the closure."""
+    cls = type(optimizer)
+    return (cls.__module__.startswith("torch.optim.") and cls.__name__ in _CLOSURE_FIRST
+            and not optimizer._optimizer_step_pre_hooks and not optim_module._global_optimizer_pre_hooks)
+
+
+def closure_then_step(optimizer: torch.optim.Optimizer) -> Callable[[Callable[[], Any]], Any]:
+    """``optimizer.step(closure)`` for such an optimizer, without its ``enable_grad()`` context."""
+    step = optimizer.step
+
+    def run(closure: Callable[[], Any]) -> Any:
+        # under no_grad step(closure) enables grad; a step pre-hook added since (e.g. in on_train_start) must run
+        # before the closure, as step(closure) runs it
+        if not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks:
+            return step(closure)
+        loss = closure()
+        step()
+        return loss
+
+    return run
+
+
+def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
+    """``step.run`` with the closure unrolled: ``training_step``, ``zero_grad``, ``backward``, ``optimizer.step()`` in
+    a row. Build only where ``step.direct`` holds. A batch under manual optimization, that accumulates, runs without
+    grad mode, skips backward
+    (``fit_loop._skip_backward``) or meets a step pre-hook added since goes through ``step.run`` itself."""
+    canonical, trainer, optimizer, module = step.run, step.trainer, step.optimizer, step.module
+    steps, zero_grads = step.step_counts, step.zero_grad_counts  # Lightning's counts, bumped where its loop does
+    steps_total, steps_current = steps.total, steps.current
+    zero_total, zero_current = zero_grads.total, zero_grads.current
+
+    def run(batch: Any, batch_idx: int, is_last: bool) -> Any:
+        if (not module.automatic_optimization or trainer.accumulate_grad_batches != 1 or step.skip_backward
+                or not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks):
+            return canonical(batch, batch_idx, is_last)
+        step.accumulate = 1
+        steps_total.ready += 1  # the step begins (Lightning runs training_step inside it)
+        steps_current.ready += 1
+        output = step.step_fn(batch, batch_idx)
+        if (type(output) is torch.Tensor and output.numel() == 1
+                and (not trainer.stop_on_nonfinite_loss or (isfinite(output.item()) if step.loss_checks is None
+                                                             else step.loss_is_finite(output, batch_idx)))):
+            loss = output  # checked_loss's verdict for a finite scalar, without the call
+        else:
+            loss = checked_loss(trainer, output if type(output) is torch.Tensor else loss_of(output), batch_idx,
+                                step.loss_checks)
+        zero_total.ready += 1
+        zero_current.ready += 1
+        zero_total.started += 1
+        zero_current.started += 1
+        optimizer.zero_grad()
+        zero_total.completed += 1
+        zero_current.completed += 1
+        if loss is not None:
+            step.backward(loss)
+        optimizer.step()  # also when the batch was skipped: no gradients, but the step counts (Lightning)
+        step.count_step()
+        return step_outputs(output, loss) if step.report and loss is not None else {}
+
+    return run
+
+
+# What ``training_step`` returned
+
+def loss_of(output: Any) -> torch.Tensor | None:
+    """The loss in ``output``: the tensor itself, a mapping's ``"loss"``, or None (the batch is skipped).
+
+    The errors start with Lightning's words (code matches on them), then say what to return."""
+    if output is None or isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping):
+        if output.get("loss") is None:
+            raise MisconfigurationError(
+                "In automatic_optimization, when `training_step` returns a dict, the 'loss' key needs to be present: "
+                f"training_step returned the keys {sorted(output)}; include the loss."
+            )
+        return output["loss"]
+    raise MisconfigurationError(
+        "In automatic optimization, `training_step` must return a Tensor, a dict, or None (where the step will be "
+        f"skipped): it returned {type(output).__name__}."
+    )
+
+
+def manual_output(output: Any) -> Any:
+    """What a manual-optimization ``training_step`` may return: a tensor, a mapping or nothing (Lightning's rule)."""
+    if output is None or isinstance(output, (torch.Tensor, Mapping)):
+        return output
+    raise MisconfigurationError("In manual optimization, `training_step` must either return a Tensor or have no "
+                                f"return: it returned {type(output).__name__}.")
+
+
+def step_outputs(output: Any, loss: torch.Tensor) -> dict[str, Any]:
+    """What the loop reports for a step (``on_train_batch_end``'s ``outputs``): the detached loss, plus the other
+    entries of a dict ``training_step`` returned."""
+    if type(output) is torch.Tensor:
+        return {"loss": loss.detach()}
+    extra = {k: v for k, v in output.items() if k != "loss"} if isinstance(output, Mapping) else {}
+    return {"loss": loss.detach(), **extra}
