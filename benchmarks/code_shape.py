@@ -8,12 +8,13 @@ and comes back, the longest functions, function-local imports of Relay's own mod
 (a) The route: from the stage entry (``trainer/stage/run.py:run_stage``), depth-first, in the order written, every
 call the Trainer is passed to: the Trainer itself, the per-call ``StageRun`` that holds it, or anything read from
 either (``trainer.strategy``, ``run.plan``, ``trainer.checkpoint_callbacks``...), into ``trainer/`` and ``plugins/``
-(``RouteWalker`` says exactly what is followed). Two narrower counts follow it: the same route stopping at
-``plugins/``, and the walk the project counted before (a call with the Trainer itself, or an object that holds it,
-among its arguments, into ``trainer/`` only). A function is entered once. The file trace records the file on entering
-a callee and again on coming back to the caller; a *stay* is a run of the trace in one file, and *returns* = stays -
-files (each stay after a file's first). ``function visits`` counts the functions entered. A second count records
-only the files of the functions entered, in order (a caller continuing after a call is not a return there).
+(``RouteWalker`` says exactly what is followed). A function is entered once. The headline count records the files
+of the functions entered, in order, as a reader jumping to each function meets them: a *return* is entering a
+function in a file the walk had left (a caller continuing after a call is not one). It is given for the trainer side
+(the walk stopping at ``plugins/``) and with ``plugins/``; it reproduces the count first reported for the tree
+before the redesign (36 against 38). A stricter count records the caller's file again after each call; a *stay* is
+a run of that trace in one file, and *returns* = stays - files. The narrowest walk, which the project counted first,
+follows only calls with the Trainer itself (or an object that holds it) among the arguments, into ``trainer/``.
 
 (b) The ten longest functions (``def`` line to last line) in ``trainer/`` and ``plugins/``.
 (c) ``import``/``from ... import`` statements inside function bodies that import ``trainer.*`` or ``plugins.*``
@@ -472,16 +473,15 @@ def main() -> None:
     parser.add_argument("--imports", action="store_true", help="list the function-local imports (reason first)")
     args = parser.parse_args()
     walk = follow_trainer(args.trace)
-    print(f"(a) the route: following the Trainer from run_stage through every call it is passed to: "
-          f"{walk['visits']} function visits, {walk['stays']} stays in {walk['files']} files, "
-          f"{walk['returns']} returns to a file already left")
+    trainer_side = follow_trainer(False, plugins=False)
+    print(f"(a) the route: following the Trainer from run_stage through every call it is passed to, the files of the "
+          f"functions entered in order: {trainer_side['entry_returns']} returns to a file already left on the trainer "
+          f"side ({walk['entry_returns']} entering plugins/ too; goal <= 12)")
+    print(f"    the same walk recording the caller's file again after each call: {walk['visits']} function visits, "
+          f"{walk['stays']} stays in {walk['files']} files, {walk['returns']} returns "
+          f"(the trainer side alone: {trainer_side['returns']})")
     for file, n in walk["re-entered"].items():  # type: ignore[union-attr]
         print(f"      {file} re-entered {n}x")
-    trainer_side = follow_trainer(False, plugins=False)
-    print(f"    (the trainer side alone, not entering plugins/: {trainer_side['visits']} visits, "
-          f"{trainer_side['returns']} returns)")
-    print(f"    (counting function entries only, the file of each function entered in order: {walk['entry_returns']} "
-          f"returns; the trainer side alone {trainer_side['entry_returns']})")
     narrow = follow_trainer_narrow(False)
     print(f"    (the narrower walk, the Trainer itself among a call's arguments: {narrow['visits']} visits, "
           f"{narrow['returns']} returns)")
@@ -509,6 +509,7 @@ if __name__ == "__main__":
 
 # Figures (python benchmarks/code_shape.py; the tree before the per-call object and the resume package, 9c18722,
 # measured with this script's walkers pointed at its trainer/loops/run.py:run_stage):
-#   before: route 128 visits, 123 stays in 32 files, 91 returns; trainer side alone 69 returns; narrower walk 12 returns;
-#           function entries only 44, the trainer side alone 36 (the count closest to the 38 first reported for that tree)
+#   before: function entries only 44, the trainer side alone 36 (the count closest to the 38 first reported for that
+#           tree); recording the caller again: 128 visits, 123 stays in 32 files, 91 returns, trainer side 69;
+#           narrower walk 12 returns
 #   now:    see the first lines this script prints (the Concepts page quotes them with their date)

@@ -28,7 +28,8 @@ from trainer.arguments.plugin_list import check_plugin_list, refuse_fsdp_without
 from trainer.arguments.torch_switches import apply_torch_switches
 from trainer.loggers.base import Logger
 from trainer.loggers.setup import make_loggers
-from trainer.loops.evaluation import PredictLoop, print_results
+from trainer.loops.evaluation import print_results
+from trainer.loops.evaluation_progress import PredictLoop
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
 from trainer.loops.progress import LoopProgress

@@ -70,3 +70,23 @@ def test_the_top_of_trainer_holds_the_public_objects_and_packages():
     assert not loose, f"a module at the top of trainer/ belongs in a package of its concern: {loose}"
     loops = sorted(p.name for p in (TRAINER / "loops").glob("*.py"))
     assert "run.py" not in loops and "state.py" not in loops and "model_setup.py" not in loops
+
+
+def test_the_concepts_page_describes_the_folders_as_they_are():
+    """docs/concepts.md's "Code layout" block: every package of ``trainer/`` is listed, nothing listed is missing,
+    and the modules it names under ``stage/`` and ``loops/`` exist there."""
+    import re
+
+    text = (ROOT / "docs" / "concepts.md").read_text()
+    block = text.split("## Code layout", 1)[1].split("```", 2)[1]
+    trainer_part = block.split("\nplugins/", 1)[0]
+    listed = set(re.findall(r"(?:^|\s)([a-z_]+)/", trainer_part)) - {"trainer"}
+    packages = {p.name for p in TRAINER.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert listed == packages, f"listed but absent: {sorted(listed - packages)}; absent from the page: " \
+                               f"{sorted(packages - listed)}"
+    for package in ("stage", "loops"):
+        lines = re.search(rf"^  {package}/.*?(?=^  [a-z_]+/)", trainer_part, re.M | re.S).group(0)
+        named = set(re.findall(r"([a-z_]+\.py)", lines))
+        assert named, package
+        missing = [n for n in named if not (TRAINER / package / n).exists()]
+        assert not missing, f"docs/concepts.md names {package}/{missing}, which do not exist"

@@ -1,4 +1,4 @@
-"""``trainer.validate_loop`` and ``trainer.test_loop``: what Lightning code reads from its evaluation loops.
+"""``trainer.validate_loop``, ``test_loop`` and ``predict_loop``: what Lightning code reads from its evaluation loops.
 
 Relay's evaluation runs are functions (``trainer/loops/evaluation.py``); these small objects carry the public
 members callbacks and user code read from Lightning's ``_EvaluationLoop``: ``max_batches``, ``num_dataloaders``,
@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainer.loops.trackers import _BatchProgress, _Loop
-from trainer.states import TrainerFn
+from trainer.loops.trackers import _BatchProgress, _Loop, _Progress
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -78,16 +77,16 @@ class EvaluationLoop(_Loop):
         return f"EvaluationLoop({self.stage!r}, max_batches={self.max_batches}, {self.batch_progress})"
 
 
-def progress_of(trainer: Any, stage: str, sanity: bool) -> BatchProgress | None:
-    """The ``batch_progress`` an evaluation run counts into: ``validate_loop``'s / ``test_loop``'s, the fit loop's
-    ``epoch_loop.val_loop``'s inside ``fit``, none in the sanity check (Lightning resets it after)."""
-    if sanity:
-        return None
-    if trainer.state.fn == TrainerFn.FITTING:  # validation inside fit: the fit loop's val_loop counts it
-        epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
-        return None if epoch_loop is None or stage != "validate" else epoch_loop.val_loop.batch_progress
-    loop = getattr(trainer, "validate_loop" if stage == "validate" else "test_loop", None)
-    return None if loop is None else loop.batch_progress
+class PredictLoop(_Loop):
+    """``trainer.predict_loop``: the last ``predict`` call's outputs, which Lightning code reads as ``predictions``,
+    and its batch counts (Lightning's ``_Progress``: ``total`` over calls, ``current`` for the last)."""
+
+    def __init__(self, trainer: Any = None) -> None:
+        super().__init__(trainer)
+        self.predictions: list[Any] = []
+        self.max_batches: list[int | float] = []
+        self.return_predictions = True
+        self.batch_progress = _Progress()
 
 
-__all__ = ["BatchProgress", "EvaluationLoop", "progress_of"]
+__all__ = ["BatchProgress", "EvaluationLoop", "PredictLoop"]

@@ -66,6 +66,7 @@ class TrainingStep:
 
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
+        self.step_schedulers = step_interval_schedulers(trainer)
         self.module = module = trainer.lightning_module
         hooks = trainer.stage_run.hooks
         self.before_zero_grad = hooks.caller("on_before_zero_grad")
@@ -81,7 +82,6 @@ class TrainingStep:
         self.custom_step = is_overridden("optimizer_step", module, Module)
         self.custom_zero_grad = is_overridden("optimizer_zero_grad", module, Module)
         self.custom_backward = is_overridden("backward", module, Module)
-        self.step_schedulers = step_interval_schedulers(trainer)
         # Lightning's optimizer-step and zero_grad counts (fit_loop.epoch_loop.automatic_optimization.optim_progress)
         optim = trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer
         self.step_counts, self.zero_grad_counts = optim.step, optim.zero_grad

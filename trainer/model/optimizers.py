@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import warnings
 
 import torch
 
-from trainer.errors import MisconfigurationError, suggest
+from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError, suggest
+
+if TYPE_CHECKING:
+    from trainer.module import Module
 
 _SCHEDULER_KEYS = ("scheduler", "name", "interval", "frequency", "monitor", "strict", "reduce_on_plateau")
 _FORMS = (
@@ -298,3 +301,20 @@ def _handle_class(optimizer_class: type) -> type:
         _HANDLE_CLASSES[optimizer_class] = type(f"Lightning{optimizer_class.__name__}",
                                                 (OptimizerHandle, optimizer_class), {"__module__": __name__})
     return _HANDLE_CLASSES[optimizer_class]
+
+
+def check_multiple_optimizers(model: Module, optimizers: list[Any]) -> None:
+    """Several optimizers need manual optimization (Lightning's errors, before any step): a ``training_step`` that
+    still takes Lightning 1.x's ``optimizer_idx``, or automatic optimization with more than one optimizer."""
+    import inspect
+
+    takes_idx = "optimizer_idx" in inspect.signature(model.training_step).parameters
+    if takes_idx or (model.automatic_optimization and len(optimizers) > 1):
+        fix = ("Remove the `optimizer_idx` argument from `training_step`, set `self.automatic_optimization = False` and "
+               "access your optimizers in `training_step` with `opt1, opt2, ... = self.optimizers()`." if takes_idx else
+               "Set `self.automatic_optimization = False`, then access your optimizers in `training_step` with "
+               "`opt1, opt2, ... = self.optimizers()`.")
+        raise MisconfigurationRuntimeError(
+            f"Training with multiple optimizers is only supported with manual optimization. {fix} "
+            f"(configure_optimizers returned {len(optimizers)} optimizer{'s' if len(optimizers) != 1 else ''}; step "
+            "them yourself in training_step.)")

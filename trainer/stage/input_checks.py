@@ -19,6 +19,7 @@ from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
+    from trainer.trainer import Trainer
 
 
 def check_gradient_clip_val(value: Any) -> None:
@@ -38,14 +39,6 @@ def check_loader(key: str, given: Any, stage: str) -> None:
         raise MisconfigurationError(
             f"Trainer.{stage}({arg}=...) got a {type(given).__name__} of shape {tuple(given.shape)}, not a DataLoader; "
             "wrap it: DataLoader(TensorDataset(x, y), batch_size=32)."
-        )
-
-
-def check_has_parameters(model: torch.nn.Module) -> None:
-    if next(iter(model.parameters()), None) is None:
-        raise MisconfigurationError(
-            f"{type(model).__name__} has no parameters, so fit has nothing to train: create the layers in __init__ "
-            "(or configure_model) as attributes of the module. To only run a model, use validate/test/predict."
         )
 
 
@@ -82,6 +75,13 @@ def check_no_rank_without_batches(strategy: Strategy, key: str, loaders: list[An
             "give every process at least one batch (more samples, or fewer processes), or set "
             "allow_zero_length_dataloader_with_multiple_devices = True on the Module or DataModule."
         )
+
+
+def output_roots(trainer: Trainer) -> list[Any]:
+    """The logger and checkpoint roots (and ``default_root_dir``) a stage may write to."""
+    roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
+    roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
+    return [*roots, trainer.default_root_dir]
 
 
 def check_writable_dirs(roots: list[Any]) -> None:

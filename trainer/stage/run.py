@@ -1,7 +1,9 @@
-"""A Trainer call: plan it, start the processes if needed, run the plan, finish the stage.
+"""A Trainer call: plan it, start the processes if needed, run the plan, end the stage.
 
-The plan (``trainer/stage/plan.py``) is built before anything starts; here it is set up (environment, restore point,
-callbacks, ``prepare_data``/``setup``), handed to its loop, and torn down whatever happens.
+The phases in order, each in its own module: the plan (``plan.py``, built before anything starts), the stage's
+beginning (``begin.py``: environment, restore point, callbacks, ``prepare_data``/``setup``), the model's set-up
+(``model_setup.py``), the loop (``loops/fit.py`` or ``loops/evaluation.py``), the stage's end (``end.py``, whatever
+happened).
 """
 
 from __future__ import annotations
@@ -9,28 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainer.loggers.hparams_logging import log_hyperparameters
-from trainer.model.hparams import drop_unpicklable
-from trainer.callbacks.setup import merge_module_callbacks
-from trainer.checkpointing.files import finish_checkpoint_writes
-from trainer.arguments.limits import apply_limit
-from trainer.data.loaders import num_batches
-from trainer.distributed.heartbeat import watch_ranks
-from trainer.stage.hooks import Hooks, call_datamodule, call_profiled
-from trainer.stage.input_checks import check_writable_dirs
-from trainer.loops.evaluation import run_evaluation, run_predict
-from trainer.stage.model_setup import set_up_model
-from trainer.stage.spawned import run_stage_in_workers
-from trainer.stage.stage_run import StageRun
 from trainer.checkpointing.files import checkpoint_dirs
 from trainer.checkpointing.loop_state import adopt_loop_states
-from trainer.checkpointing.resume import Resume
-from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
 from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
-from trainer.seed import global_seed
-from trainer.states import TrainerFn, TrainerStatus
-from trainer.distributed.plugin_calls import join_processes, start_processes
+from trainer.distributed.heartbeat import watch_ranks
+from trainer.distributed.plugin_calls import start_processes
+from trainer.loggers.hparams_logging import log_hyperparameters
+from trainer.loops.evaluation import evaluate_stage
 from trainer.model.compiled import unwrap_compiled
+from trainer.seed import global_seed
+from trainer.stage.begin import begin_stage
+from trainer.stage.end import end_stage
+from trainer.stage.hooks import call_datamodule
+from trainer.stage.model_setup import set_up_model
+from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
+from trainer.stage.spawned import run_stage_in_workers
+from trainer.stage.stage_run import StageRun
+from trainer.states import TrainerStatus
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 from trainer.utilities.rank_zero import rank_zero_info
 
@@ -74,14 +71,22 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
 
 def _run_plan(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
     state = trainer.state
+    build = loader_builder(plan.strategy, run.loaders)  # the loops build their loaders when they need them
     try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
-        _begin(trainer, plan, run)
+        begin_stage(trainer, plan, run)
     except BaseException:
         state.stage, state.status = None, TrainerStatus.INTERRUPTED
         raise
     try:
         set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
-        return _run_loop(trainer, plan, run)
+        with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
+            if plan.stage != "fit":
+                return evaluate_stage(trainer, plan, build)
+            handler = run.preemption = PreemptionHandler(trainer.preemption_signals)
+            note_dirs = lambda: checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger,  # noqa: E731
+                                                trainer.default_root_dir)  # as they are when the fit ends
+            with guarded_fit(handler, trainer.detect_anomaly, note_dirs, trainer.is_global_zero):
+                return _fit(trainer, plan, run, build)
     except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
         return None
     except BaseException as exc:
@@ -91,103 +96,9 @@ def _run_plan(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
         call_datamodule(plan.datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
         raise
     finally:
-        _finish(trainer, plan, run)
+        end_stage(trainer, plan, run)
 
 
-def _reset(trainer: Trainer, plan: StagePlan) -> None:
-    """Each Trainer call starts fresh: its state, its loaders, its metrics, no signal received (as Lightning)."""
-    state = trainer.state
-    state.fn, state.stage, state.status = TrainerFn(plan.stage), None, TrainerStatus.RUNNING
-    trainer.lightning_module, plan.model.trainer = plan.model, trainer
-    trainer.datamodule = plan.datamodule
-    if plan.datamodule is not None:
-        plan.datamodule.trainer = trainer
-    trainer.should_stop = False
-    trainer.progress.eval_batches = 0
-    trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
-    if plan.stage == "fit":
-        trainer.fit_loop.resolve_limits()  # max_epochs=None: 1000 or -1, from here on (as Lightning)
-
-
-def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
-    """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
-    _reset(trainer, plan)
-    strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
-    drop_unpicklable(model.hparams)  # a checkpoint could not hold them (Lightning drops them here, with a warning)
-    # die with Relay's launcher, join the group, pick the device (as Fabric.launch); start-up ends in watch_ranks,
-    # once the checkpoint is loaded and the model set up
-    join_processes(strategy, begin=False)
-    trainer.profiler.setup(plan.stage, local_rank=strategy.local_rank if strategy.world_size > 1 else None,
-                           log_dir=trainer.log_dir,
-                           global_rank=strategy.global_rank)
-    run.resume = Resume.find(plan.restore, strategy)  # resume's phase 1: found and loaded (checkpointing/resume.py)
-    trainer.ckpt_path = run.resume.path
-    trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
-    for callback in trainer.callbacks:  # `self.log` inside a callback logs through the module (as in Lightning)
-        callback.log, callback.log_dict = model.log, model.log_dict
-    for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
-        if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
-            call_profiled(trainer, owner, "prepare_data")
-    strategy.barrier("prepare_data")
-    run.hooks = Hooks(trainer, model, trainer.callbacks)
-    if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback
-        check_writable_dirs(_output_roots(trainer))
-    for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids
-        getattr(logger, "experiment", None)
-    if datamodule is not None:
-        call_profiled(trainer, datamodule, "setup", stage=trainer.state.fn)  # a keyword, as Lightning passes it
-    run.hooks.call("setup", stage=trainer.state.fn)
-
-
-def _output_roots(trainer: Trainer) -> list[Any]:
-    """The logger and checkpoint roots (and ``default_root_dir``) this stage may write to."""
-    roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
-    roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
-    return [*roots, trainer.default_root_dir]
-
-
-def _run_loop(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
-    build = loader_builder(plan.strategy, run.loaders)
-    with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
-        if plan.stage == "fit":
-            handler = run.preemption = PreemptionHandler(trainer.preemption_signals)
-            with guarded_fit(handler, trainer.detect_anomaly, lambda: _note_dirs(trainer), trainer.is_global_zero):
-                return _fit(trainer, plan, run, build)
-        return _evaluate(trainer, plan, build)
-
-
-def _evaluate(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
-    def load() -> tuple[list[Any], list[int | float]]:
-        loaders = build(plan.sources[plan.eval_key])
-        counts = shown_counts(loaders)
-        if plan.stage == "validate":
-            trainer.num_val_batches = counts
-        elif plan.stage == "test":
-            trainer.num_test_batches = counts
-        else:
-            trainer.num_predict_batches = counts
-        return loaders.plans, loaders.counts
-
-    plan.model.zero_grad()  # as Lightning before the loop asks for its loaders
-    plans, counts = load()
-    if plan.stage == "predict":
-        return run_predict(trainer, plans, counts, reload=load)
-    return run_evaluation(trainer, plan.stage, plans, counts, reload=load)
-
-
-def shown_counts(loaders: Loaders) -> list[int | float]:
-    """The batch counts Lightning shows: a CombinedLoader's per loader it combines, each with the limit applied (the
-    loop runs the combined, which its mode and those counts bound)."""
-    shown: list[int | float] = []
-    for loader_plan, count in zip(loaders.plans, loaders.counts):
-        parts = getattr(loader_plan, "parts", None)
-        if not parts:
-            shown.append(count)
-        elif count == 0:
-            shown += [0] * len(parts)
-        else:
-            shown += [apply_limit(loaders.limit, num_batches(p.loader)) for p in parts]
-    return shown
 
 
 def rerun_loop(trainer: Trainer) -> Any:
@@ -199,7 +110,7 @@ def rerun_loop(trainer: Trainer) -> Any:
     plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
     build = loader_builder(plan.strategy, run.loaders)
     if plan.stage != "fit":
-        return _evaluate(trainer, plan, build)
+        return evaluate_stage(trainer, plan, build)
     loop = trainer.fit_loop
     saved, counts = dict(vars(loop)), loop.state_dict()  # the counter objects are changed in place: their states too
     try:
@@ -225,9 +136,6 @@ def reload_shown_loaders(trainer: Trainer) -> None:
             build(source)
 
 
-def _note_dirs(trainer: Trainer) -> tuple[Any, ...]:
-    """This run's checkpoint directories as they are at the end of the fit (the callbacks' setup picked them)."""
-    return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)
 
 
 def loader_builder(strategy: Strategy, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
@@ -250,30 +158,4 @@ def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[Load
     run.hooks.call("on_fit_end")
 
 
-def _finish(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
-    """Loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
-    try:  # an asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage)
-        finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
-    except BaseException:
-        run.status = "failed"
-        trainer.state.status = TrainerStatus.INTERRUPTED
-        raise
-    finally:  # the stage ends whatever the write did: loggers, teardown, profiler, state
-        _end_stage(trainer, plan, run)
 
-
-def _end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
-    for logger in trainer.loggers:
-        logger.finalize(run.status)
-    fn = TrainerFn(plan.stage)
-    if plan.datamodule is not None:
-        call_profiled(trainer, plan.datamodule, "teardown", stage=fn)
-    run.hooks.call("teardown", stage=fn)
-    profiler = trainer.profiler
-    if profiler.enabled:
-        profiler.describe(show=plan.strategy.is_global_zero)
-    profiler.teardown(plan.stage)
-    state = trainer.state
-    state.stage = None
-    if state.status == TrainerStatus.RUNNING:
-        state.status = TrainerStatus.FINISHED

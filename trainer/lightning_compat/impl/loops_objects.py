@@ -18,7 +18,8 @@ from abc import ABCMeta
 from typing import Any
 
 from trainer.lightning_compat.impl.loops_closure import ClosureResult, ManualResult
-from trainer.loops.evaluation import PredictLoop, print_results
+from trainer.loops.evaluation import print_results
+from trainer.loops.evaluation_progress import PredictLoop
 from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
 from trainer.loops.loop_views import AutomaticOptimization, ManualOptimization, TrainingEpochLoop
