@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.distributed import plugin_calls as calls
+from trainer.distributed import strategy as calls
 from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError, MisconfigurationError
 from trainer.model.export import to_onnx, to_torchscript

@@ -45,7 +45,7 @@ from trainer.stage.stage_run import StageRun
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
-from trainer.distributed.plugin_calls import save_state
+from trainer.checkpointing.strategy_state import save_state
 from trainer.trainer_properties import TrainerProperties
 from trainer.checkpointing.weights_only import check_storage_options
 

@@ -1,5 +1,5 @@
 """The same model trained by ``Trainer.fit`` and by a Fabric loop ends with the same weights: both front ends run
-the step through the same strategy, precision and shared layer (``trainer/distributed/plugin_calls.py``)."""
+the step through the same strategy, precision and shared layer (``trainer/distributed/strategy.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """One layer under both front ends: the Trainer and Fabric reach the plugins through the same functions
-(``trainer/distributed/plugin_calls.py``) to start processes, set a module and its optimizers up (an engine such as
-DeepSpeed's is built there), move batches, run backward and save or load state, and nothing else in ``trainer/``
-calls those strategy methods itself.
+(``trainer/distributed/launch.py`` to start and join processes, ``trainer/distributed/strategy.py`` to set a module and
+its optimizers up (an engine such as DeepSpeed's is built there), move batches and run backward,
+``trainer/checkpointing/strategy_state.py`` to save or load state), and nothing else in ``trainer/`` calls those
+strategy methods itself.
 
 The first tests read the source (like tests/trainer/test_import_graph.py), so they hold for code paths no test
 runs; the last ones check that what the shared calls do is what both front ends observe.
@@ -18,17 +19,17 @@ import torch
 import trainer
 from tests.helpers import Regression, loader, quiet
 from trainer import Trainer
-from trainer.distributed import plugin_calls as calls
+from trainer.distributed import strategy
 from trainer.errors import CheckpointNotFoundError
 from trainer.fabric import Fabric
 
 ROOT = Path(trainer.__file__).parent
 
-# (file under trainer/, function or Class.method) -> the plugin_calls functions it must call
+# (file under trainer/, function or Class.method) -> the layer's functions it must call
 TRAINER_SITES = {
     ("stage/run.py", "run_stage"): {"start_processes"},
     ("stage/spawned.py", "run_stage_in_workers"): {"start_processes"},
-    ("stage/begin.py", "begin_stage"): {"join_processes"},
+    ("stage/begin.py", "_begin"): {"join_processes"},
     ("stage/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
     ("data/batches.py", "BatchMover.__call__"): {"move_to_device"},
     ("loops/training_step.py", "TrainingStep._bind_fast_paths"): {"backward_function"},
@@ -49,23 +50,24 @@ FABRIC_SITES = {
     ("fabric/checkpoint.py", "save"): {"save_state", "module_state", "optimizer_state"},
     ("fabric/checkpoint.py", "load"): {"read_state", "load_module_state", "load_optimizer_state"},
 }
-# the strategy (and launcher) methods only trainer/distributed/plugin_calls.py may call: anything else goes through it
+# the strategy (and launcher) methods only the layer's modules may call: anything else goes through them
+LAYER_MODULES = ("trainer.distributed.launch", "trainer.distributed.strategy", "trainer.checkpointing.strategy_state")
 LAYER_ONLY = {"setup_environment", "setup_module", "setup_optimizers", "batch_to_device", "backward", "launch_function",
               "save_checkpoint", "module_state_dict", "optimizer_state_dict", "load_module_state_dict",
               "load_optimizer_state_dict"}
 
 
 def layer_names(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """The names a file binds to plugin_calls functions (``from trainer.distributed.plugin_calls import x``) and to the
-    module itself (``from trainer.distributed import plugin_calls as calls``), at any depth (lazy imports count)."""
+    """The names a file binds to the layer's functions (``from trainer.distributed.strategy import x``) and to its
+    modules (``from trainer.distributed import strategy as calls``), at any depth (lazy imports count)."""
     functions, modules = set(), set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "trainer.distributed.plugin_calls":
+        if isinstance(node, ast.ImportFrom) and node.module in LAYER_MODULES:
             functions |= {a.asname or a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "trainer.distributed":
-            modules |= {a.asname or a.name for a in node.names if a.name == "plugin_calls"}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules |= {a.asname or a.name for a in node.names if f"{node.module}.{a.name}" in LAYER_MODULES}
         elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "trainer.distributed.plugin_calls" and a.asname}
+            modules |= {a.asname for a in node.names if a.name in LAYER_MODULES and a.asname}
     return functions, modules
 
 
@@ -82,7 +84,7 @@ def definitions(tree: ast.Module) -> dict[str, ast.AST]:
 
 
 def layer_calls(source: str, where: str) -> set[str]:
-    """The plugin_calls functions that ``where`` (a function or ``Class.method`` of ``source``) calls."""
+    """The layer's functions that ``where`` (a function or ``Class.method`` of ``source``) calls."""
     tree = ast.parse(source)
     functions, modules = layer_names(tree)
     body = definitions(tree)[where]
@@ -120,7 +122,7 @@ def test_each_front_end_calls_the_shared_layer_where_it_does_the_same_thing(site
     missing = []
     for (path, where), needed in sites.items():
         called = layer_calls((ROOT / path).read_text(), where)
-        missing += [f"trainer/{path} {where} does not call plugin_calls.{n}" for n in sorted(needed - called)]
+        missing += [f"trainer/{path} {where} does not call the layer's {n}" for n in sorted(needed - called)]
     assert not missing, "\n".join(missing)
 
 
@@ -129,23 +131,25 @@ def test_both_front_ends_reach_every_shared_step():
     trainer_steps = set().union(*TRAINER_SITES.values()) - {"backward_function"}
     fabric_steps = set().union(*FABRIC_SITES.values())
     assert fabric_steps <= trainer_steps
-    shared = definitions(ast.parse((ROOT / "distributed/plugin_calls.py").read_text()))["backward"]
+    shared = definitions(ast.parse((ROOT / "distributed/strategy.py").read_text()))["backward"]
     assert "backward_function" in {n.func.id for n in ast.walk(shared) if isinstance(n, ast.Call)
                                    and isinstance(n.func, ast.Name)}
 
 
 def test_nothing_else_in_trainer_calls_the_strategy_methods_the_layer_wraps():
-    files = [p for p in sorted(ROOT.rglob("*.py")) if p.name != "plugin_calls.py"
+    layer = {ROOT.joinpath(*m.split(".")[1:]).with_suffix(".py") for m in LAYER_MODULES}
+    assert all(p.is_file() for p in layer)
+    files = [p for p in sorted(ROOT.rglob("*.py")) if p not in layer
              and not {"configs", "templates"} & set(p.relative_to(ROOT).parts)]
     assert len(files) > 50
     offenders = [f"{p.relative_to(ROOT.parent)} {hit}" for p in files for hit in direct_strategy_calls(p.read_text())]
-    assert not offenders, "call trainer/distributed/plugin_calls.py instead:\n" + "\n".join(offenders)
+    assert not offenders, "call the layer (trainer/distributed/strategy.py...) instead:\n" + "\n".join(offenders)
 
 
 def test_the_checks_find_a_private_copy():
     source = (
-        "from trainer.distributed.plugin_calls import backward\n"
-        "from trainer.distributed import plugin_calls as calls\n"
+        "from trainer.distributed.strategy import backward\n"
+        "from trainer.distributed import strategy as calls\n"
         "class Loop:\n"
         "    def shared(self, loss):\n        backward(self.strategy, loss)\n        calls.move_to_device(s, b)\n"
         "    def private(self, trainer, loss, batch):\n"
@@ -193,7 +197,7 @@ def test_a_directory_that_is_no_checkpoint_is_the_same_error_for_both(tmp_path):
 
 @pytest.mark.parametrize(("precision", "plain"), [("32-true", True), ("64-true", True), ("bf16-mixed", False)])
 def test_the_trainer_binds_the_backward_fabric_runs(precision, plain):
-    """The Trainer's step calls what ``strategy_calls.backward`` would run (``Tensor.backward`` itself when no
+    """The Trainer's step calls what the layer's ``backward`` would run (``Tensor.backward`` itself when no
     plugin changes backward: no layer per step; the precision's loss scaling otherwise)."""
     seen = {}
 
@@ -203,6 +207,6 @@ def test_the_trainer_binds_the_backward_fabric_runs(precision, plain):
 
     trainer = Trainer(max_steps=1, accelerator="cpu", devices=1, precision=precision, **quiet())
     trainer.fit(Probe(), loader(n=8, batch_size=4))
-    expected = calls.backward_function(trainer.strategy)
+    expected = strategy.backward_function(trainer.strategy)
     assert seen["bound"] == expected
     assert (expected is torch.Tensor.backward) == plain

@@ -8,7 +8,7 @@ from trainer.checkpointing.elastic_batch import ACCUMULATION_KEY
 from trainer.checkpointing.files import plain_data, rng_states
 from trainer.checkpointing.loop_state import loops_state_dict
 from trainer.data.stateful import LOADER_STATES_KEY, collect_loader_states
-from trainer.distributed.plugin_calls import module_state, optimizer_state
+from trainer.checkpointing.strategy_state import module_state, optimizer_state
 from trainer.model.saving import CONFIGS_SUFFIX, config_paths
 from trainer.utilities.zero_edit import lightning_defaults
 

@@ -19,7 +19,7 @@ import torch
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
 from plugins.remote_paths import is_url, isfile, join, listdir, modified_ns, url_fs
 from trainer.errors import CheckpointNotFoundError, MisconfigurationError
-from trainer.distributed.plugin_calls import read_state
+from trainer.checkpointing.strategy_state import read_state
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
@@ -34,7 +34,7 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
 
     A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
     optimizer tensors stay on disk until the strategy reads them into its own (possibly sharded) layout.
-    Files, sharded and DeepSpeed directories are read by ``strategy_calls.read_state``, as ``Fabric.load`` reads them.
+    Files, sharded and DeepSpeed directories are read by ``strategy_state.read_state``, as ``Fabric.load`` reads them.
     """
     io = io or CheckpointIO()
     if is_url(path):  # an object in an fsspec store: one file (sharded directories are written locally)

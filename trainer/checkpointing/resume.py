@@ -29,7 +29,7 @@ from trainer.checkpointing.loop_state import restore_loop_state
 from trainer.checkpointing.preemption import resume_note
 from trainer.data.loaders import stateful_plans
 from trainer.data.stateful import LOADER_STATES_KEY, resume_state
-from trainer.distributed.plugin_calls import load_module_state, load_optimizer_state, strategy_restores_optimizers
+from trainer.checkpointing.strategy_state import load_module_state, load_optimizer_state, strategy_restores_optimizers
 from trainer.errors import MisconfigurationError
 from trainer.states import TrainerFn
 from trainer.utilities.rank_zero import rank_zero_warn

@@ -11,7 +11,7 @@ from lightning_utilities.core.overrides import is_overridden
 from plugins.precision.base import Precision
 from trainer.data.transfer_hooks import TRANSFER_HOOKS
 from trainer.datamodule import DataModule
-from trainer.distributed.plugin_calls import move_to_device, overridden
+from trainer.distributed.strategy import move_to_device, overridden
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer

@@ -1,5 +1,8 @@
-"""Starting the worker processes for a multi-process run started with plain ``python``.
+"""Starting and joining the worker processes, for both front ends (the Trainer and Fabric; part of the one layer
+between them and the plugins, ``trainer/distributed/strategy.py``).
 
+A spawning launcher (``ddp_spawn``) runs a function in every worker and hands rank 0's result back. For a
+multi-process run started with plain ``python``:
 Like torchrun, the workers run this very program again (same interpreter, options and arguments);
 the Trainer in each worker sees the torch elastic variables and joins the group instead of launching.
 The launching process waits and then exits with the group's exit code, so code after ``fit()`` runs
@@ -10,14 +13,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from plugins.environments.torchelastic import TorchElasticEnvironment
 from plugins.launchers.in_worker import record_failures
 from plugins.launchers.in_worker import watch_launcher as watch
+from trainer.distributed.ranks import set_rank_zero_only
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from plugins.launchers.base import Launcher
+    from plugins.strategies.base import Strategy
 
 _NOT_RERUNNABLE = ("pytest", "_pytest", "ipykernel", "IPython", "jupyter")
 
@@ -58,3 +65,50 @@ def watch_launcher() -> None:
         watch()
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
         record_failures()
+
+
+def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
+                    carrier: Any, join: bool = True) -> tuple[bool, Any]:
+    """Start the workers when this process must (``(True, rank 0's result)``), else ``(False, None)``.
+
+    A re-running launcher (plain ``python script.py`` with several processes) runs the program again in
+    every worker and ends this process with the group's exit code, as torchrun would. A spawning launcher
+    (``ddp_spawn``) runs ``function(carrier, *args)`` in every worker (``carrier.strategy`` is the strategy) and
+    hands rank 0's result back; with ``join`` the worker joins the group first, else ``function`` joins it
+    (``join_processes``) when its own start-up allows (the Trainer plans the call first).
+    """
+    launcher = getattr(strategy, "launcher", None)
+    if launcher is None:
+        return False, None
+    if hasattr(launcher, "launch_function"):
+        environment, strategy.environment = strategy.environment, None  # holds os.environ: not picklable
+        try:
+            return True, launcher.launch_function(_spawned, carrier, function, args, join)
+        finally:
+            strategy.environment = environment
+    launch_workers_and_exit(launcher)
+    return True, None  # not reached
+
+
+def spawn_function(launcher: Any, function: Callable[..., Any], *args: Any) -> Any:
+    """Run ``function(*args)`` in the processes a spawning launcher starts; rank 0's result comes back (for a
+    launcher not held by a strategy: Lightning's ``_MultiProcessingLauncher`` in the zero-edit mode)."""
+    return launcher.launch_function(function, *args)
+
+
+def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
+    carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
+    if join:
+        join_processes(carrier.strategy)
+    return function(carrier, *args)
+
+
+def join_processes(strategy: Strategy, begin: bool = True) -> None:
+    """In a worker (or the only process): die with Relay's launcher, join the group, select the device; with
+    ``begin``, start-up is over at once (collectives wait at most the strategy's ``timeout`` from here on), else
+    the caller calls ``strategy.begin_training()`` once its own start-up (loading a checkpoint) is done."""
+    watch_launcher()
+    strategy.setup_environment()
+    set_rank_zero_only(strategy.global_rank)
+    if begin:
+        strategy.begin_training()

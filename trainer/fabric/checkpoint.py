@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from plugins.checkpoint_io import checkpoint_io_of
-from trainer.distributed import plugin_calls as calls
+from trainer.checkpointing import strategy_state as calls
 from trainer.fabric.wrappers import FabricOptimizer, unwrap
 
 if TYPE_CHECKING:

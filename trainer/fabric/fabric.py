@@ -1,7 +1,8 @@
 """``Fabric``: keep your own training loop; Relay's plugins handle devices, precision, processes and sharding.
 
 The same strategy, accelerator, precision, launcher and checkpoint I/O objects as the Trainer, built by the
-same resolver (``plugins.selection``) and called through the same layer (``trainer.distributed.plugin_calls``); this
+same resolver (``plugins.selection``) and called through the same layer (``trainer.distributed.launch``, ``trainer.distributed.strategy``,
+``trainer.checkpointing.strategy_state``); this
 class only keeps Lightning Fabric's API in front of them.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from plugins.checkpoint_io import trusted_loads
-from trainer.distributed import plugin_calls as calls
+from trainer.distributed import launch, strategy as calls
 from trainer.fabric import checkpoint
 from trainer.fabric.loaders import with_distributed_sampler
 from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
@@ -96,7 +97,7 @@ class Fabric:
         self._modules: list[torch.nn.Module] = []
         set_rank_zero_only(self._strategy.global_rank)
         if _using_cli():  # the processes exist already (Lightning's `fabric run`): join the group now, as Lightning
-            calls.join_processes(self._strategy)
+            launch.join_processes(self._strategy)
             self._launched = True
 
     # --- who am I ---------------------------------------------------------------------------------
@@ -163,10 +164,10 @@ class Fabric:
             raise TypeError(f"To spawn processes with the `{type(self._strategy).__name__}` strategy, `.launch()` "
                             "needs to be called with a function that contains the code to launch in processes.")
         entry = functools.partial(_in_worker, function, kwargs)  # picklable for a spawning launcher
-        started, result = calls.start_processes(self._strategy, entry, args, self)
+        started, result = launch.start_processes(self._strategy, entry, args, self)
         if started:
             return result
-        calls.join_processes(self._strategy)
+        launch.join_processes(self._strategy)
         self._launched = True
         return function(self, *args, **kwargs) if function is not None else None
 
@@ -175,7 +176,7 @@ class Fabric:
             raise RuntimeError("To use Fabric with more than one device, you must call `.launch()` or use the CLI: "
                                "`fabric run --help`.")
         if not self._launched:
-            calls.join_processes(self._strategy)
+            launch.join_processes(self._strategy)
             self._launched = True
 
     # --- setting things up ----------------------------------------------------------------------

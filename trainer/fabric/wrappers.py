@@ -14,7 +14,7 @@ import torch
 from plugins.precision.half import MixedPrecision
 from trainer.module import Module
 from trainer.utilities.zero_edit import lightning_defaults
-from trainer.distributed.plugin_calls import move_to_device
+from trainer.distributed.strategy import move_to_device
 
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy

@@ -27,7 +27,7 @@ from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.module import Module
 from trainer.loops.nonfinite import DeferredLossChecks, checked_loss
 from trainer.model.overrides import is_overridden
-from trainer.distributed.plugin_calls import backward_function, overridden
+from trainer.distributed.strategy import backward_function, overridden
 from trainer.loops.step_arguments import training_step_caller
 from trainer.stage.loop_checks import verify_manual_optimization
 
@@ -103,7 +103,7 @@ class TrainingStep:
         per-step path costs about 1% of a step; these resolve to the same calls the layers would make.
         """
         strategy, precision = self.strategy, self.strategy.precision
-        # plugin_calls.backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
+        # distributed/strategy.py's backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
         self.backward = self.module.backward if self.custom_backward else backward_function(strategy)
         self.forward_backward = strategy.forward_backward if overridden(strategy, "forward_backward") else None
         plain = (self.optimizer is not None and not trainer.gradient_clip_val

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.resume import Resume
-from trainer.distributed.plugin_calls import join_processes
+from trainer.distributed.launch import join_processes
 from trainer.model.hparams import drop_unpicklable
 from trainer.stage.hooks import Hooks, call_profiled
 from trainer.stage.input_checks import check_writable_dirs, output_roots
@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 
 def begin_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
-    """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``."""
+    """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``. A failure here (a bad
+    ``ckpt_path``, ``prepare_data``, ``setup``) still ends the state; the stage's end does not run."""
+    try:
+        _begin(trainer, plan, run)
+    except BaseException:
+        trainer.state.stage, trainer.state.status = None, TrainerStatus.INTERRUPTED
+        raise
+
+
+def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     _reset(trainer, plan)
     strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
     drop_unpicklable(model.hparams)  # a checkpoint could not hold them (Lightning drops them here, with a warning)

@@ -1,4 +1,4 @@
-"""A stage's end, whatever happened: asynchronous checkpoint writes finished, loggers finalized, ``teardown``, the
+"""A stage's end, whatever happened (after ``stage_failed`` when it raised): asynchronous checkpoint writes finished, loggers finalized, ``teardown``, the
 profiler's report; the state says how the stage ended."""
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ if TYPE_CHECKING:
     from trainer.stage.plan import StagePlan
     from trainer.stage.stage_run import StageRun
     from trainer.trainer import Trainer
+
+
+def stage_failed(trainer: Trainer, plan: StagePlan, run: StageRun, exc: BaseException) -> None:
+    """The stage raised: how it ended, ``on_exception`` for the callbacks, then the DataModule (Lightning's order)."""
+    run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
+    trainer.state.status = TrainerStatus.INTERRUPTED
+    run.hooks.call("on_exception", exc)
+    if plan.datamodule is not None:  # timed by an enabled profiler, as Lightning times the DataModule's hooks
+        call_profiled(trainer, plan.datamodule, "on_exception", exc)
 
 
 def end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:

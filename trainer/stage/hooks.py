@@ -99,11 +99,6 @@ class Hooks:
             fn(*args)
 
 
-def call_datamodule(datamodule: DataModule | None, name: str, *args: Any) -> None:
-    if datamodule is not None:
-        getattr(datamodule, name)(*args)
-
-
 def profile_name(owner: Any, hook: str) -> str:
     """The profiler's action for a Module's or DataModule's hook: ``[Module]Net.setup`` (``[LightningModule]`` and
     ``[LightningDataModule]``, Lightning's names, for Lightning code, whose base classes carry them)."""

@@ -12,7 +12,7 @@ from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.module import Module
 from trainer.loops.training_step import optimizer_step
 from trainer.model.optimizers import OptimizerHandle, check_multiple_optimizers, parse_optimizers
-from trainer.distributed.plugin_calls import setup_module, setup_optimizers
+from trainer.distributed.strategy import setup_module, setup_optimizers
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:

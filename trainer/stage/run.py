@@ -1,38 +1,31 @@
 """A Trainer call: plan it, start the processes if needed, run the plan, end the stage.
 
-The phases in order, each in its own module: the plan (``plan.py``, built before anything starts), the stage's
-beginning (``begin.py``: environment, restore point, callbacks, ``prepare_data``/``setup``), the model's set-up
-(``model_setup.py``), the loop (``loops/fit.py`` or ``loops/evaluation.py``), the stage's end (``end.py``, whatever
-happened).
+``run_plan`` reads as the call runs, each phase in its own module: the plan (``plan.py``, built before anything
+starts), the stage's beginning (``begin.py``: environment, restore point, callbacks, ``prepare_data``/``setup``), the
+model's set-up (``model_setup.py``), the stage around its loop (``fit.py`` or ``evaluate.py``), the stage's end
+(``end.py``, whatever happened).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainer.checkpointing.files import checkpoint_dirs
 from trainer.checkpointing.loop_state import adopt_loop_states
-from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
 from trainer.distributed.heartbeat import watch_ranks
-from trainer.distributed.plugin_calls import start_processes
-from trainer.loggers.hparams_logging import log_hyperparameters
-from trainer.loops.evaluation import evaluate_stage
+from trainer.distributed.launch import start_processes
 from trainer.model.compiled import unwrap_compiled
-from trainer.seed import global_seed
 from trainer.stage.begin import begin_stage
-from trainer.stage.end import end_stage
-from trainer.stage.hooks import call_datamodule
+from trainer.stage.end import end_stage, stage_failed
+from trainer.stage.evaluate import evaluate_stage
+from trainer.stage.fit import fit_stage
 from trainer.stage.model_setup import set_up_model
-from trainer.stage.plan import Loaders, LoaderSource, StagePlan, plan_stage
+from trainer.stage.plan import StagePlan, plan_stage
 from trainer.stage.spawned import run_stage_in_workers
 from trainer.stage.stage_run import StageRun
-from trainer.states import TrainerStatus
 from trainer.utilities.exceptions import _TunerExitException as TunerExit
 from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
-    from plugins.strategies.base import Strategy
     from trainer.datamodule import DataModule
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -52,11 +45,25 @@ def run_stage(
 
 
 def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
-    """Run a planned call with a new ``StageRun`` on the Trainer (the outer call's is put back after a nested one)."""
-    outer = trainer.stage_run if trainer.stage_run.active else None  # a call made from inside another (the tuner's)
+    """Run a planned call, phase by phase, with a new ``StageRun`` on the Trainer (the outer call's is put back after
+    a nested one, the tuner's)."""
+    outer = trainer.stage_run if trainer.stage_run.active else None
     run = trainer.stage_run = StageRun(trainer, plan, active=True)
     try:
-        return _run_plan(trainer, plan, run)
+        begin_stage(trainer, plan, run)  # a failure here (a bad ckpt_path, prepare_data, setup) ends the state too
+        try:
+            set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
+            with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
+                if plan.stage != "fit":
+                    return evaluate_stage(trainer, plan, run.build_loaders)
+                return fit_stage(trainer, plan, run)
+        except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
+            return None
+        except BaseException as exc:
+            stage_failed(trainer, plan, run, exc)
+            raise
+        finally:
+            end_stage(trainer, plan, run)
     except KeyboardInterrupt:
         if outer is not None:  # the outer call shuts down
             raise
@@ -69,38 +76,6 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
             trainer.stage_run = outer
 
 
-def _run_plan(trainer: Trainer, plan: StagePlan, run: StageRun) -> Any:
-    state = trainer.state
-    build = loader_builder(plan.strategy, run.loaders)  # the loops build their loaders when they need them
-    try:  # a failure before the stage runs (a bad ckpt_path, prepare_data, setup) still ends the state
-        begin_stage(trainer, plan, run)
-    except BaseException:
-        state.stage, state.status = None, TrainerStatus.INTERRUPTED
-        raise
-    try:
-        set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
-        with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
-            if plan.stage != "fit":
-                return evaluate_stage(trainer, plan, build)
-            handler = run.preemption = PreemptionHandler(trainer.preemption_signals)
-            note_dirs = lambda: checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger,  # noqa: E731
-                                                trainer.default_root_dir)  # as they are when the fit ends
-            with guarded_fit(handler, trainer.detect_anomaly, note_dirs, trainer.is_global_zero):
-                return _fit(trainer, plan, run, build)
-    except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
-        return None
-    except BaseException as exc:
-        run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
-        state.status = TrainerStatus.INTERRUPTED
-        run.hooks.call("on_exception", exc)
-        call_datamodule(plan.datamodule, "on_exception", exc)  # after the callbacks, as in Lightning
-        raise
-    finally:
-        end_stage(trainer, plan, run)
-
-
-
-
 def rerun_loop(trainer: Trainer) -> Any:
     """Run the current call's loop once more, planned again from the Trainer's present settings (limits, steps)
     on the inputs this call was given: the tuner's trials and learning-rate search, from inside a hook. No sanity
@@ -108,13 +83,12 @@ def rerun_loop(trainer: Trainer) -> Any:
     run = trainer.stage_run
     first = run.plan
     plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
-    build = loader_builder(plan.strategy, run.loaders)
     if plan.stage != "fit":
-        return evaluate_stage(trainer, plan, build)
+        return evaluate_stage(trainer, plan, run.build_loaders)
     loop = trainer.fit_loop
     saved, counts = dict(vars(loop)), loop.state_dict()  # the counter objects are changed in place: their states too
     try:
-        loop.run(run, build, replan=plan)
+        loop.run(run, run.build_loaders, replan=plan)
     finally:
         vars(loop).clear()
         vars(loop).update(saved)
@@ -130,32 +104,6 @@ def reload_shown_loaders(trainer: Trainer) -> None:
     run = trainer.stage_run
     first = run.plan
     plan = plan_stage(trainer, first.stage, first.model, first.datamodule, first.given, None)
-    build = loader_builder(plan.strategy, run.loaders)
     for key, source in plan.sources.items():
         if key in run.loaders or key in ("train", "val"):
-            build(source)
-
-
-
-
-def loader_builder(strategy: Strategy, shown: dict[str, Any]) -> Callable[[LoaderSource], Loaders]:
-    """Builds a plan's loaders when a loop asks: sharded by the strategy, shown in ``shown`` (the Trainer's)."""
-
-    def build(source: LoaderSource) -> Loaders:
-        return source.build(strategy, global_seed(), shown.__setitem__)
-
-    return build
-
-
-def _fit(trainer: Trainer, plan: StagePlan, run: StageRun, build: Callable[[LoaderSource], Loaders]) -> None:
-    model, datamodule = plan.model, plan.datamodule
-    run.hooks.call("on_fit_start")
-    if getattr(trainer, "enable_autolog_hparams", True):  # after on_fit_start, as in Lightning
-        log_hyperparameters(trainer.loggers, model, datamodule)
-    run.resume.restore_training(trainer)  # resume's phase 3, after on_fit_start as in Lightning
-    model.zero_grad()  # as Lightning before any loop runs (a hook-order recording shows it)
-    trainer.fit_loop.run(run, build)
-    run.hooks.call("on_fit_end")
-
-
-
+            run.build_loaders(source)

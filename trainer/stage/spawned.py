@@ -15,7 +15,8 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 from plugins.checkpoint_io import loads_trusted, trusted_loads
 from trainer.checkpointing.loop_state import adopt_loop_states, loops_state_dict
-from trainer.distributed.plugin_calls import module_state, start_processes
+from trainer.checkpointing.strategy_state import module_state
+from trainer.distributed.launch import start_processes
 
 from trainer.stage.stage_run import StageRun
 

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.metrics.results import Results, as_tensor, to_float
+from trainer.seed import global_seed
 
 if TYPE_CHECKING:
     from trainer.checkpointing.preemption import PreemptionHandler
     from trainer.checkpointing.resume import Resume
     from trainer.model.optimizers import OptimizerHandle
     from trainer.stage.hooks import Hooks
-    from trainer.stage.plan import StagePlan
+    from trainer.stage.plan import Loaders, LoaderSource, StagePlan
     from trainer.trainer import Trainer
 
 
@@ -63,6 +64,11 @@ class StageRun:
     def given(self) -> dict[str, Any]:
         """The loaders this call was passed, by stage key (the batch size finder reads them)."""
         return dict(self.plan.given) if self.plan is not None else {}
+
+    def build_loaders(self, source: LoaderSource) -> Loaders:
+        """A plan's loaders, built when a loop asks: sharded by the strategy, seeded, shown in ``loaders`` (the
+        Trainer's ``train_dataloader``...)."""
+        return source.build(self.trainer.strategy, global_seed(), self.loaders.__setitem__)
 
     def infer_batch_size(self) -> int:
         """The size of the batch being run: its first tensor's first dimension (Lightning's rule), else 1."""

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
 
-from trainer.distributed.plugin_calls import as_tensors
+from trainer.distributed.strategy import as_tensors
 from trainer.utilities.data import move_data_to_device
 
 # Python numbers -> the tensor dtype a collective sends them as

@@ -36,7 +36,7 @@ from plugins.launchers.spawn import SpawnLauncher
 from trainer.lightning_compat.impl.fabric_precision import _GlobalStateSnapshot
 from trainer.lightning_compat.impl.utilities import _set_num_threads_if_needed
 from trainer.utilities.data import move_data_to_device
-from trainer.distributed.plugin_calls import spawn_function
+from trainer.distributed.launch import spawn_function
 
 _IS_INTERACTIVE = hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
