@@ -54,9 +54,9 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
         try:
             set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
             with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
-                if plan.stage != "fit":
-                    return evaluate_stage(trainer, plan, run.build_loaders)
-                return fit_stage(trainer, plan, run)
+                if plan.stage == "fit":
+                    return fit_stage(trainer, plan, run)
+                return evaluate_stage(trainer, plan, run.build_loaders)
         except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
             return None
         except BaseException as exc:
