@@ -55,8 +55,48 @@ set_rank_zero_only()
 class Trainer(TrainerProperties):
     """Runs a ``Module``'s loops on the hardware and strategy the plugin arguments pick.
 
-    More of Lightning's members (placement, ``init_module``, the loaders in use...) are in ``trainer_members.py``.
+    More of Lightning's members (placement, ``init_module``, the loaders in use...) are in ``trainer_properties.py``.
     """
+
+    # The checked arguments stay one typed object, ``self.args`` (``TrainerArguments``), which the plan reads. These
+    # are the ones Lightning code reads and changes on the Trainer itself (a callback sets ``accumulate_grad_batches``,
+    # the tuner the limits), each stored under its own name with the argument's type; a test keeps this list equal
+    # to the fields ``TrainerArguments`` stores (tests/trainer/test_trainer_args.py).
+    args: TrainerArguments
+    num_nodes: int
+    fast_dev_run: int | bool
+    max_time: str | timedelta | dict[str, int] | None
+    limit_train_batches: int | float | None
+    limit_val_batches: int | float | None
+    limit_test_batches: int | float | None
+    limit_predict_batches: int | float | None
+    val_check_interval: int | float | None  # a time interval is in seconds under _val_check_time_interval
+    _val_check_time_interval: float | None
+    check_val_every_n_epoch: int | None
+    num_sanity_val_steps: int | None
+    log_every_n_steps: int | None
+    overfit_batches: int | float
+    reload_dataloaders_every_n_epochs: int
+    accumulate_grad_batches: int
+    elastic_batch: str
+    rank_batch_sizes: list[int] | str | None
+    gradient_clip_val: float | None
+    gradient_clip_algorithm: str | None
+    deterministic: bool | str | None
+    default_root_dir: str
+    compile: bool | dict[str, Any] | None
+    activation_checkpointing: Any  # True, a mode name, block classes or names (plugins/transforms/blocks.py)
+    detect_anomaly: bool
+    stop_on_nonfinite_loss: bool
+    spike_recovery: Any  # True, a dict of SpikeDetection's arguments, or a SpikeDetection (trainer/healing/)
+    preemption_signals: tuple[int, ...]
+    auto_requeue: bool
+    benchmark: bool | None
+    inference_mode: bool
+    use_distributed_sampler: bool
+    sync_batchnorm: bool
+    barebones: bool
+    enable_autolog_hparams: bool
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
@@ -196,6 +236,12 @@ class Trainer(TrainerProperties):
         datamodule: DataModule | None = None,
         weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
+        """Run ``validation_step`` over ``dataloaders`` (or the DataModule's ``val_dataloader``) without gradients;
+        returns one dict of epoch metrics per loader and prints them when ``verbose``.
+
+        No ``model``: the fitted one, with the weights of the best checkpoint its fit saved if there is one
+        (Lightning's default, with its warning); ``ckpt_path`` (``"best"``, ``"last"`` or a path) loads those weights first, read as data unless
+        ``weights_only=False``."""
         with trusted_loads(weights_only):
             return self._evaluate("validate", model, dataloaders, ckpt_path, verbose, datamodule)
 
@@ -208,6 +254,9 @@ class Trainer(TrainerProperties):
         datamodule: DataModule | None = None,
         weights_only: bool | None = None,
     ) -> list[dict[str, float]]:
+        """Run ``test_step`` over ``dataloaders`` (or the DataModule's ``test_dataloader``) without gradients; returns
+        one dict of epoch metrics per loader and prints them when ``verbose``. ``model``, ``ckpt_path`` and
+        ``weights_only`` as for ``validate``."""
         with trusted_loads(weights_only):
             return self._evaluate("test", model, dataloaders, ckpt_path, verbose, datamodule)
 
@@ -220,6 +269,10 @@ class Trainer(TrainerProperties):
         ckpt_path: str | os.PathLike | None = None,
         weights_only: bool | None = None,
     ) -> list[Any] | None:
+        """Run ``predict_step`` over ``dataloaders`` (or the DataModule's ``predict_dataloader``) without gradients;
+        returns the steps' outputs (a list per loader when there are several), or None with
+        ``return_predictions=False``, which keeps nothing in memory (a ``BasePredictionWriter`` writes them instead).
+        ``model``, ``ckpt_path`` and ``weights_only`` as for ``validate``."""
         if isinstance(dataloaders, DataModule):
             dataloaders, datamodule = None, dataloaders
         self.predict_loop.return_predictions = return_predictions is not False

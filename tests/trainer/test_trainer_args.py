@@ -518,3 +518,18 @@ def test_predict_after_fit_uses_the_fitted_model(tmp_path):
     out = trainer.predict(dataloaders=_loader(4))
     with torch.no_grad():
         assert torch.equal(out[0], model(_data(4).tensors[0]))
+
+
+def test_the_trainer_declares_each_argument_it_stores_with_a_type():
+    """The arguments kept on the Trainer under their own names are declared on the class, typed, and are exactly the
+    ones ``TrainerArguments`` stores; everything else is read from the one typed object, ``trainer.args``."""
+    import dataclasses
+
+    from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
+
+    declared = set(Trainer.__annotations__) - {"args"}
+    stored = {f.name for f in dataclasses.fields(TrainerArguments) if spec_of(f).stored} | {"_val_check_time_interval"}
+    assert declared == stored, f"declared only: {sorted(declared - stored)}; stored only: {sorted(stored - declared)}"
+    trainer = Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    assert isinstance(trainer.args, TrainerArguments)
+    assert all(name in vars(trainer) for name in stored)

@@ -247,10 +247,25 @@ class FitLoop(_Loop):
         if every and self.progress.epoch - self.train_loaded_at >= every:
             self._load_train()
 
-    # --- stopping -----------------------------------------------------------------------------------
-    def _max_reached(self) -> bool:
+    # --- stopping: each rule once ---------------------------------------------------------------------
+    # a step, epoch or time limit ends the fit; ``should_stop`` does once min_epochs and min_steps are met
+
+    def _steps_done(self) -> bool:
         t = self.trainer
-        if t.max_steps != -1 and t.global_step >= t.max_steps:
+        return t.max_steps != -1 and t.global_step >= t.max_steps
+
+    def _epochs_done(self) -> bool:
+        t = self.trainer
+        return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
+
+    def _minimum_met(self) -> bool:
+        t = self.trainer
+        return t.current_epoch >= (t.min_epochs or 0) and t.global_step >= (t.min_steps or 0)
+
+    def _max_reached(self) -> bool:
+        """The step limit, or the time limit (as every rank agreed)."""
+        t = self.trainer
+        if self._steps_done():
             return True
         if t.world_size == 1:
             return self.deadline is not None and time.monotonic() >= self.deadline
@@ -262,7 +277,7 @@ class FitLoop(_Loop):
         stop = t.should_stop if t.world_size == 1 else self.stop_agreed
         if not stop:
             return False
-        if t.current_epoch >= (t.min_epochs or 0) and t.global_step >= (t.min_steps or 0):
+        if self._minimum_met():
             return True
         message = (f"Trainer was signaled to stop but the required `min_epochs={t.min_epochs!r}` or "
                    f"`min_steps={t.min_steps!r}` has not been met. Training will continue...")
@@ -308,19 +323,11 @@ class FitLoop(_Loop):
         checkpoint_and_exit(t.stage_run.preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
                                                           t.auto_requeue, t.strategy.barrier))
 
-    def _epochs_done(self) -> bool:
-        t = self.trainer
-        return t.max_epochs != -1 and t.current_epoch >= t.max_epochs
-
     @property
     def done(self) -> bool:
         """Lightning's ``fit_loop.done``, read from the state: a step or epoch limit is reached, or a stop was asked
         for once ``min_epochs``/``min_steps`` are met."""
-        t = self.trainer
-        if t.max_steps != -1 and t.global_step >= t.max_steps:
-            return True
-        return self._epochs_done() or (bool(t.should_stop) and t.current_epoch >= (t.min_epochs or 0)
-                                       and t.global_step >= (t.min_steps or 0))
+        return self._steps_done() or self._epochs_done() or (bool(self.trainer.should_stop) and self._minimum_met())
 
     # --- running ------------------------------------------------------------------------------------
     def run(self, run: StageRun, build: Callable[[LoaderSource], Loaders], replan: StagePlan | None = None) -> None:
