@@ -12,14 +12,17 @@ from trainer.data.loaders import num_batches
 from trainer.loops.evaluation import run_evaluation, run_predict
 
 if TYPE_CHECKING:
+    from trainer.data.loaders import LoaderPlan
     from trainer.stage.plan import Loaders, LoaderSource, StagePlan
     from trainer.trainer import Trainer
 
 
-def evaluate_stage(trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> Any:
+def evaluate_stage(
+    trainer: Trainer, plan: StagePlan, build: Callable[[LoaderSource], Loaders]
+) -> list[dict[str, float]] | list[Any]:
     """A ``validate``, ``test`` or ``predict`` call's loop: its loaders built (and shown on the Trainer), then run."""
 
-    def load() -> tuple[list[Any], list[int | float]]:
+    def load() -> tuple[list[LoaderPlan], list[int | float]]:
         loaders = build(plan.sources[plan.eval_key])
         counts = shown_counts(loaders)
         if plan.stage == "validate":

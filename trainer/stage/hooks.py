@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from unittest.mock import Mock
 
 from trainer.callbacks.base import Callback
@@ -37,17 +37,17 @@ class Hooks:
         self._trainer = trainer
         self._module = module
         self._callbacks = callbacks
-        self._cache: dict[str, tuple[list[Any], Any]] = {}
-        self._callers: dict[str, Any] = {}
+        self._cache: dict[str, tuple[list[Callable[..., Any]], Callable[..., Any] | None]] = {}
+        self._callers: dict[str, Callable[..., Any] | None] = {}
 
-    def _lookup(self, name: str) -> tuple[list[Any], Any]:
+    def _lookup(self, name: str) -> tuple[list[Callable[..., Any]], Callable[..., Any] | None]:
         entry = self._cache.get(name)
         if entry is None:
             owners = [cb for cb in self._callbacks if hasattr(Callback, name) and _implements(name, cb)]
-            cbs = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
+            cbs: list[Callable[..., Any]] = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
-            mod = getattr(self._module, name) if mine else None
+            mod: Callable[..., Any] | None = getattr(self._module, name) if mine else None
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
@@ -57,14 +57,14 @@ class Hooks:
 
     def caller(self, name: str) -> Callable[..., Any] | None:
         """A function running the hook's implementations, or None when nothing overrides it (per-step fast path)."""
-        found = self._callers.get(name, False)
+        found: Callable[..., Any] | None | Literal[False] = self._callers.get(name, False)
         if found is False:
             cbs, mod = self._lookup(name)
             if not cbs:
                 found = mod
             elif mod is None and len(cbs) == 1:
                 found = cbs[0]
-            elif cbs or mod is not None:
+            else:  # several implementations
                 found = partial(self.call, name)
             self._callers[name] = found
         return found
@@ -99,14 +99,14 @@ class Hooks:
             fn(*args)
 
 
-def profile_name(owner: Any, hook: str) -> str:
+def profile_name(owner: Module | DataModule, hook: str) -> str:
     """The profiler's action for a Module's or DataModule's hook: ``[Module]Net.setup`` (``[LightningModule]`` and
     ``[LightningDataModule]``, Lightning's names, for Lightning code, whose base classes carry them)."""
     base = DataModule if isinstance(owner, DataModule) else Module
     return f"[{base.__name__}]{type(owner).__name__}.{hook}"
 
 
-def call_profiled(trainer: Trainer, owner: Any, hook: str, *args: Any, **kwargs: Any) -> Any:
+def call_profiled(trainer: Trainer, owner: Module | DataModule, hook: str, *args: Any, **kwargs: Any) -> Any:
     """``owner.<hook>(*args, **kwargs)``, timed by an enabled profiler (``prepare_data``, a DataModule's ``setup``,
     ``teardown`` and ``state_dict``, as Lightning times them)."""
     fn = getattr(owner, hook)

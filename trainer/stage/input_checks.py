@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-def check_gradient_clip_val(value: Any) -> None:
+def check_gradient_clip_val(value: object) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -77,14 +77,14 @@ def check_no_rank_without_batches(strategy: Strategy, key: str, loaders: list[An
         )
 
 
-def output_roots(trainer: Trainer) -> list[Any]:
+def output_roots(trainer: Trainer) -> list[str | os.PathLike[str] | None]:
     """The logger and checkpoint roots (and ``default_root_dir``) a stage may write to."""
     roots = [getattr(logger, "save_dir", None) for logger in trainer.loggers]
     roots += [cb.dirpath for cb in trainer.checkpoint_callbacks if getattr(cb, "_dirpath_given", False)]
     return [*roots, trainer.default_root_dir]
 
 
-def check_writable_dirs(roots: list[Any]) -> None:
+def check_writable_dirs(roots: list[str | os.PathLike[str] | None]) -> None:
     """Rank 0 checks the logger and checkpoint roots now (creating nothing): an unwritable one is one line,
     not a traceback from deep inside a logger later."""
     for root in filter(None, roots):
@@ -111,7 +111,7 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
-def check_workers(loader: Any, name: str, reloads: bool, local_processes: int | None = None) -> None:
+def check_workers(loader: object, name: str, reloads: bool, local_processes: int | None = None) -> None:
     """Lightning's advice on a loader's worker processes (``name``: ``train_dataloader``...): spawned workers that
     are not persistent start again every epoch; fewer than two workers where the machine has cores for more can
     starve training; persistent workers with pinned memory and reloading loaders are unstable in PyTorch."""

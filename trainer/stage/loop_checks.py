@@ -12,13 +12,16 @@ A hook set to None on the instance counts as not defined (``trainer/model/overri
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainer.errors import MisconfigurationError
 from trainer.model.overrides import is_overridden
 from trainer.module import Module
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 _MINIMUM = ("Lightning `Trainer` expects as minimum a `training_step()`, `train_dataloader()` and "
             "`configure_optimizers()` to be defined.")
@@ -63,7 +66,7 @@ def verify_evaluation(model: Module, stage: str) -> None:
     _refuse_removed_hooks(model, ("validation_epoch_end" if stage == "validate" else "test_epoch_end",))
 
 
-def verify_manual_optimization(trainer: Any, model: Module) -> None:
+def verify_manual_optimization(trainer: Trainer, model: Module) -> None:
     """Manual optimization is not combined with the Trainer's gradient clipping or accumulation."""
     if model.automatic_optimization:
         return
@@ -79,7 +82,7 @@ def verify_manual_optimization(trainer: Any, model: Module) -> None:
             "optimization (step every n batches in training_step instead).")
 
 
-def verify_stage(trainer: Any, stage: str, model: Module, has_val_loader: bool) -> None:
+def verify_stage(trainer: Trainer, stage: str, model: Module, has_val_loader: bool) -> None:
     """The checks of one Trainer call (``stage``: fit, validate, test or predict)."""
     if stage == "fit":
         verify_fit(model, has_val_loader)

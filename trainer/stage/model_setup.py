@@ -4,7 +4,7 @@ and callback states are put back before ``configure_optimizers``, as Lightning (
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lightning_utilities.core.overrides import is_overridden
 
@@ -16,6 +16,9 @@ from trainer.distributed.strategy import setup_module, setup_optimizers
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:
+    from plugins.transforms.activation_checkpointing import CheckpointSettings
+    from plugins.transforms.blocks import ModelTransforms
+    from plugins.transforms.compile import CompileSettings
     from trainer.checkpointing.resume import Resume
     from trainer.trainer import Trainer
 
@@ -53,7 +56,9 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
                                 lambda loops: setattr(trainer.progress, "global_step", loops["global_step"]))
 
 
-def model_transforms(compile: Any, checkpointing: Any) -> Any:
+def model_transforms(
+    compile: CompileSettings | None, checkpointing: CheckpointSettings | None
+) -> ModelTransforms | None:
     """The Trainer's ``compile=`` and ``activation_checkpointing=`` for the strategy (None when both are off)."""
     if compile is None and checkpointing is None:
         return None

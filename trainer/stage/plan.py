@@ -10,6 +10,7 @@ re-derived from the Trainer.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,7 +78,7 @@ class LoaderSource:
     def method(self) -> str:
         return LOADER_METHODS[self.key]
 
-    def _owner(self) -> Any:
+    def _owner(self) -> Module | DataModule | None:
         """Who answers ``method()`` (the DataModule first), or None."""
         dm = self.datamodule
         if dm is not None and is_overridden(self.method, dm, DataModule):
@@ -88,8 +89,9 @@ class LoaderSource:
         """Whether loaders could exist, without asking for them (Lightning asks only when needed)."""
         return self.given is not None or self._owner() is not None
 
-    def request(self) -> tuple[list[Any], type | None]:
-        """The loaders, and the list or tuple type they came in (None: one loader)."""
+    def request(self) -> tuple[list[Any], Callable[[list[Any]], Any] | None]:
+        """The loaders, and what puts them back into the shape they came in (a list or tuple type, a dict's keys;
+        None: one loader)."""
         given, owner = self.given, self._owner()
         returned = given is None and owner is not None
         if returned:
@@ -111,7 +113,7 @@ class LoaderSource:
             return list(given.values()), lambda loaders: dict(zip(keys, loaders))
         return (list(given), type(given)) if isinstance(given, (list, tuple)) else ([given], None)
 
-    def _invalid(self, found: Any, owner: Any) -> InvalidLoaderError:
+    def _invalid(self, found: object, owner: Module | DataModule | None) -> InvalidLoaderError:
         """Lightning's words for a missing or non-iterable loader (``owner``: the object whose method returned it),
         then which argument or method gives one."""
         arg = "train_dataloaders" if self.key == "train" else "dataloaders"
@@ -252,7 +254,8 @@ class StagePlan:
 
 
 def plan_stage(
-    trainer: Trainer, stage: str, model: Any, datamodule: DataModule | None, given: dict[str, Any], ckpt_path: Any
+    trainer: Trainer, stage: str, model: object, datamodule: DataModule | None, given: Mapping[str, Any],
+    ckpt_path: str | os.PathLike[str] | None,
 ) -> StagePlan:
     """Check the call's inputs against the Trainer's arguments and decide what runs; nothing starts here."""
     if not isinstance(model, Module):
@@ -302,7 +305,7 @@ def _fit_schedule(trainer: Trainer, model: Module, val: LoaderSource) -> FitSche
                        validates, trainer.args.val_check_seconds, trainer.limit_val_batches == 0)
 
 
-def _plain_values(given: Any) -> bool:
+def _plain_values(given: object) -> bool:
     """A non-empty list, tuple or dict of plain values (numbers, strings): one loader's batches, not loaders."""
     if not isinstance(given, (list, tuple, dict)) or not given:  # (a DataLoader's truth would ask for its length)
         return False

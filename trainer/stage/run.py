@@ -8,6 +8,8 @@ model's set-up (``model_setup.py``), the stage around its loop (``fit.py`` or ``
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainer.checkpointing.loop_state import adopt_loop_states
@@ -32,9 +34,9 @@ if TYPE_CHECKING:
 
 
 def run_stage(
-    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: dict[str, Any],
-    ckpt_path: Any,
-) -> Any:
+    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: Mapping[str, Any],
+    ckpt_path: str | os.PathLike[str] | None,
+) -> list[dict[str, float]] | list[Any] | None:
     model = unwrap_compiled(model)  # a torch.compile result: its Module, steps compiled (Lightning's from_compiled)
     plan = plan_stage(trainer, stage, model, datamodule, given, ckpt_path)
     if plan.spawns:  # ddp_spawn: workers run it (started by start_processes, as Fabric.launch), results come back
@@ -44,7 +46,7 @@ def run_stage(
     return run_plan(trainer, plan)
 
 
-def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
+def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list[Any] | None:
     """Run a planned call, phase by phase, with a new ``StageRun`` on the Trainer (the outer call's is put back after
     a nested one, the tuner's)."""
     outer = trainer.stage_run if trainer.stage_run.active else None
@@ -76,7 +78,7 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> Any:
             trainer.stage_run = outer
 
 
-def rerun_loop(trainer: Trainer) -> Any:
+def rerun_loop(trainer: Trainer) -> list[dict[str, float]] | list[Any] | None:
     """Run the current call's loop once more, planned again from the Trainer's present settings (limits, steps)
     on the inputs this call was given: the tuner's trials and learning-rate search, from inside a hook. No sanity
     check; the fit loop's own attributes are put back afterwards, so a run that called this carries on unchanged."""

@@ -7,6 +7,7 @@ here) and the stage's return value (validation/test metrics, predictions).
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import TYPE_CHECKING, Any
 
@@ -21,20 +22,24 @@ from trainer.distributed.launch import start_processes
 from trainer.stage.stage_run import StageRun
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from trainer.datamodule import DataModule
     from trainer.module import Module
     from trainer.trainer import Trainer
+
+    # ``run_stage`` (stage/run.py), passed in: (trainer, stage, model, datamodule, given loaders, ckpt_path) -> output
+    RunStage = Callable[[Trainer, str, Module, DataModule | None, Mapping[str, Any], str | os.PathLike[str] | None],
+                        list[dict[str, float]] | list[Any] | None]
 
 # what a user reads on the Trainer after a stage, besides the loops' progress object
 _COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test_batches", "num_predict_batches")
 
 
 def run_stage_in_workers(
-    run_stage: Callable[..., Any], trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None,
-    given: dict[str, Any], ckpt_path: Any,
-) -> Any:
+    run_stage: RunStage, trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None,
+    given: Mapping[str, Any], ckpt_path: str | os.PathLike[str] | None,
+) -> list[dict[str, float]] | list[Any] | None:
     """Run ``run_stage`` (the caller's, passed in: each worker runs the stage again) in the spawned workers, and
     bring rank 0's results back to this process's trainer and model."""
     trainer.stage_run = StageRun(trainer)  # an earlier call's plan (read-only mappings) stays here: workers plan anew
@@ -67,8 +72,8 @@ def run_stage_in_workers(
 
 
 def _worker_stage(
-    trainer: Trainer, run_stage: Callable[..., Any], stage: str, model: Module, datamodule: DataModule | None,
-    given: dict[str, Any], ckpt_path: Any, trusted: bool = False,
+    trainer: Trainer, run_stage: RunStage, stage: str, model: Module, datamodule: DataModule | None,
+    given: Mapping[str, Any], ckpt_path: str | os.PathLike[str] | None, trusted: bool = False,
 ) -> bytes | None:
     _own_memory(model)  # start_processes set the environment to torchrun's variables (the launcher set them)
     with trusted_loads(False if trusted else None):  # the call's weights_only=False holds in its workers too

@@ -58,7 +58,7 @@ class StageRun:
     last_val_time: float = 0.0  # time-based ``val_check_interval`` counts from here
     reload_eval_loaders: bool = False  # a hook (the batch size finder) asked for the evaluation loaders again
     warned_none_loss: bool = False
-    finite_checked: Any = None  # ((module id, step), verdict): a save checks finiteness once
+    finite_checked: tuple[tuple[int, int], bool] | None = None  # ((module id, step), finite): a save checks once
 
     @property
     def given(self) -> dict[str, Any]:
