@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +17,15 @@ from trainer.states import RunningStage, TrainerFn
 
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
-    from trainer.loops.trackers import _BatchProgress as BatchProgress
+    from trainer.loops.step_arguments import StepCall
+    from trainer.loops.trackers import _BatchProgress as BatchProgress, _Progress
+    from trainer.metrics.results import Results
     from trainer.trainer import Trainer
 
 _STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
 
 
-def progress_of(trainer: Any, stage: str, sanity: bool) -> BatchProgress | None:
+def progress_of(trainer: Trainer, stage: str, sanity: bool) -> BatchProgress | None:
     """The ``batch_progress`` an evaluation run counts into: ``validate_loop``'s / ``test_loop``'s, the fit loop's
     ``epoch_loop.val_loop``'s inside ``fit``, none in the sanity check (Lightning resets it after)."""
     if sanity:
@@ -47,7 +50,7 @@ def restore_modes(module: torch.nn.Module, modes: dict[str, bool]) -> None:
             m.training = modes[name]
 
 
-def no_grad_context(trainer: Trainer, fitting: bool) -> Any:
+def no_grad_context(trainer: Trainer, fitting: bool) -> contextlib.AbstractContextManager[None]:
     """What an evaluation runs under (Lightning's rule): ``torch.inference_mode`` (or the strategy's choice, when it
     needs ``no_grad``) with ``Trainer(inference_mode=True)``; ``torch.no_grad`` with ``inference_mode=False`` and for
     the validation inside ``fit``, whose tensors training may use afterwards."""
@@ -127,7 +130,7 @@ def run_evaluation(
     return [{k: v for k, v in epoch_metrics.items() if _belongs(results, k, i)} for i in range(len(plans))]
 
 
-def _belongs(results: Any, key: str, loader: int) -> bool:
+def _belongs(results: Results, key: str, loader: int) -> bool:
     """A key in loader ``loader``'s results: its suffix says so, or it was logged (without one) from that loader's
     batches, or outside any loader (at epoch end: every loader's)."""
     if "/dataloader_idx_" in key:
@@ -136,8 +139,8 @@ def _belongs(results: Any, key: str, loader: int) -> bool:
     return results.loader_of.get(name) in (None, loader)
 
 
-def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: Any, prefix: str, dl_idx: int,
-                multiple: bool, counts: Any = None, final: bool = False, passed: int = 0) -> None:
+def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn: StepCall, prefix: str, dl_idx: int,
+                multiple: bool, counts: BatchProgress | None = None, final: bool = False, passed: int = 0) -> None:
     hooks, move, results = trainer.stage_run.hooks, BatchMover(trainer), trainer.stage_run.active_results
     trainer.stage_run.log_suffix = f"/dataloader_idx_{dl_idx}" if multiple else ""
     extra = (dl_idx,) if multiple else ()  # dataloader_idx only with several loaders (Lightning's calls)
@@ -170,18 +173,20 @@ def _run_loader(trainer: Trainer, plan: LoaderPlan, limit: int | float, step_fn:
         results.current_loader = None
 
 
-def batches_of(trainer: Trainer, plan: LoaderPlan, epoch: int, limit: int | float, prefix: str, loop: str) -> Any:
+def batches_of(
+    trainer: Trainer, plan: LoaderPlan, epoch: int, limit: int | float, prefix: str, loop: str
+) -> Iterator[Any]:
     """A loader's batches up to ``limit`` (none fetched past it), each fetch timed by an enabled profiler under
     Lightning's name (``[_EvaluationLoop].val_next``)."""
-    batches: Any = plan.iterate(epoch)
+    batches = plan.iterate(epoch)
     if trainer.profiler.enabled:
         name = "val" if prefix == "validation" else prefix
         batches = trainer.profiler.profile_iterable(iter(batches), f"{loop}.{name}_next")
     return batches if limit == math.inf else islice(batches, int(limit))
 
 
-def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float], step_fn: Any,
-                        prefix: str, multiple: bool, counts: Any, loop: str) -> list[list[Any]]:
+def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | float], step_fn: StepCall,
+                        prefix: str, multiple: bool, counts: _Progress | None, loop: str) -> list[list[Any]]:
     """The ``dataloader_iter`` flavour (``step_arguments.py``): one iterator over every loader in turn; the step
     takes its own batches, the batch hooks see the last batch taken (before the first: ``None``, 0, 0). Returns
     the steps' outputs per loader (of the last batch each step took)."""
@@ -221,7 +226,10 @@ def _run_iterator_steps(trainer: Trainer, plans: list[LoaderPlan], limits: list[
     return outputs
 
 
-def reloaded(trainer: Trainer, reload: Any, plans: list[Any], limits: list[int | float]) -> tuple[list[Any], list]:
+def reloaded(
+    trainer: Trainer, reload: Callable[[], tuple[list[LoaderPlan], list[int | float]]] | None, plans: list[LoaderPlan],
+    limits: list[int | float],
+) -> tuple[list[LoaderPlan], list[int | float]]:
     """The loaders built again if a hook asked (``trainer.stage_run.reload_eval_loaders``), else as they were."""
     run = trainer.stage_run
     if reload is not None and run.reload_eval_loaders:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,6 +28,7 @@ from trainer.utilities.zero_edit import lightning_defaults
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
     from trainer.loops.progress import LoopProgress
+    from trainer.model.optimizers import LRSchedulerConfig
     from trainer.stage.plan import FitSchedule, Loaders, LoaderSource, StagePlan
     from trainer.stage.stage_run import StageRun
     from trainer.trainer import Trainer
@@ -58,7 +59,7 @@ class FitLoop(_Loop):
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE
         self._said: set[str] = set()  # the info lines said once per Trainer
-        self.plateau_schedulers: list[Any] = []  # step-interval ReduceLROnPlateau ones (set per epoch)
+        self.plateau_schedulers: list[LRSchedulerConfig] = []  # step-interval ReduceLROnPlateau ones (set per epoch)
         self.epoch_schedulers_stepped = False  # this epoch's (non-plateau) epoch-interval schedulers stepped
 
     def resolve_limits(self) -> None:
@@ -185,7 +186,7 @@ class FitLoop(_Loop):
         self.has_val = schedule.validates
         self.deadline = time.monotonic() + schedule.max_time if schedule.max_time is not None else None
         self.stop_agreed = self.time_up = False
-        self.pending: Any = None  # a vote on (should_stop, time is up) in flight
+        self.pending: Callable[[], list[bool]] | None = None  # a vote on (should_stop, time is up) in flight
 
     def _profile(self) -> None:
         """Wrap the step, epoch and validation for the profiler; a run without one pays nothing per batch."""
@@ -414,7 +415,7 @@ class FitLoop(_Loop):
             return (p.total_batches + self.max_batches - p.batches_seen) % every == 0
         return self.max_batches % every == 0
 
-    def _start_epoch(self) -> tuple[Any, int, int | float, bool]:
+    def _start_epoch(self) -> tuple[Iterator[Any], int, int | float, bool]:
         """Everything before an epoch's first batch; returns the batches still to run in it, how many were run
         already, the epoch's batch count and whether validation runs inside the epoch."""
         t, p = self.trainer, self.progress
@@ -481,7 +482,7 @@ class FitLoop(_Loop):
             self.epoch_progress.increment_completed()
         self.progress.end_epoch()
 
-    def _run_batches(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
+    def _run_batches(self, batches: Iterator[Any], batch_idx: int, limit: int | float, val_now: bool) -> bool:
         """The epoch's batches, each with its hooks, logging, validation and stopping rules; True: stopped early.
 
         The hot path: everything a batch needs is looked up once here, not per batch."""
@@ -605,7 +606,7 @@ class FitLoop(_Loop):
         self.trainer.stage_run.hooks.call("on_train_batch_end", None, None, batch_idx)
         counts.increment_completed()
 
-    def _run_iterator_steps(self, batches: Any, batch_idx: int, limit: int | float, val_now: bool) -> bool:
+    def _run_iterator_steps(self, batches: Iterator[Any], batch_idx: int, limit: int | float, val_now: bool) -> bool:
         """The ``dataloader_iter`` flavour (``loops/step_arguments.py``): the step takes its own batches from the
         iterator, the epoch ends when they are used up (or the step lets ``StopIteration`` out); validation falls
         due by steps. True: stopped early."""

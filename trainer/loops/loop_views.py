@@ -21,7 +21,12 @@ from trainer.loops.trackers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import torch
+
     from trainer.loops.fit import FitLoop
+    from trainer.trainer import Trainer
 
 
 class RestartStage(str, Enum):
@@ -39,11 +44,13 @@ class RestartStage(str, Enum):
 class AutomaticOptimization(_Loop):
     """The optimizer-step and ``zero_grad`` counts of automatic optimization (``optim_progress``)."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         super().__init__(trainer)
         self.optim_progress = _OptimizationProgress()
 
-    def run(self, optimizer: Any, batch_idx: int, kwargs: dict) -> dict:
+    def run(
+        self, optimizer: torch.optim.Optimizer, batch_idx: int, kwargs: dict[str, Any]
+    ) -> torch.Tensor | Mapping[str, Any]:
         """One training batch (``kwargs``: ``batch`` and ``batch_idx``) through the fit's training step, as the fit
         loop runs it: the step's outputs, ``{}`` when the step returned no loss."""
         fit_loop = self.trainer.fit_loop
@@ -54,7 +61,7 @@ class AutomaticOptimization(_Loop):
 class ManualOptimization(_Loop):
     """The optimizer-step counts of manual optimization (``optim_step_progress``)."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         super().__init__(trainer)
         self.optim_step_progress = _Progress.from_defaults(_ReadyCompletedTracker)
 

@@ -15,7 +15,7 @@ import math
 import sys
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,10 +23,13 @@ from trainer.errors import MisconfigurationError
 from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
+    import os
+
+    from trainer.callbacks.base import Callback
     from trainer.trainer import Trainer
 
 
-def stops_on_nonfinite_loss(value: bool | None, callbacks: list[Any]) -> bool:
+def stops_on_nonfinite_loss(value: bool | None, callbacks: list[Callback]) -> bool:
     """``Trainer(stop_on_nonfinite_loss=...)`` resolved: an explicit value holds; None stops unless the user's code
     expects Lightning's default of going on (the zero-edit mode) or a callback handles non-finite losses."""
     if value is not None:
@@ -111,7 +114,7 @@ class DeferredLossChecks:
 
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
-        self.pending: deque[tuple[torch.Tensor, Any, tuple[int, int, int]]] = deque()
+        self.pending: deque[tuple[torch.Tensor, torch.cuda.Event, tuple[int, int, int]]] = deque()
 
     def push(self, loss: torch.Tensor, batch_idx: int) -> None:
         trainer = self.trainer
@@ -160,7 +163,7 @@ def model_is_finite(trainer: Trainer) -> bool:
     return finite
 
 
-def refuse_nonfinite_save(trainer: Trainer, path: Any) -> bool:
+def refuse_nonfinite_save(trainer: Trainer, path: str | os.PathLike[str] | None) -> bool:
     """True (with a warning) when the model is not finite: such a state must not replace a good checkpoint."""
     if model_is_finite(trainer):
         return False

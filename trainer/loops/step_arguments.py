@@ -15,8 +15,14 @@ and its index.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.module import Module
+
+# ``call(batch, batch_idx, extra)``: a step as the loops call it (``extra``: ``(dataloader_idx,)`` or ``()``)
+StepCall = Callable[[Any, int, tuple[int, ...]], Any]
 
 
 def takes(fn: Callable[..., Any], param: str, min_args: int | None = None, explicit: bool = False) -> bool:
@@ -32,7 +38,7 @@ def takes(fn: Callable[..., Any], param: str, min_args: int | None = None, expli
         min_args is not None and len(args) >= min_args)
 
 
-def check_dataloader_idx(module: Any, loader_prefix: str, hooks: tuple[str, ...], multiple: bool) -> None:
+def check_dataloader_idx(module: Module, loader_prefix: str, hooks: tuple[str, ...], multiple: bool) -> None:
     """Several loaders: each hook must take ``dataloader_idx``; one loader: it must not require it."""
     for hook in hooks:
         fn = getattr(module, hook)
@@ -49,7 +55,7 @@ def check_dataloader_idx(module: Any, loader_prefix: str, hooks: tuple[str, ...]
                                    "value i.e. `dataloader_idx=0`.")
 
 
-def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> Callable[[Any, int, tuple], Any]:
+def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> StepCall:
     """``call(batch, batch_idx, extra)``: ``step_fn`` (the strategy's wrapper of ``step``) with ``batch_idx`` only
     when ``step`` takes it (a ``dataloader_iter`` step is handed the iterator as ``batch``, and nothing else)."""
     if takes(step, "dataloader_iter", explicit=True):
@@ -59,7 +65,7 @@ def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> Callab
     return lambda batch, batch_idx, extra: step_fn(batch, *extra)
 
 
-def training_step_caller(step_fn: Any, module: Any) -> Any:
+def training_step_caller(step_fn: Callable[..., Any], module: Module) -> Callable[[Any, int], Any]:
     """``step_fn(batch, batch_idx)`` for every ``training_step`` signature (Lightning's rule): ``batch_idx`` only
     when the step takes it; a ``dataloader_iter`` step is handed the iterator (the loop passes it as ``batch``)."""
     step = module.training_step
@@ -68,8 +74,8 @@ def training_step_caller(step_fn: Any, module: Any) -> Any:
     return step_fn
 
 
-def evaluation_step_caller(module: Any, prefix: str, loader: str, step_fn: Callable[..., Any],
-                           multiple: bool) -> tuple[Callable[[Any, int, tuple], Any], bool]:
+def evaluation_step_caller(module: Module, prefix: str, loader: str, step_fn: Callable[..., Any],
+                           multiple: bool) -> tuple[StepCall, bool]:
     """``(call, by_iterator)`` for ``<prefix>_step`` (``validation``, ``test``, ``predict``): its signature and its
     batch hooks' checked against the number of loaders, and whether it takes a ``dataloader_iter`` (which need not
     take ``dataloader_idx``: the iterator gives it, as in Lightning)."""
@@ -80,7 +86,7 @@ def evaluation_step_caller(module: Any, prefix: str, loader: str, step_fn: Calla
     return step_caller(step_fn, step), by_iterator
 
 
-def uses_dataloader_iter(step: Any) -> bool:
+def uses_dataloader_iter(step: Callable[..., Any] | None) -> bool:
     """Whether a step method names a ``dataloader_iter`` parameter."""
     return step is not None and takes(step, "dataloader_iter", explicit=True)
 
@@ -124,6 +130,6 @@ def steps(source: Iterator[tuple[Any, int, int]], total: int | float, start: int
         yield it
 
 
-def one_loader(batches: Any, start: int = 0) -> Iterator[tuple[Any, int, int]]:
+def one_loader(batches: Iterable[Any], start: int = 0) -> Iterator[tuple[Any, int, int]]:
     """A single loader's batches as ``(batch, batch_idx, 0)``, counting from ``start``."""
     return ((batch, start + i, 0) for i, batch in enumerate(batches))

@@ -10,7 +10,10 @@ Lightning's layout (``loop_state.py``) and a resume puts the counts back. The na
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 
 @dataclass
@@ -209,7 +212,7 @@ class _Loop:
     """What Lightning's loops share: restart flags (spread to child loops) and a state dict made of the progress
     objects and child loops held as attributes, plus ``on_save_checkpoint``'s own entry."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         self._restarting = False
         self._loaded_from_state_dict = False
         self._resuming_from_checkpoint = False

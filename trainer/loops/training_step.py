@@ -32,10 +32,13 @@ from trainer.loops.step_arguments import training_step_caller
 from trainer.stage.loop_checks import verify_manual_optimization
 
 if TYPE_CHECKING:
+    from trainer.model.optimizers import LRSchedulerConfig
     from trainer.trainer import Trainer
 
 
-def optimizer_step(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Any = None, **kwargs: Any) -> Any:
+def optimizer_step(
+    trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None, **kwargs: Any
+) -> Any:
     """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure. ``kwargs``
     (``opt.step(closure=..., foo=1)``) reach the optimizer's ``step``, as in Lightning."""
     hooks, module = trainer.stage_run.hooks, trainer.lightning_module
@@ -137,7 +140,7 @@ class TrainingStep:
             return True
         return isfinite(loss.item())
 
-    def run(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+    def run(self, batch: Any, batch_idx: int, is_last: bool) -> torch.Tensor | Mapping[str, Any] | None:
         """One training batch, the canonical step: ``training_step`` inside the optimizer's closure (Lightning's
         order: zero_grad after ``training_step`` when a batch opens an accumulation window, backward, then the
         optimizer step once every ``accumulate_grad_batches`` batches). ``unrolled`` (below) derives the
@@ -148,7 +151,7 @@ class TrainingStep:
         self.accumulate = accumulate = self.trainer.accumulate_grad_batches
         should_step = is_last or accumulate == 1 or (batch_idx + 1) % accumulate == 0
         zero_grad_first = accumulate == 1 or batch_idx % accumulate == 0
-        holder: list[Any] = [{}]
+        holder: list[dict[str, Any]] = [{}]
         forward_backward, step_fn = self.forward_backward, self.step_fn
 
         ran: list[bool] = []
@@ -207,7 +210,7 @@ class BackwardStep:
 
     __slots__ = ("step", "batch_idx", "zero_grad_due", "holder", "accumulate")
 
-    def __init__(self, step: TrainingStep, batch_idx: int, zero_grad_due: bool, holder: list[Any]) -> None:
+    def __init__(self, step: TrainingStep, batch_idx: int, zero_grad_due: bool, holder: list[dict[str, Any]]) -> None:
         self.step = step
         self.batch_idx = batch_idx
         self.zero_grad_due = zero_grad_due
@@ -276,20 +279,20 @@ class StepClosure:
 
     __slots__ = ("_run",)
 
-    def __init__(self, run: Callable[[], Any]) -> None:
+    def __init__(self, run: Callable[[], torch.Tensor | None]) -> None:
         self._run = run
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
         return self._run()
 
 
-def step_interval_schedulers(trainer: Trainer, plateau: bool = False) -> list[Any]:
+def step_interval_schedulers(trainer: Trainer, plateau: bool = False) -> list[LRSchedulerConfig]:
     """The step-interval schedulers: the others (``plateau=False``) step right after the optimizer, the
     ``ReduceLROnPlateau`` ones after the batch's hooks and validation, whose metrics they read (Lightning's order)."""
     return [c for c in trainer.lr_scheduler_configs if c.interval == "step" and c.reduce_on_plateau == plateau]
 
 
-def step_schedulers(trainer: Trainer, configs: list[Any], counter: int) -> None:
+def step_schedulers(trainer: Trainer, configs: list[LRSchedulerConfig], counter: int) -> None:
     """Step each scheduler whose frequency divides ``counter``; plateau schedulers get their metric."""
     module = trainer.lightning_module
     for config in configs:
@@ -345,7 +348,7 @@ def closure_then_step(optimizer: torch.optim.Optimizer) -> Callable[[Callable[[]
     return run
 
 
-def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
+def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], torch.Tensor | Mapping[str, Any] | None]:
     """``step.run`` with the closure unrolled: ``training_step``, ``zero_grad``, ``backward``, ``optimizer.step()`` in
     a row. Build only where ``step.direct`` holds. A batch under manual optimization, that accumulates, runs without
     grad mode, skips backward
@@ -355,7 +358,7 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], Any]:
     steps_total, steps_current = steps.total, steps.current
     zero_total, zero_current = zero_grads.total, zero_grads.current
 
-    def run(batch: Any, batch_idx: int, is_last: bool) -> Any:
+    def run(batch: Any, batch_idx: int, is_last: bool) -> torch.Tensor | Mapping[str, Any] | None:
         if (not module.automatic_optimization or trainer.accumulate_grad_batches != 1 or step.skip_backward
                 or not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks):
             return canonical(batch, batch_idx, is_last)
@@ -407,7 +410,7 @@ def loss_of(output: Any) -> torch.Tensor | None:
     )
 
 
-def manual_output(output: Any) -> Any:
+def manual_output(output: Any) -> torch.Tensor | Mapping[str, Any] | None:
     """What a manual-optimization ``training_step`` may return: a tensor, a mapping or nothing (Lightning's rule)."""
     if output is None or isinstance(output, (torch.Tensor, Mapping)):
         return output
