@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plugins.async_checkpoint_io import AsyncCheckpointIO
 from plugins.checkpoint_io import CheckpointIO, TorchCheckpointIO
 from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 __all__ = ["AsyncCheckpointIO", "CheckpointIO", "TorchCheckpointIO", "connect_checkpoint_io", "without_checkpoint_io"]
 
@@ -30,7 +33,7 @@ def without_checkpoint_io(plugins: Any) -> Any:
     return rest or None
 
 
-def connect_checkpoint_io(trainer: Any, plugins: Any) -> None:
+def connect_checkpoint_io(trainer: Trainer, plugins: Any) -> None:
     """Give the trainer's strategy the ``CheckpointIO`` in ``plugins`` (Lightning's way to choose one), if any.
 
     The strategy still writes through it with ``save`` (temporary name, fsync, rename), so a user's plugin
@@ -47,7 +50,7 @@ def connect_checkpoint_io(trainer: Any, plugins: Any) -> None:
         track_optimizers(trainer, chosen[0])
 
 
-def track_optimizers(trainer: Any, io: CheckpointIO) -> None:
+def track_optimizers(trainer: Trainer, io: CheckpointIO) -> None:
     """An asynchronous writer may copy parameters and optimizer state until the next optimizer step."""
     if getattr(io, "is_async", False) and hasattr(io, "track_optimizers"):
         ref = weakref.ref(trainer)

@@ -12,7 +12,7 @@ import random
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,9 @@ from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, atomic_save
 from plugins.remote_paths import is_url, isfile, join, listdir, modified_ns, url_fs
 from trainer.errors import CheckpointNotFoundError, MisconfigurationError
 from trainer.checkpointing.strategy_state import read_state
+
+if TYPE_CHECKING:
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
 
 __all__ = ["atomic_save", "load_checkpoint", "plain_data", "rng_states", "restore_rng_states"]
 
@@ -183,7 +186,9 @@ def _url_checkpoints(root: str, recursive: bool) -> list[str]:
     return [fs.unstrip_protocol(p) for p in fs.glob(pattern) if not p.rsplit("/", 1)[-1].startswith(".")]
 
 
-def checkpoint_dirs(checkpoint_callbacks: list[Any], logger: Any, default_root_dir: str) -> tuple[Path | str, ...]:
+def checkpoint_dirs(
+    checkpoint_callbacks: list[ModelCheckpoint], logger: Any, default_root_dir: str
+) -> tuple[Path | str, ...]:
     """Where this run's checkpoints are written (before the callbacks' setup picks a version): the callbacks'
     ``dirpath`` (given, or under the logger's version directories), else ``<default_root_dir>/checkpoints``.
     Local directories are ``Path``s; an fsspec store's are URL strings."""

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from types import FrameType
+
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
     from trainer.trainer import Trainer
 
 DEFAULT_SIGNALS = ("SIGTERM", "SIGUSR1")
@@ -76,7 +79,7 @@ class PreemptionHandler:
     def requested(self) -> bool:
         return self.received is not None
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.seen.add(signal.Signals(signum))
         if self.received is None:
             self.received = signal.Signals(signum)
@@ -129,7 +132,7 @@ def received(trainer: Trainer, sig: signal.Signals) -> bool:
     return handler is not None and sig in handler.seen
 
 
-def checkpoint_dir(callback: Any, default_root_dir: str) -> Path:
+def checkpoint_dir(callback: ModelCheckpoint | None, default_root_dir: str) -> Path:
     """Where a preempted fit writes ``last.ckpt``: the checkpoint callback's directory, else the run's default."""
     if callback is not None and callback.dirpath:
         return Path(callback.dirpath)

@@ -38,6 +38,9 @@ from trainer.utilities.zero_edit import lightning_defaults
 if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
     from plugins.checkpoint_io import CheckpointIO
+    import os
+
+    from trainer.data.loaders import LoaderPlan
     from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
@@ -131,7 +134,9 @@ class Resume:
             else checkpoint.get("rng")
 
     @staticmethod
-    def restore_data_position(trainer: Trainer, progress: LoopProgress, replicas: int, train: Any = None) -> None:
+    def restore_data_position(
+        trainer: Trainer, progress: LoopProgress, replicas: int, train: LoaderPlan | None = None
+    ) -> None:
         """Phase 4, once the training loader is built (its batch size known): ``elastic_batch="keep_global"``'s
         accumulation, then the position rescaled to this world size; a stateful loader (``train``'s) is given its
         saved state to resume from instead of a replay. Applies once: it consumes the saved position."""
@@ -170,7 +175,7 @@ class RestoreRequest:
     """What a call asked to restore (``ckpt_path`` as given) and where this run's checkpoints are; found once the
     processes exist (``find``), because ``"last"`` and a preemption note are read from those directories then."""
 
-    ckpt_path: Any
+    ckpt_path: str | os.PathLike[str] | None
     stage: str
     dirs: tuple[Path | str, ...]  # this run's checkpoint directories (``checkpoint_dirs``; URLs as strings)
     best_model_path: str = ""
@@ -186,7 +191,7 @@ class RestoreRequest:
             ckpt_path = "last"
         return self.resolve(ckpt_path, checkpoint_io, announce)
 
-    def resolve(self, ckpt_path: Any, checkpoint_io: CheckpointIO, announce: bool) -> str | None:
+    def resolve(self, ckpt_path: str | os.PathLike[str] | None, checkpoint_io: CheckpointIO, announce: bool) -> str | None:
         """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only (a checkpoint
         anywhere else, a download or another project, is never picked); ``"best"``: the checkpoint callback's.
         What is resumed is printed (``announce``: on global rank 0)."""
@@ -222,7 +227,7 @@ class RestoreRequest:
         return None
 
 
-def _lightning_last_only(given: Any, found: Path | str) -> bool:
+def _lightning_last_only(given: str | os.PathLike[str] | None, found: Path | str) -> bool:
     """In the zero-edit mode a ``ckpt_path="last"`` the user gave means Lightning's: a ``last*.ckpt`` file only (Relay's
     own ``"last"``, and a restart's, is the run's newest checkpoint of any name)."""
     if not lightning_defaults() or str(given) != "last":
