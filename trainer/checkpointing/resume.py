@@ -191,7 +191,9 @@ class RestoreRequest:
             ckpt_path = "last"
         return self.resolve(ckpt_path, checkpoint_io, announce)
 
-    def resolve(self, ckpt_path: str | os.PathLike[str] | None, checkpoint_io: CheckpointIO, announce: bool) -> str | None:
+    def resolve(
+        self, ckpt_path: str | os.PathLike[str] | None, checkpoint_io: CheckpointIO, announce: bool
+    ) -> str | None:
         """A path as given; ``"last"``: the newest checkpoint in this run's checkpoint directories only (a checkpoint
         anywhere else, a download or another project, is never picked); ``"best"``: the checkpoint callback's.
         What is resumed is printed (``announce``: on global rank 0)."""
