@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torch.distributed import Store
+
     from plugins.strategies.base import Strategy
     from trainer.loops.progress import LoopProgress
 
@@ -58,7 +60,7 @@ def _own_connection(store: Any) -> Any:
 class Heartbeat:
     """Posts ``{"step", "where", "since", "time"}`` for this rank to ``store`` every ``interval`` seconds."""
 
-    def __init__(self, progress: LoopProgress, store: Any, rank: int, world_size: int, interval: float = INTERVAL,
+    def __init__(self, progress: LoopProgress, store: Store, rank: int, world_size: int, interval: float = INTERVAL,
                  ) -> None:
         import torch.distributed as dist
 
@@ -79,7 +81,7 @@ class Heartbeat:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.interval + 10)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, int | str | float]:
         where = main_thread_location()
         if where != self._where:
             self._where, self._since = where, time.time()

@@ -23,6 +23,8 @@ from trainer.distributed.ranks import set_rank_zero_only
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from trainer.fabric.fabric import Fabric
+    from trainer.trainer import Trainer
     from plugins.launchers.base import Launcher
     from plugins.strategies.base import Strategy
 
@@ -68,7 +70,7 @@ def watch_launcher() -> None:
 
 
 def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
-                    carrier: Any, join: bool = True) -> tuple[bool, Any]:
+                    carrier: Trainer | Fabric, join: bool = True) -> tuple[bool, Any]:
     """Start the workers when this process must (``(True, rank 0's result)``), else ``(False, None)``.
 
     A re-running launcher (plain ``python script.py`` with several processes) runs the program again in
@@ -96,7 +98,7 @@ def spawn_function(launcher: Any, function: Callable[..., Any], *args: Any) -> A
     return launcher.launch_function(function, *args)
 
 
-def _spawned(carrier: Any, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
+def _spawned(carrier: Trainer | Fabric, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
     carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
     if join:
         join_processes(carrier.strategy)

@@ -23,11 +23,13 @@ from plugins.environments.base import ClusterEnvironment
 from plugins.precision.base import Precision
 
 if TYPE_CHECKING:
+    from plugins.accelerators.base import Accelerator
     from plugins.strategies.base import Strategy
 
 
 def resolve_strategy(
-    accelerator: Any, strategy: Strategy, devices: Any, num_nodes: int, precision: Any, plugins: Any, caller: str,
+    accelerator: str | Accelerator, strategy: str | Strategy, devices: Any, num_nodes: int,
+    precision: str | int | Precision, plugins: Any, caller: str,
 ) -> Strategy:
     """The strategy (holding accelerator, precision, environment) for a front end's arguments.
 
