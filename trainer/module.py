@@ -24,6 +24,14 @@ from trainer.utilities.rank_zero import rank_zero_warn
 set_rank_zero_only()
 
 if TYPE_CHECKING:
+    import io
+    from collections.abc import Callable, Sequence
+
+    from torch.distributed.device_mesh import DeviceMesh
+    from typing_extensions import Self
+
+    from trainer.callbacks.base import Callback
+    from trainer.fabric.fabric import Fabric
     from trainer.model.optimizers import OptimizerHandle
     from trainer.trainer import Trainer
 
@@ -48,7 +56,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._trainer: Trainer | None = None
-        self._fabric: Any = None  # set by Fabric.setup: the module then runs under Fabric (model/fabric_use.py)
+        self._fabric: Fabric | None = None  # set by Fabric.setup: the module then runs under it (model/fabric_use.py)
         self._fabric_optimizers: list[Any] = []
         self.automatic_optimization: bool = True
         self.example_input_array: Any = None
@@ -112,19 +120,19 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         self._strict_loading = value
 
     @property
-    def fabric(self) -> Any:
+    def fabric(self) -> Fabric | None:
         """The Fabric object that set this module up (``fabric.setup(module)``), else None."""
         return self.__dict__.get("_fabric")
 
     @fabric.setter
-    def fabric(self, value: Any) -> None:
+    def fabric(self, value: Fabric | None) -> None:
         for child in self.children():
             if isinstance(child, Module):
                 child.fabric = value
         self.__dict__["_fabric"] = value
 
     @property
-    def device_mesh(self) -> Any:
+    def device_mesh(self) -> DeviceMesh | None:
         """The strategy's ``DeviceMesh`` (FSDP / model parallel), for ``configure_model``; None otherwise."""
         return getattr(self._trainer.strategy, "device_mesh", None) if self._trainer is not None else None
 
@@ -196,7 +204,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        reduce_fx: str | Any = "mean",
+        reduce_fx: str | Callable[..., Any] = "mean",
         enable_graph: bool = False,
         sync_dist: bool = False,
         sync_dist_group: Any | None = None,
@@ -259,7 +267,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        reduce_fx: str | Any = "mean",
+        reduce_fx: str | Callable[..., Any] = "mean",
         enable_graph: bool = False,
         sync_dist: bool = False,
         sync_dist_group: Any | None = None,
@@ -309,7 +317,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def configure_sharded_model(self) -> None:
         """Deprecated (Lightning's older name): override ``configure_model`` instead. Called when overridden."""
 
-    def configure_callbacks(self) -> Any:
+    def configure_callbacks(self) -> Sequence[Callback] | Callback:
         return []
 
     def configure_gradient_clipping(
@@ -375,7 +383,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
             return None
         return schedulers[0] if len(schedulers) == 1 else schedulers
 
-    def toggle_optimizer(self, optimizer: Any) -> None:
+    def toggle_optimizer(self, optimizer: torch.optim.Optimizer | OptimizerHandle) -> None:
         """Only ``optimizer``'s parameters require grad until ``untoggle_optimizer`` (for GAN-style steps): the
         parameters of the Trainer's other optimizers stop requiring grad (a parameter shared with ``optimizer`` keeps
         its own setting); parameters no optimizer holds are left alone, as Lightning does. Without a Trainer, every
@@ -391,7 +399,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
                 p.requires_grad = saved.get(p, p.requires_grad)
         self._toggled_requires_grad = saved
 
-    def untoggle_optimizer(self, optimizer: Any) -> None:
+    def untoggle_optimizer(self, optimizer: torch.optim.Optimizer | OptimizerHandle) -> None:
         """Put back what ``toggle_optimizer`` changed."""
         raw = getattr(optimizer, "optimizer", optimizer)
         mine = {p for group in raw.param_groups for p in group["params"]}
@@ -410,7 +418,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
                 yield from group["params"]
 
     @contextmanager
-    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+    def toggled_optimizer(self, optimizer: torch.optim.Optimizer | OptimizerHandle) -> Iterator[None]:
         """``toggle_optimizer`` for the ``with`` block, ``untoggle_optimizer`` after it (also on an error)."""
         self.toggle_optimizer(optimizer)
         try:
@@ -435,7 +443,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         calls.backward(self.trainer.strategy, loss, *args, **kwargs)
 
     def optimizer_step(
-        self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Any = None
+        self, epoch: int, batch_idx: int, optimizer: OptimizerHandle, optimizer_closure: Callable[[], Any] | None = None
     ) -> None:
         optimizer.step(closure=optimizer_closure)
 
@@ -450,9 +458,10 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @classmethod
     def load_from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
-        strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any,
-    ) -> Any:
+        cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
+        hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
+        **kwargs: Any,
+    ) -> Self:
         """A new module built from the checkpoint's saved hyperparameters (``kwargs`` override them) and weights.
 
         ``strict`` defaults to ``strict_loading``. The file is read as data; ``weights_only=False`` unpickles it in
@@ -467,12 +476,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def to_torchscript(
         self, file_path: str | os.PathLike | None = None, method: str | None = "script", example_inputs: Any = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> torch.jit.ScriptModule:
         """This module as a TorchScript module (``torch.jit.script``, or ``torch.jit.trace`` with ``method="trace"``),
         saved to ``file_path`` when given. TorchScript is deprecated in PyTorch: prefer ``torch.export.export``."""
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
 
-    def to_onnx(self, file_path: str | os.PathLike | Any = None, input_sample: Any = None, **kwargs: Any) -> Any:
+    def to_onnx(
+        self, file_path: str | os.PathLike | io.BytesIO | None = None, input_sample: Any = None, **kwargs: Any
+    ) -> Any:
         """Export to ONNX (``torch.onnx.export``; ``kwargs`` go to it), tracing with ``input_sample`` or
         ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
         return to_onnx(self, file_path, input_sample, **kwargs)
