@@ -23,10 +23,10 @@ from trainer.distributed.ranks import set_rank_zero_only
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
-    from trainer.fabric.fabric import Fabric
-    from trainer.trainer import Trainer
     from plugins.launchers.base import Launcher
     from plugins.strategies.base import Strategy
+    from trainer.fabric.fabric import Fabric
+    from trainer.trainer import Trainer
 
 _NOT_RERUNNABLE = ("pytest", "_pytest", "ipykernel", "IPython", "jupyter")
 

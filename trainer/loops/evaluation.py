@@ -18,7 +18,8 @@ from trainer.states import RunningStage, TrainerFn
 if TYPE_CHECKING:
     from trainer.data.loaders import LoaderPlan
     from trainer.loops.step_arguments import StepCall
-    from trainer.loops.trackers import _BatchProgress as BatchProgress, _Progress
+    from trainer.loops.trackers import _BatchProgress as BatchProgress
+    from trainer.loops.trackers import _Progress
     from trainer.metrics.results import Results
     from trainer.trainer import Trainer
 
