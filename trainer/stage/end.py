@@ -1,5 +1,5 @@
-"""A stage's end, whatever happened (after ``stage_failed`` when it raised): asynchronous checkpoint writes finished, loggers finalized, ``teardown``, the
-profiler's report; the state says how the stage ended."""
+"""A stage's end, whatever happened (after ``stage_failed`` when it raised): asynchronous checkpoint writes
+finished, loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
 
 from __future__ import annotations
 
