@@ -1,8 +1,8 @@
 """One training batch, the canonical step and the fast form derived from it.
 
-``TrainingStep.run`` is the definition: ``training_step`` inside the optimizer's closure, in Lightning's order (zero_grad
-after ``training_step`` when a batch opens an accumulation window, backward, then the optimizer step once every
-``accumulate_grad_batches`` batches), or the manual-optimization step. ``BackwardStep`` is the closure's half that a
+``TrainingStep.run`` is the definition: ``training_step`` inside the optimizer's closure, in Lightning's order
+(zero_grad after ``training_step`` when a batch opens an accumulation window, backward, then the optimizer step once
+every ``accumulate_grad_batches`` batches), or the manual-optimization step. ``BackwardStep`` is the closure's half that a
 strategy calls back into.
 
 When nothing sits between ``training_step``, ``zero_grad``, ``backward`` and ``optimizer.step`` (no hook, no clipping,
@@ -106,7 +106,8 @@ class TrainingStep:
         per-step path costs about 1% of a step; these resolve to the same calls the layers would make.
         """
         strategy, precision = self.strategy, self.strategy.precision
-        # distributed/strategy.py's backward, resolved once (Tensor.backward itself when nothing changes it): Fabric's backward
+        # distributed/strategy.py's backward, resolved once (Tensor.backward itself when nothing changes it):
+        # Fabric's backward
         self.backward = self.module.backward if self.custom_backward else backward_function(strategy)
         self.forward_backward = strategy.forward_backward if overridden(strategy, "forward_backward") else None
         plain = (self.optimizer is not None and not trainer.gradient_clip_val
