@@ -2,8 +2,8 @@
 
 ``TrainingStep.run`` is the definition: ``training_step`` inside the optimizer's closure, in Lightning's order
 (zero_grad after ``training_step`` when a batch opens an accumulation window, backward, then the optimizer step once
-every ``accumulate_grad_batches`` batches), or the manual-optimization step. ``BackwardStep`` is the closure's half that a
-strategy calls back into.
+every ``accumulate_grad_batches`` batches), or the manual-optimization step. ``BackwardStep`` is the closure's half
+that a strategy calls back into.
 
 When nothing sits between ``training_step``, ``zero_grad``, ``backward`` and ``optimizer.step`` (no hook, no clipping,
 no plugin step, a stock torch optimizer that calls the closure first), ``unrolled`` derives, once per fit, the same step
