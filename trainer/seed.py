@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from trainer.utilities.rank_zero import rank_zero_only
+from trainer.distributed.ranks import global_rank
 
 SEED_ENV = "RELAY_GLOBAL_SEED"
 LIGHTNING_SEED_ENV = "PL_GLOBAL_SEED"
@@ -70,7 +70,7 @@ def pl_worker_init_function(worker_id: int, rank: int | None = None) -> None:
     to loaders without a ``worker_init_fn`` after ``seed_everything(seed, workers=True)``, as Lightning does.
     """
     if rank is None:
-        rank = getattr(rank_zero_only, "rank", 0) or 0
+        rank = global_rank()
     base_seed = torch.initial_seed() - worker_id  # torch gave worker i the seed base + i
     torch_seed, py_high, py_low, _ = _worker_seeds(base_seed, worker_id, rank, 4)
     torch.manual_seed(torch_seed)

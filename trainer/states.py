@@ -7,10 +7,40 @@ Lightning's names and string values, so code that reads ``trainer.state.fn == "f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
-from lightning_utilities.core.enums import StrEnum
 
-from trainer.utilities.enums import LightningEnum  # Lightning serves it here too
+class StrEnum(str, Enum):
+    """A string enum whose members equal their value in any case and hash as it (``lightning_utilities``' ``StrEnum``,
+    Lightning's ``LightningEnum``, behaves so). Written here, not imported: ``lightning_utilities`` imports ``packaging``
+    (0.07 G instructions, a quarter of ``from trainer import Trainer``) and a plain fit needs nothing else of it."""
+
+    def __eq__(self, other: object) -> bool:
+        return self.value.lower() == str(other.value if isinstance(other, Enum) else other).lower()
+
+    def __hash__(self) -> int:
+        return hash(self.value.lower())
+
+    @classmethod
+    def from_str(cls, value: str, source: str = "key") -> Any:
+        """The member whose name (``source="key"``), value (``"value"``) or either (``"any"``) is ``value``."""
+        for name, member in cls.__members__.items():
+            if (source != "value" and name.lower() == value.lower()) or (source != "key" and member == value):
+                return member
+        allowed = [*([] if source == "value" else cls.__members__), *([] if source == "key" else [m.value for m in cls])]
+        raise ValueError(f"Invalid match: expected one of {allowed}, but got {value}.")
+
+    @classmethod
+    def try_from_str(cls, value: str, source: str = "key") -> Any:
+        """``from_str``, or None with a warning."""
+        try:
+            return cls.from_str(value, source)
+        except ValueError as error:
+            import warnings
+
+            warnings.warn(UserWarning(str(error).replace("Invalid match", "Invalid string")), stacklevel=2)
+        return None
 
 
 class TrainerStatus(StrEnum):
@@ -64,6 +94,15 @@ class TrainerState:
     @property
     def stopped(self) -> bool:
         return self.status.stopped
+
+
+def __getattr__(name: str) -> Any:
+    """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), served here too as Lightning does, on first use."""
+    if name != "LightningEnum":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from trainer.utilities.enums import LightningEnum  # local import: loads lightning_utilities, which a fit never needs
+
+    return LightningEnum
 
 
 __all__ = ["LightningEnum", "RunningStage", "TrainerFn", "TrainerState", "TrainerStatus"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
+from plugins.apply_func import apply_to_collection
 
 from plugins.async_checkpoint_io import storage_address
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, checkpoint_io_of, writing

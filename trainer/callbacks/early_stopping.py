@@ -16,7 +16,7 @@ import torch
 
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
-from trainer.utilities.rank_zero import rank_prefixed_message
+from trainer.utilities import rank_zero
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -158,7 +158,7 @@ class EarlyStopping(Callback):
         if reason and self.verbose:  # every rank says it, prefixed, unless log_rank_zero_only (Lightning's rule)
             if trainer.world_size > 1:
                 if trainer.is_global_zero or not self.log_rank_zero_only:
-                    print(rank_prefixed_message(reason, trainer.global_rank))
+                    print(rank_zero.rank_prefixed_message(reason, trainer.global_rank))
             else:
                 print(reason)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from lightning_utilities.core.overrides import is_overridden
+from trainer.model.overrides import subclass_overrides as is_overridden
 
 from plugins.precision.base import Precision
 from trainer.data.transfer_hooks import TRANSFER_HOOKS

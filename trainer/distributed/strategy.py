@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
+from plugins.apply_func import apply_to_collection
 
 from plugins.checkpoint_io import CheckpointIO
 from plugins.environments.base import ClusterEnvironment

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer import loggers as _loggers  # the package: a logger's module loads when a run makes one
 from trainer.errors import MisconfigurationError
+from trainer.loggers.base import Logger
 
 
 def is_sequence_of_items(value: Any) -> bool:
@@ -19,20 +21,14 @@ def is_sequence_of_items(value: Any) -> bool:
 
 
 def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
-    # local import: `from trainer import Trainer` stays light (the loggers and the remote-path helpers: +5 ms;
-    # the Trainer's constructor loads them)
-    from trainer.loggers.base import Logger
-    from trainer.loggers.csv_logs import CSVLogger
-    from trainer.loggers.tensorboard import TensorBoardLogger
-
     if logger is False:
         return []
     if logger is None or logger is True:
         from lightning_utilities.core.imports import RequirementCache
 
         if RequirementCache("tensorboard"):
-            return [TensorBoardLogger(save_dir=default_root_dir)]
-        return [CSVLogger(save_dir=default_root_dir)]
+            return [_loggers.TensorBoardLogger(save_dir=default_root_dir)]
+        return [_loggers.CSVLogger(save_dir=default_root_dir)]
     loggers = [logger] if isinstance(logger, Logger) else list(logger) if _iterable(logger) else [logger]
     for item in loggers:
         # Lightning takes any object as a logger; one without the two methods every run calls is a mistake

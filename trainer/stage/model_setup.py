@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from lightning_utilities.core.overrides import is_overridden
+from trainer.model.overrides import subclass_overrides as is_overridden
 
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
 from trainer.module import Module

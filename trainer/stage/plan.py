@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lightning_utilities.core.overrides import is_overridden
+from trainer.model.overrides import subclass_overrides as is_overridden
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 

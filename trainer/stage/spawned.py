@@ -12,7 +12,7 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
+from plugins.apply_func import apply_to_collection
 
 from plugins.checkpoint_io import loads_trusted, trusted_loads
 from trainer.checkpointing.loop_state import adopt_loop_states, loops_state_dict

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
+from plugins.apply_func import apply_to_collection
 
 
 def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:

@@ -8,7 +8,6 @@ from trainer.errors import MisconfigurationException
 from trainer.model.hparams import AttributeDict
 from trainer.seed import pl_worker_init_function
 from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
-from trainer.utilities.enums import LightningEnum
 from trainer.utilities.rank_zero import rank_zero_warn
 
 
@@ -40,6 +39,15 @@ def has_len(dataloader: Any) -> bool:
     if length == 0:
         raise ValueError(f"`{type(dataloader).__name__}` returned 0 length. Please make sure this was your intention.")
     return length is not None and not has_iterable_dataset(dataloader)
+
+
+def __getattr__(name: str) -> Any:
+    """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), imported on first use: a fit asks ``sized_len``."""
+    if name != "LightningEnum":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from trainer.utilities.enums import LightningEnum  # local import: loads lightning_utilities, which a fit never needs
+
+    return LightningEnum
 
 
 __all__ = [
