@@ -17,8 +17,6 @@ from plugins.checkpoint_io import trusted_loads
 from plugins.layer_sync import layer_sync_from
 from trainer.arguments.trainer_arguments import TrainerArguments
 from trainer.callbacks.base import Callback
-from trainer.callbacks.model_checkpoint import ModelCheckpoint
-from trainer.callbacks.progress import ProgressBar
 from trainer.callbacks.setup import default_callbacks
 from trainer.checkpointing.files import LAYOUT_KEYS
 from trainer.datamodule import DataModule
@@ -43,6 +41,7 @@ from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
 from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.lazy import instances_of
 from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
 from trainer.checkpointing.strategy_state import save_state
@@ -477,7 +476,7 @@ class Trainer(TrainerProperties):
     # --- callbacks -----------------------------------------------------------------------------------
     @property
     def checkpoint_callbacks(self) -> list[Any]:
-        return [c for c in self.callbacks if isinstance(c, ModelCheckpoint)]
+        return instances_of(self.callbacks, "trainer.callbacks.model_checkpoint", "ModelCheckpoint")
 
     @property
     def checkpoint_callback(self) -> Any:
@@ -486,7 +485,7 @@ class Trainer(TrainerProperties):
 
     @property
     def progress_bar_callback(self) -> Any:
-        return next((c for c in self.callbacks if isinstance(c, ProgressBar)), None)
+        return next(iter(instances_of(self.callbacks, "trainer.callbacks.progress", "ProgressBar")), None)
 
     # --- metrics ---------------------------------------------------------------------------------------
     @property

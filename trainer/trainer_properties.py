@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from trainer.callbacks.early_stopping import EarlyStopping
+from trainer.model.overrides import subclass_overrides
 from trainer.module import Module
 from trainer.checkpointing.preemption import received
 from trainer.states import TrainerStatus
+from trainer.utilities.lazy import instances_of
 
 
 class TrainerProperties:
@@ -93,9 +94,7 @@ class TrainerProperties:
         module = self.lightning_module
         if module is None or not self.fit_loop.val_source or self.limit_val_batches == 0:
             return False
-        from lightning_utilities.core.overrides import is_overridden
-
-        return is_overridden("validation_step", module, Module)
+        return subclass_overrides("validation_step", module, Module)
 
     @property
     def num_sanity_val_batches(self) -> list[int | float]:
@@ -115,7 +114,7 @@ class TrainerProperties:
     # --- callbacks -------------------------------------------------------------------------------------
     @property
     def early_stopping_callbacks(self) -> list[Any]:
-        return [c for c in self.callbacks if isinstance(c, EarlyStopping)]
+        return instances_of(self.callbacks, "trainer.callbacks.early_stopping", "EarlyStopping")
 
     @property
     def early_stopping_callback(self) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainer.utilities.lazy import instances_of
+
 if TYPE_CHECKING:
     import torch
 
@@ -96,3 +98,10 @@ class Callback:
 
 class Checkpoint(Callback):
     """The base class of checkpointing callbacks (``ModelCheckpoint``), for ``isinstance`` checks."""
+
+
+def monitors_metrics(callback: Callback) -> bool:
+    """Checkpointing and early stopping run after the module on epoch end so they see its metrics. Asked of every
+    callback of a run; a run that has neither kind never imports their modules (trainer/utilities/lazy.py)."""
+    return bool(instances_of([callback], "trainer.callbacks.model_checkpoint", "ModelCheckpoint")
+                or instances_of([callback], "trainer.callbacks.early_stopping", "EarlyStopping"))

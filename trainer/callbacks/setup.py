@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trainer import callbacks as _callbacks  # the package: a default callback's module loads when one is made
 from trainer.callbacks.base import Callback, Checkpoint
-from trainer.callbacks.model_checkpoint import ModelCheckpoint
-from trainer.callbacks.model_summary import ModelSummary
-from trainer.callbacks.progress import ProgressBar
 from trainer.errors import MisconfigurationError
 from trainer.loggers.setup import is_sequence_of_items
+from trainer.utilities.lazy import instances_of
 from trainer.utilities.zero_edit import lightning_defaults
+
+if TYPE_CHECKING:
+    from trainer.callbacks.model_summary import ModelSummary
+    from trainer.callbacks.progress import ProgressBar
 
 
 def _as_callbacks(value: Any, where: str) -> list[Callback]:
@@ -43,7 +46,7 @@ def _default_progress_bar() -> ProgressBar:
 
         if tqdm_progress.TQDM_AVAILABLE:
             return tqdm_progress.TQDMProgressBar()
-    return ProgressBar()
+    return _callbacks.ProgressBar()
 
 
 def check_unique_state_keys(callbacks: list[Callback]) -> None:
@@ -78,8 +81,8 @@ def default_callbacks(
             f"(a {kind}): remove one of the two."
         )
     if enable_checkpointing is not False and not has(Checkpoint):  # under fast_dev_run it saves nothing,
-        callbacks.append(ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
-    bars = [c for c in callbacks if isinstance(c, ProgressBar)]
+        callbacks.append(_callbacks.ModelCheckpoint())  # but trainer.checkpoint_callback.best_model_path reads "" (Lightning)
+    bars = instances_of(callbacks, "trainer.callbacks.progress", "ProgressBar")
     if len(bars) > 1:
         raise MisconfigurationError(
             "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported."
@@ -91,7 +94,7 @@ def default_callbacks(
         )
     if enable_progress_bar is not False and not bars:
         callbacks.append(_default_progress_bar())
-    if enable_model_summary is not False and not fast_dev_run and not has(ModelSummary):
+    if enable_model_summary is not False and not fast_dev_run and not has(_callbacks.ModelSummary):
         callbacks.append(_default_model_summary(bars))
     return _checkpoint_last(callbacks)
 
@@ -103,7 +106,7 @@ def _default_model_summary(bars: list[Any]) -> ModelSummary:
         from trainer.callbacks.rich_summary import RichModelSummary  # local import: only runs with a rich bar use it
 
         return RichModelSummary()
-    return ModelSummary()
+    return _callbacks.ModelSummary()
 
 
 def merge_module_callbacks(callbacks: list[Callback], from_module: Any) -> list[Callback]:

@@ -7,9 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 from unittest.mock import Mock
 
-from trainer.callbacks.base import Callback
-from trainer.callbacks.early_stopping import EarlyStopping
-from trainer.callbacks.model_checkpoint import ModelCheckpoint
+from trainer.callbacks.base import Callback, monitors_metrics
 from trainer.datamodule import DataModule
 from trainer.module import Module
 from trainer.model.overrides import is_overridden
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
 
 def _is_monitoring(callback: Callback) -> bool:
     """Checkpointing and early stopping run after the module on epoch end so they see its metrics."""
-    return isinstance(callback, (ModelCheckpoint, EarlyStopping))
+    return monitors_metrics(callback)
 
 
 def _implements(name: str, callback: Callback) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -23,3 +24,14 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
+
+
+def instances_of(objects: Iterable[Any], module: str, name: str) -> list[Any]:
+    """The ``objects`` that are instances of class ``name`` of ``module``, without importing ``module``: no instance
+    of a class (or of a subclass) exists before its module is imported, so while it is not, there are none. The
+    Trainer asks this of callback kinds (checkpointing, early stopping, progress bars) a plain fit never loads."""
+    loaded = sys.modules.get(module)
+    if loaded is None:
+        return []
+    kind = getattr(loaded, name)
+    return [obj for obj in objects if isinstance(obj, kind)]
