@@ -242,6 +242,14 @@ def _own_generator(loader: DataLoader) -> torch.Generator | None:
     return None
 
 
+def sized_len(dataloader: Any) -> int | None:
+    """``len(dataloader)``, or None when it has no length (Lightning Fabric's helper of the same name)."""
+    try:
+        return len(dataloader)
+    except (TypeError, NotImplementedError):
+        return None
+
+
 def num_batches(loader: Any) -> int | float:
     """``len(loader)``, or infinity for iterables without a length (no ``__len__``, or one that raises
     ``NotImplementedError``, as a wrapped ``IterableDataset``'s may)."""

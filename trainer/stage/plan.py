@@ -19,7 +19,7 @@ from trainer.model.overrides import subclass_overrides as is_overridden
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from trainer.data.loaders import num_batches, prepare_loader
+from trainer.data.loaders import num_batches, prepare_loader, sized_len
 from trainer.datamodule import DataModule
 from trainer.errors import InvalidLoaderError, MisconfigurationError
 from trainer.stage.input_checks import check_loader, check_no_rank_without_batches, check_workers, warn_if_no_batches
@@ -165,8 +165,6 @@ class LoaderSource:
 def warn_if_sized_iterable(loader: Any) -> None:
     """Lightning's warning for a loader (or a combined loader's loaders) over an ``IterableDataset`` with ``__len__``:
     with several workers each one iterates the whole dataset unless it is told otherwise, so the length misleads."""
-    from trainer.fabric.utilities.data import sized_len  # local import: the helpers load when a loader is built
-
     for leaf in loader.flattened if isinstance(loader, CombinedLoader) else [loader]:
         dataset = getattr(leaf, "dataset", None)
         if isinstance(dataset, IterableDataset) and sized_len(leaf) is not None:

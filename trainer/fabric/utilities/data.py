@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.data.loaders import sized_len
 from trainer.errors import MisconfigurationException
 from trainer.model.hparams import AttributeDict
 from trainer.seed import pl_worker_init_function
@@ -25,14 +26,6 @@ def has_iterable_dataset(dataloader: Any) -> bool:
     return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
 
 
-def sized_len(dataloader: Any) -> int | None:
-    """``len(dataloader)``, or None when it has no length."""
-    try:
-        return len(dataloader)
-    except (TypeError, NotImplementedError):
-        return None
-
-
 def has_len(dataloader: Any) -> bool:
     """Whether ``dataloader`` has a length; a length of 0 is an error naming the loader."""
     length = sized_len(dataloader)
@@ -42,7 +35,7 @@ def has_len(dataloader: Any) -> bool:
 
 
 def __getattr__(name: str) -> Any:
-    """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), imported on first use: a fit asks ``sized_len``."""
+    """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), imported on first use (it loads ``lightning_utilities``)."""
     if name != "LightningEnum":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from trainer.utilities.enums import LightningEnum  # local import: loads lightning_utilities, which a fit never needs
