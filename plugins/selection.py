@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from plugins.accelerators.base import Accelerator
 from plugins.accelerators.cuda import CUDAAccelerator
@@ -102,8 +102,9 @@ class LaunchInfo:
         )
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
+    """What ``choose`` settled on."""
+
     accelerator: str
     device_ids: tuple[int, ...]
     num_nodes: int

@@ -15,7 +15,6 @@ import torch
 from trainer.distributed import strategy as calls
 from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError, MisconfigurationError
-from trainer.model.export import to_onnx, to_torchscript
 from trainer.model.hparams import HyperparametersMixin
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import group_all_reduce, reduce_name
@@ -479,6 +478,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     ) -> torch.jit.ScriptModule:
         """This module as a TorchScript module (``torch.jit.script``, or ``torch.jit.trace`` with ``method="trace"``),
         saved to ``file_path`` when given. TorchScript is deprecated in PyTorch: prefer ``torch.export.export``."""
+        from trainer.model.export import to_torchscript  # local import: export code loads when a module is exported
+
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
 
     def to_onnx(
@@ -486,6 +487,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     ) -> Any:
         """Export to ONNX (``torch.onnx.export``; ``kwargs`` go to it), tracing with ``input_sample`` or
         ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
+        from trainer.model.export import to_onnx  # local import: export code loads when a module is exported
+
         return to_onnx(self, file_path, input_sample, **kwargs)
 
     def freeze(self) -> Module:

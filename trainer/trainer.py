@@ -32,7 +32,6 @@ from trainer.loops.evaluation_progress import EvaluationLoop
 from trainer.loops.fit import FitLoop
 from trainer.loops.progress import LoopProgress
 from trainer.stage.run import run_stage
-from trainer.checkpointing.contents import collect_checkpoint
 from trainer.module import Module
 from trainer.loops.nonfinite import refuse_nonfinite_save, stops_on_nonfinite_loss
 from trainer.checkpointing.checkpoint_io import connect_checkpoint_io, without_checkpoint_io
@@ -46,7 +45,6 @@ from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
 from trainer.checkpointing.strategy_state import save_state
 from trainer.trainer_properties import TrainerProperties
-from trainer.checkpointing.weights_only import check_storage_options
 
 set_rank_zero_only()
 
@@ -533,6 +531,10 @@ class Trainer(TrainerProperties):
 
         The strategy decides the format: one file from rank 0, or (sharded strategies) a directory of shards.
         """
+        # local import: what a checkpoint holds, and how, loads with the first save (a plain fit saves none)
+        from trainer.checkpointing.contents import collect_checkpoint
+        from trainer.checkpointing.weights_only import check_storage_options
+
         check_storage_options(storage_options)
         if self.lightning_module is None:  # Lightning's error and words
             raise AttributeError("Saving a checkpoint is only possible if a model is attached to the Trainer. Did you "

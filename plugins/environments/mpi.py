@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from plugins.environments.base import ClusterEnvironment, environ
 
@@ -44,8 +44,7 @@ DEFAULT_PORT = 29500
 SHARED_JOB_IDS = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "HOROVOD_GLOO_RENDEZVOUS_PORT")
 
 
-@dataclass(frozen=True)
-class MPIFlavour:
+class MPIFlavour(NamedTuple):
     """Where one launcher family keeps the rank variables."""
 
     name: str

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from plugins.environments.torchelastic import TorchElasticEnvironment
-from plugins.launchers.in_worker import record_failures
-from plugins.launchers.in_worker import watch_launcher as watch
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.errors import MisconfigurationError
 
@@ -63,10 +61,15 @@ def watch_launcher() -> None:
 
     In any worker of an elastic agent (Relay's or torchrun's), an uncaught error is recorded for the agent, so
     the launcher's last line says what failed."""
-    if os.environ.get("RELAY_LAUNCHER_PID"):
-        watch()
-    if os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        record_failures()
+    watched, recorded = os.environ.get("RELAY_LAUNCHER_PID"), os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not (watched or recorded):
+        return
+    from plugins.launchers import in_worker  # local import: only a launched worker loads the launcher's side
+
+    if watched:
+        in_worker.watch_launcher()
+    if recorded:
+        in_worker.record_failures()
 
 
 def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
