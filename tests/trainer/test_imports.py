@@ -7,6 +7,7 @@ records several imports in turn, ``sys.modules`` after each: the checks need wha
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -17,10 +18,11 @@ HEAVY = ["torch._dynamo", "sympy", "tensorboard", "torch.utils.tensorboard", "hy
          "yaml", "plugins.strategies", "unittest.mock"]
 
 
-def _imported_after(*steps: str) -> list[set[str]]:
+def _imported_after(*steps: str, cwd: str | None = None) -> list[set[str]]:
     """``sys.modules`` after each of ``steps``, run in turn in one fresh interpreter."""
     probe = "import json, sys\n" + "".join(f"{step}\nprint(json.dumps(sorted(sys.modules)))\n" for step in steps)
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=cwd,
+                         timeout=120)
     return [set(json.loads(line)) for line in out.stdout.splitlines()[-len(steps):]]
 
 
@@ -54,3 +56,41 @@ def test_lightning_paths_and_compat_mode_stay_light():
         "from trainer.lightning_compat import install; install(children=False);"
         "import lightning.pytorch as pl; from lightning.pytorch.callbacks import ModelCheckpoint")
     assert not [m for m in [*HEAVY, "rich", "plugins.strategies.ddp"] if m in mods and m not in baseline]
+
+
+# A one-step fit with the optional features off (benchmarks/import_time.py --whole-process) imports only what it runs.
+PLAIN_FIT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from trainer import Module, Trainer
+
+class Model(Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+trainer = Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False)
+trainer.fit(Model(), DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
+assert trainer.global_step == 1 and trainer.checkpoint_callback is None and trainer.early_stopping_callback is None
+"""
+NOT_RUN_BY_A_PLAIN_FIT = [
+    "lightning_utilities", "packaging",  # 0.07 G instructions (packaging), a quarter of `from trainer import Trainer`
+    "trainer.callbacks.model_checkpoint", "trainer.callbacks.early_stopping", "trainer.callbacks.model_summary",
+    "trainer.callbacks.progress", "trainer.loggers.csv_logs", "trainer.loggers.tensorboard", "trainer.loggers.utils",
+    "trainer.checkpointing.contents", "trainer.checkpointing.weights_only", "trainer.model.saving",
+    "trainer.model.export", "trainer.fabric", "trainer.tuner", "trainer.cli", "trainer.lightning_compat",
+    "trainer.healing", "plugins.launchers",
+]
+
+
+def test_a_plain_fit_imports_only_what_it_runs():
+    (after_fit,) = _imported_after(PLAIN_FIT, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert "trainer.loops.fit" in after_fit  # the probe did fit
+    assert not [m for m in NOT_RUN_BY_A_PLAIN_FIT if m in after_fit]
