@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from plugins.builtin import PRECISION_ALIASES, register_builtins
 
@@ -32,13 +32,15 @@ class UnknownPluginError(ValueError):
     """An unknown short name; the message lists the close matches and every valid name."""
 
 
-@dataclass(frozen=True)
-class PluginEntry:
+class PluginEntry(NamedTuple):
+    """A registered name: what it builds and with which default arguments (a record: a tuple is cheaper to define
+    than a dataclass, and the registry makes about fifty of them on a Trainer's first use)."""
+
     kind: str
     name: str
     target: str | type  # "package.module:Class" (imported on use) or the class itself
     description: str = ""
-    defaults: dict[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = MappingProxyType({})  # read only: `register` passes each entry its own dict
     source: str = "relaytrain"
 
     def load(self) -> type:
