@@ -66,7 +66,7 @@ def spec_of(f: dataclasses.Field) -> ArgumentSpec:
 LIMIT = "None (all), an int number of batches, or a float fraction in [0.0, 1.0]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TrainerArguments:
     """Every ``Trainer`` argument; constructing one checks and normalizes each value (see ``argument_checks``)."""
 
@@ -244,6 +244,17 @@ class TrainerArguments:
         note="uploads checkpoints to Lightning AI's cloud model registry (an account and a network CI has not got); "
              "only None is accepted: keep checkpoints with ModelCheckpoint (any fsspec URL) or a logger's "
              "`log_model`")
+
+    def __init__(self, **given: Any) -> None:
+        """Arguments by keyword, a field's default for any not given, then checked (``__post_init__``). Written here:
+        the ``__init__`` a dataclass generates for these fields is compiled from source at every import (8 M
+        instructions, valgrind), as much as importing thirty small modules."""
+        fields = dataclasses.fields(self)
+        for name in given.keys() - {f.name for f in fields}:
+            raise TypeError(f"TrainerArguments.__init__() got an unexpected keyword argument {name!r}")
+        for f in fields:
+            object.__setattr__(self, f.name, given[f.name] if f.name in given else f.default)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
