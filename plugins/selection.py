@@ -8,10 +8,8 @@ before any process is started or any work is done.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from plugins.accelerators.base import Accelerator
@@ -39,9 +37,11 @@ _LIGHTNING_PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16
                          "bf16-mixed", "32-true", "64-true", 64, 32, 16, "64", "32", "16", "bf16")
 
 
-@dataclass(frozen=True)
-class Hardware:
-    """Device counts per accelerator kind (CPU excluded) and whether bf16 works on the GPU."""
+class Hardware(NamedTuple):
+    """Device counts per accelerator kind (CPU excluded) and whether bf16 works on the GPU.
+
+    This and the other records here are NamedTuples: a frozen dataclass compiles its methods from source when it is
+    defined (3 M instructions each, valgrind), and every Trainer defines these."""
 
     cuda: int = 0
     rocm: int = 0
@@ -73,8 +73,7 @@ class Hardware:
         return cls(**counts, gpu_bf16=bf16, cpu_count=os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class LaunchInfo:
+class LaunchInfo(NamedTuple):
     """What the launcher reports: who started the processes and how many there are."""
 
     environment: str = "local"
@@ -380,13 +379,13 @@ def _probe(accelerator: str | Accelerator, registry: Any) -> Hardware:
     hw = Hardware.probe()
     acc_name = accelerator.name if isinstance(accelerator, Accelerator) else accelerator
     if isinstance(accelerator, str) and accelerator in UNRUNNABLE:
-        return dataclasses.replace(hw, others=((accelerator, 0),))
+        return hw._replace(others=((accelerator, 0),))
     if not isinstance(accelerator, Accelerator) and accelerator not in ("auto", "gpu"):
         cls = _known_accelerator(accelerator, registry)  # unknown: suggestions
         if accelerator != "cpu" and accelerator not in GPU_KINDS:
-            hw = dataclasses.replace(hw, others=((accelerator, cls.device_count() if cls.is_available() else 0),))
+            hw = hw._replace(others=((accelerator, cls.device_count() if cls.is_available() else 0),))
     elif isinstance(accelerator, Accelerator) and acc_name not in ("cpu", *GPU_KINDS):
-        hw = dataclasses.replace(hw, others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
+        hw = hw._replace(others=((acc_name, accelerator.device_count() if accelerator.is_available() else 0),))
     return hw
 
 

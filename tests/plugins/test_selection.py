@@ -7,7 +7,6 @@ test Relay's decisions at the selection level only, from the device counts a row
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import pytest
@@ -24,7 +23,7 @@ TORCHRUN_2x4 = LaunchInfo("torchelastic", external=True, world_size=8, processes
 SLURM_2x2 = LaunchInfo("slurm", external=True, world_size=4, processes_per_node=2, num_nodes=2)
 HOROVOD_1x2 = LaunchInfo("mpi", external=True, world_size=2, processes_per_node=2, num_nodes=1, horovod=True,
                          horovod_importable=True)
-HOROVOD_1x2_NOT_INSTALLED = dataclasses.replace(HOROVOD_1x2, horovod_importable=False)
+HOROVOD_1x2_NOT_INSTALLED = HOROVOD_1x2._replace(horovod_importable=False)
 MPIRUN_1x2 = LaunchInfo("mpi", external=True, world_size=2, processes_per_node=2, num_nodes=1, horovod_importable=True)
 LOCAL_WITH_HOROVOD = LaunchInfo(horovod_importable=True)
 
@@ -211,7 +210,7 @@ def test_launch_info_from_real_launcher_variables(environment, num_nodes, expect
     from plugins.strategies.horovod import horovod_importable
 
     launch = LaunchInfo.from_environment(environment)
-    assert launch == dataclasses.replace(expected, horovod_importable=horovod_importable())
+    assert launch == expected._replace(horovod_importable=horovod_importable())
     launch = expected
     choice = choose(num_nodes=num_nodes, launch=launch, hardware=FOUR_GPUS)
     assert choice.world_size == expected.world_size
