@@ -43,7 +43,8 @@ from plugins.remote_paths import exists, is_url, isfile, local_path, url_fs
 TEMP_MARK = ".relaytmp-"
 ASIDE_MARK = ".relayold-"
 # .<name>.relaytmp-<pid>[-link] or .<name>.relayold-<pid>, written next to <name>
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(?:-link)?$")
+# compiled (and cached by re) on first use
+_TEMPORARY = r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(?:-link)?$"
 _TRUSTED = contextvars.ContextVar("relay_trusted_checkpoint_loads", default=False)
 
 
@@ -409,7 +410,7 @@ class CheckpointIO:
         if not directory.is_dir():
             return restored
         for entry in directory.iterdir():
-            match = _TEMPORARY.match(entry.name)
+            match = re.match(_TEMPORARY, entry.name)
             if match is None or match["kind"] != ASIDE_MARK:
                 continue
             target = directory / match["name"]
@@ -431,7 +432,7 @@ class CheckpointIO:
         if not directory.is_dir():
             return removed
         for entry in directory.iterdir():
-            match = _TEMPORARY.match(entry.name)
+            match = re.match(_TEMPORARY, entry.name)
             if match is None:
                 continue
             pid = match["pid"]

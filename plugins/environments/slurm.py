@@ -36,7 +36,7 @@ FIRST_SPECIAL_STEP_ID = 0xFFFFFFF0  # SLURM_BATCH_SCRIPT, SLURM_INTERACTIVE_STEP
 INTERACTIVE_JOB_NAMES = ("bash", "interactive")
 NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST")
 
-_BRACKET = re.compile(r"(\[[^\[\]]*\])")
+_BRACKET = r"(\[[^\[\]]*\])"  # compiled (and cached by re) on first use
 
 
 # --- host lists ---------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def _iter_hosts(nodelist: str) -> Iterator[str]:
     for expression in _split_top_level(text):  # parse everything first, so a bad list fails up front
         if not expression:
             raise ValueError(f"Empty host name in SLURM node list {nodelist!r}.")
-        pieces = _BRACKET.split(expression)  # literal, [range], literal, [range], ..., literal
+        pieces = re.split(_BRACKET, expression)  # literal, [range], literal, [range], ..., literal
         expressions.append([p if i % 2 == 0 else _parse_ranges(p[1:-1], nodelist) for i, p in enumerate(pieces)])
     for pieces in expressions:
         yield from _combine(pieces)

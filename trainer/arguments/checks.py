@@ -20,7 +20,7 @@ from trainer.arguments.limits import check_limit
 from trainer.checkpointing.preemption import parse_signals
 
 Check = Callable[[str, Any], Any]
-_DURATION = re.compile(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})")
+_DURATION = r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})"  # compiled (and cached by re) on first use
 
 
 class InvalidArgument(Exception):
@@ -152,7 +152,7 @@ def duration(name: str, value: Any) -> timedelta:
             raise DurationKeywordError(
                 f"Trainer({name}={value!r}): {err}; use timedelta keywords, e.g. {name}={{'minutes': 10}}."
             ) from None
-    if isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
+    if isinstance(value, str) and (match := re.fullmatch(_DURATION, value.strip())):
         days, hours, minutes, seconds = (int(x) for x in match.groups())
         return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
     raise InvalidArgument
