@@ -22,7 +22,13 @@ _LAZY = {
 __all__ = ["SingleDeviceStrategy", "Strategy", *_LAZY]
 
 
+# helper modules of every strategy, imported on first use (loading a checkpoint, Lightning Fabric's calls, init_module)
+_SUBMODULES = ("fabric_api", "init_context", "sharded_checkpoint", "state_layout")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import sets it on this package too
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -27,13 +27,10 @@ from typing import Any
 
 import torch
 
+from plugins import strategies as _strategies  # the package: loading and Fabric's calls load their modules on use
 from plugins.accelerators.base import Accelerator
-from plugins.strategies import fabric_api
 from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
 from plugins.precision.base import Precision
-from plugins.strategies.init_context import tensor_init_context
-from plugins.strategies.sharded_checkpoint import ShardedState, load_module_state, load_optimizer_state
-from plugins.strategies.state_layout import optimizer_state_by_index
 
 
 def constructor_arguments(cls: type) -> list[str]:
@@ -207,7 +204,8 @@ class Strategy:
     def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Modules built inside (``Trainer.init_module``) are made on the root device in the precision's dtype;
         ``empty_init=True`` skips their initialisation (weights about to be loaded). None: initialised."""
-        return tensor_init_context(self.root_device, self.precision.tensor_init_context(), empty_init)
+        return _strategies.init_context.tensor_init_context(self.root_device, self.precision.tensor_init_context(),
+                                                            empty_init)
 
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
@@ -405,8 +403,9 @@ class Strategy:
         return module.state_dict()
 
     def load_module_state_dict(self, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
-        if isinstance(state, ShardedState):
-            load_module_state(state, module, strict)
+        sharded = _strategies.sharded_checkpoint
+        if isinstance(state, sharded.ShardedState):
+            sharded.load_module_state(state, module, strict)
         else:
             module.load_state_dict(state, strict=strict)
 
@@ -414,15 +413,17 @@ class Strategy:
         return optimizer.state_dict()
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: Any) -> None:
-        if isinstance(state, ShardedState):
-            load_optimizer_state(state, optimizer, self._state_module())
+        sharded = _strategies.sharded_checkpoint
+        if isinstance(state, sharded.ShardedState):
+            sharded.load_optimizer_state(state, optimizer, self._state_module())
         else:
-            optimizer.load_state_dict(optimizer_state_by_index(state, optimizer, self._state_module()))
+            by_index = _strategies.state_layout.optimizer_state_by_index(state, optimizer, self._state_module())
+            optimizer.load_state_dict(by_index)
 
     def load_checkpoint(self, path: Any, state: Any = None, strict: bool = True,
                         weights_only: bool | None = None) -> dict[str, Any]:
         """Lightning Fabric's strategy call: ``state`` restored in place from ``path``, the rest returned."""
-        return fabric_api.load_checkpoint(self, path, state, strict, weights_only)
+        return _strategies.fabric_api.load_checkpoint(self, path, state, strict, weights_only)
 
     def module_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Lightning Fabric's name for ``tensor_init_context``."""
@@ -442,6 +443,7 @@ class Strategy:
         A failed write raises on every rank, so no rank waits for one that gave up.
         Called in Lightning Fabric's order, ``save_checkpoint(path, state)``: see ``plugins/strategies/fabric_api.py``.
         """
+        fabric_api = _strategies.fabric_api
         if fabric_api.is_fabric_call(checkpoint, path, state):
             fabric_api.save_checkpoint(self, checkpoint, path if state is None else state, storage_options, filter)
             return
