@@ -29,8 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
-from plugins.apply_func import apply_to_collection
 
+from plugins.apply_func import apply_to_collection
 from plugins.checkpoint_io import CheckpointIO
 
 

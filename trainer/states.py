@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.utilities.enums import LightningEnum
 
 
 class StrEnum(str, Enum):
@@ -100,7 +103,7 @@ def __getattr__(name: str) -> Any:
     """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), served here too as Lightning does, on first use."""
     if name != "LightningEnum":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from trainer.utilities.enums import LightningEnum  # local import: loads lightning_utilities, which a fit never needs
+    from trainer.utilities.enums import LightningEnum  # local import: it loads lightning_utilities
 
     return LightningEnum
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from plugins.apply_func import apply_to_collection
 
+from plugins.apply_func import apply_to_collection
 from plugins.async_checkpoint_io import storage_address
 from plugins.checkpoint_io import CheckpointIO, CheckpointReadError, CheckpointWriteError, checkpoint_io_of, writing
 from plugins.remote_paths import is_url

@@ -253,7 +253,7 @@ class TrainerArguments:
         for name in given.keys() - {f.name for f in fields}:
             raise TypeError(f"TrainerArguments.__init__() got an unexpected keyword argument {name!r}")
         for f in fields:
-            object.__setattr__(self, f.name, given[f.name] if f.name in given else f.default)
+            object.__setattr__(self, f.name, given.get(f.name, f.default))
         self.__post_init__()
 
     def __post_init__(self) -> None:

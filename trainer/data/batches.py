@@ -6,12 +6,11 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from trainer.model.overrides import subclass_overrides as is_overridden
-
 from plugins.precision.base import Precision
 from trainer.data.transfer_hooks import TRANSFER_HOOKS
 from trainer.datamodule import DataModule
 from trainer.distributed.strategy import move_to_device, overridden
+from trainer.model.overrides import subclass_overrides as is_overridden
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer

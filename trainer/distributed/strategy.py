@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from plugins.apply_func import apply_to_collection
 
+from plugins.apply_func import apply_to_collection
 from plugins.checkpoint_io import CheckpointIO
 from plugins.environments.base import ClusterEnvironment
 from plugins.precision.base import Precision

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import torch
+
 from plugins.apply_func import apply_to_collection
 
 

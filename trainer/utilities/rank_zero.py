@@ -9,7 +9,10 @@ are, imported on first use (``trainer/distributed/ranks.py`` keeps ``rank_zero_o
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lightning_utilities.core.rank_zero import WarningCache, rank_prefixed_message, rank_zero_only
 
 _LIGHTNING_UTILITIES = "lightning_utilities.core.rank_zero"
 _SERVED = ("WarningCache", "rank_prefixed_message", "rank_zero_only")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.data.loaders import sized_len
 from trainer.errors import MisconfigurationException
@@ -10,6 +10,9 @@ from trainer.model.hparams import AttributeDict
 from trainer.seed import pl_worker_init_function
 from trainer.utilities.data import move_data_to_device, suggested_max_num_workers
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    from trainer.utilities.enums import LightningEnum
 
 
 def get_all_subclasses(cls: type) -> set[type]:
@@ -38,7 +41,7 @@ def __getattr__(name: str) -> Any:
     """``LightningEnum`` (``lightning_utilities``' ``StrEnum``), imported on first use (it loads ``lightning_utilities``)."""
     if name != "LightningEnum":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from trainer.utilities.enums import LightningEnum  # local import: loads lightning_utilities, which a fit never needs
+    from trainer.utilities.enums import LightningEnum  # local import: it loads lightning_utilities
 
     return LightningEnum
 
