@@ -21,9 +21,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.errors import MisconfigurationError
 
@@ -139,8 +138,7 @@ def checkpoint_dir(callback: ModelCheckpoint | None, default_root_dir: str) -> P
     return Path(default_root_dir) / "checkpoints"
 
 
-@dataclass(frozen=True)
-class PreemptionExit:
+class PreemptionExit(NamedTuple):
     """What ending a preempted fit needs from the run: where and how to save, the step, who writes the note."""
 
     directory: Path

@@ -19,9 +19,8 @@ Each phase runs at most once per call; with no checkpoint each is a no-op.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.checkpointing.elastic_batch import kept_accumulation
 from trainer.checkpointing.files import load_checkpoint, newest_checkpoint, restore_rng_states
@@ -170,8 +169,7 @@ class Resume:
         self.rng = None
 
 
-@dataclass(frozen=True)
-class RestoreRequest:
+class RestoreRequest(NamedTuple):
     """What a call asked to restore (``ckpt_path`` as given) and where this run's checkpoints are; found once the
     processes exist (``find``), because ``"last"`` and a preemption note are read from those directories then."""
 

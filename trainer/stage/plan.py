@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.model.overrides import subclass_overrides as is_overridden
 import torch
@@ -42,8 +42,7 @@ LOADER_METHODS = {"train": "train_dataloader", "val": "val_dataloader", "test": 
 STAGE_KEYS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
 
 
-@dataclass(frozen=True)
-class Loaders:
+class Loaders(NamedTuple):
     """One key's loaders as a loop runs them: prepared (sharded, resumable), their batch counts after the limit,
     and what ``trainer.<key>_dataloader(s)`` shows (None when the limit is 0: Lightning shows none then)."""
 
@@ -57,8 +56,7 @@ class Loaders:
         return getattr(self.plans[0].loader, "batch_size", None) if self.plans else None
 
 
-@dataclass(frozen=True)
-class LoaderSource:
+class LoaderSource(NamedTuple):
     """How to build one key's loaders: passed in, else the DataModule's ``*_dataloader()``, else the Module's."""
 
     key: str
@@ -189,8 +187,7 @@ def combined_for_training(given: Any) -> Any:
     return given
 
 
-@dataclass(frozen=True)
-class FitSchedule:
+class FitSchedule(NamedTuple):
     """When the fit loop validates, reloads its loaders and stops for time (Lightning's arguments, read once)."""
 
     check_val_every_n_epoch: int | None
@@ -226,8 +223,7 @@ class FitSchedule:
         return max(1, int(n * vci))
 
 
-@dataclass(frozen=True)
-class StagePlan:
+class StagePlan(NamedTuple):
     """Everything one ``fit``/``validate``/``test``/``predict`` call runs, decided before it runs."""
 
     stage: str
@@ -236,10 +232,10 @@ class StagePlan:
     strategy: Strategy  # the resolved plugins: the strategy holds the accelerator, precision and cluster environment
     launcher: Launcher | None  # None: the processes exist (or one is enough); else they are started first
     restore: RestoreRequest  # ``ckpt_path`` as given; found (``"last"``, a preemption note) once processes exist
-    sources: Mapping[str, LoaderSource] = field(default_factory=dict)
+    sources: Mapping[str, LoaderSource] = MappingProxyType({})
     schedule: FitSchedule | None = None  # fit only
     val_source: bool = False  # validation loaders could exist for this call (``trainer.enable_validation``)
-    given: Mapping[str, Any] = field(default_factory=dict)  # the loaders as the call passed them (a re-plan reads)
+    given: Mapping[str, Any] = MappingProxyType({})  # the loaders as the call passed them (a re-plan reads)
 
     @property
     def spawns(self) -> bool:
