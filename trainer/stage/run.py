@@ -57,7 +57,8 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
             set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
             with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
                 if plan.stage == "fit":
-                    return fit_stage(trainer, plan, run)
+                    fit_stage(trainer, plan, run)
+                    return None
                 return evaluate_stage(trainer, plan, run.build_loaders)
         except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
             return None
