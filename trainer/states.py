@@ -6,6 +6,7 @@ Lightning's names and string values, so code that reads ``trainer.state.fn == "f
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -40,8 +41,6 @@ class StrEnum(str, Enum):
         try:
             return cls.from_str(value, source)
         except ValueError as error:
-            import warnings
-
             warnings.warn(UserWarning(str(error).replace("Invalid match", "Invalid string")), stacklevel=2)
         return None
 

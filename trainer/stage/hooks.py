@@ -16,11 +16,6 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-def _is_monitoring(callback: Callback) -> bool:
-    """Checkpointing and early stopping run after the module on epoch end so they see its metrics."""
-    return monitors_metrics(callback)
-
-
 def _implements(name: str, callback: Callback) -> bool:
     """Whether a callback does something in hook ``name``; hooks nothing overrides are skipped (the per-step fast
     path). A mock (``Mock(spec=Callback)``) stands for every implementation: it records each call, as Lightning's
@@ -81,7 +76,7 @@ class Hooks:
 
     def call_epoch_end(self, name: str, before_monitoring: Callable[[], None]) -> None:
         """Non-monitoring callbacks, the module, ``before_monitoring``, then checkpointing/early stopping."""
-        monitoring = [cb for cb in self._callbacks if _is_monitoring(cb)]
+        monitoring = [cb for cb in self._callbacks if monitors_metrics(cb)]
         for cb in self._callbacks:
             if cb not in monitoring and _implements(name, cb):
                 getattr(cb, name)(self._trainer, self._module)
