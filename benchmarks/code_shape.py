@@ -44,10 +44,7 @@ class Func:
     qualname: str
     node: ast.FunctionDef
     cls: str | None = None
-
-    @property
-    def file(self) -> str:
-        return module_file(self.module)
+    file: str = ""  # the path from the tree's root
 
 
 @dataclass
@@ -60,16 +57,13 @@ class ModuleInfo:
     attrs: dict[tuple[str, str], str] = field(default_factory=dict)  # (class, attribute) -> class name it holds
 
 
-def module_file(module: str) -> str:
-    path = ROOT / Path(*module.split("."))
-    return str((path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).relative_to(ROOT))
-
-
-def load_modules(package: str = "trainer") -> dict[str, ModuleInfo]:
+def load_modules(package: str = "trainer", root: Path = ROOT) -> dict[str, ModuleInfo]:
+    """Every module under ``root/package`` (``package`` may be a path: ``lightning/pytorch``)."""
     modules: dict[str, ModuleInfo] = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
-        rel = path.relative_to(ROOT).with_suffix("")
+    for path in sorted((root / package).rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
         name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        file = str(path.relative_to(root))
         info = ModuleInfo(name, ast.parse(path.read_text(), str(path)))
         for node in ast.walk(info.tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -77,23 +71,32 @@ def load_modules(package: str = "trainer") -> dict[str, ModuleInfo]:
                     info.imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
         for node in info.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                info.funcs[node.name] = Func(name, node.name, node)
+                info.funcs[node.name] = Func(name, node.name, node, None, file)
             elif isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        info.funcs[f"{node.name}.{item.name}"] = Func(name, f"{node.name}.{item.name}", item, node.name)
+                        info.funcs[f"{node.name}.{item.name}"] = Func(name, f"{node.name}.{item.name}", item, node.name,
+                                                                      file)
                 for n in ast.walk(node):  # self.fit_loop = FitLoop(...): what the attribute holds
                     call = n.value if isinstance(n, ast.Assign) else None
-                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id[:1].isupper():
+                    held = _class_called(call) if isinstance(call, ast.Call) else None
+                    if held is not None:
                         for t in n.targets:
                             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                                info.attrs[(node.name, t.attr)] = n.value.func.id
+                                info.attrs[(node.name, t.attr)] = held
                 if any(isinstance(n, ast.Attribute) and n.attr == "trainer" and isinstance(n.value, ast.Name)
                        and n.value.id == "self" and isinstance(n.ctx, ast.Store) for n in ast.walk(node)):
                     info.holders.add(node.name)
         modules[name] = info
     _inherit_holders(modules)
     return modules
+
+
+def _class_called(call: ast.Call) -> str | None:
+    """The class a constructor call names: ``FitLoop(...)``, ``_FitLoop(...)``, ``loops._FitLoop(...)``."""
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return name if name.lstrip("_")[:1].isupper() else None
 
 
 def _inherit_holders(modules: dict[str, ModuleInfo]) -> None:
@@ -105,10 +108,15 @@ def _inherit_holders(modules: dict[str, ModuleInfo]) -> None:
         for info in modules.values():
             for node in info.tree.body:
                 if (isinstance(node, ast.ClassDef) and node.name not in info.holders
-                        and any(isinstance(b, ast.Name) and b.id in holders for b in node.bases)):
+                        and any(_base_name(b) in holders for b in node.bases)):
                     info.holders.add(node.name)
                     holders.add(node.name)
                     changed = True
+
+
+def _base_name(base: ast.expr) -> str | None:
+    """A base class's name: ``Loop`` or ``loops.Loop``."""
+    return base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
 
 
 class Walker:
@@ -189,10 +197,15 @@ class Walker:
             held = info.attrs.get((owner, attr))
             if held is None:
                 continue
-            where = info.imports.get(held, f"{info.name}:{held}")
-            mod, _, cls = where.partition(":")
-            target = self.modules.get(mod)
-            if target is not None and cls in target.holders:
+            mod, _, cls = info.imports.get(held, f"{info.name}:{held}").partition(":")
+            target, followed = self.modules.get(mod), {mod}
+            while target is not None and cls not in target.holders and cls in target.imports:  # a package's re-export
+                mod, _, cls = target.imports[cls].partition(":")
+                target = None if mod in followed else self.modules.get(mod)
+                followed.add(mod)
+            if target is None or cls not in target.holders:  # ``loops.FitLoop(...)``: the holder of that name
+                target = next((m for m in self.modules.values() if cls in m.holders), None)
+            if target is not None:
                 return target.funcs.get(f"{cls}.{method}")
         return None
 
@@ -365,6 +378,28 @@ def follow_trainer(show: bool, plugins: bool = True) -> dict[str, object]:
     return _route_figures(walker, show)
 
 
+def _lightning_root() -> Path | None:
+    """The folder holding the installed ``lightning`` package (read as text, never imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("lightning")
+    return Path(spec.origin).resolve().parent.parent if spec is not None and spec.origin else None
+
+
+def follow_lightning(show: bool, fabric: bool = False) -> dict[str, object] | None:
+    """The same walk over the installed Lightning, from ``Trainer._run`` (what every Trainer call runs once its inputs
+    are attached, as ``run_stage`` is for Relay), in ``lightning/pytorch`` (and ``lightning/fabric``, as ``plugins/``)."""
+    root = _lightning_root()
+    if root is None:
+        return None
+    modules = load_modules("lightning/pytorch", root)
+    if fabric:
+        modules.update(load_modules("lightning/fabric", root))
+    walker = RouteWalker(modules)
+    walker.route_walk(modules["lightning.pytorch.trainer.trainer"].funcs["Trainer._run"], {"self"})
+    return _route_figures(walker, show)
+
+
 def follow_trainer_narrow(show: bool) -> dict[str, object]:
     """The narrower walk the project counted before: calls with the Trainer itself among the arguments."""
     modules = load_modules()
@@ -457,6 +492,29 @@ def local_imports(packages: tuple[str, ...] = PACKAGES) -> tuple[int, int]:
     return len(found), len({f.where.split(":")[0] for f in found})
 
 
+def any_in_annotations(root: Path, package: str) -> tuple[int, int]:
+    """``Any`` in the annotations (parameters, returns, annotated assignments) under ``root/package``, and the lines."""
+    found = lines = 0
+    for path in sorted((root / package).rglob("*.py")):
+        text = path.read_text()
+        lines += len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            annotations: list[ast.expr | None] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                annotations += [arg.annotation for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                                if arg is not None]
+                annotations.append(node.returns)
+            elif isinstance(node, ast.AnnAssign):
+                annotations.append(node.annotation)
+            for ann in annotations:
+                if isinstance(ann, ast.Constant) and isinstance(ann.value, str):  # a string annotation
+                    ann = ast.parse(ann.value, mode="eval").body
+                found += sum(1 for n in ast.walk(ann) if (isinstance(n, ast.Name) and n.id == "Any")
+                             or (isinstance(n, ast.Attribute) and n.attr == "Any")) if ann is not None else 0
+    return found, lines
+
+
 def trainer_init_lines() -> int:
     tree = ast.parse((ROOT / "trainer" / "trainer.py").read_text())
     for node in ast.walk(tree):
@@ -501,6 +559,22 @@ def main() -> None:
         for f in sorted(found, key=lambda f: (f.reason is None, f.where)):
             print(f"      {f.where}  {f.statement}" + (f"  -- {f.reason}" if f.reason else ""))
     print(f"(d) Trainer.__init__: {trainer_init_lines()} lines")
+    found, lines = any_in_annotations(ROOT, "trainer")
+    print(f"(e) `Any` in annotations: {found} in {lines} lines of trainer/, {1000 * found / lines:.1f} per 1,000 lines")
+    for package in ("trainer/lightning_compat", "plugins"):
+        found, lines = any_in_annotations(ROOT, package)
+        print(f"      {package}/: {found}, {1000 * found / lines:.1f} per 1,000 lines")
+    lightning = _lightning_root()
+    if lightning is not None:
+        for package in ("lightning/pytorch", "lightning/fabric"):
+            found, lines = any_in_annotations(lightning, package)
+            print(f"      installed {package}/ for reference: {found}, {1000 * found / lines:.1f} per 1,000 lines")
+    reference = follow_lightning(False)
+    if reference is not None:
+        with_fabric = follow_lightning(False, fabric=True)
+        print(f"(f) the route (a) walked the same way over the installed Lightning from Trainer._run: "
+              f"{reference['entry_returns']} returns in lightning/pytorch ({with_fabric['entry_returns']} entering "
+              f"lightning/fabric too)")
 
 
 if __name__ == "__main__":
