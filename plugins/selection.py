@@ -301,6 +301,8 @@ def resolve_plugins(
     if isinstance(strategy, Strategy) and getattr(strategy, "_parallel_devices", None):
         accelerator, devices = _from_parallel_devices(strategy, accelerator, devices)
     registry = default_registry()
+    if environment is None and isinstance(strategy, Strategy):  # ``DDPStrategy(cluster_environment=...)``
+        environment = strategy.environment
     env = environment if environment is not None and not isinstance(environment, str) else (
         registry.create("environment", environment) if isinstance(environment, str) else detect_environment()
     )

@@ -163,6 +163,15 @@ class Strategy:
         # may make the public attribute refuse, as Lightning's FSDP strategy for Fabric does
         vars(self)["checkpoint_io"] = CheckpointIO()
 
+    @property
+    def cluster_environment(self) -> Any:
+        """Lightning's name for the environment that says who this process is (``environment``)."""
+        return self.environment
+
+    @cluster_environment.setter
+    def cluster_environment(self, environment: Any) -> None:
+        self.environment = environment
+
     def connect(
         self, accelerator: Accelerator, precision: Precision, environment: Any = None,
         device_ids: list[int] | None = None, num_nodes: int = 1,

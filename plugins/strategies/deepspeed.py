@@ -198,15 +198,6 @@ class DeepSpeedStrategy(ParallelStrategy):
         return self.stage == 3
 
     @property
-    def cluster_environment(self) -> Any:
-        """Lightning's name for the environment that says who this process is (``environment``)."""
-        return self.environment
-
-    @cluster_environment.setter
-    def cluster_environment(self, environment: Any) -> None:
-        self.environment = environment
-
-    @property
     def model(self) -> Any:
         """The DeepSpeed engine, once built."""
         return self.engine

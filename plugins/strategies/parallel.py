@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,6 +25,9 @@ from plugins.precision.base import Precision
 from plugins.strategies.base import Strategy
 from plugins.strategies.gather import all_gather_with_grad
 from plugins.strategies.mesh import DIMS, MeshLayout
+
+if TYPE_CHECKING:
+    from plugins.environments.base import ClusterEnvironment
 
 _REDUCE_OPS = ("mean", "sum", "max", "min")
 
@@ -120,10 +123,13 @@ class ParallelStrategy(Strategy):
         cp: int | None = None,
         checkpoint_io: Any = None,
         parallel_devices: list[torch.device] | None = None,
+        cluster_environment: ClusterEnvironment | None = None,
     ) -> None:
         """``parallel_devices`` (Lightning's): one device per local process; the Trainer takes the accelerator type
-        and the devices from them (an ``accelerator`` of another type is an error)."""
+        and the devices from them (an ``accelerator`` of another type is an error). ``cluster_environment``
+        (Lightning's): who this process is, instead of the one detected (a ``plugins=`` environment still wins)."""
         super().__init__(accelerator=accelerator, precision=precision)
+        self.environment = cluster_environment
         if checkpoint_io is not None:  # Lightning's argument: this strategy's checkpoint I/O instead of the default
             vars(self)["checkpoint_io"] = checkpoint_io
         self._parallel_devices = list(parallel_devices) if parallel_devices is not None else None

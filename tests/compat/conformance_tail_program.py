@@ -121,6 +121,14 @@ def check_trainer_argument_errors():
     out["parallel_devices"] = says(pl.Trainer, "CPU parallel_devices set through DDPStrategy class, but accelerator "
                                    "set to cuda", bad, strategy=DDPStrategy(parallel_devices=[torch.device("cpu")]),
                                    accelerator="cuda")
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+
+    class TheirEnvironment(LightningEnvironment):  # a user's environment, given to the strategy: the Trainer keeps it
+        pass
+
+    given = TheirEnvironment()
+    chosen = pl.Trainer(strategy=DDPStrategy(cluster_environment=given), accelerator="cpu", devices=2, logger=False)
+    out["cluster_environment"] = [chosen.strategy.cluster_environment is given]
     params = inspect.signature(pl.Trainer.__init__).parameters.values()
     out["signature_catch_all"] = [p.name for p in params if p.kind is p.VAR_KEYWORD]
     return out

@@ -44,6 +44,7 @@ def test_trainer_argument_errors_in_lightnings_words(observed):
     for name in ("enable_checkpointing", "logger", "fast_dev_run", "profiler", "num_sanity_val_steps"):
         assert seen[name] == [True, True], name
     assert seen["reload"] == seen["val_check_float"] == seen["parallel_devices"] == [True, True]
+    assert seen["cluster_environment"] == [True]  # DDPStrategy(cluster_environment=...) is the one used
     assert seen["signature_catch_all"] == []  # every name in the signature is an argument (LightningCLI's help)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -78,6 +80,16 @@ def test_fabric_loggers_take_fabrics_root_dir(tmp_path):
     logger.log_metrics({"loss": 1.0}, step=0)
     logger.finalize("success")
     assert (tmp_path / "run" / "version_0" / "metrics.csv").is_file()
+    assert logger.root_dir == str(tmp_path) and logger.log_dir == str(tmp_path / "run" / "version_0")
+
+
+def test_fabric_loggers_keep_root_dir_as_given_and_expand_the_log_dir():
+    """Lightning Fabric's ``root_dir`` is the folder given (``~`` not expanded); ``log_dir`` is the real path."""
+    from trainer.fabric.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger("~/runs", name="name", version="version", sub_dir="sub")
+    assert logger.root_dir == "~/runs"
+    assert logger.log_dir == os.path.join(os.path.expanduser("~/runs"), "name", "version", "sub")
 
 
 def test_throughput_rates_over_the_window():

@@ -365,6 +365,29 @@ def test_torchmetrics_mean_metric_in_training(tmp_path):
     assert rec.values("mean_loss") == pytest.approx([sum(losses[:8]) / 8, sum(losses[8:]) / 8])
 
 
+def test_a_metric_whose_compute_returns_no_tensor_is_named_in_the_error(tmp_path):
+    """Lightning's error, naming the key, rather than a failure deep in a logger's conversion."""
+    from torchmetrics import Metric
+
+    class Pair(Metric):
+        def update(self):
+            pass
+
+        def compute(self):
+            return torch.tensor(1.0), torch.tensor(2.0)
+
+    class Logs(Net):
+        def __init__(self):
+            super().__init__()
+            self.pair = Pair()
+
+        def on_train_start(self):
+            self.log("foo", self.pair)
+
+    with pytest.raises(ValueError, match=r"`.compute\(\)` return of the metric logged as 'foo' must be a tensor"):
+        _trainer(tmp_path, max_epochs=1, limit_train_batches=1).fit(Logs(), _loader())
+
+
 def test_torchmetrics_on_step_logs_the_batch_value(tmp_path):
     from torchmetrics import MeanMetric
 

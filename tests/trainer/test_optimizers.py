@@ -154,9 +154,10 @@ def test_optimizers_and_schedulers_lists(tmp_path):
     assert rec.final == [final]
 
 
-def test_a_fitted_trainer_with_its_optimizer_handles_deep_copies(tmp_path):
+def test_a_fitted_trainer_with_its_optimizer_handles_deep_copies_and_pickles(tmp_path):
     """pytorch-tabular's model sweep keeps the best model with ``copy.deepcopy`` (its trainer and the handles
-    ``self.optimizers()`` returns come along), as Lightning's ``LightningOptimizer`` allows."""
+    ``self.optimizers()`` returns come along), as Lightning's ``LightningOptimizer`` allows; ``torch.save(trainer)``
+    after a fit works as in Lightning, and the loaded Trainer fits on."""
     trainer = _trainer(tmp_path, max_epochs=1)
     model = Net(_sgd)
     trainer.fit(model, _loader())
@@ -164,6 +165,13 @@ def test_a_fitted_trainer_with_its_optimizer_handles_deep_copies(tmp_path):
     copied = copy.deepcopy({"trainer": trainer, "handle": handle})["handle"]
     assert type(copied).__name__ == "LightningSGD" and isinstance(copied, torch.optim.SGD)
     assert copied.optimizer is not handle.optimizer and copied.param_groups[0]["lr"] == handle.param_groups[0]["lr"]
+    torch.save({"trainer": trainer, "handle": handle}, tmp_path / "trainer.pt")
+    loaded = torch.load(tmp_path / "trainer.pt", weights_only=False)
+    assert type(loaded["handle"]).__name__ == "LightningSGD" and loaded["trainer"].global_step == trainer.global_step
+    again = loaded["trainer"]
+    again.fit_loop.max_epochs = 2
+    again.fit(again.lightning_module, _loader())
+    assert again.global_step == 2 * trainer.global_step
 
 
 def test_dict_with_bare_scheduler_steps_per_epoch(tmp_path):

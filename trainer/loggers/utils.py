@@ -83,7 +83,7 @@ class VersionedDirLogger(Logger):
     @property
     def version(self) -> int | str:
         if self._version is None:
-            self._version = next_version(self.root_dir)
+            self._version = next_version(self._versions_dir)
         return self._version
 
     @property
@@ -95,13 +95,18 @@ class VersionedDirLogger(Logger):
         return os.path.join(self.save_dir, self.name)  # the properties: a subclass may define them (Lightning's)
 
     @property
+    def _versions_dir(self) -> str:
+        """Where the ``version_<n>`` folders are: ``root_dir`` for the Trainer's loggers."""
+        return self.root_dir
+
+    @property
     def sub_dir(self) -> str | None:
         return self._sub_dir
 
     @property
     def log_dir(self) -> str:
         version = self.version
-        path = os.path.join(self.root_dir, version if isinstance(version, str) else f"version_{version}")
+        path = os.path.join(self._versions_dir, version if isinstance(version, str) else f"version_{version}")
         return os.path.join(path, self._sub_dir) if self._sub_dir else path
 
 

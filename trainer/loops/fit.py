@@ -175,6 +175,13 @@ class FitLoop(_Loop):
     def on_load_checkpoint(self, state_dict: dict) -> None:
         self.loader_states_to_load = state_dict.get("combined_loader", [])
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``torch.save(trainer)``, as Lightning allows) without the last fit's step, whose fast paths are
+        closures; the next fit builds its own."""
+        state = dict(vars(self))
+        state.pop("step", None)
+        return state
+
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
         schedule = plan.schedule
         self.schedule: FitSchedule = schedule

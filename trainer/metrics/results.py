@@ -63,9 +63,10 @@ def is_torchmetric(value: Any) -> bool:
 class EpochAggregate:
     """Running reduction of one key over an epoch; ``mean`` is weighted by batch size."""
 
-    __slots__ = ("reduce", "total", "weight", "metric", "sync_dist")
+    __slots__ = ("name", "reduce", "total", "weight", "metric", "sync_dist")
 
-    def __init__(self, reduce: str, sync_dist: bool) -> None:
+    def __init__(self, name: str, reduce: str, sync_dist: bool) -> None:
+        self.name = name
         self.reduce = reduce
         self.total: Any = None
         self.weight = 0
@@ -88,12 +89,19 @@ class EpochAggregate:
     def peek(self) -> Any:
         """This rank's value so far, without resetting anything (callbacks may read mid-hook)."""
         if self.metric is not None:
-            return self.metric.compute()
+            return self._metric_value()
         return self.total / self.weight if self.reduce == "mean" else self.total
+
+    def _metric_value(self) -> torch.Tensor:
+        value = self.metric.compute()
+        if not isinstance(value, torch.Tensor):  # Lightning's error, before a logger meets it
+            raise ValueError(f"The `.compute()` return of the metric logged as {self.name!r} must be a tensor. Found "
+                             f"{value}")
+        return value
 
     def compute(self, all_reduce: Callable[[torch.Tensor, str], torch.Tensor]) -> torch.Tensor:
         if self.metric is not None:
-            value = self.metric.compute()
+            value = self._metric_value()
             self.metric.reset()
             return value
         total = torch.as_tensor(self.total, dtype=torch.float64 if not isinstance(self.total, torch.Tensor) else None)
@@ -176,7 +184,7 @@ class Results:
         if flags[3]:
             agg = self.epoch.get(name)
             if agg is None:
-                agg = self.epoch[name] = EpochAggregate(reduce, sync_dist)
+                agg = self.epoch[name] = EpochAggregate(name, reduce, sync_dist)
             if metric is not None:
                 agg.metric = metric
             else:

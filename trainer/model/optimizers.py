@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import copy
 import warnings
 
 import torch
@@ -279,6 +280,18 @@ class OptimizerHandle:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> OptimizerHandle:
+        copied = object.__new__(type(self))
+        memo[id(self)] = copied
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
+
+    def __reduce__(self) -> tuple[type[OptimizerHandle], tuple[torch.optim.Optimizer]]:
+        """Pickled (``torch.save(trainer)``, as Lightning allows) as the wrapped optimizer alone: the class is made at
+        run time (pickle could not find it by name) and the loop's step is a closure. A loaded handle steps its
+        optimizer directly; the next ``fit`` makes new handles."""
+        return OptimizerHandle, (self.__dict__["_optimizer"],)
 
     def __repr__(self) -> str:
         return "Lightning" + repr(self.optimizer)
