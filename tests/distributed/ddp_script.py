@@ -53,6 +53,10 @@ class Net(Module):
         self.log("train_loss", loss)
         # a value that differs by rank: sync_dist must average it
         self.log("rank_value", float(self.trainer.global_rank), sync_dist=True, on_step=False, on_epoch=True)
+        # summed over the ranks for the step, and over the ranks once (not per step too) for the epoch: 1 + 2 each step
+        ones = float(self.trainer.global_rank + 1)
+        self.log("rank_sum", ones, sync_dist=True, reduce_fx="sum", on_step=True, on_epoch=True)
+        self.log("rank_sum_tensor", torch.tensor(ones), sync_dist=True, reduce_fx="sum", on_step=True, on_epoch=True)
         # grows on rank 0 (EarlyStopping would stop), shrinks on rank 1 (it would go on)
         sign = 1.0 if self.trainer.global_rank == 0 else -1.0
         self.log("rank_unsynced", sign * self.current_epoch, on_step=False, on_epoch=True)
@@ -266,6 +270,8 @@ def train(args: argparse.Namespace) -> None:
     info = {
         "world_size": trainer.world_size, "global_step": trainer.global_step, "epoch": trainer.current_epoch,
         "rank_value": float(trainer.callback_metrics["rank_value"]),
+        "rank_sums": {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rank_sum")},
+        "batches_per_epoch": trainer.num_training_batches,
         "grads_equal": {str(k): v for k, v in model.grads_equal.items()},
         "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
         "pid": os.getpid(),

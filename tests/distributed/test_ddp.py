@@ -104,6 +104,10 @@ def test_sync_dist_averages_over_ranks_and_gradients_are_synchronised(ddp_run):
     out, _ = ddp_run
     for info in ranks(out):
         assert info["rank_value"] == pytest.approx(0.5)  # mean of ranks 0 and 1
+        epoch = 3.0 * info["batches_per_epoch"]  # (1 + 2) per step, summed over the epoch's steps
+        assert info["rank_sums"] == {"rank_sum_step": 3.0, "rank_sum_epoch": epoch, "rank_sum": epoch,
+                                     "rank_sum_tensor_step": 3.0, "rank_sum_tensor_epoch": epoch,
+                                     "rank_sum_tensor": epoch}
         assert all(info["grads_equal"].values())
 
 

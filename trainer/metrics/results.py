@@ -172,14 +172,14 @@ class Results:
                     "(e.g. value.mean()) or use self.log_dict for several."
                 )
             value = value.detach()
-            if sync_dist and flags[2]:
-                value = all_reduce(value, reduce)
         elif isinstance(value, numbers.Number) and not isinstance(value, complex):
             value = float(value)
         else:
             raise ValueError(_not_loggable(name, value))
         if flags[2] and value is not None:
-            self.step[name] = value
+            # the step's value is reduced over the ranks now; the epoch's aggregate takes this rank's value and is
+            # reduced once, at the epoch's end (Lightning's)
+            self.step[name] = all_reduce(torch.as_tensor(value), reduce) if sync_dist else value
             self.fresh_step.add(name)
         if flags[3]:
             agg = self.epoch.get(name)
