@@ -74,6 +74,20 @@ def test_run_false_builds_the_classes_from_a_dict(tmp_path):
     assert cli.model.hparams["_instantiator"].endswith("instantiate_module")
 
 
+def test_a_logger_named_by_its_class_name_alone_is_the_trainers(tmp_path):
+    """``--trainer.logger=TensorBoardLogger`` (and ``CSVLogger``) picks the Trainer's logger even with Fabric's loaded:
+    Fabric's loggers are not Trainer loggers, as in Lightning."""
+    from trainer.cli import LightningCLI
+    from trainer.fabric import loggers as fabric_loggers
+    from trainer.loggers import CSVLogger, Logger, TensorBoardLogger
+
+    assert not isinstance(fabric_loggers.TensorBoardLogger(str(tmp_path)), Logger)
+    for name, cls in (("TensorBoardLogger", TensorBoardLogger), ("CSVLogger", CSVLogger)):
+        cli = LightningCLI(Tiny, TinyData, run=False, args=["--trainer.logger", name, "--trainer.logger.save_dir",
+                                                            str(tmp_path), "--trainer.enable_progress_bar", "false"])
+        assert type(cli.trainer.logger) is cls and cli.trainer.logger.save_dir == str(tmp_path)
+
+
 def test_optimizer_from_the_command_line_replaces_configure_optimizers(tmp_path):
     from trainer.cli import LightningCLI
 

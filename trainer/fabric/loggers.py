@@ -1,14 +1,15 @@
-"""Loggers under Lightning Fabric's path (``lightning.fabric.loggers``): Relay's TensorBoard and CSV loggers with
-Fabric's first argument, ``root_dir`` (the Trainer's take ``save_dir``; both write ``<dir>/<name>/version_<n>``)."""
+"""Loggers under Lightning Fabric's path (``lightning.fabric.loggers``): Relay's TensorBoard and CSV writers with
+Fabric's first argument, ``root_dir`` (the Trainer's take ``save_dir``; both write ``<dir>/<name>/version_<n>``).
+As in Lightning, they are Fabric loggers (``Logger`` here), not Trainer loggers."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from trainer.loggers.base import Logger
-from trainer.loggers.csv_logs import CSVLogger as _TrainerCSVLogger
-from trainer.loggers.tensorboard import TensorBoardLogger as _TrainerTensorBoardLogger
+from trainer.loggers.base import BaseLogger as Logger
+from trainer.loggers.csv_logs import _CSVWriter
+from trainer.loggers.tensorboard import _TensorBoardWriter
 
 
 class _GivenRootDir:
@@ -28,7 +29,7 @@ class _GivenRootDir:
         return os.path.join(self.save_dir, self.name)
 
 
-class TensorBoardLogger(_GivenRootDir, _TrainerTensorBoardLogger):
+class TensorBoardLogger(_GivenRootDir, _TensorBoardWriter):
     def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
                  version: int | str | None = None, default_hp_metric: bool = True, prefix: str = "",
                  sub_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
@@ -37,7 +38,7 @@ class TensorBoardLogger(_GivenRootDir, _TrainerTensorBoardLogger):
                          sub_dir=sub_dir, **kwargs)
 
 
-class CSVLogger(_GivenRootDir, _TrainerCSVLogger):
+class CSVLogger(_GivenRootDir, _CSVWriter):
     def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
                  version: int | str | None = None, prefix: str = "", flush_logs_every_n_steps: int = 100) -> None:
         self._given_root_dir = os.fspath(root_dir)

@@ -8,8 +8,10 @@ from typing import Any
 import torch
 
 
-class Logger:
-    """Subclass and implement ``log_metrics`` and ``log_hyperparams``; the rest is optional."""
+class BaseLogger:
+    """Fabric's ``Logger`` (``lightning.fabric.loggers.Logger``): what Fabric calls. The Trainer's ``Logger`` below adds
+    ``save_dir`` and ``after_save_checkpoint``; Fabric's own loggers derive from this one only, as in Lightning, so
+    LightningCLI's ``--trainer.logger=TensorBoardLogger`` names one Trainer logger."""
 
     @property
     def name(self) -> str | None:
@@ -29,10 +31,6 @@ class Logger:
         """``<save_dir>/<name>/version_<n>``: where this run's files go."""
         return None
 
-    @property
-    def save_dir(self) -> str | None:
-        return None
-
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         raise NotImplementedError
 
@@ -45,9 +43,17 @@ class Logger:
     def save(self) -> None:
         """Flush buffered records to disk."""
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
-        """Called by ``ModelCheckpoint`` after each file it writes; loggers that upload checkpoints hook in here."""
-
     def finalize(self, status: str) -> None:
         """Called once at the end of a run with ``"success"``, ``"failed"`` or ``"interrupted"``."""
         self.save()
+
+
+class Logger(BaseLogger):
+    """Subclass and implement ``log_metrics`` and ``log_hyperparams``; the rest is optional."""
+
+    @property
+    def save_dir(self) -> str | None:
+        return None
+
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """Called by ``ModelCheckpoint`` after each file it writes; loggers that upload checkpoints hook in here."""

@@ -12,6 +12,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 
 from plugins.remote_paths import exists, isfile, join, listdir, makedirs, open_file, replace, url_fs
 
+from trainer.loggers.base import Logger
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
     NoOpExperiment,
@@ -104,7 +105,7 @@ class ExperimentWriter:
             writer.writerows(rows)
 
 
-class CSVLogger(VersionedDirLogger):
+class _CSVWriter(VersionedDirLogger):
     """Writes ``metrics.csv`` every ``flush_logs_every_n_steps`` steps and on save/finalize; only rank 0 writes."""
 
     METRICS_FILE = ExperimentWriter.NAME_METRICS_FILE
@@ -167,3 +168,7 @@ class CSVLogger(VersionedDirLogger):
         state = self.__dict__.copy()
         state["_experiment"] = None  # each process makes its own on first use
         return state
+
+
+class CSVLogger(_CSVWriter, Logger):
+    __doc__ = _CSVWriter.__doc__  # the Trainer's; Fabric's (trainer/fabric/loggers.py) shares the writer, not this class

@@ -12,6 +12,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from lightning_utilities.core.rank_zero import rank_zero_only
 
 from plugins.remote_paths import exists, isdir, listdir
+from trainer.loggers.base import Logger
 from trainer.loggers.utils import (
     DEFAULT_LOG_NAME,
     NoOpExperiment,
@@ -42,7 +43,7 @@ def _wait_for_a_later_second(log_dir: str) -> None:
         time.sleep(max(0.0, latest + 1 - time.time()))
 
 
-class TensorBoardLogger(VersionedDirLogger):
+class _TensorBoardWriter(VersionedDirLogger):
     """Writes to ``<save_dir>/<name>/version_<n>``; only rank 0 writes.
 
     ``writer_kwargs`` go to ``SummaryWriter`` (``flush_secs``, ``max_queue``, ...). The writer, and with
@@ -174,3 +175,7 @@ class TensorBoardLogger(VersionedDirLogger):
         state = self.__dict__.copy()
         state["_experiment"] = None
         return state
+
+
+class TensorBoardLogger(_TensorBoardWriter, Logger):
+    __doc__ = _TensorBoardWriter.__doc__  # the Trainer's; Fabric's (trainer/fabric/loggers.py) shares the writer, not this class

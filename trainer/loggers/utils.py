@@ -13,7 +13,7 @@ import torch
 from lightning_utilities.core.rank_zero import rank_zero_only
 
 from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file  # a local path or an fsspec URL
-from trainer.loggers.base import Logger
+from trainer.loggers.base import BaseLogger
 from trainer.utilities.zero_edit import lightning_defaults
 
 _VERSION_DIR = re.compile(r"version_(\d+)")
@@ -56,7 +56,7 @@ def default_log_name() -> str:
     return "lightning_logs" if lightning_defaults() else DEFAULT_LOG_NAME
 
 
-class VersionedDirLogger(Logger):
+class VersionedDirLogger(BaseLogger):
     """A logger writing into ``<save_dir>/<name>/version_<n>[/<sub_dir>]``.
 
     The version is resolved on first use, not in ``__init__``, so a logger built before the run
