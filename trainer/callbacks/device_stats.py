@@ -15,6 +15,7 @@ from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -51,7 +52,7 @@ class DeviceStatsMonitor(Callback):
         return {k: float(v) for k, v in sorted(stats.items())}
 
     def on_train_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
         step = trainer.global_step
         if step == self._last_step or step % (self.logging_interval or trainer.log_every_n_steps):

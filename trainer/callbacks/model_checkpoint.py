@@ -37,13 +37,14 @@ from trainer.utilities.rank_zero import rank_zero_info
 from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.trainer import Trainer
 
 # ``{name}`` or ``{name:format_spec}``; names may contain '/', '.', '-' (anything but braces and ':')
 _PLACEHOLDER = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
 
 
-def format_checkpoint_name(template: str, metrics: Mapping[str, Any], auto_insert_metric_name: bool = True) -> str:
+def format_checkpoint_name(template: str, metrics: Mapping[str, object], auto_insert_metric_name: bool = True) -> str:
     """Fill ``{name}`` / ``{name:spec}`` placeholders from ``metrics`` (tensors are read with ``.item()``).
 
     With ``auto_insert_metric_name`` a placeholder becomes ``name=value``; a '/' in the inserted name becomes
@@ -68,7 +69,7 @@ def format_checkpoint_name(template: str, metrics: Mapping[str, Any], auto_inser
     return _PLACEHOLDER.sub(fill, template)
 
 
-def _as_score(name: str, value: Any) -> torch.Tensor:
+def _as_score(name: str, value: torch.Tensor | float) -> torch.Tensor:
     """A detached 0-dim CPU float tensor: plain data for the checkpoint, comparable without devices."""
     score = torch.as_tensor(value).detach()
     if score.numel() != 1:
@@ -229,7 +230,7 @@ class ModelCheckpoint(Checkpoint):
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
-        self, trainer: "Trainer", pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: "Trainer", pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
         self._batches_done = batch_idx + 1
         if self._train_time_interval is not None:
@@ -377,7 +378,7 @@ class ModelCheckpoint(Checkpoint):
 
     # --- naming ---------------------------------------------------------------------------------------
     def format_checkpoint_name(
-        self, metrics: Mapping[str, Any], filename: str | None = None, ver: int | None = None,
+        self, metrics: dict[str, torch.Tensor], filename: str | None = None, ver: int | None = None,
         prefix: str | None = None,
     ) -> str:
         """The full path a save with these metrics would get (``ver``: the ``-v<n>`` clash suffix; ``prefix``: joined
@@ -411,7 +412,7 @@ class ModelCheckpoint(Checkpoint):
         with fsspec.open(target, "w") as fp:
             yaml.dump({path: score.item() for path, score in self.best_k_models.items()}, fp)
 
-    def _new_filepath(self, trainer: "Trainer", candidates: Mapping[str, Any], reusable: str | None) -> str:
+    def _new_filepath(self, trainer: "Trainer", candidates: dict[str, torch.Tensor], reusable: str | None) -> str:
         """A fresh name; ``reusable`` (a file about to be dropped) may be overwritten instead of versioned."""
         path = self.format_checkpoint_name(candidates)
         if trainer.is_global_zero and self._enable_version_counter:
@@ -455,7 +456,7 @@ class ModelCheckpoint(Checkpoint):
     def _skip(self, trainer: "Trainer") -> bool:
         return self._not_fitting(trainer) or trainer.global_step == self._last_global_step_saved
 
-    def _monitor_candidates(self, trainer: "Trainer") -> dict[str, Any]:
+    def _monitor_candidates(self, trainer: "Trainer") -> dict[str, torch.Tensor]:
         candidates = dict(trainer.callback_metrics)
         candidates.setdefault("epoch", torch.tensor(trainer.current_epoch))
         candidates.setdefault("step", torch.tensor(trainer.global_step))
@@ -467,7 +468,7 @@ class ModelCheckpoint(Checkpoint):
         self._save_checkpoints(trainer, self._monitor_candidates(trainer), topk=topk, epoch_level=True)
 
     def _save_checkpoints(
-        self, trainer: "Trainer", candidates: dict[str, Any], topk: bool, on_step: bool = False,
+        self, trainer: "Trainer", candidates: dict[str, torch.Tensor], topk: bool, on_step: bool = False,
         written: str | None = None, epoch_level: bool = False,
     ) -> None:
         """Top-k (when due) then ``last``; ``last`` reuses the file just written (by the top-k save, or ``written``)
@@ -503,7 +504,7 @@ class ModelCheckpoint(Checkpoint):
         return not lightning_defaults() or trainer.global_step == self._last_global_step_saved or (
             self.save_last == "link" and bool(self._last_checkpoint_saved))
 
-    def _last_path(self, trainer: "Trainer", candidates: Mapping[str, Any]) -> str:
+    def _last_path(self, trainer: "Trainer", candidates: dict[str, torch.Tensor]) -> str:
         """``last.ckpt``, or ``last-v1.ckpt``... when a ``last`` file this callback did not write is there already."""
         path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
         version = self.STARTING_VERSION
@@ -512,7 +513,7 @@ class ModelCheckpoint(Checkpoint):
             version += 1
         return path
 
-    def _save_topk(self, trainer: "Trainer", candidates: dict[str, Any], on_step: bool) -> str | None:
+    def _save_topk(self, trainer: "Trainer", candidates: dict[str, torch.Tensor], on_step: bool) -> str | None:
         """Returns the path written, or None when this score does not make the top k."""
         if self.save_top_k == 0:
             return None
@@ -547,7 +548,7 @@ class ModelCheckpoint(Checkpoint):
             )
         return None
 
-    def _save_latest(self, trainer: "Trainer", candidates: dict[str, Any]) -> str:
+    def _save_latest(self, trainer: "Trainer", candidates: dict[str, torch.Tensor]) -> str:
         """No metric: the newest file is the "best" and the latest ``save_top_k`` are kept (-1: all). As in Lightning,
         nothing is ranked (``best_k_models`` stays empty); Relay's own API also allows k > 1."""
         if not self._latest and self.best_model_path:  # after a resume: the file the restored state names
@@ -569,7 +570,7 @@ class ModelCheckpoint(Checkpoint):
             return True
         return _better(current, self.best_k_models[self.kth_best_model_path], self.mode)
 
-    def _update_topk(self, trainer: "Trainer", candidates: dict[str, Any], score: torch.Tensor, mode: str) -> str:
+    def _update_topk(self, trainer: "Trainer", candidates: dict[str, torch.Tensor], score: torch.Tensor, mode: str) -> str:
         k = self.save_top_k
         dropped = self.kth_best_model_path if k != -1 and len(self.best_k_models) >= k else None
         path = self._new_filepath(trainer, candidates, dropped)
@@ -647,8 +648,8 @@ def _join(directory: str, name: str) -> str:
 
 
 def _check_arguments(mode: str, save_top_k: int, every_n_train_steps: int | None, every_n_epochs: int | None,
-                     train_time_interval: datetime.timedelta | None, save_last: Any, save_on_train_epoch_end: Any,
-                     async_save: Any, monitor: str | None) -> None:
+                     train_time_interval: datetime.timedelta | None, save_last: object, save_on_train_epoch_end: object,
+                     async_save: object, monitor: str | None) -> None:
     """Every argument checked before anything is kept: Lightning's words first (code matches on them), then the
     argument, its value and what is valid."""
     if mode not in ("min", "max"):

@@ -19,8 +19,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from trainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+
+    # what a bar shows: Lightning's value types, and the step's loss tensor
+    _BarMetrics = dict[str, int | str | float | dict[str, float] | Tensor]
 
 _NEVER = math.inf
 
@@ -44,7 +50,7 @@ def format_rate(per_second: float) -> str:
     return f"{1 / per_second:.2f}s/it"
 
 
-def format_metric_value(value: Any) -> str:
+def format_metric_value(value: object) -> str:
     if hasattr(value, "item") and callable(value.item):
         value = value.item()
     if isinstance(value, float):
@@ -52,12 +58,12 @@ def format_metric_value(value: Any) -> str:
     return str(value)
 
 
-def format_metrics(metrics: Mapping[str, Any]) -> str:
+def format_metrics(metrics: Mapping[str, object]) -> str:
     return " ".join(f"{k}={format_metric_value(v)}" for k, v in metrics.items())
 
 
 def format_progress(
-    prefix: str, done: int, total: int | float, elapsed: float, rate: float, metrics: Mapping[str, Any] | None = None
+    prefix: str, done: int, total: int | float, elapsed: float, rate: float, metrics: Mapping[str, object] | None = None
 ) -> str:
     """``Epoch 2/10: 45/100 [00:12<00:15, 3.61it/s] loss=0.123``."""
     known = total is not None and math.isfinite(total)
@@ -69,7 +75,7 @@ def format_progress(
     return line
 
 
-def _output_loss(outputs: Any) -> Any:
+def _output_loss(outputs: STEP_OUTPUT) -> Tensor | None:
     """The loss in a ``training_step`` output (a tensor, or a dict's ``"loss"``), else None."""
     if isinstance(outputs, Mapping):
         outputs = outputs.get("loss")
@@ -120,7 +126,7 @@ class ProgressBar(Callback):
         self._train: _Phase | None = None
         self._eval: _Phase | None = None
         self._next_draw = _NEVER
-        self._outputs: Any = None
+        self._outputs: STEP_OUTPUT = None
         self._trainer: Trainer | None = None
         self._current_eval_dataloader_idx: int | None = None
         self._logged_any = False  # a line was written in this stage (non-terminal output)
@@ -207,9 +213,9 @@ class ProgressBar(Callback):
         return self._stream if self._stream is not None else sys.stderr
 
     # --- what is shown --------------------------------------------------------------------------------
-    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> dict[str, Any]:
+    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> _BarMetrics:
         """What follows the counters; override to change it. Read only at redraw time."""
-        metrics: dict[str, Any] = {}
+        metrics: _BarMetrics = {}
         loss = _output_loss(self._outputs) if self._train is not None else None
         if loss is not None:
             metrics["loss"] = loss
@@ -257,7 +263,7 @@ class ProgressBar(Callback):
         self._schedule(first=self._tty or not self._logged_any)
 
     def on_train_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
         phase = self._train
         phase.done = batch_idx + 1
@@ -312,7 +318,7 @@ class ProgressBar(Callback):
         self._eval_start(trainer, label, list(trainer.num_val_batches))
 
     def on_validation_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         self._eval_batch_end(batch_idx)
 
@@ -323,7 +329,7 @@ class ProgressBar(Callback):
         self._eval_start(trainer, "Testing", list(getattr(trainer, "num_test_batches", [])))
 
     def on_test_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         self._eval_batch_end(batch_idx)
 
@@ -391,7 +397,7 @@ class ProgressBar(Callback):
             self.stream.flush()
             self._line_len = 0
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_stream"] = None if state.get("_stream") in (sys.stderr, sys.stdout) else state.get("_stream")
         state["_trainer"] = None

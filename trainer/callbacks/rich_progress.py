@@ -13,6 +13,7 @@ from trainer.callbacks.progress import ProgressBar
 from trainer.callbacks.rich_support import RichProgressBarTheme, require_rich
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -58,7 +59,7 @@ class RichProgressBar(ProgressBar):
         super().on_train_epoch_start(trainer, pl_module)
         self._train_task = _Task(f"Epoch {trainer.current_epoch}", self.total_train_batches)
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if self._train_task is not None:
@@ -89,7 +90,7 @@ class RichProgressBar(ProgressBar):
             self._line_len = 0
             self._logged_any = True
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = super().__getstate__()
         state["_console"] = None
         return state

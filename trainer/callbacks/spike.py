@@ -19,6 +19,7 @@ from trainer.fabric.utilities.spike import SpikeDetection as FabricSpikeDetectio
 from trainer.fabric.utilities.spike import TrainingSpikeException
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -28,7 +29,7 @@ class SpikeDetection(FabricSpikeDetection, Callback):
     that should grow."""
 
     @torch.no_grad()
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,  # type: ignore[override]
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,  # type: ignore[override]
                            batch_idx: int) -> None:
         if isinstance(outputs, torch.Tensor):
             loss = outputs.detach()

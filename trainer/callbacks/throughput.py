@@ -25,6 +25,7 @@ from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -138,7 +139,7 @@ class ThroughputMonitor(Callback):
             self._counter = counter
 
     def on_train_batch_end(
-        self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
         if self._counter is not None:
             self._counter.__exit__(None, None, None)

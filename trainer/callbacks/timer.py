@@ -17,6 +17,7 @@ from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -110,7 +111,7 @@ class Timer(Callback):
         if self._duration is not None:
             self._check_time_remaining(trainer)
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int) -> None:
         if self._interval == Interval.step and self._duration is not None:
             self._check_time_remaining(trainer)
 

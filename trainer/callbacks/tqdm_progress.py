@@ -18,6 +18,8 @@ from trainer.callbacks.progress import ProgressBar
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
+    from trainer.callbacks.progress import _BarMetrics
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -67,14 +69,14 @@ def convert_inf(x: int | float | None) -> int | float | None:
     return x
 
 
-def _update_n(bar: Any, value: int) -> None:
+def _update_n(bar: _tqdm, value: int) -> None:
     """Set a bar's count and redraw it, unless the bar is disabled."""
     if not bar.disable:
         bar.n = value
         bar.refresh()
 
 
-def _tqdm_class() -> Any:
+def _tqdm_class() -> type[Tqdm]:
     # looked up at call time, so a Tqdm replaced on this module (a subclass, a test double) is the one built
     return globals()["Tqdm"]
 
@@ -118,10 +120,10 @@ class TQDMProgressBar(ProgressBar):
         self._process_position = process_position
         self._enabled = True
         self._leave = leave
-        self._train_progress_bar: Any = None
-        self._val_progress_bar: Any = None
-        self._test_progress_bar: Any = None
-        self._predict_progress_bar: Any = None
+        self._train_progress_bar: _tqdm | None = None
+        self._val_progress_bar: _tqdm | None = None
+        self._test_progress_bar: _tqdm | None = None
+        self._predict_progress_bar: _tqdm | None = None
 
     @staticmethod
     def _resolve_refresh_rate(refresh_rate: int) -> int:
@@ -131,49 +133,49 @@ class TQDMProgressBar(ProgressBar):
             return max(int(os.environ["TQDM_MINITERS"]), refresh_rate)
         return refresh_rate
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # tqdm objects hold a lock and a file: not picklable
         state = {k: (None if _tqdm is not None and isinstance(v, _tqdm) else v) for k, v in vars(self).items()}
         state["_trainer"] = None
         return state
 
     # --- the bars ---------------------------------------------------------------------------------------
-    def _bar(self, name: str) -> Any:
+    def _bar(self, name: str) -> _tqdm:
         bar = self.__dict__.get(f"_{name}")
         if bar is None:
             raise TypeError(f"The `{type(self).__name__}._{name}` reference has not been set yet.")
         return bar
 
     @property
-    def train_progress_bar(self) -> Any:
+    def train_progress_bar(self) -> _tqdm:
         return self._bar("train_progress_bar")
 
     @train_progress_bar.setter
-    def train_progress_bar(self, bar: Any) -> None:
+    def train_progress_bar(self, bar: _tqdm) -> None:
         self._train_progress_bar = bar
 
     @property
-    def val_progress_bar(self) -> Any:
+    def val_progress_bar(self) -> _tqdm:
         return self._bar("val_progress_bar")
 
     @val_progress_bar.setter
-    def val_progress_bar(self, bar: Any) -> None:
+    def val_progress_bar(self, bar: _tqdm) -> None:
         self._val_progress_bar = bar
 
     @property
-    def test_progress_bar(self) -> Any:
+    def test_progress_bar(self) -> _tqdm:
         return self._bar("test_progress_bar")
 
     @test_progress_bar.setter
-    def test_progress_bar(self, bar: Any) -> None:
+    def test_progress_bar(self, bar: _tqdm) -> None:
         self._test_progress_bar = bar
 
     @property
-    def predict_progress_bar(self) -> Any:
+    def predict_progress_bar(self) -> _tqdm:
         return self._bar("predict_progress_bar")
 
     @predict_progress_bar.setter
-    def predict_progress_bar(self, bar: Any) -> None:
+    def predict_progress_bar(self, bar: _tqdm) -> None:
         self._predict_progress_bar = bar
 
     @property
@@ -224,28 +226,28 @@ class TQDMProgressBar(ProgressBar):
         self._enabled = True
 
     # --- building the bars (override to customise) ------------------------------------------------------
-    def _new(self, desc: str, position: int, leave: bool, **extra: Any) -> Any:
+    def _new(self, desc: str, position: int, leave: bool, **extra: object) -> Tqdm:
         return _tqdm_class()(desc=desc, position=position, disable=self.is_disabled, leave=leave,
                              dynamic_ncols=True, file=sys.stdout, bar_format=self.BAR_FORMAT, **extra)
 
-    def init_sanity_tqdm(self) -> Any:
+    def init_sanity_tqdm(self) -> Tqdm:
         return self._new(self.sanity_check_description, 2 * self.process_position, leave=False)
 
-    def init_train_tqdm(self) -> Any:
+    def init_train_tqdm(self) -> Tqdm:
         return self._new(self.train_description, 2 * self.process_position, leave=True, smoothing=0)
 
-    def init_predict_tqdm(self) -> Any:
+    def init_predict_tqdm(self) -> Tqdm:
         return self._new(self.predict_description, 2 * self.process_position, leave=True, smoothing=0)
 
-    def init_validation_tqdm(self) -> Any:
+    def init_validation_tqdm(self) -> Tqdm:
         under_train = self.trainer.state.fn != "validate"  # fit: a second line under the training bar
         return self._new(self.validation_description, 2 * self.process_position + under_train, leave=not under_train)
 
-    def init_test_tqdm(self) -> Any:
+    def init_test_tqdm(self) -> Tqdm:
         return self._new("Testing", 2 * self.process_position, leave=True)
 
     # --- what is shown ----------------------------------------------------------------------------------
-    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> dict[str, Any]:
+    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> _BarMetrics:
         """The logger's version (``v_num``) and the metrics logged with ``prog_bar=True``."""
         standard = standard_metrics(trainer)
         logged = trainer.progress_bar_metrics
@@ -269,7 +271,7 @@ class TQDMProgressBar(ProgressBar):
     def _should_update(self, current: int, total: int | float | None) -> bool:
         return self.is_enabled and (current % self.refresh_rate == 0 or current == total)
 
-    def _restart(self, bar: Any, total: int | float, description: str) -> None:
+    def _restart(self, bar: _tqdm, total: int | float, description: str) -> None:
         bar.reset()
         bar.total = convert_inf(total)
         bar.initial = 0
@@ -300,7 +302,7 @@ class TQDMProgressBar(ProgressBar):
             self.train_progress_bar = self.init_train_tqdm()
         self._restart(self.train_progress_bar, self.total_train_batches, f"Epoch {trainer.current_epoch}")
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int) -> None:
         n = batch_idx + 1
         bar = self._train_progress_bar
         if bar is not None and self._should_update(n, bar.total):
@@ -328,7 +330,7 @@ class TQDMProgressBar(ProgressBar):
         self._restart(self.val_progress_bar, self.total_val_batches_current_dataloader,
                       f"{desc} DataLoader {dataloader_idx}")
 
-    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int,
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int,
                                 dataloader_idx: int = 0) -> None:
         n = batch_idx + 1
         bar = self._val_progress_bar
@@ -350,7 +352,7 @@ class TQDMProgressBar(ProgressBar):
             self._restart(self.test_progress_bar, self.total_test_batches_current_dataloader,
                           f"{self.test_description} DataLoader {dataloader_idx}")
 
-    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int,
+    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int,
                           dataloader_idx: int = 0) -> None:
         n = batch_idx + 1
         bar = self._test_progress_bar

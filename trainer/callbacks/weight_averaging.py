@@ -16,6 +16,7 @@ from trainer.module import Module as RelayModule
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from torch.optim.swa_utils import AveragedModel
 
     from trainer.module import Module
@@ -54,7 +55,7 @@ class WeightAveraging(Callback):
             self._average_model = AveragedModel(model=pl_module, device=self._device or pl_module.device,
                                                 use_buffers=self._use_buffers, **self._kwargs)
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int) -> None:
         step_idx = trainer.global_step - 1
         if trainer.global_step > self._latest_update_step and self.should_update(step_idx=step_idx):
             self._average_model.update_parameters(pl_module)

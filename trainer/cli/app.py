@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.cli.check import compose_checked
 from trainer.cli.console import console_to_log
@@ -25,11 +25,14 @@ from trainer.cli.schema import register_configs
 from trainer.stage.input_checks import _unwritable
 from trainer.cli.resources import configs_dir
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 # Hydra flags after which no job runs, so nothing needs checking first.
 _INFO_FLAGS = ("help", "hydra_help", "info", "shell_completion")
 
 
-def _resolved_config(cfg: Any) -> Any:
+def _resolved_config(cfg: DictConfig) -> Any:
     """The job's config with every interpolation resolved and ``ckpt_path=last`` made a concrete file."""
     from hydra.utils import get_original_cwd
     from omegaconf import OmegaConf
@@ -40,7 +43,7 @@ def _resolved_config(cfg: Any) -> Any:
     return OmegaConf.create(data)
 
 
-def _run_composed(cfg: Any) -> int:
+def _run_composed(cfg: DictConfig) -> int:
     """The Hydra task: inside the run directory, on the composed config."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
@@ -81,7 +84,7 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
 
     codes: list[int] = []
 
-    def task(cfg: Any) -> None:
+    def task(cfg: DictConfig) -> None:
         try:
             codes.append(_run_composed(cfg))
         except ConfigError as err:  # found while building the objects: one line, and the sweep goes on
@@ -99,7 +102,7 @@ def run_hydra(argv: Sequence[str], config_dir: str, config_name: str = "config")
     return max(codes, default=0)
 
 
-def _check_output_root(cfg: Any) -> None:
+def _check_output_root(cfg: DictConfig | None) -> None:
     """An output_root that cannot be written: one line now, not Hydra's traceback while it makes the run dir."""
     root = cfg.get("output_root") if cfg is not None else None
     problem = _unwritable(os.path.abspath(str(root))) if root else None

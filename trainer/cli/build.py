@@ -17,7 +17,7 @@ from trainer.seed import seed_everything
 from trainer.trainer import Trainer
 
 
-def build_node(node: Any, what: str) -> Any:
+def build_node(node: Mapping[str, object] | None, what: str) -> Any:
     """Instantiate one ``_target_`` node; a failure names the node and its class, in one line."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
@@ -34,7 +34,7 @@ def build_node(node: Any, what: str) -> Any:
                           f"Check the {what}.* values (python -m trainer --cfg job shows them).") from None
 
 
-def build_trainer(cfg: Any) -> Any:
+def build_trainer(cfg: Any) -> Trainer:
     logger = build_node(cfg.get("logger"), "logger")
     nodes = dict(cfg.get("callbacks") or {})
     if logger is None and nodes.get("lr_monitor"):  # logger=none with the default callbacks

@@ -7,11 +7,14 @@ For a multirun, every value of every sweep is composed (the others at their firs
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from trainer.cli.errors import ConfigError, explain, missing_node
 from trainer.cli.schema import register_configs
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 REQUIRED_NODES = ("model", "data")
 
@@ -34,7 +37,7 @@ def _sweep_variants(overrides: Sequence[str]) -> Iterator[list[str]]:
             yield [*first[:i], f"{keys[i]}={value}", *first[i + 1:]]
 
 
-def require_nodes(cfg: Any, options_of: Any = None) -> None:
+def require_nodes(cfg: DictConfig, options_of: Callable[[str], list[str]] | None = None) -> None:
     """A model and a data config must be present (deleted with ~model, or never chosen, is an error)."""
     for name in REQUIRED_NODES:
         node = cfg.get(name) if hasattr(cfg, "get") else None

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks import Callback
+
+if TYPE_CHECKING:
+    from trainer.module import Module
+    from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class ReportCheckpoints(Callback):
@@ -17,21 +22,21 @@ class ReportCheckpoints(Callback):
         self.report = report
         self.reported = ""
 
-    def _check(self, trainer: Any) -> None:
+    def _check(self, trainer: Trainer) -> None:
         callback = trainer.checkpoint_callback
         newest = getattr(callback, "_last_checkpoint_saved", "") if callback is not None else ""
         if newest and newest != self.reported:
             self.reported = newest
             self.report(os.path.abspath(newest))
 
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: Module, batch: Any, batch_idx: int) -> None:
         self._check(trainer)  # what the previous batch's end saved (the checkpoint callback may run after us)
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Trainer, module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int) -> None:
         self._check(trainer)
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: Trainer, module: Module) -> None:
         self._check(trainer)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Module) -> None:
         self._check(trainer)

@@ -7,7 +7,6 @@ import difflib
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any
 
 
 class ConfigError(Exception):
@@ -32,7 +31,7 @@ def missing_node(group: str, options: Sequence[str]) -> str:
             f"and list '- {group}: <name>' in config.yaml's defaults.")
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: object) -> str:
     args = typing.get_args(tp)
     if typing.get_origin(tp) is typing.Union:
         return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
@@ -42,14 +41,14 @@ def _type_name(tp: Any) -> str:
 _EXAMPLES = {int: "3", float: "0.5", bool: "true", str: "text"}
 
 
-def _example(tp: Any) -> str:
+def _example(tp: object) -> str:
     for option in (tp, *typing.get_args(tp)):
         if option in _EXAMPLES:
             return _EXAMPLES[option]
     return "null"
 
 
-def _schema_keys(object_type: Any) -> list[str] | None:
+def _schema_keys(object_type: object) -> list[str] | None:
     if isinstance(object_type, type) and dataclasses.is_dataclass(object_type):
         return [f.name for f in dataclasses.fields(object_type)]
     return None

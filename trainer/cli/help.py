@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
 from trainer.cli.check import compose_checked
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 PLUGIN_GROUPS = ("accelerator", "strategy", "precision", "environment", "logger", "callbacks", "profiler")
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     from omegaconf import ListConfig, OmegaConf
 
     if isinstance(value, ListConfig):
@@ -26,7 +29,7 @@ def _value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _flat(node: Any, prefix: str) -> list[str]:
+def _flat(node: object, prefix: str) -> list[str]:
     from omegaconf import DictConfig
 
     if not isinstance(node, DictConfig):
@@ -43,7 +46,7 @@ def _flat(node: Any, prefix: str) -> list[str]:
     return out
 
 
-def argument_lines(trainer_node: Any, choices: Mapping[str, Any], arguments: type = TrainerArguments) -> list[str]:
+def argument_lines(trainer_node: DictConfig | None, choices: Mapping[str, object], arguments: type = TrainerArguments) -> list[str]:
     """One line per Trainer argument, from the dataclass: how to set it here (its current value) and what it does."""
     lines = []
     for f in dataclasses.fields(arguments):

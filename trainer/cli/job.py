@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plugins.launchers.base import FunctionLauncher, RankFailedError
 from plugins.strategies.base import Strategy
@@ -16,6 +16,9 @@ from trainer.cli.build import build_node, build_trainer, run_stages
 from trainer.cli.check import require_nodes
 from trainer.cli.errors import ConfigError
 from trainer.cli.worker import run_worker
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 RESOLVED_CONFIG = "resolved.yaml"  # in <run dir>/.hydra/, next to Hydra's own config.yaml
 WORKER_MODULE = "trainer.cli.worker"
@@ -25,7 +28,7 @@ def worker_command(config_file: Path) -> list[str]:
     return [sys.executable, "-m", WORKER_MODULE, str(config_file)]
 
 
-def run_job(cfg: Any, config_file: Path | None) -> int:
+def run_job(cfg: DictConfig, config_file: Path | None) -> int:
     """Build and run in this process, or let a launcher start the workers: the ``launcher`` config (Ray,
     Spark) when one is chosen, else the strategy's own when it needs several processes.
 
@@ -50,7 +53,7 @@ def run_job(cfg: Any, config_file: Path | None) -> int:
     return run_with_engine(engine, cfg, config_file, {"PYTHONPATH": path})
 
 
-def check_model_before_launch(cfg: Any, strategy: Any) -> None:
+def check_model_before_launch(cfg: DictConfig, strategy: Strategy) -> None:
     """A strategy that checks the Module's layout (pipeline stages) sees it here, built on the meta device (no
     memory, no weights), so a layout that cannot work is one line before any worker starts."""
     if type(strategy).check_module is Strategy.check_module:
@@ -70,7 +73,7 @@ def check_model_before_launch(cfg: Any, strategy: Any) -> None:
         raise ConfigError(str(err)) from None
 
 
-def engine_processes(cfg: Any) -> tuple[int, bool]:
+def engine_processes(cfg: DictConfig) -> tuple[int, bool]:
     """How many workers an engine starts (``trainer.devices x trainer.num_nodes``) and whether each gets a GPU,
     read from the config: the driver (a Ray head, a Spark driver) need not have the workers' hardware."""
     accelerator = str((cfg.get("accelerator") or {}).get("_target_", ""))
@@ -98,7 +101,7 @@ def _local_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def run_with_engine(engine: Any, cfg: Any, config_file: Path, env: dict[str, str]) -> int:
+def run_with_engine(engine: object, cfg: DictConfig, config_file: Path, env: dict[str, str]) -> int:
     """Hand the worker entry to an engine (Ray Train, Spark) for ``devices x num_nodes`` processes."""
     if not isinstance(engine, FunctionLauncher):
         raise ConfigError(f"launcher._target_ must name a FunctionLauncher (e.g. launcher=ray or launcher=spark), "

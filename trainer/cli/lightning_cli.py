@@ -11,10 +11,10 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial, update_wrapper
 from types import MethodType
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import torch
 from lightning_utilities.core.imports import RequirementCache
@@ -29,6 +29,11 @@ from trainer.seed import seed_everything
 from trainer.trainer import Trainer
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.zero_edit import lightning_defaults
+
+if TYPE_CHECKING:
+    from types import ModuleType as _PythonModule
+
+    from jsonargparse import Namespace
 
 _JSONARGPARSE = RequirementCache("jsonargparse[signatures]>=4.27")
 # recorded in the saved hyperparameters of what the CLI builds; the zero-edit mode records Lightning's own path
@@ -80,7 +85,7 @@ def _register_class_choices() -> None:
         install_jsonargparse_paths()
 
 
-def _jsonargparse() -> Any:
+def _jsonargparse() -> _PythonModule:
     if not _JSONARGPARSE:
         raise ModuleNotFoundError(
             f"LightningCLI needs jsonargparse: {_JSONARGPARSE.message}. Install it with "
@@ -107,6 +112,7 @@ _SCHEDULERS = (torch.optim.lr_scheduler.LRScheduler, ReduceLROnPlateau)
 LightningModule = Module
 LightningDataModule = DataModule
 ModuleType = TypeVar("ModuleType")
+_T = TypeVar("_T")
 LRSchedulerTypeTuple = _SCHEDULERS
 LRSchedulerTypeUnion = Union[torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau]
 LRSchedulerType = Union[type[torch.optim.lr_scheduler.LRScheduler], type[torch.optim.lr_scheduler.ReduceLROnPlateau]]
@@ -130,11 +136,16 @@ class LightningArgumentParser(_ArgumentParser):
         _register_class_choices()
         super().__init__(*args, description=description, env_prefix=env_prefix, default_env=default_env, **kwargs)
         self.callback_keys: list[str] = []
-        self._optimizers: dict[str, tuple[Any, str]] = {}
-        self._lr_schedulers: dict[str, tuple[Any, str]] = {}
+        self._optimizers: dict[str, tuple[type | tuple[type, ...], str]] = {}
+        self._lr_schedulers: dict[str, tuple[type | tuple[type, ...], str]] = {}
 
-    def add_lightning_class_args(self, lightning_class: Any, nested_key: str, subclass_mode: bool = False,
-                                 required: bool = True) -> list[str]:
+    def add_lightning_class_args(
+        self,
+        lightning_class: Any,
+        nested_key: str,
+        subclass_mode: bool = False,
+        required: bool = True,
+    ) -> list[str]:
         """A Module, DataModule, Trainer or Callback class (or a function returning one) as arguments.
 
         A callback class added this way is built and appended to the Trainer's callbacks (``--my_cb.arg``).
@@ -147,18 +158,19 @@ class LightningArgumentParser(_ArgumentParser):
         return self.add_class_arguments(lightning_class, nested_key, fail_untyped=False,
                                         instantiate=not is_trainer, sub_configs=True)  # the CLI builds the Trainer
 
-    def add_optimizer_args(self, optimizer_class: Any = (torch.optim.Optimizer,), nested_key: str = "optimizer",
+    def add_optimizer_args(self, optimizer_class: type[torch.optim.Optimizer] | tuple[type[torch.optim.Optimizer], ...] = (
+                           torch.optim.Optimizer,), nested_key: str = "optimizer",
                            link_to: str = "AUTOMATIC") -> None:
         """``--optimizer`` (built later with the model's parameters, so not instantiated by the parser)."""
         self._add_built_later(optimizer_class, nested_key, {"params"}, link_to, self._optimizers)
 
-    def add_lr_scheduler_args(self, lr_scheduler_class: Any = _SCHEDULERS, nested_key: str = "lr_scheduler",
+    def add_lr_scheduler_args(self, lr_scheduler_class: LRSchedulerType | tuple[LRSchedulerType, ...] = _SCHEDULERS, nested_key: str = "lr_scheduler",
                               link_to: str = "AUTOMATIC") -> None:
         """``--lr_scheduler`` (built later with the optimizer)."""
         self._add_built_later(lr_scheduler_class, nested_key, {"optimizer"}, link_to, self._lr_schedulers)
 
-    def _add_built_later(self, classes: Any, key: str, skip: set[str], link_to: str,
-                         register: dict[str, tuple[Any, str]]) -> None:
+    def _add_built_later(self, classes: type | tuple[type, ...], key: str, skip: set[str], link_to: str,
+                         register: dict[str, tuple[type | tuple[type, ...], str]]) -> None:
         if isinstance(classes, tuple):
             self.add_subclass_arguments(classes, key, fail_untyped=False, instantiate=False, skip=skip)
         else:
@@ -173,7 +185,7 @@ class SaveConfigCallback(Callback):
     run's record; subclass and override ``save_config`` to log the config elsewhere (e.g. to a logger).
     """
 
-    def __init__(self, parser: Any, config: Any, config_filename: str = "config.yaml", overwrite: bool = False,
+    def __init__(self, parser: LightningArgumentParser, config: Namespace, config_filename: str = "config.yaml", overwrite: bool = False,
                  multifile: bool = False, save_to_log_dir: bool = True) -> None:
         self.parser = parser
         self.config = config
@@ -188,7 +200,7 @@ class SaveConfigCallback(Callback):
                 "`save_config`: with neither, SaveConfigCallback saves nothing."
             )
 
-    def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str | None = None) -> None:
         if self.already_saved:
             return
         if self.save_to_log_dir:
@@ -240,7 +252,7 @@ class LightningCLI:
         parser_class: type[LightningArgumentParser] | None = None,
         subclass_mode_model: bool = False,
         subclass_mode_data: bool = False,
-        args: Any = None,
+        args: ArgsType = None,
         run: bool = True,
         auto_configure_optimizers: bool = True,
         load_from_checkpoint_support: bool = True,
@@ -283,7 +295,7 @@ class LightningCLI:
         per_subcommand = {k: v for k, v in parser_kwargs.items() if k in subcommand_names}
         return main, per_subcommand
 
-    def init_parser(self, **kwargs: Any) -> Any:
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("dump_header", [_dump_header()])
         parser = self.parser_class(**kwargs)
         parser.add_argument("-c", "--config", action=_jsonargparse().ActionConfigFile,
@@ -299,13 +311,13 @@ class LightningCLI:
         else:
             self._add_arguments(self.parser)
 
-    def add_default_arguments_to_parser(self, parser: Any) -> None:
+    def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
             "--seed_everything", type=bool | int, default=self.seed_everything_default,
             help="Seed for random number generators: True picks one (and saves it in the config), False none.",
         )
 
-    def add_core_arguments_to_parser(self, parser: Any) -> None:
+    def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(self.trainer_class, "trainer")
         parser.set_defaults({f"trainer.{k}": v for k, v in self.trainer_defaults.items() if k != "callbacks"})
         parser.add_lightning_class_args(self._model_class, "model", subclass_mode=self.subclass_mode_model)
@@ -314,7 +326,7 @@ class LightningCLI:
         else:  # any DataModule, optional
             parser.add_lightning_class_args(self._datamodule_class, "data", subclass_mode=True, required=False)
 
-    def _add_arguments(self, parser: Any) -> None:
+    def _add_arguments(self, parser: LightningArgumentParser) -> None:
         self.add_default_arguments_to_parser(parser)
         self.add_core_arguments_to_parser(parser)
         self.add_arguments_to_parser(parser)
@@ -325,7 +337,7 @@ class LightningCLI:
                 parser.add_lr_scheduler_args(_SCHEDULERS)
         self.link_optimizers_and_lr_schedulers(parser)
 
-    def add_arguments_to_parser(self, parser: Any) -> None:
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Override to add arguments or ``parser.link_arguments(...)``."""
 
     @staticmethod
@@ -333,8 +345,8 @@ class LightningCLI:
         """The subcommands and the Trainer-method arguments each skips (they come from the model and data)."""
         return {name: set(skip) for name, skip in _SUBCOMMANDS.items()}
 
-    def _add_subcommands(self, parser: Any, **kwargs: Any) -> None:
-        self._subcommand_parsers: dict[str, Any] = {}
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
+        self._subcommand_parsers: dict[str, LightningArgumentParser] = {}
         subcommands = parser.add_subcommands()
         for name in self.subcommands():
             sub = self._prepare_subcommand_parser(self.trainer_class, name, **kwargs.get(name, {}))
@@ -343,7 +355,7 @@ class LightningCLI:
             doc = (getattr(method, "__doc__", None) or "").strip().splitlines()
             subcommands.add_subcommand(name, sub, help=doc[0] if doc else f"Runs Trainer.{name}.")
 
-    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
+    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
         parser = self.init_parser(**kwargs)
         self._add_arguments(parser)
         added = parser.add_method_arguments(klass, subcommand, skip=self.subcommands()[subcommand],
@@ -352,7 +364,7 @@ class LightningCLI:
         return parser
 
     @staticmethod
-    def link_optimizers_and_lr_schedulers(parser: Any) -> None:
+    def link_optimizers_and_lr_schedulers(parser: LightningArgumentParser) -> None:
         """Optimizers and schedulers linked to a model argument (``link_to``) rather than to ``configure_optimizers``:
         a group of subclasses links its ``class_path``/``init_args`` as given; one class gets its path added."""
         for key, (class_type, link_to) in {**parser._optimizers, **parser._lr_schedulers}.items():
@@ -363,7 +375,7 @@ class LightningCLI:
             else:
                 parser.link_arguments(key, link_to, compute_fn=_class_path_adder(class_type))
 
-    def parse_arguments(self, parser: Any, args: Any) -> None:
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """``args``: a list parsed like a command line, or a dict / Namespace of values; None reads ``sys.argv``."""
         if args is not None and len(sys.argv) > 1:
             rank_zero_warn(
@@ -452,7 +464,7 @@ class LightningCLI:
             config["callbacks"].append(config_callback)
         return self.trainer_class(**config)
 
-    def _hparams_from_config(self, key: str, links: dict[str, Any]) -> dict[str, Any]:
+    def _hparams_from_config(self, key: str, links: dict[str, object]) -> dict[str, Any]:
         """The parsed config of ``key`` (``model``/``data``) as hyperparameters, Lightning's way."""
         if not hasattr(self, "config_dump"):
             import yaml
@@ -477,16 +489,16 @@ class LightningCLI:
             node[last] = value
         return hparams
 
-    def _parser(self, subcommand: str | None) -> Any:
+    def _parser(self, subcommand: str | None) -> LightningArgumentParser:
         return self.parser if subcommand is None else self._subcommand_parsers[subcommand]
 
-    def _get(self, config: Any, key: str, default: Any = None) -> Any:
+    def _get(self, config: Namespace, key: str, default: object = None) -> Any:
         return config.get(str(self.subcommand), config).get(key, default)
 
     # --- optimizers from the config ----------------------------------------------------------------------
     @staticmethod
     def configure_optimizers(lightning_module: Module, optimizer: torch.optim.Optimizer,
-                             lr_scheduler: Any = None) -> Any:
+                             lr_scheduler: LRSchedulerTypeUnion | None = None) -> Any:
         """What the model's ``configure_optimizers`` returns when ``--optimizer``/``--lr_scheduler`` are given."""
         if lr_scheduler is None:
             return optimizer
@@ -502,7 +514,7 @@ class LightningCLI:
             return
         parser = self._parser(subcommand)
 
-        def automatic(base: Any, register: dict[str, tuple[Any, str]]) -> list[str]:
+        def automatic(base: type | tuple[type, ...], register: dict[str, tuple[type | tuple[type, ...], str]]) -> list[str]:
             out = []
             for key, (classes, link_to) in register.items():
                 classes = classes if isinstance(classes, tuple) else (classes,)
@@ -536,7 +548,7 @@ class LightningCLI:
         update_wrapper(fn, self.configure_optimizers)  # is_overridden reads the wrapped function
         self.model.configure_optimizers = MethodType(fn, self.model)
 
-    def _init_of(self, register: dict[str, tuple[Any, str]], key: str) -> Any:
+    def _init_of(self, register: dict[str, tuple[type | tuple[type, ...], str]], key: str) -> Any:
         """The config of an optimizer/scheduler group; a group of one class gets that class's path."""
         init = self._get(self.config_init, key)
         classes = register[key][0]
@@ -562,13 +574,13 @@ class LightningCLI:
         return kwargs
 
 
-def _record_instantiation(cli: LightningCLI) -> Callable[..., Any]:
+def _record_instantiation(cli: LightningCLI) -> Callable[..., object]:
     """Builds a Module/DataModule; if it calls ``save_hyperparameters``, its hyperparameters become the *config* it was
     built from (as Lightning records them): nested objects as their ``class_path``/``init_args``, link targets with
     the linked values, in subclass mode the class as ``_class_path``, and ``_instantiator``; so
     ``load_from_checkpoint`` on a base class and ``--ckpt_path`` can rebuild it."""
-    def instantiate(class_type: type, *args: Any, applied_instantiation_links: dict | None = None,
-                    **kwargs: Any) -> Any:
+    def instantiate(class_type: type[_T], *args: Any, applied_instantiation_links: dict | None = None,
+                    **kwargs: Any) -> _T:
         obj = class_type(*args, **kwargs)
         hparams = obj.__dict__.get("_hparams")
         if not hparams:  # save_hyperparameters() was not called
@@ -593,7 +605,7 @@ def _record_instantiation(cli: LightningCLI) -> Callable[..., Any]:
     return instantiate
 
 
-def instantiate_module(class_type: type, config: dict[str, Any]) -> Any:
+def instantiate_module(class_type: type[ModuleType], config: dict[str, Any]) -> ModuleType:
     """Rebuilds a module the CLI built from its saved hyperparameters (``load_from_checkpoint`` calls it): nested
     ``class_path``/``init_args`` values become objects again, as the CLI built them."""
     parser = _jsonargparse().ArgumentParser(exit_on_error=False)
@@ -608,7 +620,7 @@ def instantiate_module(class_type: type, config: dict[str, Any]) -> Any:
     return parser.instantiate_classes(cfg).module
 
 
-def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
+def instantiate_class(args: object, init: dict[str, Any]) -> Any:
     """Builds ``init["class_path"]`` with ``args`` positionally and ``init["init_args"]`` as keywords."""
     import importlib
 
@@ -618,23 +630,23 @@ def instantiate_class(args: Any, init: dict[str, Any]) -> Any:
     return cls(*args, **dict(init.get("init_args", {})))
 
 
-def _with_class_path(class_type: type, init_args: Any = None) -> dict[str, Any]:
+def _with_class_path(class_type: type, init_args: Namespace | dict[str, Any] | None = None) -> dict[str, Any]:
     """``{"class_path": <class_type's path>, "init_args": init_args}`` (a group of one class has no class_path)."""
     if init_args is not None and hasattr(init_args, "as_dict"):
         init_args = init_args.as_dict()
     return {"class_path": f"{class_type.__module__}.{class_type.__name__}", "init_args": init_args or {}}
 
 
-def _class_path_adder(class_type: type) -> Callable[[Any], dict[str, Any]]:
-    def add_class_path(init_args: Any) -> dict[str, Any]:
+def _class_path_adder(class_type: type) -> Callable[[Namespace], dict[str, Any]]:
+    def add_class_path(init_args: Namespace) -> dict[str, Any]:
         return _with_class_path(class_type, init_args)
 
     return add_class_path
 
 
-def _instantiate_nested(config: Any) -> dict[str, Any]:
+def _instantiate_nested(config: Namespace | Mapping[str, object]) -> dict[str, Any]:
     """Trainer arguments typed loosely (``Any``) still take ``class_path``/``init_args`` dicts, as Lightning's do."""
-    def build(value: Any) -> Any:
+    def build(value: object) -> object:
         if isinstance(value, dict) and "class_path" in value:
             return instantiate_class((), value)
         if isinstance(value, list):

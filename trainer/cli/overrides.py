@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plugins.builtin import PRECISION_ALIASES
 from trainer.checkpointing.files import newest_checkpoint
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def canonical_precision(argv: Sequence[str]) -> list[str]:
@@ -39,7 +42,7 @@ def run_dir_of(checkpoint: Path, output_root: Path) -> Path | None:
     return None
 
 
-def resume_in_place(cfg: Any, overrides: Sequence[str]) -> list[str]:
+def resume_in_place(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """``hydra.run.dir=<the resumed run's directory>`` for ``ckpt_path=last`` (unless the run dir is given)."""
     if str(cfg.get("ckpt_path")) != "last" or any(o.lstrip("+").startswith("hydra.run.dir=") for o in overrides):
         return []

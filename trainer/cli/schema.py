@@ -19,7 +19,7 @@ from trainer.arguments.trainer_arguments import TrainerArguments, spec_of
 _SCALARS = (int, float, bool, str)
 
 
-def omegaconf_type(tp: Any) -> Any:
+def omegaconf_type(tp: object) -> object:
     """OmegaConf reads ``typing.Optional[X]`` for one scalar ``X``; anything wider is ``Any`` (the Trainer checks it).
 
     A path (``str | os.PathLike``) is a ``str`` in a config.

@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from plugins.launchers.elastic import record_failure
 from trainer.cli.build import build_trainer, run_stages
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_worker(
     config_file: str, resume_from: str | None = None, on_checkpoint: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One rank of a run that an engine started by calling a function (Ray Train, Spark's TorchDistributor).
 
     The same objects and stages as ``main``; errors propagate, so the engine sees the rank fail. Returns

@@ -36,6 +36,7 @@ from trainer.errors import MisconfigurationError
 from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -197,7 +198,7 @@ class RankBatches(TrainingStepWrapper):
             self.sampler.final = tuple(self.fixed["sizes"])
             self.sampler.switch = (self.fixed["epoch"], self.fixed["step"])
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
         if self.sizes != "auto" or self.fixed is not None or self.sampler is None:
             return

@@ -33,6 +33,7 @@ from trainer.healing.detector import SpikeDetector
 from trainer.healing.snapshot import TrainingSnapshot
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -141,7 +142,7 @@ class SpikeRecovery(Callback):
             norms = torch._foreach_norm(grads)
             self._grad_finite.append(torch.stack([n.to(norms[0].device) for n in norms]).sum().reshape(()))
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
         if self.disabled:
             return

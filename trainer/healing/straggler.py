@@ -28,6 +28,7 @@ from trainer.errors import MisconfigurationError
 from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -122,7 +123,7 @@ class StragglerDetector(TrainingStepWrapper):
         if self._last_end is not None:
             self._data += time.perf_counter() - self._last_end
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
         step = trainer.global_step
         if step != self._counted_step:

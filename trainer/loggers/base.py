@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
 
 
 class BaseLogger:
@@ -37,7 +40,7 @@ class BaseLogger:
     def log_hyperparams(self, params: Mapping[str, Any], metrics: Mapping[str, float] | None = None) -> None:
         raise NotImplementedError
 
-    def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
+    def log_graph(self, model: torch.nn.Module, input_array: torch.Tensor | None = None) -> None:
         """Optional: record the model graph."""
 
     def save(self) -> None:
@@ -55,5 +58,5 @@ class Logger(BaseLogger):
     def save_dir(self) -> str | None:
         return None
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
         """Called by ``ModelCheckpoint`` after each file it writes; loggers that upload checkpoints hook in here."""

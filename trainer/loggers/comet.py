@@ -118,14 +118,14 @@ class CometLogger(Logger):
             parameters=params, framework=FRAMEWORK_NAME, flatten_nested=True, source="manual")
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, torch.Tensor | float], step: int | None = None) -> None:
         """``epoch`` goes to Comet's epoch field, not in as a metric."""
         values = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in metrics.items()}
         epoch = values.pop("epoch", None)
         self.experiment.__internal_api__log_metrics__(
             values, step=step, epoch=epoch, prefix=self._prefix, framework=FRAMEWORK_NAME)
 
-    def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
+    def log_graph(self, model: torch.nn.Module, input_array: torch.Tensor | None = None) -> None:
         if self._experiment is not None:
             self._experiment.__internal_api__set_model_graph__(graph=model, framework=FRAMEWORK_NAME)
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import os
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 from lightning_utilities.core.rank_zero import rank_zero_only
 
@@ -52,7 +55,7 @@ class ExperimentWriter:
                 fs, inner = url_fs(self.metrics_file_path)
                 fs.rm_file(inner)
 
-    def log_metrics(self, metrics_dict: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics_dict: Mapping[str, object], step: int | None = None) -> None:
         """Buffer one row; ``step`` defaults to the number of rows buffered so far."""
         if step is None:
             step = len(self.metrics)
@@ -87,7 +90,7 @@ class ExperimentWriter:
         self.metrics = []
 
     @staticmethod
-    def _existing_rows(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    def _existing_rows(path: str) -> tuple[list[dict[str, str]], list[str]]:
         """Rows and header of a ``metrics.csv`` this writer finds at its first write (the one there at its start was
         removed; one written since, by another writer of the same version, is kept and appended to, as Lightning)."""
         if not isfile(path):
@@ -97,7 +100,7 @@ class ExperimentWriter:
             rows = list(reader)
             return rows, list(reader.fieldnames or [])
 
-    def _write(self, path: str, rows: list[dict[str, Any]], mode: str) -> None:
+    def _write(self, path: str, rows: Sequence[Mapping[str, object]], mode: str) -> None:
         with open_file(path, mode, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.metrics_keys, restval="")
             if mode == "w":
@@ -144,7 +147,7 @@ class _CSVWriter(VersionedDirLogger):
         return os.path.join(self.log_dir, self.METRICS_FILE)
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, Tensor | float], step: int | None = None) -> None:
         experiment = self.experiment
         experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix)), step)
         row_step = experiment.metrics[-1]["step"]  # without a step: the rows buffered so far (Lightning's)
@@ -152,7 +155,7 @@ class _CSVWriter(VersionedDirLogger):
             self.save()
 
     @rank_zero_only
-    def log_hyperparams(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None) -> None:
+    def log_hyperparams(self, params: Mapping[str, Any] | None = None, metrics: Mapping[str, Tensor | float] | None = None) -> None:
         self.experiment.log_hparams(params or {})
         if metrics:
             self.log_metrics(metrics, 0)

@@ -7,12 +7,17 @@ The *initial* hyperparameters (``hparams_initial``: what ``save_hyperparameters`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer.datamodule import DataModule
+    from trainer.loggers.base import Logger
+    from trainer.module import Module
 
 _CLI_CLASS_PATH = "_class_path"
 
 
-def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
+def initial_hparams(model: Module, datamodule: DataModule | None) -> dict[str, object] | None:
     """The dict to log, or None when neither object logs its hyperparameters."""
     # only objects that called save_hyperparameters (logger=True) log them: Lightning's default is off
     from_model = getattr(model, "_log_hyperparams", False)
@@ -31,7 +36,7 @@ def initial_hparams(model: Any, datamodule: Any) -> dict[str, Any] | None:
     return {k: v for k, v in {**model_hp, **data_hp}.items() if k != _CLI_CLASS_PATH}
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     if type(a) is not type(b):  # 1 and 1.0 differ, as Lightning compares them
         return False
     if hasattr(a, "shape") and hasattr(a, "dtype"):  # tensors: the same object only
@@ -42,7 +47,7 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
 
 
-def log_hyperparameters(loggers: list[Any], model: Any, datamodule: Any) -> None:
+def log_hyperparameters(loggers: list[Logger], model: Module, datamodule: DataModule | None) -> None:
     params = initial_hparams(model, datamodule)
     for logger in loggers:
         if params is not None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
 
 # the ModelCheckpoint settings recorded with each logged file, as Lightning records them
 CHECKPOINT_SETTINGS = ("monitor", "mode", "save_last", "save_top_k", "save_weights_only", "_every_n_train_steps")
@@ -31,15 +34,15 @@ def log_model_mode(value: Any) -> bool | str:
     raise ValueError(f"log_model={value!r} is not valid: use False (never), True (at the end) or 'all' (every save).")
 
 
-def logs_every_save(log_model: bool | str, checkpoint_callback: Any) -> bool:
+def logs_every_save(log_model: bool | str, checkpoint_callback: ModelCheckpoint) -> bool:
     return log_model == "all" or (log_model is True and getattr(checkpoint_callback, "save_top_k", None) == -1)
 
 
-def pending_checkpoints(checkpoint_callback: Any, logged: dict[str, float]) -> list[PendingCheckpoint]:
+def pending_checkpoints(checkpoint_callback: ModelCheckpoint, logged: dict[str, float]) -> list[PendingCheckpoint]:
     """The callback's last, best and top-k files that exist and are new or changed since ``logged`` (path -> mtime),
     oldest first."""
     ranked = getattr(checkpoint_callback, "monitor", None) is not None  # without a metric there are no scores
-    scores: dict[str, Any] = {}
+    scores: dict[str, torch.Tensor | float | None] = {}
     last = getattr(checkpoint_callback, "last_model_path", "")
     if last:
         scores[last] = getattr(checkpoint_callback, "current_score", None) if ranked else None
@@ -60,6 +63,7 @@ def pending_checkpoints(checkpoint_callback: Any, logged: dict[str, float]) -> l
     return sorted(found, key=lambda c: (c.mtime, c.path))
 
 
-def checkpoint_metadata(checkpoint_callback: Any, pending: PendingCheckpoint, settings_key: str) -> dict[str, Any]:
+def checkpoint_metadata(checkpoint_callback: ModelCheckpoint, pending: PendingCheckpoint, settings_key: str,
+                        ) -> dict[str, object]:
     settings = {k: getattr(checkpoint_callback, k) for k in CHECKPOINT_SETTINGS if hasattr(checkpoint_callback, k)}
     return {"score": pending.score, "original_filename": os.path.basename(pending.path), settings_key: settings}

@@ -36,6 +36,7 @@ from trainer.loggers.utils import (
 )
 
 if TYPE_CHECKING:
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
     from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class MLFlowLogger(Logger):
         self.tags = dict(tags) if tags is not None else None
         self._log_model = log_model_mode(log_model)
         self._logged_model_time: dict[str, float] = {}
-        self._checkpoint_callback: Any = None
+        self._checkpoint_callback: ModelCheckpoint | None = None
         self._prefix = prefix
         self._artifact_location = artifact_location
         self._checkpoint_path_prefix = checkpoint_path_prefix
@@ -180,7 +181,7 @@ class MLFlowLogger(Logger):
                                       **self._log_batch_kwargs)
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         from mlflow.entities import Metric
 
         timestamp_ms = int(time.time() * 1000)
@@ -207,14 +208,14 @@ class MLFlowLogger(Logger):
             self.experiment.set_terminated(self.run_id, RUN_STATUS.get(status, status))
 
     # --- checkpoints as artifacts ------------------------------------------------------------------------------
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
         if logs_every_save(self._log_model, checkpoint_callback):
             self._log_checkpoints(checkpoint_callback)
         elif self._log_model is True:
             self._checkpoint_callback = checkpoint_callback
 
     @rank_zero_only
-    def _log_checkpoints(self, checkpoint_callback: Any) -> None:
+    def _log_checkpoints(self, checkpoint_callback: ModelCheckpoint) -> None:
         """Each file under ``<checkpoint_path_prefix>/<file stem>/`` with ``metadata.yaml`` and ``aliases.txt``."""
         import yaml
 

@@ -9,7 +9,7 @@ from trainer.errors import MisconfigurationError
 from trainer.loggers.base import Logger
 
 
-def is_sequence_of_items(value: Any) -> bool:
+def is_sequence_of_items(value: object) -> bool:
     """A list or tuple, or another sequence such as the OmegaConf ``ListConfig`` ``hydra.utils.instantiate`` returns."""
     from collections.abc import Mapping, Sequence
 
@@ -20,7 +20,7 @@ def is_sequence_of_items(value: Any) -> bool:
     return True
 
 
-def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
+def make_loggers(logger: Any, default_root_dir: str) -> list[Logger]:
     if logger is False:
         return []
     if logger is None or logger is True:
@@ -43,7 +43,7 @@ def make_loggers(logger: Any, default_root_dir: str) -> list[Any]:
 _LOGGER_METHODS = ("log_metrics", "log_hyperparams")
 
 
-def _iterable(value: Any) -> bool:
+def _iterable(value: object) -> bool:
     """A list of loggers as Lightning reads one: any iterable (a ``unittest.mock.MagicMock`` is an empty one),
     not a string or a mapping."""
     from collections.abc import Iterable, Mapping

@@ -84,7 +84,7 @@ class _TensorBoardWriter(VersionedDirLogger):
         return self._experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """All plain scalars of one call go out as one event: a third of the cost of one ``add_scalar`` each."""
         from tensorboard.compat.proto.summary_pb2 import Summary
         from torch.utils.tensorboard.summary import scalar

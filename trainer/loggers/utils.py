@@ -7,7 +7,7 @@ import re
 import sys
 from argparse import Namespace
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only
@@ -15,6 +15,8 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file  # a local path or an fsspec URL
 from trainer.loggers.base import BaseLogger
 from trainer.utilities.zero_edit import lightning_defaults
+
+_V = TypeVar("_V")
 
 _VERSION_DIR = re.compile(r"version_(\d+)")
 _RANK_ENV_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "JSM_NAMESPACE_RANK")
@@ -113,23 +115,23 @@ class VersionedDirLogger(BaseLogger):
 class NoOpExperiment:
     """Stands in for a logger's experiment on ranks other than 0, so ``logger.experiment.add_image(...)`` is safe."""
 
-    def __getattr__(self, _name: str) -> Any:
+    def __getattr__(self, _name: str) -> NoOpExperiment:
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> NoOpExperiment:
+    def __call__(self, *args: object, **kwargs: object) -> NoOpExperiment:
         return self
 
 
-def add_prefix(metrics: Mapping[str, Any], prefix: str, sep: str = "-") -> Mapping[str, Any]:
+def add_prefix(metrics: Mapping[str, _V], prefix: str, sep: str = "-") -> Mapping[str, _V]:
     return {f"{prefix}{sep}{k}": v for k, v in metrics.items()} if prefix else metrics
 
 
-def to_number(value: Any) -> Any:
+def to_number(value: torch.Tensor | _V) -> float | _V:
     """A 0-d (or one-element) tensor as a Python number; anything else unchanged."""
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def to_plain(obj: Any) -> Any:
+def to_plain(obj: object) -> Any:
     """Turn params (Namespace, OmegaConf config, tensors, nested containers) into YAML-safe Python data."""
     if isinstance(obj, Namespace):
         obj = vars(obj)
@@ -149,9 +151,9 @@ def to_plain(obj: Any) -> Any:
     return str(obj)
 
 
-def flatten_dict(params: Mapping[str, Any], sep: str = "/", parent: str = "") -> dict[str, Any]:
+def flatten_dict(params: Mapping[str, object], sep: str = "/", parent: str = "") -> dict[str, object]:
     """``{"opt": {"lr": 1}}`` -> ``{"opt/lr": 1}``: TensorBoard's HPARAMS view takes one level only."""
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for key, value in params.items():
         full = f"{parent}{sep}{key}" if parent else str(key)
         if isinstance(value, Mapping):
@@ -161,7 +163,7 @@ def flatten_dict(params: Mapping[str, Any], sep: str = "/", parent: str = "") ->
     return flat
 
 
-def sanitize_hparams(params: Mapping[str, Any]) -> dict[str, int | float | str | bool]:
+def sanitize_hparams(params: Mapping[str, object]) -> dict[str, int | float | str | bool]:
     """Keep what the hparams plugin understands (int, float, str, bool); everything else becomes ``str``."""
     clean: dict[str, int | float | str | bool] = {}
     for key, value in params.items():
@@ -171,7 +173,7 @@ def sanitize_hparams(params: Mapping[str, Any]) -> dict[str, int | float | str |
     return clean
 
 
-def save_hparams_yaml(path: str, hparams: Mapping[str, Any]) -> None:
+def save_hparams_yaml(path: str, hparams: Mapping[str, object]) -> None:
     import yaml  # lazy: keeps ``import trainer.loggers`` cheap
 
     makedirs(os.path.dirname(path))

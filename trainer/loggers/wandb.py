@@ -27,6 +27,11 @@ from trainer.loggers.logged_checkpoints import (
 from trainer.loggers.utils import NoOpExperiment, add_prefix, default_log_name, default_rank_from_env
 
 if TYPE_CHECKING:
+    from wandb import Artifact
+    from wandb.sdk.lib import RunDisabled
+    from wandb.wandb_run import Run
+
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
     import torch
 
 WANDB_AVAILABLE = RequirementCache("wandb>=0.12.10")
@@ -59,7 +64,7 @@ def wandb_config_value(value: Any) -> Any:
     return value
 
 
-def media_per_item(kind: str, items: Any, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def media_per_item(kind: str, items: object, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``log_image(key, images, caption=[...])``: one kwargs dict per item; every list as long as ``items``."""
     if not isinstance(items, list):
         raise TypeError(f'Expected a list as "{kind}", found {type(items)}')
@@ -89,7 +94,7 @@ class WandbLogger(Logger):
         anonymous: bool | None = None,
         project: str | None = None,
         log_model: bool | Literal["all"] = False,
-        experiment: Any = None,
+        experiment: Run | RunDisabled | None = None,
         prefix: str = "",
         checkpoint_name: str | None = None,
         add_file_policy: Literal["mutable", "immutable"] = "mutable",
@@ -111,7 +116,7 @@ class WandbLogger(Logger):
         self._prefix = prefix
         self._experiment = experiment
         self._logged_model_time: dict[str, float] = {}
-        self._checkpoint_callbacks: dict[int, Any] = {}
+        self._checkpoint_callbacks: dict[int, ModelCheckpoint] = {}
         self._checkpoint_name = checkpoint_name
         self.add_file_policy = add_file_policy
         run_dir = os.fspath(save_dir) if save_dir is not None else (os.fspath(dir) if dir is not None else None)
@@ -255,11 +260,11 @@ class WandbLogger(Logger):
             found = wandb.Api().artifact(artifact, type=artifact_type)
         return found.download(root=None if save_dir is None else os.fspath(save_dir))
 
-    def use_artifact(self, artifact: str, artifact_type: str | None = None) -> Any:
+    def use_artifact(self, artifact: str, artifact_type: str | None = None) -> Artifact:
         """Mark ``artifact`` as an input of this run and return it."""
         return self.experiment.use_artifact(artifact, type=artifact_type)
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
         if logs_every_save(self._log_model, checkpoint_callback):
             self._log_checkpoints(checkpoint_callback)
         elif self._log_model is True:
@@ -274,7 +279,7 @@ class WandbLogger(Logger):
             self._log_checkpoints(checkpoint_callback)
 
     @rank_zero_only
-    def _log_checkpoints(self, checkpoint_callback: Any) -> None:
+    def _log_checkpoints(self, checkpoint_callback: ModelCheckpoint) -> None:
         import wandb
 
         for pending in pending_checkpoints(checkpoint_callback, self._logged_model_time):

@@ -23,6 +23,7 @@ from trainer.tuner.snapshot import TrainerSnapshot
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -169,7 +170,7 @@ class _LRCallback(Callback):
         if self._steps_now(trainer, batch_idx):
             self.lrs.append(trainer.lr_scheduler_configs[0].scheduler.lr[0])
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
         if not self._steps_now(trainer, batch_idx):
             return
