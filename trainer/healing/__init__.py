@@ -7,7 +7,14 @@ in the callbacks): ``import trainer`` does not load it, and this package loads e
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer.healing.detector import SpikeDetector
+    from trainer.healing.rank_batches import RankBatchSampler, RankBatches
+    from trainer.healing.snapshot import TrainingSnapshot
+    from trainer.healing.spike import SpikeRecovery, SpikeRecoveryError
+    from trainer.healing.straggler import StragglerDetector, StragglerReport
 
 _WHERE = {
     "SpikeDetector": "detector", "TrainingSnapshot": "snapshot", "SpikeRecovery": "spike",
@@ -18,7 +25,7 @@ __all__ = ["RankBatchSampler", "RankBatches", "SpikeDetector", "SpikeRecovery", 
            "StragglerDetector", "StragglerReport", "TrainingSnapshot"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     if name not in _WHERE:
         raise AttributeError(f"module 'trainer.healing' has no attribute {name!r}")
     return getattr(importlib.import_module(f"trainer.healing.{_WHERE[name]}"), name)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
-def check_sizes(sizes: Any, world: int) -> tuple[int, ...]:
+def check_sizes(sizes: object, world: int) -> tuple[int, ...]:
     if (not isinstance(sizes, Sequence) or isinstance(sizes, str) or len(sizes) != world
             or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes)):
         raise MisconfigurationError(
@@ -127,7 +127,8 @@ class RankBatchLoaderPlan(LoaderPlan):
         return iter(self.loader)
 
 
-def rank_batched(plan: Any, sizes: Sequence[int] | str, replicas: int, rank: int, seed: int) -> Any:
+def rank_batched(plan: LoaderPlan, sizes: Sequence[int] | str, replicas: int, rank: int, seed: int,
+                 ) -> RankBatchLoaderPlan:
     """``plan``'s loader read in per-rank batches (a plain map-style DataLoader the Trainer shards: others refused)."""
     sampler = getattr(plan, "sampler", None)
     loader = getattr(plan, "loader", None)
@@ -161,13 +162,13 @@ class RankBatches(TrainingStepWrapper):
     def state_key(self) -> str:
         return "RankBatches"
 
-    def wrap_step(self, trainer: Trainer, step: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap_step(self, trainer: Trainer, step: Callable[..., STEP_OUTPUT]) -> Callable[..., STEP_OUTPUT]:
         world = trainer.strategy.distributed_sampler_kwargs["num_replicas"]
         if self.sizes != "auto":
             check_sizes(self.sizes, world)
         owner, clock = self, time.perf_counter
 
-        def weighted_training_step(*args: Any, **kwargs: Any) -> Any:
+        def weighted_training_step(*args: Any, **kwargs: Any) -> STEP_OUTPUT:
             sampler = owner.sampler
             weight, samples = sampler.weights.popleft() if sampler is not None and sampler.weights else (1.0, 0)
             start = clock()

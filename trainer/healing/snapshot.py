@@ -12,11 +12,14 @@ stay the same objects.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.checkpointing.files import restore_rng_states, rng_states
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
@@ -97,7 +100,7 @@ class TrainingSnapshot:
                     for k, v in state.items()})
         return groups, states
 
-    def restore(self, trainer: Any) -> None:
+    def restore(self, trainer: Trainer) -> None:
         if self.buffers.device_copies and torch.cuda.is_available():
             torch.cuda.synchronize()  # the snapshot's copies have landed
         with torch.no_grad():

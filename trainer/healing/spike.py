@@ -33,6 +33,8 @@ from trainer.healing.detector import SpikeDetector
 from trainer.healing.snapshot import TrainingSnapshot
 
 if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
     from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -86,7 +88,7 @@ class SpikeRecovery(Callback):
         self.lr_scale_left = 0
         self._pending: list[tuple[torch.Tensor | None, tuple[int, int, int, int]]] = []
         self._grad_finite: list[torch.Tensor] = []
-        self._lr_hooks: list[Any] = []
+        self._lr_hooks: list[RemovableHandle] = []
         self._stop_was: bool | None = None
         self.disabled = False  # under a strategy whose state it cannot roll back (Strategy.state_outside_module)
         if watch_grad_norm:  # an instance hook: the per-step fast path stays on when it is off (trainer/hooks.py)
@@ -251,12 +253,12 @@ class SpikeRecovery(Callback):
         self._lr_hooks = []
         scale = self.lr_scale
 
-        def before(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        def before(optimizer: torch.optim.Optimizer, *_: object) -> None:
             for group in optimizer.param_groups:
                 group["_unscaled_lr"] = group["lr"]
                 group["lr"] = group["lr"] * scale
 
-        def after(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        def after(optimizer: torch.optim.Optimizer, *_: object) -> None:
             for group in optimizer.param_groups:
                 group["lr"] = group.pop("_unscaled_lr")
             if optimizer is trainer.optimizers[0]:
@@ -287,7 +289,7 @@ def _batches(skipped: Mapping[str, Any]) -> str:
     return f"{skipped['batches']} batch(es): {span}"
 
 
-def spike_recovery_callback(value: Any) -> SpikeRecovery | None:
+def spike_recovery_callback(value: object) -> SpikeRecovery | None:
     """``Trainer(spike_recovery=...)``: None/False off, True the defaults, a mapping of SpikeRecovery's arguments
     (a Hydra ``DictConfig`` too), or a ``SpikeRecovery``."""
     if value is None or value is False:

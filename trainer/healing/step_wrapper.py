@@ -7,11 +7,12 @@ it is removed at ``teardown``, so the module is as it was after the fit. Several
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -19,9 +20,9 @@ if TYPE_CHECKING:
 class TrainingStepWrapper(Callback):
     """Wraps ``training_step`` on the module instance at ``setup("fit")``; subclasses say how in ``wrap_step``."""
 
-    _wrapped: Any = None  # the module whose training_step this callback wrapped
+    _wrapped: Module | None = None  # the module whose training_step this callback wrapped
 
-    def wrap_step(self, trainer: Trainer, step: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap_step(self, trainer: Trainer, step: Callable[..., STEP_OUTPUT]) -> Callable[..., STEP_OUTPUT]:
         raise NotImplementedError
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:

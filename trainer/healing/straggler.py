@@ -69,7 +69,7 @@ class StragglerDetector(TrainingStepWrapper):
     """
 
     def __init__(self, every_n_steps: int = 50, factor: float = 1.5, consecutive: int = 3, min_gap_ms: float = 1.0,
-                 on_straggler: Callable[[Trainer, Module, StragglerReport], Any] | None = None,
+                 on_straggler: Callable[[Trainer, Module, StragglerReport], object] | None = None,
                  log_times: bool = True, verbose: bool = True) -> None:
         if not isinstance(every_n_steps, int) or every_n_steps < 1 or not isinstance(consecutive, int) \
                 or consecutive < 1 or not factor > 1 or min_gap_ms < 0:
@@ -88,10 +88,10 @@ class StragglerDetector(TrainingStepWrapper):
         self._counted_step = -1
 
     # --- timing ------------------------------------------------------------------------------------------------
-    def wrap_step(self, trainer: Trainer, step: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap_step(self, trainer: Trainer, step: Callable[..., STEP_OUTPUT]) -> Callable[..., STEP_OUTPUT]:
         detector, clock = self, time.perf_counter
 
-        def timed_training_step(*args: Any, **kwargs: Any) -> Any:
+        def timed_training_step(*args: Any, **kwargs: Any) -> STEP_OUTPUT:
             start = clock()
             try:
                 return step(*args, **kwargs)

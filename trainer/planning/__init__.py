@@ -9,12 +9,16 @@ for the model's parameters or activations.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer.planning.estimate import MemoryEstimate, estimate_memory, fitting_layouts
+    from trainer.planning.layout import Layout
 
 __all__ = ["Layout", "MemoryEstimate", "estimate_memory", "fitting_layouts"]
 
 
-def __getattr__(name: str) -> Any:  # lazy: the fake-tensor machinery loads only when a plan is asked for
+def __getattr__(name: str) -> object:  # lazy: the fake-tensor machinery loads only when a plan is asked for
     if name in ("MemoryEstimate", "estimate_memory", "fitting_layouts"):
         # local import: the fake-tensor machinery loads only when a plan is asked for
         from trainer.planning import estimate

@@ -9,7 +9,7 @@ printed, and whether it fits ``--memory`` (default: the accelerator's device mem
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,6 +19,9 @@ from trainer.cli.errors import ConfigError
 from trainer.cli.schema import register_configs
 from trainer.planning.estimate import fitting_layouts, format_bytes
 from trainer.planning.trainer_plan import estimate_for_trainer, first_batch
+
+if TYPE_CHECKING:
+    from trainer.planning.estimate import MemoryEstimate
 from trainer.cli.resources import configs_dir
 from trainer.seed import seed_everything
 
@@ -47,7 +50,7 @@ def _quiet_overrides(overrides: list[str]) -> list[str]:
     return [*(f"{group}=none" for group in ("logger", "callbacks") if group not in given), *overrides]
 
 
-def table(estimates: list[Any], limit: int = 20) -> str:
+def table(estimates: list[MemoryEstimate], limit: int = 20) -> str:
     lines = [f"{'layout':<34} {'params':>10} {'grads':>10} {'optim':>10} {'activ.':>10} {'buffers':>10} "
              f"{'peak/rank':>11}  fits"]
     for e in estimates[:limit]:

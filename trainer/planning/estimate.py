@@ -22,7 +22,7 @@ import copy
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._pytree import tree_map
@@ -33,6 +33,11 @@ from plugins.transforms.blocks import ModelTransforms, apply_model_transforms
 from trainer.model.optimizers import parse_optimizers
 from trainer.planning.layout import Layout, layouts_for
 from trainer.planning.tracker import LiveBytes, local_tensor
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from trainer.utilities.types import STEP_OUTPUT
 
 GATHERED_UNITS = 2  # FSDP2 holds the unsharded parameters of the unit it runs and of the one it prefetches
 
@@ -90,7 +95,7 @@ def parse_memory(value: int | float | str) -> int:
 
 # --- the fake run ----------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _fake_world(layout: Layout) -> Iterator[Any]:
+def _fake_world(layout: Layout) -> Iterator[DeviceMesh | None]:
     """A device mesh of the layout's degrees (``dp_replicate``, ``dp_shard``, ``tp``) on a fake process group (this
     process is rank 0 of it, and no collective moves data), where a tensor-parallel plan needs one; None otherwise.
     Inside a distributed run (a process group exists) it refuses: plan before the processes start."""
@@ -117,13 +122,13 @@ def _fake_world(layout: Layout) -> Iterator[Any]:
 class _MeshOnly:
     """What ``Module.device_mesh`` reads while ``configure_model`` runs in the plan: a strategy with a mesh."""
 
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: DeviceMesh | None) -> None:
         self.strategy = type("PlanStrategy", (), {"device_mesh": mesh})()
 
 
 def meta_twin(module: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``module`` whose parameters and buffers are on the meta device (no bytes copied)."""
-    memo: dict[int, Any] = {}
+    memo: dict[int, torch.Tensor | None] = {}
     for param in module.parameters():
         memo[id(param)] = torch.nn.Parameter(torch.empty_like(param, device="meta"), requires_grad=param.requires_grad)
     for buffer in module.buffers():
@@ -134,7 +139,7 @@ def meta_twin(module: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(module, memo)
 
 
-def _configure(twin: torch.nn.Module, mesh: Any) -> None:
+def _configure(twin: torch.nn.Module, mesh: DeviceMesh | None) -> None:
     configure = getattr(twin, "configure_model", None)
     if not callable(configure):
         return
@@ -148,7 +153,7 @@ def _configure(twin: torch.nn.Module, mesh: Any) -> None:
             twin._trainer = saved
 
 
-def _loss(out: Any) -> torch.Tensor:
+def _loss(out: STEP_OUTPUT) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
     if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):

@@ -3,9 +3,16 @@ events (every allocation and free the allocator reports, with its time), to comp
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks import Callback
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler import record_function
+    from torch.profiler import profile
+
+    from trainer.module import Module
+    from trainer.trainer import Trainer
 
 WINDOW = "relay.plan.train"
 
@@ -14,21 +21,21 @@ class TrainingWindow(Callback):
     """Marks ``on_train_start`` .. ``on_train_end`` in the profiler's timeline (a ``record_function`` range)."""
 
     def __init__(self) -> None:
-        self._range: Any = None
+        self._range: record_function | None = None
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         from torch.autograd.profiler import record_function
 
         self._range = record_function(WINDOW)
         self._range.__enter__()
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
         if self._range is not None:
             self._range.__exit__(None, None, None)
             self._range = None
 
 
-def allocation_profiler() -> Any:
+def allocation_profiler() -> profile:
     """A CPU profiler that records memory events; start it before the model is built, so that every tensor alive
     during training was counted when it was allocated."""
     from torch.profiler import ProfilerActivity, profile

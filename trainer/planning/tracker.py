@@ -31,7 +31,7 @@ class LiveBytes(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.live = self.peak = 0
-        self.keys: Any = WeakIdKeyDictionary()  # storage -> its key in ``events``
+        self.keys: WeakIdKeyDictionary = WeakIdKeyDictionary()  # storage -> its key in ``events``
         self.events: list[tuple[int, int]] = []  # (key, +bytes) on allocation, (key, -bytes) on free
         self._next = 0
 

@@ -4,15 +4,21 @@ read from the training loader, the device memory from the accelerator."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.planning.estimate import MemoryEstimate, estimate_memory
 from trainer.planning.layout import Layout
 
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
+    from plugins.transforms.activation_checkpointing import CheckpointSettings
+    from trainer.datamodule import DataModule
+    from trainer.module import Module
 
-def first_batch(model: Any, train_dataloaders: Any = None, datamodule: Any = None) -> Any:
+
+def first_batch(model: Module, train_dataloaders: Any = None, datamodule: DataModule | None = None) -> Any:
     """One batch of the training data: from the loader given, else the DataModule's (``prepare_data`` and
     ``setup("fit")`` first), else the Module's ``train_dataloader``."""
     loader = train_dataloaders
@@ -27,7 +33,7 @@ def first_batch(model: Any, train_dataloaders: Any = None, datamodule: Any = Non
     return next(iter(loader))
 
 
-def device_memory_of(strategy: Any) -> int | None:
+def device_memory_of(strategy: Strategy) -> int | None:
     """Memory of one device of the strategy's accelerator (CUDA-like devices); None on the CPU."""
     device = getattr(strategy, "root_device", None)
     if device is not None and device.type == "cuda" and torch.cuda.is_available():
@@ -35,9 +41,10 @@ def device_memory_of(strategy: Any) -> int | None:
     return None
 
 
-def estimate_for_trainer(strategy: Any, model: Any, train_dataloaders: Any = None, datamodule: Any = None,
+def estimate_for_trainer(strategy: Strategy, model: Module, train_dataloaders: Any = None,
+                         datamodule: DataModule | None = None,
                          device_memory: int | str | None = None, layout: Layout | None = None,
-                         checkpointing: Any = None) -> MemoryEstimate:
+                         checkpointing: CheckpointSettings | None = None) -> MemoryEstimate:
     """``checkpointing``: the Trainer's ``activation_checkpointing`` settings (applied as the fit applies them)."""
     if layout is None:
         layout = Layout.of_strategy(strategy)

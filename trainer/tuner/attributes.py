@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def attribute_holders(model: Any, name: str) -> list[Any]:
+def attribute_holders(model: object, name: str) -> list[object]:
     """Every object or dict holding ``name``, in Lightning's order (a setter updates them all)."""
-    holders: list[Any] = []
+    holders: list[object] = []
     if hasattr(model, name):
         holders.append(model)
     hparams = getattr(model, "hparams", None)
@@ -32,11 +32,11 @@ def _missing(name: str) -> AttributeError:
     )
 
 
-def lightning_hasattr(model: Any, attribute: str) -> bool:
+def lightning_hasattr(model: object, attribute: str) -> bool:
     return bool(attribute_holders(model, attribute))
 
 
-def lightning_getattr(model: Any, attribute: str) -> Any:
+def lightning_getattr(model: object, attribute: str) -> Any:
     """The value from the last holder (the datamodule wins over the model, as in Lightning)."""
     holders = attribute_holders(model, attribute)
     if not holders:
@@ -45,7 +45,7 @@ def lightning_getattr(model: Any, attribute: str) -> Any:
     return holder[attribute] if isinstance(holder, dict) else getattr(holder, attribute)
 
 
-def lightning_setattr(model: Any, attribute: str, value: Any) -> None:
+def lightning_setattr(model: object, attribute: str, value: Any) -> None:
     holders = attribute_holders(model, attribute)
     if not holders:
         raise _missing(attribute)

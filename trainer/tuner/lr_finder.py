@@ -23,6 +23,8 @@ from trainer.tuner.snapshot import TrainerSnapshot
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure, SubFigure
+
     from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -126,7 +128,7 @@ class _LRFinder:
         self._optimal_idx = int(kept[int(torch.argmin(slopes))])
         return self.results["lr"][self._optimal_idx]
 
-    def plot(self, suggest: bool = False, show: bool = False, ax: Any = None) -> Any:
+    def plot(self, suggest: bool = False, show: bool = False, ax: Any = None) -> Figure | SubFigure:
         """The loss against the learning rate (log scale in exponential mode); ``suggest`` marks the suggestion."""
         if not _MATPLOTLIB_AVAILABLE:
             raise MisconfigurationError(

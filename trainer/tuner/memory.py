@@ -14,11 +14,14 @@ from __future__ import annotations
 import gc
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+if TYPE_CHECKING:
+    from torch.multiprocessing.reductions import StorageWeakRef
 
 MEMORY_ENV = "RELAY_TUNER_MAX_MEMORY"
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -49,7 +52,7 @@ def free_memory(after_failure: bool = False) -> None:
         torch.cuda.empty_cache()
 
 
-def parse_memory(value: Any, where: str) -> int | None:
+def parse_memory(value: object, where: str) -> int | None:
     """Bytes from an int or a string such as ``"512MB"``/``"2GiB"``; None (or "") means no limit."""
     if value is None or value == "":
         return None
@@ -66,7 +69,7 @@ def parse_memory(value: Any, where: str) -> int | None:
     )
 
 
-def memory_limit_from(explicit: Any) -> int | None:
+def memory_limit_from(explicit: object) -> int | None:
     """The argument if given, else ``RELAY_TUNER_MAX_MEMORY``."""
     if explicit is not None:
         return parse_memory(explicit, "max_memory_bytes")
@@ -79,7 +82,7 @@ class MemoryLimit(TorchDispatchMode):
     def __init__(self, max_bytes: int) -> None:
         super().__init__()
         self.max_bytes = max_bytes
-        self.live: dict[int, tuple[Any, int]] = {}  # storage address -> (weak reference, bytes)
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}  # storage address -> (weak reference, bytes)
         self.current = 0
         self.peak = 0
 

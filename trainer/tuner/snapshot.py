@@ -23,16 +23,18 @@ from trainer.stage.hooks import Hooks
 from trainer.checkpointing.resume import Resume
 
 if TYPE_CHECKING:
+    from trainer.callbacks.base import Callback
+    from trainer.loops.progress import LoopProgress
     from trainer.trainer import Trainer
 
 _EVAL_LIMITS = {"validate": "limit_val_batches", "test": "limit_test_batches", "predict": "limit_predict_batches"}
 
 
-def _progress_fields(progress: Any) -> dict[str, Any]:
+def _progress_fields(progress: LoopProgress) -> dict[str, object]:
     return {f.name: copy.deepcopy(getattr(progress, f.name)) for f in dataclasses.fields(progress) if f.name != "state"}
 
 
-def _batch_progress(trainer: Any) -> dict[Any, Any]:
+def _batch_progress(trainer: Trainer) -> dict[Any, Any]:
     loops = [trainer.validate_loop, trainer.test_loop, trainer.predict_loop, trainer.fit_loop.epoch_loop.val_loop]
     return {loop: copy.deepcopy(loop.batch_progress) for loop in loops if hasattr(loop, "batch_progress")}
 
@@ -57,7 +59,7 @@ class TrainerSnapshot:
         self.running_stage = trainer.state.stage
 
     @contextmanager
-    def tuning(self, callbacks: list[Any], **settings: Any) -> Iterator[None]:
+    def tuning(self, callbacks: list[Callback], **settings: object) -> Iterator[None]:
         """The search's own callbacks (and no loggers, no progress bar) and limits while it runs."""
         trainer = self.trainer
         trainer.callbacks, trainer.loggers = callbacks, []

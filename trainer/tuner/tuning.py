@@ -13,6 +13,7 @@ from trainer.callbacks.lr_finder import LearningRateFinder
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from trainer.callbacks.base import Callback
     from trainer.datamodule import DataModule
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -97,8 +98,8 @@ class Tuner:
         self._run_with(finder, "fit", model, train_dataloaders, val_dataloaders, None, datamodule)
         return finder.optimal_lr
 
-    def _run_with(self, callback: Any, method: str, model: Module, train_dataloaders: Any, val_dataloaders: Any,
-                  dataloaders: Any, datamodule: DataModule | None) -> None:
+    def _run_with(self, callback: Callback, method: str, model: Module, train_dataloaders: object, val_dataloaders: object,
+                  dataloaders: object, datamodule: DataModule | None) -> None:
         trainer = self._trainer
         trainer.callbacks = [callback, *trainer.callbacks]
         try:
@@ -114,7 +115,8 @@ class Tuner:
             trainer.callbacks = [cb for cb in trainer.callbacks if cb is not callback]
 
 
-def _check_tuner_configuration(train_dataloaders: Any, val_dataloaders: Any, dataloaders: Any, method: str) -> None:
+def _check_tuner_configuration(train_dataloaders: object, val_dataloaders: object, dataloaders: object,
+                               method: str) -> None:
     if method not in METHODS:
         raise ValueError(f"method {method!r} is invalid. Should be one of {METHODS}.")
     if method == "fit" and dataloaders is not None:
