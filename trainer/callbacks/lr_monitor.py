@@ -123,8 +123,8 @@ class LearningRateMonitor(Callback):
 
     def _named_optimizers(self, trainer: Trainer) -> list[tuple[torch.optim.Optimizer, list[str], str | None]]:
         """``(optimizer, one key per param group, scheduler interval or None)``, schedulers' optimizers first."""
-        entries: list[tuple[Any, str, str | None, bool]] = []  # optimizer, base name, interval, named by user
-        seen: list[Any] = []
+        entries: list[tuple[torch.optim.Optimizer, str, str | None, bool]] = []  # optimizer, base name, interval, named by user
+        seen: list[torch.optim.Optimizer] = []
         for config in trainer.lr_scheduler_configs:
             optimizer = getattr(config.scheduler, "optimizer", None)
             if optimizer is None or any(optimizer is o for o in seen):

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from plugins.strategies.deepspeed import DeepSpeedStrategy
 from plugins.strategies.fsdp import FSDPStrategy
 from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 
 @contextmanager
@@ -26,7 +29,7 @@ def detached_from_trainer(module: torch.nn.Module) -> Iterator[None]:
             module._trainer = trainer
 
 
-def refuse_sharded(trainer: Any, what: str) -> None:
+def refuse_sharded(trainer: Trainer, what: str) -> None:
     """Lightning does not average sharded models (FSDP, DeepSpeed); neither do we, with the same message."""
     name = type(trainer.strategy).__name__
     if isinstance(trainer.strategy, (FSDPStrategy, DeepSpeedStrategy)):  # ModelParallelStrategy is an FSDPStrategy

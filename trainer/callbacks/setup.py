@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ def check_unique_state_keys(callbacks: list[Callback]) -> None:
 
 
 def default_callbacks(
-    user: Any, enable_checkpointing: bool | None, enable_progress_bar: bool | None,
+    user: list[Callback] | Callback | None, enable_checkpointing: bool | None, enable_progress_bar: bool | None,
     enable_model_summary: bool | None, fast_dev_run: bool,
 ) -> list[Callback]:
     callbacks = _as_callbacks(user, "Trainer(callbacks=...)")
@@ -99,7 +100,7 @@ def default_callbacks(
     return _checkpoint_last(callbacks)
 
 
-def _default_model_summary(bars: list[Any]) -> ModelSummary:
+def _default_model_summary(bars: list[ProgressBar]) -> ModelSummary:
     """A rich progress bar comes with the rich summary table, as in Lightning; otherwise the plain one."""
     rich = sys.modules.get("trainer.callbacks.rich_progress")  # loaded only when someone made a rich bar
     if bars and rich is not None and isinstance(bars[0], rich.RichProgressBar):
@@ -109,7 +110,8 @@ def _default_model_summary(bars: list[Any]) -> ModelSummary:
     return _callbacks.ModelSummary()
 
 
-def merge_module_callbacks(callbacks: list[Callback], from_module: Any) -> list[Callback]:
+def merge_module_callbacks(callbacks: list[Callback], from_module: Sequence[Callback] | Callback | None,
+                           ) -> list[Callback]:
     """``Module.configure_callbacks()`` replaces Trainer callbacks of the same type, as in Lightning."""
     extra = _as_callbacks(from_module, "configure_callbacks()")
     if not extra:

@@ -22,6 +22,8 @@ from trainer.model.optimizers import LRSchedulerConfig
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
+    from torch.optim.swa_utils import SWALR
+
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -76,7 +78,7 @@ class StochasticWeightAveraging(Callback):
         self._model_contains_batch_norm: bool | None = None
         self._average_model: nn.Module | None = None
         self._initialized = False
-        self._swa_scheduler: Any = None
+        self._swa_scheduler: SWALR | None = None
         self._scheduler_state: dict[str, Any] | None = None
         self._init_n_averaged = 0
         self._latest_update_epoch = -1

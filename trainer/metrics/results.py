@@ -9,11 +9,15 @@ from __future__ import annotations
 import numbers
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torchmetrics import Metric
 
 _REDUCE_NAMES = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
@@ -22,7 +26,7 @@ _REDUCE_CALLABLES = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", tor
                      sum: "sum", max: "max", min: "min"}
 
 
-def group_all_reduce(group: Any) -> Callable[[torch.Tensor, str], torch.Tensor]:
+def group_all_reduce(group: ProcessGroup | None) -> Callable[[torch.Tensor, str], torch.Tensor]:
     """``self.log(sync_dist_group=group)``: the value reduced over that process group only."""
 
     def reduce(tensor: torch.Tensor, op: str) -> torch.Tensor:
@@ -54,7 +58,7 @@ def reduce_name(reduce_fx: str | Callable) -> str:
     return name
 
 
-def is_torchmetric(value: Any) -> bool:
+def is_torchmetric(value: object) -> bool:
     """Check through ``sys.modules`` so that torchmetrics is never imported by us."""
     tm = sys.modules.get("torchmetrics")
     return tm is not None and isinstance(value, tm.Metric)
@@ -70,10 +74,10 @@ class EpochAggregate:
         self.reduce = reduce
         self.total: Any = None
         self.weight = 0
-        self.metric: Any = None
+        self.metric: Metric | None = None
         self.sync_dist = sync_dist
 
-    def update(self, value: Any, batch_size: int) -> None:
+    def update(self, value: torch.Tensor | float, batch_size: int) -> None:
         if self.reduce == "mean":
             contribution = value * batch_size
             self.total = contribution if self.total is None else self.total + contribution
@@ -200,7 +204,7 @@ class Results:
         _, _, on_step, on_epoch = self.flags[name]
         return forked(name, suffix) if on_step and on_epoch else name
 
-    def step_for_logger(self) -> dict[str, Any]:
+    def step_for_logger(self) -> dict[str, torch.Tensor | float]:
         """Step values logged since the last call (what the loggers get now)."""
         out = {self._suffixed(k, "step"): self.step[k] for k in self.fresh_step if self.flags[k][1]}
         self.fresh_step.clear()
@@ -210,11 +214,11 @@ class Results:
         """Every logger key's latest step value, sent or not yet (``log_every_n_steps``): ``logged_metrics``."""
         return {self._suffixed(k, "step"): as_tensor(v) for k, v in self.step.items() if self.flags[k][1]}
 
-    def epoch_for_logger(self) -> dict[str, Any]:
+    def epoch_for_logger(self) -> dict[str, torch.Tensor]:
         return {self._suffixed(k, "epoch"): v for k, v in self.epoch_values.items() if self.flags[k][1]}
 
-    def callback_view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def callback_view(self) -> dict[str, torch.Tensor | float]:
+        out: dict[str, torch.Tensor | float] = {}
         for k, v in (self.step.items() if self.steps_in_callbacks else ()):
             out[k] = v = as_tensor(v)
             if self.flags[k][3]:
@@ -245,16 +249,16 @@ def forked(name: str, suffix: str) -> str:
     return f"{name}_{suffix}"
 
 
-def as_tensor(value: Any) -> torch.Tensor:
+def as_tensor(value: torch.Tensor | float) -> torch.Tensor:
     """Metrics are shown as tensors, as Lightning shows them (user code calls ``.item()`` on them)."""
     return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
 
 
-def to_float(value: Any) -> float:
+def to_float(value: torch.Tensor | float) -> float:
     return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
 
 
-def _not_loggable(name: str, value: Any) -> str:
+def _not_loggable(name: str, value: object) -> str:
     """Lightning's wording (code matches on it), then what to log instead."""
     if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
         return f"`self.log({name}, {value})` was called, but nested dictionaries cannot be logged."

@@ -10,10 +10,13 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainer.profilers.base import Profiler
 from plugins.remote_paths import url_fs
+
+if TYPE_CHECKING:
+    import cProfile
 
 
 class AdvancedProfiler(Profiler):
@@ -26,7 +29,7 @@ class AdvancedProfiler(Profiler):
         super().__init__(dirpath, filename)
         self.line_count_restriction = line_count_restriction
         self.dump_stats = dump_stats
-        self.profiled_actions: dict[str, Any] = {}
+        self.profiled_actions: dict[str, cProfile.Profile] = {}
         self._stack: list[str] = []
 
     def start(self, action_name: str) -> None:
@@ -62,7 +65,7 @@ class AdvancedProfiler(Profiler):
             parts.append(f"Profile stats for: {name}\n{out.getvalue().strip()}")
         return "\n\n".join(parts)
 
-    def _dump(self, action_name: str, profiler: Any) -> None:
+    def _dump(self, action_name: str, profiler: cProfile.Profile) -> None:
         if self.dirpath is None:
             raise ValueError("AdvancedProfiler(dump_stats=True) needs a dirpath to write the .prof files to.")
 

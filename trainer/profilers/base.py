@@ -12,11 +12,13 @@ import os
 import re
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trainer.profilers as profilers
 from trainer.errors import MisconfigurationError
 from trainer.utilities.zero_edit import lightning_defaults
+
+_T = TypeVar("_T")
 
 
 class Profiler:
@@ -55,10 +57,10 @@ class Profiler:
         finally:
             self.stop(action_name)
 
-    def wrap(self, action_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, action_name: str, fn: Callable[..., _T]) -> Callable[..., _T]:
         """``fn`` timed as ``action_name`` on every call."""
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> _T:
             self.start(action_name)
             try:
                 return fn(*args, **kwargs)
@@ -67,7 +69,7 @@ class Profiler:
 
         return timed
 
-    def profile_iterable(self, iterable: Iterator[Any], action_name: str) -> Iterator[Any]:
+    def profile_iterable(self, iterable: Iterator[_T], action_name: str) -> Iterator[_T]:
         """Yields from ``iterable``, timing each ``next`` (the data loading) as ``action_name``."""
         while True:
             self.start(action_name)
@@ -136,14 +138,14 @@ class PassThroughProfiler(Profiler):
     def summary(self) -> str:
         return ""
 
-    def wrap(self, action_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, action_name: str, fn: Callable[..., _T]) -> Callable[..., _T]:
         return fn
 
 
 _NAMES = {"simple": "SimpleProfiler", "advanced": "AdvancedProfiler", "pytorch": "PyTorchProfiler"}
 
 
-def resolve_profiler(profiler: Any) -> Profiler:
+def resolve_profiler(profiler: Profiler | str | None) -> Profiler:
     """``Trainer(profiler=...)``: None, a name or a ``Profiler``."""
     if profiler is None:
         return PassThroughProfiler()

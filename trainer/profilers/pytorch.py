@@ -12,10 +12,15 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.profilers.base import Profiler
 from trainer.utilities.zero_edit import lightning_defaults
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler import record_function
+    from torch.autograd.profiler_util import EventList
+    from torch.profiler import profile
 
 
 class PyTorchProfiler(Profiler):
@@ -53,7 +58,7 @@ class PyTorchProfiler(Profiler):
         self.emit_nvtx = emit_nvtx
         self.record_module_names = record_module_names
         self.table_kwargs = _checked_table_kwargs(table_kwargs)
-        self.function_events: Any = None  # the recorded events, once the profiler has stopped
+        self.function_events: EventList | None = None  # the recorded events, once the profiler has stopped
         # Lightning code finds its actions in the trace under Lightning's prefix
         self._prefix = "[pl][profile]" if lightning_defaults() else ""
         self.row_limit = row_limit
@@ -62,8 +67,8 @@ class PyTorchProfiler(Profiler):
         self.ranks = tuple(ranks)
         self.profiler_kwargs = profiler_kwargs
         self.trace_dir: str | None = None
-        self._profiler: Any = None
-        self._records: dict[str, Any] = {}
+        self._profiler: profile | None = None
+        self._records: dict[str, record_function] = {}
         self._global_rank = 0
         self._summary = ""
 
@@ -80,7 +85,7 @@ class PyTorchProfiler(Profiler):
         below = "" if lightning_defaults() else "profiler"
         self._open(global_rank, given or os.path.join(log_dir or ".", below))
 
-    def _open(self, global_rank: int, trace_dir: Any) -> None:
+    def _open(self, global_rank: int, trace_dir: str | os.PathLike[str] | None) -> None:
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
