@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 from trainer.utilities.lazy import instances_of
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     import torch
 
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class Callback:

@@ -15,9 +15,9 @@ from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class DeviceStatsMonitor(Callback):

@@ -37,8 +37,8 @@ from trainer.utilities.rank_zero import rank_zero_info
 from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 # ``{name}`` or ``{name:format_spec}``; names may contain '/', '.', '-' (anything but braces and ':')
 _PLACEHOLDER = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
@@ -230,7 +230,7 @@ class ModelCheckpoint(Checkpoint):
         self._last_time_checked = time.monotonic()
 
     def on_train_batch_end(
-        self, trainer: "Trainer", pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+        self, trainer: "Trainer", pl_module: Module, outputs: "STEP_OUTPUT", batch: Any, batch_idx: int
     ) -> None:
         self._batches_done = batch_idx + 1
         if self._train_time_interval is not None:

@@ -21,9 +21,9 @@ from trainer.callbacks.base import Callback
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
     # what a bar shows: Lightning's value types, and the step's loss tensor
     _BarMetrics = dict[str, int | str | float | dict[str, float] | Tensor]

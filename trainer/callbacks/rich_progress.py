@@ -13,9 +13,9 @@ from trainer.callbacks.progress import ProgressBar
 from trainer.callbacks.rich_support import RichProgressBarTheme, require_rich
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 @dataclass

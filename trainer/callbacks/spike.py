@@ -19,9 +19,9 @@ from trainer.fabric.utilities.spike import SpikeDetection as FabricSpikeDetectio
 from trainer.fabric.utilities.spike import TrainingSpikeException
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class SpikeDetection(FabricSpikeDetection, Callback):

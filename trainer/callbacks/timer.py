@@ -17,9 +17,9 @@ from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class Interval(str, Enum):

@@ -19,9 +19,9 @@ from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
     from trainer.callbacks.progress import _BarMetrics
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 try:
     from tqdm import tqdm as _tqdm

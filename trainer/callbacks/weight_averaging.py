@@ -16,11 +16,11 @@ from trainer.module import Module as RelayModule
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from torch.optim.swa_utils import AveragedModel
 
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class WeightAveraging(Callback):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trainer.healing.detector import SpikeDetector
-    from trainer.healing.rank_batches import RankBatchSampler, RankBatches
+    from trainer.healing.rank_batches import RankBatches, RankBatchSampler
     from trainer.healing.snapshot import TrainingSnapshot
     from trainer.healing.spike import SpikeRecovery, SpikeRecoveryError
     from trainer.healing.straggler import StragglerDetector, StragglerReport

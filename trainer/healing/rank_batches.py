@@ -36,9 +36,9 @@ from trainer.errors import MisconfigurationError
 from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 def check_sizes(sizes: object, world: int) -> tuple[int, ...]:

@@ -35,9 +35,9 @@ from trainer.healing.snapshot import TrainingSnapshot
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
 
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from trainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 class TrainingStepWrapper(Callback):

@@ -28,9 +28,9 @@ from trainer.errors import MisconfigurationError
 from trainer.healing.step_wrapper import TrainingStepWrapper
 
 if TYPE_CHECKING:
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ from trainer.loggers.utils import (
 )
 
 if TYPE_CHECKING:
-    from trainer.callbacks.model_checkpoint import ModelCheckpoint
     from mlflow.tracking import MlflowClient
+
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
 
 log = logging.getLogger(__name__)
 MLFLOW_AVAILABLE = RequirementCache("mlflow>=1.0.0", "mlflow")

@@ -27,12 +27,12 @@ from trainer.loggers.logged_checkpoints import (
 from trainer.loggers.utils import NoOpExperiment, add_prefix, default_log_name, default_rank_from_env
 
 if TYPE_CHECKING:
+    import torch
     from wandb import Artifact
     from wandb.sdk.lib import RunDisabled
     from wandb.wandb_run import Run
 
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
-    import torch
 
 WANDB_AVAILABLE = RequirementCache("wandb>=0.12.10")
 STEP_KEY = "trainer/global_step"  # the x-axis every metric is plotted against, as Lightning defines it

@@ -25,9 +25,9 @@ from trainer.utilities.rank_zero import rank_zero_warn
 if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
 
-    from trainer.utilities.types import STEP_OUTPUT
     from trainer.module import Module
     from trainer.trainer import Trainer
+    from trainer.utilities.types import STEP_OUTPUT
 
 log = logging.getLogger(__name__)
 LR_MODES = ("linear", "exponential")
