@@ -57,7 +57,7 @@ class BatchSizeFinder(Callback):
         self._max_memory_bytes = memory_limit_from(max_memory_bytes)
         self._early_exit = False
 
-    def setup(self, trainer: Trainer, pl_module: Module, stage: Any = None) -> None:
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str | None = None) -> None:
         if trainer.world_size > 1:
             raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
         given = trainer.stage_run.given

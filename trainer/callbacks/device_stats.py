@@ -33,7 +33,7 @@ class DeviceStatsMonitor(Callback):
         self.logging_interval = logging_interval
         self._last_step = -1
         self.last_stats: dict[str, float] = {}
-        self._cpu: Any = None
+        self._cpu: CPUAccelerator | None = None
 
     def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         if stage == "fit" and not trainer.loggers:

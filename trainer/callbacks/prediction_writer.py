@@ -31,7 +31,7 @@ class WriteInterval(str, Enum):
         return self in (WriteInterval.EPOCH, WriteInterval.BATCH_AND_EPOCH)
 
 
-def _batch_indices(loader: Any) -> list[list[int]]:
+def _batch_indices(loader: object) -> list[list[int]]:
     """The sample indices of each batch the loader yields (its batch sampler is deterministic per epoch)."""
     batch_sampler = getattr(loader, "batch_sampler", None)
     if batch_sampler is None:

@@ -272,7 +272,7 @@ class ModelPruning(Callback):
         return parameters_to_prune
 
     @staticmethod
-    def _is_pruning_method(method: Any) -> bool:
+    def _is_pruning_method(method: object) -> bool:
         from torch.nn.utils import prune
 
         return inspect.isclass(method) and issubclass(method, prune.BasePruningMethod)

@@ -25,6 +25,8 @@ from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
+    from torch.utils.flop_counter import FlopCounterMode
+
     from trainer.module import Module
     from trainer.trainer import Trainer
     from trainer.utilities.types import STEP_OUTPUT
@@ -81,7 +83,7 @@ class ThroughputMonitor(Callback):
         self._batches = self._samples = self._items = 0
         self._paused_at: float | None = None
         self._paused_total = 0.0
-        self._counter: Any = None
+        self._counter: FlopCounterMode | None = None
         self._last_step = -1
         self._length_fn: Callable[[Any], int] | None = None
         self._items_name = "items"

@@ -16,6 +16,8 @@ from trainer.module import Module as RelayModule
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from torch.optim.swa_utils import AveragedModel
 
     from trainer.module import Module
@@ -108,7 +110,7 @@ class WeightAveraging(Callback):
                            "model will be initialized with state_dict.")
             self._average_model.module.load_state_dict(deepcopy(checkpoint["state_dict"]), strict=False)
 
-    def _pairs(self, pl_module: Module) -> Any:
+    def _pairs(self, pl_module: Module) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         average = self._average_model.module
         return zip(itertools.chain(average.parameters(), average.buffers()),
                    itertools.chain(pl_module.parameters(), pl_module.buffers()))
