@@ -17,7 +17,6 @@ from trainer.errors import MisconfigurationError
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
-    from torchmetrics import Metric
 
 _REDUCE_NAMES = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
@@ -74,7 +73,7 @@ class EpochAggregate:
         self.reduce = reduce
         self.total: Any = None
         self.weight = 0
-        self.metric: Metric | None = None
+        self.metric: Any = None
         self.sync_dist = sync_dist
 
     def update(self, value: torch.Tensor | float, batch_size: int) -> None:
