@@ -23,7 +23,7 @@ import os
 import signal
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sized
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union, runtime_checkable
 
 import torch
 import torch.distributed as dist
@@ -34,6 +34,12 @@ from torch.utils.data import Dataset, DistributedSampler, Sampler
 from plugins.strategies.gather import all_gather_with_grad
 from trainer.lightning_compat.impl.utilities import _distributed_is_initialized
 from trainer.utilities.rank_zero import rank_zero_info
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeGuard
+
+    from plugins.environments.base import ClusterEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +95,13 @@ def _gather_all_tensors(result: Tensor, group: Any | None = None) -> list[Tensor
     return [tensor[tuple(slice(n) for n in s.tolist())] for tensor, s in zip(gathered, sizes)]
 
 
-def _sync_ddp(result: Tensor, group: Any | None = None, reduce_op: Any = None) -> Tensor:
+def _sync_ddp(result: Tensor, group: Any | None = None, reduce_op: Optional[Union[ReduceOp, str]] = None) -> Tensor:
     """All-reduce ``result`` in place over ``group`` (default: all processes) and return it. ``reduce_op``: a
     ``ReduceOp`` or its name (``"sum"``, ``"max"``, ``"avg"``/``"mean"``; None: sum). Gloo has no average: it sums
     and divides by the world size (an integer tensor keeps its dtype)."""
     group = dist.group.WORLD if group is None else group
     divide = False
+    op: Optional[Union[ReduceOp, RedOpType]]
     if isinstance(reduce_op, str):
         name = "avg" if reduce_op == "mean" else reduce_op
         if name.lower() == "avg" and dist.get_backend(group) == "gloo":
@@ -116,12 +123,12 @@ def _sync_ddp(result: Tensor, group: Any | None = None, reduce_op: Any = None) -
     return result.div_(world_size)
 
 
-def _sync_ddp_if_available(result: Tensor, group: Any | None = None, reduce_op: Any = None) -> Tensor:
+def _sync_ddp_if_available(result: Tensor, group: Any | None = None, reduce_op: Optional[Union[ReduceOp, str]] = None) -> Tensor:
     """``_sync_ddp`` when a process group is up, else ``result`` unchanged."""
     return _sync_ddp(result, group=group, reduce_op=reduce_op) if _distributed_is_initialized() else result
 
 
-def _all_gather_ddp_if_available(tensor: Tensor, group: Any | None = None, sync_grads: bool = False) -> Tensor:
+def _all_gather_ddp_if_available(tensor: Tensor, group: Optional["torch.distributed.ProcessGroup"] = None, sync_grads: bool = False) -> Tensor:
     """``(world_size, *tensor.shape)`` when a process group is up (gradients flow back with ``sync_grads``), else
     ``tensor`` unchanged."""
     if not _distributed_is_initialized():
@@ -137,7 +144,7 @@ def _all_gather_ddp_if_available(tensor: Tensor, group: Any | None = None, sync_
 
 
 # --- the process group -----------------------------------------------------------------------------------------------
-def _init_dist_connection(cluster_environment: Any, torch_distributed_backend: str, global_rank: int | None = None,
+def _init_dist_connection(cluster_environment: ClusterEnvironment, torch_distributed_backend: str, global_rank: int | None = None,
                           world_size: int | None = None, **kwargs: Any) -> None:
     """Open the default process group from a cluster environment (its main address and port exported as
     ``MASTER_ADDR``/``MASTER_PORT``); nothing when one is open. ``kwargs`` go to ``init_process_group``."""
@@ -174,8 +181,8 @@ class _InfiniteBarrier:
     and destroys the group. Without a process group it does nothing."""
 
     def __init__(self) -> None:
-        self.group: Any = None
-        self.barrier: Any = lambda: None
+        self.group: Any = None  # a gloo ProcessGroup (its monitored_barrier is not in torch's stubs)
+        self.barrier: Callable[..., None] = lambda: None
 
     def __call__(self) -> None:
         self.barrier()
@@ -246,7 +253,7 @@ class Collective(ABC):
     """Collective operations over a group of processes that this object may own (experimental in Lightning)."""
 
     def __init__(self) -> None:
-        self._group: Any = None
+        self._group: Optional[CollectibleGroup] = None
 
     @property
     @abstractmethod
@@ -257,7 +264,7 @@ class Collective(ABC):
     def world_size(self) -> int: ...
 
     @property
-    def group(self) -> Any:
+    def group(self) -> CollectibleGroup:
         if self._group is None:
             raise RuntimeError(
                 f"`{type(self).__name__}` does not own a group. HINT: try `collective.create_group().group`")
@@ -310,11 +317,11 @@ class Collective(ABC):
 
     @classmethod
     @abstractmethod
-    def new_group(cls, **kwargs: Any) -> Any: ...
+    def new_group(cls, **kwargs: Any) -> CollectibleGroup: ...
 
     @classmethod
     @abstractmethod
-    def destroy_group(cls, group: Any) -> None: ...
+    def destroy_group(cls, group: CollectibleGroup) -> None: ...
 
     @classmethod
     @abstractmethod
@@ -400,11 +407,11 @@ class SingleDeviceCollective(Collective):
         pass
 
     @classmethod
-    def new_group(cls, **_: Any) -> Any:
+    def new_group(cls, **_: Any) -> Any:  # a placeholder object: one process has no group to make
         return object()
 
     @classmethod
-    def destroy_group(cls, group: Any) -> None:
+    def destroy_group(cls, group: CollectibleGroup) -> None:
         pass
 
     @classmethod
@@ -428,7 +435,7 @@ class TorchCollective(Collective):
         super().__init__()
 
     @property
-    def group(self) -> Any:
+    def group(self) -> Any:  # a torch ProcessGroup (torch's calls take that type, not the protocol)
         if self._group is None:
             self._group = dist.GroupMember.WORLD
         return super().group
@@ -445,11 +452,11 @@ class TorchCollective(Collective):
         dist.broadcast(tensor, src, group=self.group)
         return tensor
 
-    def all_reduce(self, tensor: Tensor, op: Any = "sum") -> Tensor:
+    def all_reduce(self, tensor: Tensor, op: Union[str, ReduceOp, RedOpType] = "sum") -> Tensor:
         dist.all_reduce(tensor, op=self._convert_to_native_op(op), group=self.group)
         return tensor
 
-    def reduce(self, tensor: Tensor, dst: int, op: Any = "sum") -> Tensor:
+    def reduce(self, tensor: Tensor, dst: int, op: Union[str, ReduceOp, RedOpType] = "sum") -> Tensor:
         dist.reduce(tensor, dst, op=self._convert_to_native_op(op), group=self.group)
         return tensor
 
@@ -465,7 +472,7 @@ class TorchCollective(Collective):
         dist.scatter(tensor, scatter_list, src, group=self.group)
         return tensor
 
-    def reduce_scatter(self, output: Tensor, input_list: list[Tensor], op: Any = "sum") -> Tensor:
+    def reduce_scatter(self, output: Tensor, input_list: list[Tensor], op: Union[str, ReduceOp, RedOpType] = "sum") -> Tensor:
         dist.reduce_scatter(output, input_list, op=self._convert_to_native_op(op), group=self.group)
         return output
 
@@ -544,16 +551,16 @@ class TorchCollective(Collective):
         dist.init_process_group(**kwargs)
 
     @classmethod
-    def new_group(cls, **kwargs: Any) -> Any:
+    def new_group(cls, **kwargs: Any) -> CollectibleGroup:
         return dist.new_group(**kwargs)
 
     @classmethod
-    def destroy_group(cls, group: Any) -> None:
+    def destroy_group(cls, group: CollectibleGroup) -> None:
         if _is_live_group(group):  # a process outside the group holds a placeholder object, not a group
             dist.destroy_process_group(group)
 
     @classmethod
-    def _convert_to_native_op(cls, op: Any) -> Any:
+    def _convert_to_native_op(cls, op: Union[str, ReduceOp, RedOpType]) -> Union[ReduceOp, RedOpType]:
         """A ``ReduceOp`` from its name (``"sum"``, ``"max"``, ...); a ``ReduceOp`` unchanged; else ``ValueError``."""
         if isinstance(op, (ReduceOp, RedOpType)):
             return op
@@ -565,7 +572,7 @@ class TorchCollective(Collective):
         return value
 
 
-def _is_live_group(group: Any) -> bool:
+def _is_live_group(group: object) -> TypeGuard[dist.ProcessGroup]:
     with contextlib.suppress(Exception):
         return group in dist.distributed_c10d._world.pg_map
     return isinstance(group, dist.ProcessGroup)

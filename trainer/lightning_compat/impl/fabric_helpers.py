@@ -17,7 +17,7 @@ import os
 from abc import ABC
 from collections.abc import MutableSequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -36,6 +36,17 @@ from trainer.seed import _worker_seeds
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
+
+if TYPE_CHECKING:
+    from argparse import Namespace
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Union
+
+    import numpy as np
+
+    from trainer.fabric.registries import AcceleratorRegistry as _AcceleratorRegistry
+    from trainer.fabric.utilities.types import _DEVICE
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +163,7 @@ def _parse_gpu_ids(gpus: int | str | list[int] | None, include_cuda: bool = Fals
     return _sanitize_gpu_ids(ids, include_cuda=include_cuda, include_mps=include_mps)
 
 
-def _determine_root_gpu_device(gpus: list[Any] | None) -> Any:
+def _determine_root_gpu_device(gpus: list[_DEVICE]) -> Optional[_DEVICE]:
     """The first of ``gpus`` (None for None); ``TypeError`` for a non-list, ``AssertionError`` for an empty one."""
     if gpus is None:
         return None
@@ -212,11 +223,11 @@ def _unwrap_compiled(obj: Any) -> tuple[Any, dict[str, Any] | None]:
     return obj._orig_mod, kwargs
 
 
-def _to_compiled(module: torch.nn.Module, compile_kwargs: dict[str, Any]) -> Any:
+def _to_compiled(module: torch.nn.Module, compile_kwargs: dict[str, Any]) -> Any:  # an OptimizedModule
     return torch.compile(module, **compile_kwargs)
 
 
-def _capture_compile_kwargs(compile_fn: Any) -> Any:
+def _capture_compile_kwargs(compile_fn: Callable) -> Callable:
     """``compile_fn`` (``torch.compile``) wrapped so a compiled module keeps a deep copy of the keyword arguments it
     was compiled with as ``_compile_kwargs`` (a decorator use, or compiling a function, passes through)."""
     import copy
@@ -250,7 +261,7 @@ def _load_external_callbacks(group: str) -> list[Any]:
     return callbacks
 
 
-def _register_classes(registry: Any, method: str, module: Any, parent: type) -> None:
+def _register_classes(registry: Any, method: str, module: ModuleType, parent: type) -> None:
     """Call ``cls.<method>(registry)`` for each subclass of ``parent`` in ``module`` that overrides ``method``."""
     import inspect
 
@@ -270,7 +281,7 @@ def _atomic_save(checkpoint: dict[str, Any], filepath: str | Path) -> None:
 
 
 
-def _plugin_to_compute_dtype(plugin: Any) -> torch.dtype:
+def _plugin_to_compute_dtype(plugin: Precision) -> torch.dtype:
     """The dtype a precision plugin computes in (for FLOP counts): bitsandbytes' compute dtype, int8 for
     TransformerEngine, the 16-bit type of a half or mixed precision, float64 for double, else float32."""
 
@@ -309,7 +320,7 @@ def _in_fabric_backward() -> bool:
     return bool(getattr(wrappers, "_in_fabric_backward", False))
 
 
-def call_register_accelerators(registry: Any, base_module: str) -> None:
+def call_register_accelerators(registry: _AcceleratorRegistry, base_module: str) -> None:
     """Let each accelerator class in ``base_module`` that overrides ``register_accelerators`` add itself to
     ``registry`` (Lightning's legacy hook)."""
     import importlib
@@ -333,13 +344,13 @@ class _TransferableDataType(ABC):
     """``isinstance(x, _TransferableDataType)``: whether ``x`` has a callable ``to`` (can be moved to a device)."""
 
     @classmethod
-    def __subclasshook__(cls, subclass: Any) -> Any:
+    def __subclasshook__(cls, subclass: Any) -> Union[bool, Any]:
         if cls is _TransferableDataType:
             return callable(getattr(subclass, "to", None))
         return NotImplemented
 
 
-def _from_numpy(value: Any, device: Any) -> torch.Tensor:
+def _from_numpy(value: np.ndarray, device: _DEVICE) -> torch.Tensor:
     return torch.from_numpy(value).to(device)
 
 
@@ -384,7 +395,7 @@ def _get_supported_strategies() -> list[str]:
     return [name for name in STRATEGY_REGISTRY.available_strategies() if not re.match(excluded, name)]
 
 
-def _set_env_variables(args: Any) -> None:
+def _set_env_variables(args: Namespace) -> None:
     """Export the ``fabric run`` options as the ``LT_*`` variables the launched processes read."""
     os.environ["LT_CLI_USED"] = "1"
     if args.accelerator is not None:
@@ -413,7 +424,7 @@ def _get_num_processes(accelerator: str, devices: str) -> int:
     return len(ids) if ids is not None else 0
 
 
-def _convert_precision_to_unified_args(precision: Any) -> str | None:
+def _convert_precision_to_unified_args(precision: Optional[Union[int, str]]) -> str | None:
     """A precision setting in Lightning's current form: ``32`` -> ``"32-true"``, ``"16"`` -> ``"16-mixed"``
     (with a warning for the 16-bit aliases), an unknown value a ``ValueError``."""
 

@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from textwrap import dedent
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.multiprocessing as mp
@@ -37,6 +37,9 @@ from trainer.lightning_compat.impl.fabric_precision import _GlobalStateSnapshot
 from trainer.lightning_compat.impl.utilities import _set_num_threads_if_needed
 from trainer.utilities.data import move_data_to_device
 from trainer.distributed.launch import spawn_function
+
+if TYPE_CHECKING:
+    from plugins.strategies.parallel import ParallelStrategy
 
 _IS_INTERACTIVE = hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
@@ -147,7 +150,7 @@ class _MultiProcessingLauncher(_Launcher):
     """Runs a function in ``strategy.num_processes`` new local processes (Relay's ``SpawnLauncher``) and returns
     rank 0's result; see the module's docstring."""
 
-    def __init__(self, strategy: Any, start_method: str = "spawn") -> None:
+    def __init__(self, strategy: ParallelStrategy, start_method: str = "spawn") -> None:
         self._strategy = strategy
         self._start_method = start_method
         if start_method not in mp.get_all_start_methods():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -24,6 +24,14 @@ from torch import Tensor
 from trainer.lightning_compat.impl.requirements import BITSANDBYTES, require
 from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rng_states
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    from collections import OrderedDict
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Self
+
+    from torch.nn.modules.module import _IncompatibleKeys
 
 
 def _convert_fp_tensor(tensor: Tensor, dst_type: str | torch.dtype) -> Tensor:
@@ -55,15 +63,15 @@ class _ClassReplacementContextManager:
 
     def __init__(self, mapping: Mapping[str, type]) -> None:
         self._mapping = mapping
-        self._originals: dict[str, Any] = {}
-        self._modules: dict[str, Any] = {}
+        self._originals: dict[str, type] = {}
+        self._modules: dict[str, ModuleType] = {}
         for path in mapping:
             module_name, class_name = path.rsplit(".", 1)
             module = importlib.import_module(module_name)
             self._modules[path] = module
             self._originals[path] = getattr(module, class_name)
 
-    def _put(self, values: Mapping[str, Any]) -> None:
+    def _put(self, values: Mapping[str, type]) -> None:
         for path, value in values.items():
             setattr(self._modules[path], path.rsplit(".", 1)[1], value)
 
@@ -100,12 +108,12 @@ class _DeviceDtypeModuleMixin(torch.nn.Module):
             return torch.device(f"cuda:{torch.cuda.current_device()}")
         return self._device
 
-    def to(self, *args: Any, **kwargs: Any) -> Any:
+    def to(self, *args: Any, **kwargs: Any) -> Self:
         device, dtype = torch._C._nn._parse_to(*args, **kwargs)[:2]
         _update_properties(self, device=device, dtype=dtype)
         return super().to(*args, **kwargs)
 
-    def cuda(self, device: torch.device | int | None = None) -> Any:
+    def cuda(self, device: torch.device | int | None = None) -> Self:
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device())
         elif isinstance(device, int):
@@ -113,23 +121,23 @@ class _DeviceDtypeModuleMixin(torch.nn.Module):
         _update_properties(self, device=device)
         return super().cuda(device=device)
 
-    def cpu(self) -> Any:
+    def cpu(self) -> Self:
         _update_properties(self, device=torch.device("cpu"))
         return super().cpu()
 
-    def type(self, dst_type: str | torch.dtype) -> Any:
+    def type(self, dst_type: str | torch.dtype) -> Self:
         _update_properties(self, dtype=dst_type)
         return super().type(dst_type=dst_type)
 
-    def float(self) -> Any:
+    def float(self) -> Self:
         _update_properties(self, dtype=torch.float)
         return super().float()
 
-    def double(self) -> Any:
+    def double(self) -> Self:
         _update_properties(self, dtype=torch.double)
         return super().double()
 
-    def half(self) -> Any:
+    def half(self) -> Self:
         _update_properties(self, dtype=torch.half)
         return super().half()
 
@@ -170,7 +178,7 @@ class _GlobalStateSnapshot:
 
 
 # --- bitsandbytes and TransformerEngine layer helpers (need their package; without it, Lightning's error) --------------
-def _import_bitsandbytes() -> Any:
+def _import_bitsandbytes() -> ModuleType:
     """The ``bitsandbytes`` module (imported without its welcome banner and CPU-build warnings); without the
     package, the ``ModuleNotFoundError`` Lightning raises."""
     import os
@@ -189,7 +197,7 @@ def _import_bitsandbytes() -> Any:
     return bitsandbytes
 
 
-def _quantize_on_load_hook(quantize_fn: Any, state_dict: Any, *_: Any) -> None:
+def _quantize_on_load_hook(quantize_fn: Callable[[torch.Tensor], None], state_dict: OrderedDict, *_: Any) -> None:
     """A ``load_state_dict`` pre-hook of a quantized linear layer: the weight is taken out of the state dict and
     quantized into the layer by ``quantize_fn``."""
     weight_key = next((name for name in state_dict if name.endswith("weight")), None)
@@ -197,7 +205,7 @@ def _quantize_on_load_hook(quantize_fn: Any, state_dict: Any, *_: Any) -> None:
         quantize_fn(state_dict.pop(weight_key))
 
 
-def _ignore_missing_weights_hook(module: torch.nn.Module, incompatible_keys: Any) -> None:
+def _ignore_missing_weights_hook(module: torch.nn.Module, incompatible_keys: _IncompatibleKeys) -> None:
     """A ``load_state_dict`` post-hook: the weight loaded by ``_quantize_on_load_hook`` is not missing."""
     for key in reversed(incompatible_keys.missing_keys):
         if key.endswith("weight"):

@@ -14,10 +14,17 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from trainer.lightning_compat.impl.fabric_launchers import _Launcher
 from trainer.lightning_compat.impl.xla import _refuse as _refuse_xla
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from torch.nn import Module
+
+    _POLICY_SET = set[type[Module]]
 
 
 class LightningEngineInternalError(NotImplementedError):
@@ -93,11 +100,11 @@ _LazyLoadingUnpickler = _refused_class(
 class _XLAFSDPBackwardSyncControl:
     """``no_backward_sync`` of an XLA-FSDP module: needs torch_xla."""
 
-    def no_backward_sync(self, module: Any, enabled: bool) -> Any:
+    def no_backward_sync(self, module: Module, enabled: bool) -> AbstractContextManager:
         _refuse_xla()
 
 
-def _activation_checkpointing_auto_wrapper(policy: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
+def _activation_checkpointing_auto_wrapper(policy: _POLICY_SET, module: Module, *args: Any, **kwargs: Any) -> Module:
     """XLA-FSDP's activation-checkpointing wrapper: needs torch_xla."""
     _refuse_xla()
 

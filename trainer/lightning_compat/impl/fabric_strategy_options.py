@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, TYPE_CHECKING, Union
 
 import torch
 from torch.nn import Module
@@ -24,9 +24,25 @@ from trainer.lightning_compat.impl.fabric_refused import _activation_checkpointi
 from trainer.lightning_compat.impl.xla import _refuse
 from trainer.utilities.rank_zero import rank_zero_deprecation, rank_zero_info, rank_zero_warn
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Literal
+
+    from deepspeed import DeepSpeedEngine
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import CPUOffload, ShardingStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    from trainer.fabric.utilities.types import _PATH
+
+    _POLICY = Union[set[type[Module]], Callable[[Module, bool, int], bool], ModuleWrapPolicy]
+    _SHARDING_STRATEGY = Union[ShardingStrategy, Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"]]
+    _POLICY_SET = set[type[Module]]
+    _XLA_POLICY = Union[_POLICY_SET, Callable[[Module, bool, int], bool]]
+
 
 # --- FSDP --------------------------------------------------------------------------------------------------------------
-def _auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
+def _auto_wrap_policy_kwargs(policy: Optional["_POLICY"], kwargs: dict) -> dict:
     """``kwargs`` with ``auto_wrap_policy`` set from ``policy`` (a set of module classes becomes a
     ``ModuleWrapPolicy``); unchanged for None."""
     if policy is None:
@@ -39,7 +55,8 @@ def _auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
     return kwargs
 
 
-def _activation_checkpointing_kwargs(activation_checkpointing: Any, activation_checkpointing_policy: Any) -> dict:
+def _activation_checkpointing_kwargs(activation_checkpointing: Optional[Union[type[Module], list[type[Module]]]],
+                                     activation_checkpointing_policy: Optional["_POLICY"]) -> dict:
     """The keyword arguments of ``apply_activation_checkpointing`` for the old (classes; deprecated) or the new
     (policy) option; both at once is a ``ValueError``."""
     if activation_checkpointing is None and activation_checkpointing_policy is None:
@@ -76,14 +93,14 @@ def _setup_activation_checkpointing(module: Module, activation_checkpointing_kwa
     apply_activation_checkpointing(module, checkpoint_wrapper_fn=checkpoint_wrapper, **activation_checkpointing_kwargs)
 
 
-def _init_cpu_offload(cpu_offload: Any) -> Any:
+def _init_cpu_offload(cpu_offload: Optional[Union[bool, "CPUOffload"]]) -> "CPUOffload":
     """A ``CPUOffload`` as given, or one with ``offload_params=bool(cpu_offload)``."""
     from torch.distributed.fsdp import CPUOffload
 
     return cpu_offload if isinstance(cpu_offload, CPUOffload) else CPUOffload(offload_params=bool(cpu_offload))
 
 
-def _init_sharding_strategy(sharding_strategy: Any, kwargs: dict) -> Any:
+def _init_sharding_strategy(sharding_strategy: "_SHARDING_STRATEGY", kwargs: dict) -> "ShardingStrategy":
     """The ``ShardingStrategy`` named (case-insensitive) or given; a hybrid one needs a wrap policy, a process
     group or a device mesh (``RuntimeError``); a process group and a mesh together is a ``ValueError``."""
     from torch.distributed.fsdp import ShardingStrategy
@@ -130,7 +147,7 @@ def _distributed_checkpoint_load(module_state: dict[str, Any], path: Path) -> No
 
 # --- model parallel --------------------------------------------------------------------------------------------------
 def _setup_device_mesh(data_parallel_size: int, tensor_parallel_size: int, world_size: int,
-                       device: torch.device) -> Any:
+                       device: torch.device) -> DeviceMesh:
     """A ``("data_parallel", "tensor_parallel")`` device mesh; the sizes must multiply to the world size."""
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -172,7 +189,7 @@ def _format_precision_config(config: dict[str, Any], precision: str, loss_scale:
         config["bf16"] = {"enabled": True}
 
 
-def _get_deepspeed_engines_from_state(state: dict[str, Any]) -> list[Any]:
+def _get_deepspeed_engines_from_state(state: dict[str, Any]) -> list["DeepSpeedEngine"]:
     """The DeepSpeed engines among the modules of a Fabric state dict (and their submodules)."""
     from deepspeed import DeepSpeedEngine
 
@@ -205,7 +222,7 @@ def _is_deepspeed_checkpoint(path: Path) -> bool:
     return path.is_dir() and (path / "checkpoint").is_dir()
 
 
-def _validate_checkpoint_directory(path: Any) -> None:
+def _validate_checkpoint_directory(path: _PATH) -> None:
     """``FileNotFoundError`` unless ``path`` is a DeepSpeed checkpoint directory; when it is a directory or file
     inside one, the message names the directory to use."""
     path = Path(path)
@@ -222,7 +239,7 @@ def _validate_checkpoint_directory(path: Any) -> None:
 
 
 # --- XLA FSDP (its policies need torch_xla; the argument checks do not) ---------------------------------------------
-def _xla_auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
+def _xla_auto_wrap_policy_kwargs(policy: Optional["_XLA_POLICY"], kwargs: dict) -> dict:
     """XLA-FSDP's ``auto_wrap_policy`` from ``policy``: a set of classes needs torch_xla's transformer policy."""
     if policy is None:
         return kwargs
@@ -233,7 +250,7 @@ def _xla_auto_wrap_policy_kwargs(policy: Any, kwargs: dict) -> dict:
     return kwargs
 
 
-def _xla_activation_checkpointing_kwargs(policy: Any, kwargs: dict) -> dict:
+def _xla_activation_checkpointing_kwargs(policy: Optional["_POLICY_SET"], kwargs: dict) -> dict:
     """XLA-FSDP's ``auto_wrapper_callable`` for a set of layer classes to checkpoint (the wrapper needs
     torch_xla when it runs)."""
 

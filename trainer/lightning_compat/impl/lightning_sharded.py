@@ -31,6 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 import torch
 from torch.nn import Module
 
+from plugins.accelerators.base import Accelerator
+from plugins.checkpoint_io import CheckpointIO
+from plugins.environments.base import ClusterEnvironment
 from plugins.precision.base import Precision
 from plugins.strategies.fsdp import FSDPStrategy as _RelayFSDP
 from plugins.strategies.model_parallel import ModelParallelStrategy as _RelayModelParallel
@@ -45,8 +48,17 @@ from trainer.lightning_compat.impl.precision_objects import FSDPPrecision, Train
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
+
     from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.fsdp import CPUOffload, MixedPrecision
+    from torch.distributed.fsdp import CPUOffload, MixedPrecision, ShardingStrategy
+    from torch.optim import Optimizer
+
+    from trainer.fabric.utilities.types import _PATH
+    from trainer.lightning_compat.impl.fabric_strategy_options import _POLICY, _SHARDING_STRATEGY
+
+    # what Relay's engine takes as the blocks to wrap or checkpoint: module classes
+    _BLOCKS = Union[type[Module], set[type[Module]], frozenset[type[Module]], list[type[Module]],
+                    tuple[type[Module], ...]]
 
 _DEFAULT_TIMEOUT = timedelta(seconds=1800)
 _RELAY_ARGUMENTS = ("dp_replicate", "dp_shard", "tp", "cp", "pp", "shard_size", "reshard_after_forward",
@@ -68,7 +80,7 @@ def _has_fsdp_modules(module: object) -> bool:
                                               for m in module.modules())
 
 
-def _module_classes(policy: Any, argument: str) -> Any:
+def _module_classes(policy: Optional["_POLICY"], argument: str) -> Optional["_BLOCKS"]:
     """Relay's block set for a Lightning wrap policy: a set of classes as it is, a ``ModuleWrapPolicy``'s classes;
     a callable policy has no FSDP2 counterpart (warned, None)."""
     if policy is None or isinstance(policy, (set, frozenset, list, tuple, type)):
@@ -82,7 +94,7 @@ def _module_classes(policy: Any, argument: str) -> Any:
     return None
 
 
-def _mesh_degrees(device_mesh: Any) -> dict[str, int]:
+def _mesh_degrees(device_mesh: Optional[Union[tuple[int, ...], list[int], "DeviceMesh"]]) -> dict[str, int]:
     if device_mesh is None:
         return {}
     shape = tuple(device_mesh) if isinstance(device_mesh, (tuple, list)) else tuple(device_mesh.shape)
@@ -94,7 +106,7 @@ def _mesh_degrees(device_mesh: Any) -> dict[str, int]:
                      "dimensions.")
 
 
-def _relay_sharding(strategy: Any) -> tuple[str, dict[str, Any]]:
+def _relay_sharding(strategy: "ShardingStrategy") -> tuple[str, dict[str, Union[bool, int]]]:
     """Relay's sharding name and the extra arguments that give a torch ``ShardingStrategy``'s layout."""
     name = strategy.name
     if name == "_HYBRID_SHARD_ZERO2":
@@ -104,7 +116,8 @@ def _relay_sharding(strategy: Any) -> tuple[str, dict[str, Any]]:
     return name, {}
 
 
-def _as_fsdp_precision(precision: Any, cls: type = FSDPPrecision) -> Any:
+def _as_fsdp_precision(precision: Optional[Precision],
+                       cls: type[FSDPPrecision] = FSDPPrecision) -> Optional[FSDPPrecision]:
     """A precision Relay's resolver chose, shown as Lightning's ``FSDPPrecision`` of the same name (the object
     itself does the work); an ``FSDPPrecision`` as it is."""
     if precision is None or isinstance(precision, FSDPPrecision):
@@ -115,14 +128,14 @@ def _as_fsdp_precision(precision: Any, cls: type = FSDPPrecision) -> Any:
     return wrapped
 
 
-def _check_storage_options(strategy: Any, storage_options: Any) -> None:
+def _check_storage_options(strategy: object, storage_options: object) -> None:
     if storage_options is not None:
         name = type(strategy).__name__
         raise TypeError(f"`{name}.save_checkpoint(..., storage_options=...)` is not supported because `{name}` does "
                         "not use the `CheckpointIO`.")
 
 
-def _one_sharded_module(state: Mapping[str, Any], action: str) -> None:
+def _one_sharded_module(state: Mapping[str, object], action: str) -> None:
     modules = [m for m in state.values() if _has_fsdp_modules(m)]
     if not modules:
         raise ValueError("Could not find a FSDP model in the provided checkpoint state. Please provide the model as"
@@ -144,17 +157,20 @@ class _FabricCheckpoints:
     _sharded_filter_refused = "FSDP doesn't support loading sharded filtered checkpoints, so saving them is disabled."
 
     @property
-    def checkpoint_io(self) -> Any:
+    def checkpoint_io(self) -> CheckpointIO:
         """Lightning's rule: these strategies write their own layout, not through a ``CheckpointIO`` plugin (Relay's
         engine keeps its own I/O object in the instance)."""
         raise NotImplementedError(f"The `{type(self).__name__}` does not use the `CheckpointIO` plugin interface.")
 
     @checkpoint_io.setter
-    def checkpoint_io(self, io: Any) -> None:
+    def checkpoint_io(self, io: CheckpointIO) -> None:
         raise NotImplementedError(f"The `{type(self).__name__}` does not support setting a `CheckpointIO` plugin.")
 
-    def save_checkpoint(self, path: Any, state: Any = None, storage_options: Any = None, filter: Any = None,
-                        layout_keys: tuple = ()) -> None:
+    def save_checkpoint(self, path: Union["_PATH", dict[str, Any]],
+                        state: Any = None,  # Lightning's state dict, or the path in Relay's own call
+                        storage_options: Optional[Any] = None,
+                        filter: Optional[dict[str, Callable[[str, Any], bool]]] = None,
+                        layout_keys: tuple[str, ...] = ()) -> None:
         if isinstance(path, Mapping):  # Relay's order: the collected checkpoint first (a path never is a mapping)
             return super().save_checkpoint(path, state, layout_keys)  # type: ignore[misc]
         _check_storage_options(self, storage_options)
@@ -166,8 +182,9 @@ class _FabricCheckpoints:
         _one_sharded_module(state, "save")
         checkpoint.save(self, path, state, filter)
 
-    def load_checkpoint(self, path: Any, state: Any = None, strict: bool = True,
-                        weights_only: Optional[bool] = None) -> dict[str, Any]:
+    def load_checkpoint(self, path: "_PATH",
+                        state: Optional[Union[Module, "Optimizer", dict[str, Union[Module, "Optimizer", Any]]]] = None,
+                        strict: bool = True, weights_only: Optional[bool] = None) -> dict[str, Any]:
         name = type(self).__name__
         if not state:
             raise ValueError(f"Got {name}.load_checkpoint(..., state={state!r}) but a state with at least  a model "
@@ -199,10 +216,15 @@ class _LightningFSDP(_RelayFSDP):
 
     _precision_class: type = FSDPPrecision  # what a precision Relay's resolver chose is shown as
 
-    def _lightning_init(self, *, accelerator: Any, parallel_devices: Any, cluster_environment: Any, precision: Any,
-                        process_group_backend: Any, timeout: Any, cpu_offload: Any, mixed_precision: Any,
-                        auto_wrap_policy: Any, activation_checkpointing: Any, activation_checkpointing_policy: Any,
-                        sharding_strategy: Any, state_dict_type: Any, device_mesh: Any, kwargs: dict) -> None:
+    def _lightning_init(self, *, accelerator: Optional[Accelerator], parallel_devices: Optional[list[torch.device]],
+                        cluster_environment: Optional[ClusterEnvironment], precision: Optional[Precision],
+                        process_group_backend: Optional[str], timeout: Optional[timedelta],
+                        cpu_offload: Union[bool, "CPUOffload", None], mixed_precision: Optional["MixedPrecision"],
+                        auto_wrap_policy: Optional["_POLICY"],
+                        activation_checkpointing: Optional[Union[type[Module], list[type[Module]]]],
+                        activation_checkpointing_policy: Optional["_POLICY"], sharding_strategy: "_SHARDING_STRATEGY",
+                        state_dict_type: Literal["full", "sharded"], device_mesh: _DEVICE_MESH,
+                        kwargs: dict[str, Any]) -> None:
         relay = {k: kwargs.pop(k) for k in _RELAY_ARGUMENTS if k in kwargs}
         fsdp_kwargs = dict(kwargs)
         if auto_wrap_policy is not None:
@@ -212,6 +234,7 @@ class _LightningFSDP(_RelayFSDP):
             fsdp_kwargs["device_mesh"] = device_mesh
         sharding = _init_sharding_strategy(sharding_strategy, fsdp_kwargs)
         ac_kwargs = _activation_checkpointing_kwargs(activation_checkpointing, activation_checkpointing_policy)
+        ac_classes: Optional[_BLOCKS]
         if activation_checkpointing is not None:
             ac_classes = set(activation_checkpointing) if isinstance(activation_checkpointing, list) \
                 else {activation_checkpointing}
@@ -246,26 +269,26 @@ class _LightningFSDP(_RelayFSDP):
 
     # --- precision: Lightning's FSDPPrecision only ----------------------------------------------------------
     @property
-    def precision(self) -> Any:
+    def precision(self) -> FSDPPrecision:
         plugin = self.__dict__.get("_lightning_precision")
         return plugin if plugin is not None else self._precision_class("32-true")
 
     @precision.setter
-    def precision(self, precision: Any) -> None:
+    def precision(self, precision: Optional[Precision]) -> None:
         if type(precision) is Precision:  # Relay's full-precision default
             precision = _as_fsdp_precision(precision, self._precision_class)
         if precision is not None and not isinstance(precision, FSDPPrecision):
             raise TypeError(f"The FSDP strategy can only work with the `FSDPPrecision` plugin, found {precision}")
         self.__dict__["_lightning_precision"] = precision
 
-    def connect(self, accelerator: Any, precision: Any, environment: Any = None, device_ids: Any = None,
-                num_nodes: int = 1) -> None:
+    def connect(self, accelerator: Accelerator, precision: Any, environment: Optional[ClusterEnvironment] = None,
+                device_ids: Optional[list[int]] = None, num_nodes: int = 1) -> None:
         if not self._precision_given:  # the precision Relay's resolver chose, as Lightning's connector makes it
             precision = _as_fsdp_precision(precision, self._precision_class)
         super().connect(accelerator, precision, environment, device_ids, num_nodes)
 
     @property
-    def mixed_precision_config(self) -> Any:
+    def mixed_precision_config(self) -> Optional["MixedPrecision"]:
         """The ``MixedPrecision`` given, else the precision plugin's (Lightning's rule)."""
         if self.mixed_precision:
             return self.mixed_precision
@@ -284,8 +307,8 @@ class _LightningFSDP(_RelayFSDP):
         return kwargs
 
     # --- clipping: the module must be sharded ----------------------------------------------------------------
-    def clip_gradients_norm(self, module: Any, optimizer: Any, max_norm: Any, norm_type: Any = 2.0,
-                            error_if_nonfinite: bool = True) -> torch.Tensor:
+    def clip_gradients_norm(self, module: Module, optimizer: "Optimizer", max_norm: Union[float, int],
+                            norm_type: Union[float, int] = 2.0, error_if_nonfinite: bool = True) -> torch.Tensor:
         if not _has_fsdp_modules(module):
             raise TypeError("Gradient clipping with FSDP is only possible if the module passed to"
                             f" `{type(self).__name__}.clip_gradients_norm` is wrapped in `FullyShardedDataParallel`."
@@ -298,18 +321,18 @@ class FSDPStrategy(_FabricCheckpoints, _LightningFSDP):
 
     def __init__(
         self,
-        accelerator: Optional[Any] = None,
+        accelerator: Optional[Accelerator] = None,
         parallel_devices: Optional[list[torch.device]] = None,
-        cluster_environment: Optional[Any] = None,
-        precision: Optional[Any] = None,
+        cluster_environment: Optional[ClusterEnvironment] = None,
+        precision: Optional[Precision] = None,
         process_group_backend: Optional[str] = None,
         timeout: Optional[timedelta] = _DEFAULT_TIMEOUT,
         cpu_offload: Union[bool, "CPUOffload", None] = None,
         mixed_precision: Optional["MixedPrecision"] = None,
-        auto_wrap_policy: Optional[Any] = None,
+        auto_wrap_policy: Optional["_POLICY"] = None,
         activation_checkpointing: Optional[Union[type[Module], list[type[Module]]]] = None,
-        activation_checkpointing_policy: Optional[Any] = None,
-        sharding_strategy: Any = "FULL_SHARD",
+        activation_checkpointing_policy: Optional["_POLICY"] = None,
+        sharding_strategy: "_SHARDING_STRATEGY" = "FULL_SHARD",
         state_dict_type: Literal["full", "sharded"] = "sharded",
         device_mesh: _DEVICE_MESH = None,
         **kwargs: Any,
@@ -331,19 +354,19 @@ class TrainerFSDPStrategy(_LightningFSDP):
 
     def __init__(
         self,
-        accelerator: Optional[Any] = None,
+        accelerator: Optional[Accelerator] = None,
         parallel_devices: Optional[list[torch.device]] = None,
-        cluster_environment: Optional[Any] = None,
-        checkpoint_io: Optional[Any] = None,
-        precision_plugin: Optional[Any] = None,
+        cluster_environment: Optional[ClusterEnvironment] = None,
+        checkpoint_io: Optional[CheckpointIO] = None,
+        precision_plugin: Optional[Precision] = None,
         process_group_backend: Optional[str] = None,
         timeout: Optional[timedelta] = _DEFAULT_TIMEOUT,
         cpu_offload: Union[bool, "CPUOffload", None] = None,
         mixed_precision: Optional["MixedPrecision"] = None,
-        auto_wrap_policy: Optional[Any] = None,
+        auto_wrap_policy: Optional["_POLICY"] = None,
         activation_checkpointing: Optional[Union[type[Module], list[type[Module]]]] = None,
-        activation_checkpointing_policy: Optional[Any] = None,
-        sharding_strategy: Any = "FULL_SHARD",
+        activation_checkpointing_policy: Optional["_POLICY"] = None,
+        sharding_strategy: "_SHARDING_STRATEGY" = "FULL_SHARD",
         state_dict_type: Literal["full", "sharded"] = "full",
         device_mesh: _DEVICE_MESH = None,
         **kwargs: Any,
@@ -359,15 +382,15 @@ class TrainerFSDPStrategy(_LightningFSDP):
             self.checkpoint_io = checkpoint_io
 
     @property
-    def precision_plugin(self) -> Any:
+    def precision_plugin(self) -> FSDPPrecision:
         return self.precision
 
     @precision_plugin.setter
-    def precision_plugin(self, precision_plugin: Any) -> None:
+    def precision_plugin(self, precision_plugin: Optional[Precision]) -> None:
         self.precision = precision_plugin
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any = None,
-                        layout_keys: tuple = ()) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Optional[Any] = None,
+                        layout_keys: tuple[str, ...] = ()) -> None:
         _check_storage_options(self, storage_options)
         super().save_checkpoint(checkpoint, filepath, layout_keys)
 
@@ -397,17 +420,18 @@ class _LightningModelParallel(_RelayModelParallel):
         return {"num_replicas": data_parallel.size(), "rank": data_parallel.get_local_rank()}
 
     @property
-    def device_mesh(self) -> Any:
+    def device_mesh(self) -> "DeviceMesh":
         mesh = self.__dict__.get("_device_mesh")
         if mesh is None:
             raise RuntimeError("Accessing the device mesh before processes have initialized is not allowed.")
         return mesh
 
     @device_mesh.setter
-    def device_mesh(self, mesh: Any) -> None:
+    def device_mesh(self, mesh: "DeviceMesh") -> None:
         self.__dict__["_device_mesh"] = mesh
 
-    def forward_backward(self, step_fn: Any, batch: Any, batch_idx: int, backward: Any) -> Any:
+    def forward_backward(self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int,
+                         backward: Callable[[Any], Optional[torch.Tensor]]) -> Optional[torch.Tensor]:
         mesh = self.__dict__.get("_device_mesh")
         if mesh is None or "cp" not in (mesh.mesh_dim_names or ()):
             return backward(step_fn(batch, batch_idx))
@@ -470,8 +494,8 @@ class TrainerModelParallelStrategy(_LightningModelParallel):
                          timeout=_DEFAULT_TIMEOUT if timeout is None else timeout)
         self._save_distributed_checkpoint = save_distributed_checkpoint
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any = None,
-                        layout_keys: tuple = ()) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Optional[Any] = None,
+                        layout_keys: tuple[str, ...] = ()) -> None:
         _check_storage_options(self, storage_options)
         super().save_checkpoint(checkpoint, filepath, layout_keys)
 

@@ -16,7 +16,7 @@ import warnings
 from argparse import Namespace
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from lightning_utilities.core.imports import RequirementCache
@@ -26,6 +26,13 @@ from trainer.lightning_compat.impl.logging_helpers import rank_zero_experiment
 from trainer.loggers.base import Logger
 from trainer.loggers.logged_checkpoints import pending_checkpoints
 from trainer.loggers.utils import add_prefix
+
+if TYPE_CHECKING:
+    from litlogger import Experiment
+    from torch import Tensor
+
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+    from trainer.fabric.utilities.types import _PATH
 
 _LITLOGGER_AVAILABLE = RequirementCache("litlogger>=0.1.0")
 
@@ -46,7 +53,7 @@ class LitLogger(Logger):
 
     LOGGER_JOIN_CHAR = "-"
 
-    def __init__(self, root_dir: Any = None, name: str | None = None, teamspace: str | None = None,
+    def __init__(self, root_dir: Optional[_PATH] = None, name: str | None = None, teamspace: str | None = None,
                  metadata: dict[str, str] | None = None, store_step: bool = True, log_model: bool = False,
                  save_logs: bool = True, checkpoint_name: str | None = None) -> None:
         super().__init__()
@@ -61,9 +68,9 @@ class LitLogger(Logger):
         self._checkpoint_name = checkpoint_name
         self._sub_dir: str | None = None
         self._prefix = ""
-        self._experiment: Any = None
+        self._experiment: Optional[Experiment] = None
         self._step = -1
-        self._checkpoint_callback: Any = None
+        self._checkpoint_callback: Optional[ModelCheckpoint] = None
         self._logged_model_time: dict[str, float] = {}
 
     @property
@@ -100,7 +107,7 @@ class LitLogger(Logger):
 
     @property
     @rank_zero_experiment
-    def experiment(self) -> Any:
+    def experiment(self) -> Optional["Experiment"]:
         """The ``litlogger.Experiment``, started on first use."""
         import litlogger
 
@@ -118,7 +125,7 @@ class LitLogger(Logger):
         self._experiment.print_url()
         return self._experiment
 
-    def _started(self) -> Any:
+    def _started(self) -> Experiment:
         experiment = self.experiment
         if experiment is None:
             raise RuntimeError("Experiment is not initialized")
@@ -130,7 +137,7 @@ class LitLogger(Logger):
         return self._started().url
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         experiment = self._started()
         self._step = self._step + 1 if step is None else step
         for key, value in add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items():
@@ -147,7 +154,7 @@ class LitLogger(Logger):
             experiment[key] = str(value)
 
     @rank_zero_only
-    def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
+    def log_graph(self, model: torch.nn.Module, input_array: Optional[Tensor] = None) -> None:
         warnings.warn("LitLogger does not support `log_graph`", UserWarning, stacklevel=2)
 
     @rank_zero_only
@@ -200,7 +207,7 @@ class LitLogger(Logger):
 
         self._started()[self._artifact_key(path)] = File(path)
 
-    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
         if self._log_model is False:
             return
         if checkpoint_callback.save_top_k == -1:
@@ -208,7 +215,7 @@ class LitLogger(Logger):
         else:
             self._checkpoint_callback = checkpoint_callback
 
-    def _log_checkpoints(self, checkpoint_callback: Any) -> None:
+    def _log_checkpoints(self, checkpoint_callback: ModelCheckpoint) -> None:
         from litlogger import Model
 
         for pending in pending_checkpoints(checkpoint_callback, self._logged_model_time):

@@ -9,7 +9,7 @@ known, its bytes are read (from the memory-mapped file) when it is used in a tor
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from lightning_utilities import apply_to_collection
@@ -17,11 +17,18 @@ from lightning_utilities import apply_to_collection
 from trainer.fabric.utilities.cloud_io import get_filesystem
 from trainer.lightning_compat.impl.types import _Stateful
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import IO
+
+    from trainer.fabric.utilities.types import _PATH
+
 
 class _NotYetLoadedTensor:
     """A tensor of a lazily loaded checkpoint: metadata now, data on first use."""
 
-    def __init__(self, metatensor: torch.Tensor, archiveinfo: Any, storageinfo: Any, rebuild_args: Any) -> None:
+    def __init__(self, metatensor: torch.Tensor, archiveinfo: torch.Tensor, storageinfo: Optional[tuple],
+                 rebuild_args: Optional[tuple]) -> None:
         self.metatensor = metatensor
         self.archiveinfo = archiveinfo  # here: the memory-mapped tensor itself
         self.storageinfo = storageinfo
@@ -38,7 +45,7 @@ class _NotYetLoadedTensor:
         return tensor.clone() if isinstance(tensor, torch.Tensor) and not tensor.is_contiguous() else tensor
 
     @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_function__(cls, func: Callable, types: Sequence, args: Any = (), kwargs: Optional[dict] = None) -> Any:
         load = lambda tensor: tensor._load_tensor()
         args = apply_to_collection(args, cls, load)
         kwargs = apply_to_collection(kwargs or {}, cls, load)
@@ -87,7 +94,8 @@ def _move_state_into(source: dict[str, Any], destination: dict[str, Any], keys: 
             destination[key] = state
 
 
-def _load(path_or_url: Any, map_location: Any = None, weights_only: bool | None = None) -> Any:
+def _load(path_or_url: Union[IO, _PATH], map_location: Any = None,
+          weights_only: bool | None = None) -> Any:
     """A checkpoint from a local path, an fsspec URL or a file object (Lightning's ``pl_load``), read as data:
     ``torch.load(weights_only=True)``, or in full when the caller passes ``weights_only=False`` (a file it trusts)."""
     data_only = weights_only is not False

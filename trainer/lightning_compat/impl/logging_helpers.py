@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from trainer.loggers import Logger
@@ -53,7 +53,7 @@ def rank_zero_experiment(fn: Callable) -> Callable:
     """For a logger's ``experiment`` property: the real experiment on rank 0, a ``_DummyExperiment`` elsewhere."""
 
     @functools.wraps(fn)
-    def experiment(self: Any) -> Any:
+    def experiment(self: Logger) -> Any:
         if _global_rank() > 0:
             return _DummyExperiment()
         return fn(self)
@@ -101,8 +101,8 @@ def merge_dicts(dicts: Sequence[Mapping], agg_key_funcs: Mapping | None = None,
     ``default_func``); nested dicts are merged the same way; a key whose values cannot be aggregated is dropped
     unless only one dict has it."""
     funcs = dict(agg_key_funcs or {})
-    keys = list(functools.reduce(lambda acc, d: acc | set(d), dicts, set()))
-    grouped: dict[Any, list] = defaultdict(list)
+    keys: list[Hashable] = list(functools.reduce(lambda acc, d: acc | set(d), dicts, set()))
+    grouped: dict[Hashable, list] = defaultdict(list)
     for d in dicts:
         for k in keys:
             if k in d:

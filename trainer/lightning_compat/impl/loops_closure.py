@@ -11,12 +11,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TYPE_CHECKING, TypeVar
 
 import torch
 
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.rank_zero import WarningCache
+
+if TYPE_CHECKING:
+    from trainer.utilities.types import STEP_OUTPUT
 
 T = TypeVar("T")
 
@@ -68,7 +71,7 @@ class ClosureResult(OutputResult):
             self.loss = self.closure_loss.detach().clone()
 
     @classmethod
-    def from_training_step_output(cls, training_step_output: Any, normalize: int = 1) -> ClosureResult:
+    def from_training_step_output(cls, training_step_output: STEP_OUTPUT, normalize: int = 1) -> ClosureResult:
         loss, extra = None, {}
         if isinstance(training_step_output, Mapping):
             loss = training_step_output.get("loss")
@@ -95,7 +98,7 @@ class ManualResult(OutputResult):
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_training_step_output(cls, training_step_output: Any) -> ManualResult:
+    def from_training_step_output(cls, training_step_output: STEP_OUTPUT) -> ManualResult:
         if isinstance(training_step_output, Mapping):
             extra = dict(training_step_output)
         elif isinstance(training_step_output, torch.Tensor):

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 import torch
 
@@ -36,6 +36,15 @@ from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
 from trainer.utilities.rank_zero import rank_zero_deprecation, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from trainer.module import Module as LightningModule
+    from trainer.trainer import Trainer
+
+    _SIGNUM = Union[int, signal.Signals]
+    _HANDLER = Union[Callable[[_SIGNUM, FrameType], Any], int, signal.Handlers, None]
 
 log = logging.getLogger(__name__)
 _IS_WINDOWS = sys.platform == "win32"
@@ -73,10 +82,10 @@ def _validate_callbacks_list(callbacks: list[Callback]) -> None:
 class _HandlersCompose:
     """Several signal handlers called in order as one (an ``int`` handler such as ``SIG_IGN`` is skipped)."""
 
-    def __init__(self, signal_handlers: list[Any] | Any) -> None:
+    def __init__(self, signal_handlers: Union[list[_HANDLER], _HANDLER]) -> None:
         self.signal_handlers = signal_handlers if isinstance(signal_handlers, list) else [signal_handlers]
 
-    def __call__(self, signum: int, frame: Any) -> None:
+    def __call__(self, signum: int, frame: FrameType) -> None:
         for handler in self.signal_handlers:
             if isinstance(handler, int):
                 handler = signal.getsignal(handler)
@@ -93,22 +102,22 @@ class _SignalConnector:
     in ``teardown``. Relay's Trainer handles preemption itself (``trainer/checkpointing/preemption.py``: SIGTERM and
     SIGUSR1 save a checkpoint and exit); SLURM requeueing is the cluster's there, not this object's."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         self.received_sigterm = False
         self.trainer = trainer
-        self._original_handlers: dict[int, Any] = {}
+        self._original_handlers: dict[_SIGNUM, _HANDLER] = {}
 
     def register_signal_handlers(self) -> None:
         self.received_sigterm = False
         self._original_handlers = self._get_current_signal_handlers()
         if _IS_WINDOWS:
             return
-        handlers: list[Any] = [self._sigterm_notifier_fn]
+        handlers: list[_HANDLER] = [self._sigterm_notifier_fn]
         if self._has_already_handler(signal.SIGTERM):
             handlers.append(signal.getsignal(signal.SIGTERM))
         self._register_signal(signal.SIGTERM, _HandlersCompose(handlers))
 
-    def _sigterm_notifier_fn(self, signum: int, _: Any) -> None:
+    def _sigterm_notifier_fn(self, signum: int, _: FrameType) -> None:
         log.info(f"Received SIGTERM: {signum}")
         if not self.received_sigterm:
             launcher = getattr(getattr(self.trainer, "strategy", None), "launcher", None)
@@ -116,7 +125,7 @@ class _SignalConnector:
                 launcher.kill(signum)
         self.received_sigterm = True
 
-    def _sigterm_handler_fn(self, signum: int, _: Any) -> None:
+    def _sigterm_handler_fn(self, signum: int, _: FrameType) -> None:
         log.info(f"Bypassing SIGTERM: {signum}")
 
     def teardown(self) -> None:
@@ -126,7 +135,7 @@ class _SignalConnector:
         self._original_handlers = {}
 
     @staticmethod
-    def _get_current_signal_handlers() -> dict[int, Any]:
+    def _get_current_signal_handlers() -> dict[_SIGNUM, _HANDLER]:
         valid = _SignalConnector._valid_signals()
         if not _IS_WINDOWS:
             valid -= {signal.SIGKILL, signal.SIGSTOP}
@@ -414,22 +423,22 @@ class _ResultMetric(_NotRelays):
 
 # --- configuration_validator ------------------------------------------------------------------------------
 
-def __verify_train_val_loop_configuration(trainer: Any, model: Any) -> None:
+def __verify_train_val_loop_configuration(trainer: Trainer, model: LightningModule) -> None:
     """``fit`` needs ``training_step`` and ``configure_optimizers``; warns about validation without a step or loader;
     the 1.x ``*_epoch_end`` hooks are refused (the Trainer's own check: trainer/stage/loop_checks.py)."""
     verify_fit(model, bool(getattr(trainer.fit_loop, "val_source", False)))
 
 
-def __verify_eval_loop_configuration(model: Any, stage: str) -> None:
+def __verify_eval_loop_configuration(model: LightningModule, stage: str) -> None:
     """``validate``/``test`` need their step; ``predict`` a ``predict_step`` or ``forward``."""
     verify_evaluation(model, {"val": "validate"}.get(stage, stage))
 
 
-def __verify_manual_optimization_support(trainer: Any, model: Any) -> None:
+def __verify_manual_optimization_support(trainer: Trainer, model: LightningModule) -> None:
     verify_manual_optimization(trainer, model)
 
 
-def __warn_dataloader_iter_limitations(model: Any) -> None:
+def __warn_dataloader_iter_limitations(model: LightningModule) -> None:
 
     steps = (model.training_step, model.validation_step, model.predict_step, model.test_step)
     if any(is_param_in_hook_signature(fn, "dataloader_iter", explicit=True) for fn in steps if fn is not None):
@@ -441,7 +450,7 @@ def __warn_dataloader_iter_limitations(model: Any) -> None:
             "change. Here be dragons.", category=PossibleUserWarning)
 
 
-def __verify_configure_model_configuration(model: Any) -> None:
+def __verify_configure_model_configuration(model: LightningModule) -> None:
     if not is_overridden("configure_sharded_model", model):
         return
     name = type(model).__name__

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING, Union
 
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
@@ -36,6 +36,15 @@ from trainer.utilities.model_helpers import is_overridden
 from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
+if TYPE_CHECKING:
+    from trainer.utilities.combined_loader import CombinedLoader
+    from trainer.utilities.types import EVAL_DATALOADERS
+    from trainer.datamodule import DataModule as LightningDataModule
+    from trainer.module import Module as LightningModule
+    from plugins.strategies.base import Strategy
+    from trainer.utilities.types import TRAIN_DATALOADERS
+    from trainer.trainer import Trainer
+
 warning_cache = WarningCache()
 
 
@@ -46,7 +55,7 @@ class _DataLoaderSource:
     instance: Any
     name: str
 
-    def dataloader(self) -> Any:
+    def dataloader(self) -> Union[TRAIN_DATALOADERS, EVAL_DATALOADERS]:
         if self.is_module():
             return getattr(self.instance, self.name)()
         if self.instance is None:
@@ -76,13 +85,13 @@ def _get_distributed_sampler(dataloader: DataLoader, shuffle: bool, overfit_batc
     return _SamplerShards(dataloader.sampler, **kwargs)
 
 
-def _process_dataloader(trainer: Any, trainer_fn: TrainerFn, stage: RunningStage, dataloader: object) -> object:
+def _process_dataloader(trainer: Trainer, trainer_fn: TrainerFn, stage: RunningStage, dataloader: object) -> object:
     raise NotImplementedError(
         "_process_dataloader: Relay's Trainer prepares its loaders itself (trainer/data/loaders.py: the strategy's "
         "sampler, worker seeds and the epoch set on the sampler); pass the loaders to the Trainer call.")
 
 
-def _request_dataloader(data_source: _DataLoaderSource) -> Any:
+def _request_dataloader(data_source: _DataLoaderSource) -> Union[TRAIN_DATALOADERS, EVAL_DATALOADERS]:
     """The loaders ``data_source`` gives (its hook called, for a Module or DataModule)."""
     return data_source.dataloader()
 
@@ -98,7 +107,7 @@ class _DataHookSelector:
     datamodule: Any
     _valid_hooks: tuple[str, ...] = field(default=_SHARED_HOOKS)
 
-    def get_instance(self, hook_name: str) -> Any:
+    def get_instance(self, hook_name: str) -> Union["LightningModule", "LightningDataModule"]:
         if hook_name not in self._valid_hooks:
             raise ValueError(f"`{hook_name}` is not a shared hook within `LightningModule` and `LightningDataModule`."
                              f" Valid hooks are {self._valid_hooks}.")
@@ -137,7 +146,7 @@ def _check_dataloader_iterable(dataloader: object, source: _DataLoaderSource, tr
                     f"Found {dataloader}.")
 
 
-def _worker_check(trainer: Any, dataloader: object, name: str) -> None:
+def _worker_check(trainer: Trainer, dataloader: object, name: str) -> None:
     """Warnings about a loader's workers: the engine's check (few of them, spawn without persistence, pinned
     persistent workers with reloading), for the Trainer's devices."""
     check_workers(dataloader, name, bool(trainer.reload_dataloaders_every_n_epochs), local_processes=trainer.num_devices)
@@ -165,7 +174,7 @@ def _parse_num_batches(stage: RunningStage, length: int | float, limit_batches: 
     return count
 
 
-def _resolve_overfit_batches(combined_loader: Any, mode: RunningStage) -> None:
+def _resolve_overfit_batches(combined_loader: CombinedLoader, mode: RunningStage) -> None:
     """With ``overfit_batches`` every loader of ``combined_loader`` reads its dataset in order (a warning when one
     shuffled); a loader is rebuilt with a ``SequentialSampler`` (Relay's own loader copy, ``_loader_kwargs``)."""
     from torch.utils.data import SequentialSampler
@@ -189,7 +198,7 @@ def check_finite_loss(loss: torch.Tensor | None) -> None:
 
 
 def _parse_loop_limits(min_steps: int | None, max_steps: int, min_epochs: int | None, max_epochs: int | None,
-                       trainer: Any) -> tuple[int, int]:
+                       trainer: Trainer) -> tuple[int, int]:
     """``(min_epochs, max_epochs)`` with the defaults filled in: 1000 epochs (with a warning) when nothing bounds the
     fit, ``-1`` when steps or a ``Timer`` do; at least one epoch when ``min_steps`` is set."""
 
@@ -206,7 +215,7 @@ def _parse_loop_limits(min_steps: int | None, max_steps: int, min_epochs: int | 
 
 
 @contextmanager
-def _block_parallel_sync_behavior(strategy: Any, block: bool = True) -> Generator[None, None, None]:
+def _block_parallel_sync_behavior(strategy: Strategy, block: bool = True) -> Generator[None, None, None]:
     """No gradient sync inside (gradient accumulation), on strategies that sync gradients."""
     if block and isinstance(strategy, ParallelStrategy):
         with strategy.no_backward_sync(True):
@@ -219,7 +228,7 @@ def _is_max_limit_reached(current: int, maximum: int = -1) -> bool:
     return maximum != -1 and current >= maximum
 
 
-def _reset_progress(loop: Any) -> None:
+def _reset_progress(loop: _Loop) -> None:
     """Reset every progress object of ``loop`` and its child loops."""
     for value in vars(loop).values():
         if isinstance(value, _BaseProgress):
@@ -233,7 +242,7 @@ _STEP_OF = {RunningStage.TRAINING: "training_step", RunningStage.VALIDATING: "va
             RunningStage.PREDICTING: "predict_step"}
 
 
-def _select_data_fetcher(trainer: Any, stage: RunningStage) -> _DataFetcher:
+def _select_data_fetcher(trainer: Trainer, stage: RunningStage) -> _DataFetcher:
     """The iterator-taking fetcher when the stage's step has a ``dataloader_iter`` argument, else the prefetching one."""
     if stage not in _STEP_OF:
         raise RuntimeError(f"DataFetcher is unsupported for {trainer.state.stage}")
@@ -272,7 +281,7 @@ def _needs_no_grad(trainer: Any) -> bool:
 
 
 def _verify_dataloader_idx_requirement(hooks: tuple[str, ...], is_expected: bool, stage: RunningStage,
-                                       pl_module: Any) -> None:
+                                       pl_module: LightningModule) -> None:
     """With several loaders the step hooks need ``dataloader_idx``; with one, it must have a default (the engine's
     check, ``trainer/loops/step_arguments.py``)."""
     check_dataloader_idx(pl_module, RunningStage(stage).dataloader_prefix, hooks, is_expected)

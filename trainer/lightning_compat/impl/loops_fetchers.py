@@ -10,10 +10,15 @@ keeps ``prefetch_batches`` batches ahead so ``done`` is known at the last batch,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from trainer.fabric.utilities.data import sized_len
 from trainer.utilities.exceptions import MisconfigurationException
+
+if TYPE_CHECKING:
+    from trainer.utilities.combined_loader import CombinedLoader
+
+    _ITERATOR_RETURN = tuple[Any, int, int]  # batch, batch_idx, dataloader_idx
 
 
 def _profile_nothing() -> None:
@@ -24,7 +29,7 @@ class _DataFetcher(Iterator):
     """Batches of a ``CombinedLoader``, counted, with ``done`` set once the last one is out."""
 
     def __init__(self) -> None:
-        self._combined_loader: Any = None
+        self._combined_loader: Optional[CombinedLoader] = None
         self.iterator: Iterator | None = None
         self.fetched = 0
         self.done = False
@@ -33,12 +38,12 @@ class _DataFetcher(Iterator):
         self._stop_profiler = _profile_nothing
 
     @property
-    def combined_loader(self) -> Any:
+    def combined_loader(self) -> CombinedLoader:
         if self._combined_loader is None:
             raise MisconfigurationException(f"`{type(self).__name__}` should have been `setup` with a `CombinedLoader`.")
         return self._combined_loader
 
-    def setup(self, combined_loader: Any) -> None:
+    def setup(self, combined_loader: CombinedLoader) -> None:
         self._combined_loader = combined_loader
 
     def __iter__(self) -> _DataFetcher:
@@ -46,7 +51,7 @@ class _DataFetcher(Iterator):
         self.reset()
         return self
 
-    def _fetch(self) -> Any:
+    def _fetch(self) -> _ITERATOR_RETURN:
         self._start_profiler()
         try:
             batch = next(self.iterator)  # type: ignore[arg-type]
@@ -60,7 +65,7 @@ class _DataFetcher(Iterator):
             self.done = self.fetched >= self.length
         return batch
 
-    def __next__(self) -> Any:
+    def __next__(self) -> _ITERATOR_RETURN:
         return self._fetch()
 
     def reset(self) -> None:
@@ -96,7 +101,7 @@ class _PrefetchDataFetcher(_DataFetcher):
                     break
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> _ITERATOR_RETURN:
         if not self.batches:
             if self.done:
                 raise StopIteration
@@ -127,7 +132,7 @@ class _DataLoaderIterDataFetcher(_DataFetcher):
         self.iterator_wrapper = iter(_DataFetcherWrapper(self))
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> Any:  # the iterator wrapper, where the base class gives a batch
         if self.done:
             raise StopIteration
         return self.iterator_wrapper
@@ -157,7 +162,7 @@ class _DataFetcherWrapper(Iterator):
     def length(self) -> int | None:
         return self.data_fetcher.length
 
-    def __next__(self) -> Any:
+    def __next__(self) -> _ITERATOR_RETURN:
         fetcher = self.data_fetcher
         if fetcher.done:
             raise StopIteration

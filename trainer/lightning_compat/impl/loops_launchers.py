@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import torch
 import torch.multiprocessing as mp
@@ -29,6 +29,10 @@ from plugins.launchers.elastic import ElasticLauncher
 from plugins.launchers.spawn import SpawnLauncher
 from trainer.lightning_compat.impl.loops_objects import _AlsoRelays
 from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rng_states
+
+if TYPE_CHECKING:
+    from plugins.environments.base import ClusterEnvironment
+    from trainer.trainer import Trainer
 
 
 class _Launcher(ABC):
@@ -112,7 +116,7 @@ class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
     def main_port(self) -> int | None:  # type: ignore[override]
         return int(os.environ["MASTER_PORT"]) if "MASTER_PORT" in os.environ else None
 
-    def launch(self, function: Callable, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None, **kwargs: Any) -> Any:  # type: ignore[override]
         """Run ``function(*args, **kwargs)`` in every worker; rank 0's return value. The spawned workers start with
         this process's deterministic flags and RNG states, as on Lightning."""
         if self._start_method in ("fork", "forkserver") and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -122,13 +126,13 @@ class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
         target = partial(function, **kwargs) if kwargs else function
         return self.launch_function(partial(_run_restored, snapshot, target), *args)
 
-    def get_extra_results(self, trainer: Any) -> dict[str, Any]:
+    def get_extra_results(self, trainer: Trainer) -> dict[str, Any]:
         """What a worker sends back besides the result: ``trainer.callback_metrics``, as bytes."""
         buffer = io.BytesIO()
         torch.save(apply_to_collection(dict(trainer.callback_metrics), torch.Tensor, lambda t: t.cpu()), buffer)
         return {"callback_metrics_bytes": buffer.getvalue()}
 
-    def update_main_process_results(self, trainer: Any, extra: dict[str, Any]) -> None:
+    def update_main_process_results(self, trainer: Trainer, extra: dict[str, Any]) -> None:
         metrics = torch.load(io.BytesIO(extra["callback_metrics_bytes"]), weights_only=True)
         trainer.callback_metrics.update(metrics)
 
@@ -161,7 +165,7 @@ class _SubprocessScriptLauncher(ElasticLauncher, _Launcher, metaclass=_AlsoRelay
 
     _relay_counterpart = ElasticLauncher
 
-    def __init__(self, cluster_environment: Any, num_processes: int, num_nodes: int) -> None:
+    def __init__(self, cluster_environment: ClusterEnvironment, num_processes: int, num_nodes: int) -> None:
         self.cluster_environment = cluster_environment
         self.num_processes = num_processes
         self.num_nodes = num_nodes
@@ -184,7 +188,7 @@ class _SubprocessScriptLauncher(ElasticLauncher, _Launcher, metaclass=_AlsoRelay
     def is_interactive_compatible(self) -> bool:
         return False
 
-    def launch(self, function: Callable, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None, **kwargs: Any) -> Any:  # type: ignore[override]
         validate = getattr(self.cluster_environment, "validate_settings", None)
         if validate is not None:
             validate(num_devices=self.num_processes, num_nodes=self.num_nodes)

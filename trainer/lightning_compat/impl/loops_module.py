@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 from lightning_utilities import apply_to_collection
@@ -23,13 +23,18 @@ from trainer.callbacks.base import Callback
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
+if TYPE_CHECKING:
+    from trainer.fabric.fabric import Fabric
+    from trainer.module import Module as LightningModule
+    from trainer.trainer import Trainer
+
 set_rank_zero_only()  # as importing Lightning does: its deprecations are announced from rank 0
 
 
 class _TrainerFabricShim:
     """Stands for ``module.trainer`` when the module runs under Fabric: attributes are Fabric's."""
 
-    def __init__(self, fabric: Any) -> None:
+    def __init__(self, fabric: Fabric) -> None:
         super().__init__()
         self._fabric = fabric
 
@@ -48,7 +53,7 @@ def _to_double(collection: Any) -> Any:
 class LightningDoublePrecisionModule(torch.nn.Module):
     """Wraps a module so its ``forward`` and ``*_step`` methods see float64 inputs (deprecated in Lightning)."""
 
-    def __init__(self, pl_module: Any) -> None:
+    def __init__(self, pl_module: LightningModule) -> None:
         super().__init__()
         rank_zero_deprecation(f"The `{type(self).__name__}` is deprecated and no longer needed. Convert the inputs to "
                               "the `*_step` methods directly using `trainer.precision_plugin.convert_input(...)`.")
@@ -114,7 +119,7 @@ class ServableModuleValidator(Callback):
             "in a child process and posts `configure_payload()` to it). Export the module after training "
             "(`module.to_torchscript()` / `to_onnx()`) and test it with your serving stack.")
 
-    def on_train_start(self, trainer: Any, servable_module: Any) -> None:
+    def on_train_start(self, trainer: Trainer, servable_module: LightningModule) -> None:
         raise NotImplementedError("ServableModuleValidator: Relay has no serving check during training.")
 
     @property

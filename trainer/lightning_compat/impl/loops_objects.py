@@ -15,7 +15,7 @@ both: ``_AutomaticOptimization.run`` runs one batch through it; ``_ManualOptimiz
 from __future__ import annotations
 
 from abc import ABCMeta
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from trainer.lightning_compat.impl.loops_closure import ClosureResult, ManualResult
 from trainer.loops.evaluation import print_results
@@ -25,12 +25,17 @@ from trainer.loops.fit import FitLoop
 from trainer.loops.loop_views import AutomaticOptimization, ManualOptimization, TrainingEpochLoop
 from trainer.states import RunningStage, TrainerFn
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from trainer.trainer import Trainer
+
 
 class _AlsoRelays(ABCMeta):
     """``isinstance(x, Adapter)`` also holds for the Relay object the adapter stands for (a loop, a launcher): for
     the adapter only, not for a user subclass of it."""
 
-    def __instancecheck__(cls, obj: Any) -> bool:
+    def __instancecheck__(cls, obj: object) -> bool:
         relay = cls.__dict__.get("_relay_counterpart")
         return super().__instancecheck__(obj) or (relay is not None and isinstance(obj, relay))
 
@@ -40,7 +45,7 @@ class _FitLoop(FitLoop, metaclass=_AlsoRelays):
 
     _relay_counterpart = FitLoop
 
-    def __init__(self, trainer: Any, min_epochs: int | None = 0, max_epochs: int | None = 1) -> None:
+    def __init__(self, trainer: Trainer, min_epochs: int | None = 0, max_epochs: int | None = 1) -> None:
         super().__init__(trainer, max_epochs if max_epochs is not None else -1, min_epochs or 0, -1, 0)
 
 
@@ -50,7 +55,7 @@ class _TrainingEpochLoop(TrainingEpochLoop, metaclass=_AlsoRelays):
 
     _relay_counterpart = TrainingEpochLoop
 
-    def __init__(self, trainer: Any, min_steps: int | None = None, max_steps: int = -1) -> None:
+    def __init__(self, trainer: Trainer, min_steps: int | None = None, max_steps: int = -1) -> None:
         super().__init__(trainer.fit_loop)
 
 
@@ -59,7 +64,7 @@ class _EvaluationLoop(EvaluationLoop, metaclass=_AlsoRelays):
 
     _relay_counterpart = EvaluationLoop
 
-    def __init__(self, trainer: Any, trainer_fn: TrainerFn, stage: RunningStage, verbose: bool = True,
+    def __init__(self, trainer: Trainer, trainer_fn: TrainerFn, stage: RunningStage, verbose: bool = True,
                  inference_mode: bool = True) -> None:
         super().__init__(trainer, "test" if RunningStage(stage) == RunningStage.TESTING else "validate")
         self.verbose = verbose
@@ -72,7 +77,7 @@ class _EvaluationLoop(EvaluationLoop, metaclass=_AlsoRelays):
         return self._inference_mode
 
     @staticmethod
-    def _print_results(results: list[dict[str, Any]], stage: str) -> None:
+    def _print_results(results: list[dict[str, Tensor]], stage: str) -> None:
         """The final metrics as Relay's table (Relay's layout, not Lightning's box drawing)."""
         print_results(str(getattr(stage, "value", stage)), [
             {k: float(v) for k, v in r.items()} for r in results])
@@ -83,12 +88,12 @@ class _PredictionLoop(PredictLoop, metaclass=_AlsoRelays):
 
     _relay_counterpart = PredictLoop
 
-    def __init__(self, trainer: Any, inference_mode: bool = True) -> None:
+    def __init__(self, trainer: Trainer, inference_mode: bool = True) -> None:
         super().__init__(trainer)
         self.inference_mode = inference_mode
 
 
-def _relay_step_runs(name: str) -> None:
+def _relay_step_runs(name: str) -> NoReturn:
     raise NotImplementedError(
         f"{name}.run: Relay's Trainer runs the training step itself (one step object for automatic and manual "
         "optimization, trainer/loops/training_step.py); override the Module's hooks (training_step, "
@@ -101,7 +106,7 @@ class _AutomaticOptimization(AutomaticOptimization):
 
     output_result_cls = ClosureResult
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         super().__init__(trainer)
         self._skip_backward = False
 
@@ -111,9 +116,9 @@ class _ManualOptimization(ManualOptimization):
 
     output_result_cls = ManualResult
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         super().__init__(trainer)
         self._output: dict[str, Any] = {}
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    def run(self, *args: Any, **kwargs: Any) -> NoReturn:
         _relay_step_runs(type(self).__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 from torch.optim.lr_scheduler import ReduceLROnPlateau
@@ -30,6 +30,9 @@ from trainer.model.optimizers import (
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.model_helpers import is_overridden
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    from trainer.module import Module as LightningModule
 
 _MockOptimizer = NoOptimizer
 
@@ -65,7 +68,7 @@ def _configure_schedulers_manual_opt(schedulers: list) -> list[LRSchedulerConfig
         return scheduler_configs(schedulers, None, automatic=False)
 
 
-def _validate_scheduler_api(lr_scheduler_configs: list[LRSchedulerConfig], model: Any) -> None:
+def _validate_scheduler_api(lr_scheduler_configs: list[LRSchedulerConfig], model: LightningModule) -> None:
     for config in lr_scheduler_configs:
         scheduler = config.scheduler
         if not (callable(getattr(scheduler, "state_dict", None)) and callable(getattr(scheduler, "load_state_dict", None))):
@@ -79,7 +82,7 @@ def _validate_scheduler_api(lr_scheduler_configs: list[LRSchedulerConfig], model
                 "custom LR scheduler.")
 
 
-def _validate_multiple_optimizers_support(optimizers: list, model: Any) -> None:
+def _validate_multiple_optimizers_support(optimizers: list, model: LightningModule) -> None:
     if is_param_in_hook_signature(model.training_step, "optimizer_idx", explicit=True):
         raise RuntimeError(
             "Training with multiple optimizers is only supported with manual optimization. Remove the `optimizer_idx` "
@@ -97,7 +100,7 @@ def _validate_optimizers_attached(optimizers: list, lr_scheduler_configs: list[L
         check_attached(optimizers, lr_scheduler_configs)
 
 
-def _init_optimizers_and_lr_schedulers(model: Any) -> tuple[list, list[LRSchedulerConfig]]:
+def _init_optimizers_and_lr_schedulers(model: LightningModule) -> tuple[list, list[LRSchedulerConfig]]:
     """Call ``model.configure_optimizers()`` and parse and check what it returned."""
     returned = model.configure_optimizers()
     if returned is None:

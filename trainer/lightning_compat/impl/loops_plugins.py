@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Generator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -20,13 +20,17 @@ from torch.nn.parallel import DistributedDataParallel
 from plugins.checkpoint_io import CheckpointIO
 from trainer.module import Module
 
+if TYPE_CHECKING:
+    from trainer.module import Module as LightningModule
+    from trainer.utilities.types import STEP_OUTPUT
+
 
 class _ForwardRedirection:
     """Call ``original_module.<method_name>`` through ``wrapper_module``'s ``forward`` (so DDP/FSDP wrappers do their
     work around a ``training_step`` as they do around ``forward``)."""
 
     def __call__(self, wrapper_module: torch.nn.Module, original_module: Any, method_name: str, *args: Any,
-                 **kwargs: Any) -> Any:
+                 **kwargs: Any) -> STEP_OUTPUT:
         if method_name == "forward":
             raise ValueError("method_name must not be 'forward': call the wrapper itself")
         forward = original_module.forward
@@ -42,10 +46,10 @@ class _ForwardRedirection:
         self.on_after_outer_forward(wrapper_module, original_module)
         return out
 
-    def on_after_inner_forward(self, wrapper_module: torch.nn.Module, original_module: Any) -> None:
+    def on_after_inner_forward(self, wrapper_module: torch.nn.Module, original_module: LightningModule) -> None:
         """After the redirected method ran inside the wrapper."""
 
-    def on_after_outer_forward(self, wrapper_module: torch.nn.Module, original_module: Any) -> None:
+    def on_after_outer_forward(self, wrapper_module: torch.nn.Module, original_module: LightningModule) -> None:
         """After the wrapper's forward returned."""
 
 
@@ -56,10 +60,10 @@ class _DDPForwardRedirection(_ForwardRedirection):
         if isinstance(wrapper_module, DistributedDataParallel) and not original_module.automatic_optimization:
             wrapper_module.require_backward_grad_sync = sync
 
-    def on_after_inner_forward(self, wrapper_module: torch.nn.Module, original_module: Any) -> None:
+    def on_after_inner_forward(self, wrapper_module: torch.nn.Module, original_module: LightningModule) -> None:
         self._set_sync(wrapper_module, original_module, False)
 
-    def on_after_outer_forward(self, wrapper_module: torch.nn.Module, original_module: Any) -> None:
+    def on_after_outer_forward(self, wrapper_module: torch.nn.Module, original_module: LightningModule) -> None:
         self._set_sync(wrapper_module, original_module, True)
 
 
@@ -80,7 +84,7 @@ class _WrappingCheckpointIO(CheckpointIO):
     def __init__(self, checkpoint_io: CheckpointIO | None = None) -> None:
         super().__init__()
         self._checkpoint_io = checkpoint_io
-        self._base_checkpoint_io_configured = checkpoint_io is not None and (
+        self._base_checkpoint_io_configured: bool = checkpoint_io is not None and (
             not isinstance(checkpoint_io, _WrappingCheckpointIO) or checkpoint_io._base_checkpoint_io_configured)
 
     @property

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sized
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
 from trainer.lightning_compat.impl.fabric_distributed import _DatasetSamplerWrapper
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def _find_tensors(obj: Any) -> Any:
+    from torch import Tensor
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainer.lightning_compat.impl.utils_extras import _SizedIterable
+
+
+def _find_tensors(obj: Any) -> Union[list[Tensor], itertools.chain]:
     """Every tensor inside ``obj`` (nested lists, tuples and dict values), in order."""
     if isinstance(obj, torch.Tensor):
         return [obj]
@@ -29,7 +37,7 @@ def _find_tensors(obj: Any) -> Any:
     return []
 
 
-def prepare_for_backward(model: Any, output: Any) -> None:
+def prepare_for_backward(model: DistributedDataParallel, output: Any) -> None:
     """Tell a ``DistributedDataParallel``'s reducer a forward ran outside ``model(...)`` (its ``forward`` does this)."""
     if not (torch.is_grad_enabled() and model.require_backward_grad_sync):
         model.require_forward_param_sync = False
@@ -49,8 +57,9 @@ def _sync_module_states(module: torch.nn.Module) -> None:
     sync(module, _get_default_group(), 250 * 1024 * 1024, src=0, params_and_buffers_to_ignore=ignore)
 
 
-def _register_ddp_comm_hook(model: Any, ddp_comm_state: object | None = None, ddp_comm_hook: Any = None,
-                            ddp_comm_wrapper: Any = None) -> None:
+def _register_ddp_comm_hook(model: DistributedDataParallel, ddp_comm_state: object | None = None,
+                            ddp_comm_hook: Optional[Callable] = None,
+                            ddp_comm_wrapper: Optional[Callable] = None) -> None:
     """Register ``ddp_comm_hook`` (wrapped by ``ddp_comm_wrapper`` when given) on a DDP model; nothing without one."""
     if ddp_comm_hook is None:
         return
@@ -114,7 +123,7 @@ class UnrepeatedDistributedSamplerWrapper(UnrepeatedDistributedSampler):
 class _IndexBatchSamplerWrapper:
     """A batch sampler that records the index lists it yields in ``seen_batch_indices`` (reset by each ``iter``)."""
 
-    def __init__(self, batch_sampler: Any) -> None:
+    def __init__(self, batch_sampler: _SizedIterable) -> None:
         self.seen_batch_indices: list[list[int]] = []
         # the wrapped sampler's attributes (batch_size, drop_last, sampler...) read through this object
         own = ("__next__", "__iter__", "__len__", "__getstate__")

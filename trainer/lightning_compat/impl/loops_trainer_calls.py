@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
-from typing import Any
+from typing import Any, Optional, TYPE_CHECKING
 
 import torch
 
@@ -35,6 +35,11 @@ from trainer.tuner.lr_finder import lr_attribute_name
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from trainer.module import Module as LightningModule
+    from trainer.trainer import Trainer
 
 
 class _FitRestartStage:
@@ -78,7 +83,7 @@ class _FxName:
             self.module._current_fx_name = self.previous
 
 
-def _call_lightning_module_hook(trainer: Any, hook_name: str, *args: Any, pl_module: Any = None, **kwargs: Any) -> Any:
+def _call_lightning_module_hook(trainer: Trainer, hook_name: str, *args: Any, pl_module: Optional["LightningModule"] = None, **kwargs: Any) -> Any:
     module = pl_module or trainer.lightning_module
     if module is None:
         raise TypeError("No `LightningModule` is available to call hooks on.")
@@ -89,7 +94,7 @@ def _call_lightning_module_hook(trainer: Any, hook_name: str, *args: Any, pl_mod
         return fn(*args, **kwargs)
 
 
-def _call_lightning_datamodule_hook(trainer: Any, hook_name: str, *args: Any, **kwargs: Any) -> Any:
+def _call_lightning_datamodule_hook(trainer: Trainer, hook_name: str, *args: Any, **kwargs: Any) -> Any:
     datamodule = trainer.datamodule
     if datamodule is None:
         raise TypeError("No `LightningDataModule` is available to call hooks on.")
@@ -100,7 +105,7 @@ def _call_lightning_datamodule_hook(trainer: Any, hook_name: str, *args: Any, **
         return fn(*args, **kwargs)
 
 
-def _call_callback_hooks(trainer: Any, hook_name: str, *args: Any, monitoring_callbacks: bool | None = None,
+def _call_callback_hooks(trainer: Trainer, hook_name: str, *args: Any, monitoring_callbacks: bool | None = None,
                          **kwargs: Any) -> None:
     """``hook_name`` of every callback (only the monitoring ones -- early stopping, checkpoints -- with
     ``monitoring_callbacks=True``, only the others with False)."""
@@ -116,7 +121,7 @@ def _call_callback_hooks(trainer: Any, hook_name: str, *args: Any, monitoring_ca
                     fn(trainer, module, *args, **kwargs)
 
 
-def _call_callbacks_state_dict(trainer: Any) -> dict[str, dict]:
+def _call_callbacks_state_dict(trainer: Trainer) -> dict[str, dict]:
     """Every callback's non-empty ``state_dict`` by its ``state_key``."""
     out = {}
     for callback in trainer.callbacks:
@@ -150,7 +155,7 @@ def _call_callbacks_on_load_checkpoint(trainer: Any, checkpoint: dict[str, Any])
                 callback.on_load_checkpoint(trainer, module, checkpoint)
 
 
-def _call_callbacks_load_state_dict(trainer: Any, checkpoint: dict[str, Any]) -> None:
+def _call_callbacks_load_state_dict(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
     states = checkpoint.get("callbacks")
     if states is None:
         return
@@ -160,7 +165,7 @@ def _call_callbacks_load_state_dict(trainer: Any, checkpoint: dict[str, Any]) ->
             callback.load_state_dict(copy.deepcopy(state))
 
 
-def _call_strategy_hook(trainer: Any, hook_name: str, *args: Any, **kwargs: Any) -> Any:
+def _call_strategy_hook(trainer: Trainer, hook_name: str, *args: Any, **kwargs: Any) -> Any:
     fn = getattr(trainer.strategy, hook_name)
     if not callable(fn):
         return None
@@ -175,23 +180,23 @@ def _relay_runs(what: str) -> None:
         "interrupt handling around every Trainer call); call Trainer.fit/validate/test/predict instead.")
 
 
-def _call_and_handle_interrupt(trainer: Any, trainer_fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _call_and_handle_interrupt(trainer: Trainer, trainer_fn: Callable, *args: Any, **kwargs: Any) -> Any:
     _relay_runs("_call_and_handle_interrupt")
 
 
-def _interrupt(trainer: Any, exception: BaseException) -> None:
+def _interrupt(trainer: Trainer, exception: BaseException) -> None:
     _relay_runs("_interrupt")
 
 
-def _call_setup_hook(trainer: Any) -> None:
+def _call_setup_hook(trainer: Trainer) -> None:
     _relay_runs("_call_setup_hook")
 
 
-def _call_configure_model(trainer: Any) -> None:
+def _call_configure_model(trainer: Trainer) -> None:
     _relay_runs("_call_configure_model")
 
 
-def _call_teardown_hook(trainer: Any) -> None:
+def _call_teardown_hook(trainer: Trainer) -> None:
     _relay_runs("_call_teardown_hook")
 
 
@@ -240,7 +245,7 @@ def _parse_time_interval_seconds(value: str | timedelta | dict) -> float:
     return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds).total_seconds()
 
 
-def _init_profiler(trainer: Any, profiler: Any) -> None:
+def _init_profiler(trainer: Trainer, profiler: Any) -> None:
     """``trainer.profiler`` from a profiler object or its short name (Relay's profilers)."""
 
     if isinstance(profiler, str):
@@ -253,7 +258,7 @@ def _init_profiler(trainer: Any, profiler: Any) -> None:
     trainer.profiler = profiler or PassThroughProfiler()
 
 
-def _log_device_info(trainer: Any) -> None:
+def _log_device_info(trainer: Trainer) -> None:
     """What Lightning prints when a Trainer is made: GPUs and TPUs available and used (a warning for an idle GPU)."""
 
     gpu = "cuda" if CUDAAccelerator.is_available() else "mps" if MPSAccelerator.is_available() else None
@@ -265,7 +270,7 @@ def _log_device_info(trainer: Any) -> None:
                        category=PossibleUserWarning)
 
 
-def _init_debugging_flags(trainer: Any, *args: Any, **kwargs: Any) -> None:
+def _init_debugging_flags(trainer: Trainer, *args: Any, **kwargs: Any) -> None:
     raise NotImplementedError(
         "_init_debugging_flags: Relay's Trainer parses fast_dev_run, limit_*_batches, overfit_batches, "
         "val_check_interval and num_sanity_val_steps once when it is built (trainer/arguments); pass them to Trainer().")
@@ -273,14 +278,14 @@ def _init_debugging_flags(trainer: Any, *args: Any, **kwargs: Any) -> None:
 
 # --- tuner ----------------------------------------------------------------------------------------------------
 
-def _check_lr_find_configuration(trainer: Any) -> None:
+def _check_lr_find_configuration(trainer: Trainer) -> None:
 
     if any(isinstance(cb, LearningRateFinder) for cb in trainer.callbacks):
         raise ValueError("Trainer is already configured with a `LearningRateFinder` callback.Please remove it if you "
                          "want to use the Tuner.")
 
 
-def _check_scale_batch_size_configuration(trainer: Any) -> None:
+def _check_scale_batch_size_configuration(trainer: Trainer) -> None:
 
     if isinstance(trainer.strategy, ParallelStrategy):
         raise ValueError("Tuning the batch size is currently not supported with distributed strategies.")

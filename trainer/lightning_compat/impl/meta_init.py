@@ -3,10 +3,15 @@ of parameters that will be overwritten, and give real storage to tensors built o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, TYPE_CHECKING
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from collections.abc import Sequence
+    from trainer.fabric.utilities.types import _DEVICE
 
 
 class _EmptyInit(TorchFunctionMode):
@@ -17,7 +22,7 @@ class _EmptyInit(TorchFunctionMode):
         super().__init__()
         self.enabled = enabled
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_function__(self, func: Callable, types: Sequence, args: Any = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         if not self.enabled:
             return func(*args, **kwargs)
@@ -34,7 +39,7 @@ def _has_meta_device_parameters_or_buffers(obj: torch.nn.Module | torch.optim.Op
     raise TypeError(f"Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: {type(obj).__name__}")
 
 
-def _materialize(module: torch.nn.Module, device: Any) -> None:
+def _materialize(module: torch.nn.Module, device: _DEVICE) -> None:
     """Storage on ``device`` for ``module``'s own meta tensors, then its ``reset_parameters()`` initialises them."""
     module.to_empty(device=device, recurse=False)
     if not hasattr(module, "reset_parameters"):
@@ -45,7 +50,7 @@ def _materialize(module: torch.nn.Module, device: Any) -> None:
         module.reset_parameters()
 
 
-def _materialize_meta_tensors(module: torch.nn.Module, device: Any) -> None:
+def _materialize_meta_tensors(module: torch.nn.Module, device: _DEVICE) -> None:
     """Materialise every sub-module that holds meta tensors of its own."""
     for sub in module.modules():
         if _has_meta_device_parameters_or_buffers(sub, recurse=False):

@@ -6,13 +6,24 @@ import dataclasses
 import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from lightning_utilities import apply_to_collection
 
 from trainer.loops.step_arguments import takes
 from trainer.utilities.exceptions import MisconfigurationException
+
+if TYPE_CHECKING:
+    from typing import Union
+
+    from torch import Tensor
+
+    from plugins.accelerators.base import Accelerator
+    from plugins.checkpoint_io import CheckpointIO
+    from plugins.precision.base import Precision
+
+    BType = Union[Tensor, str, Mapping[Any, "BType"], Iterable["BType"]]
 
 
 def is_cuda_available() -> bool:
@@ -41,7 +52,7 @@ def is_param_in_hook_signature(hook_fx: Callable, param: str, explicit: bool = F
     return takes(hook_fx, param, min_args, explicit)
 
 
-def _extract_batch_size(batch: Any) -> Iterator[int | None]:
+def _extract_batch_size(batch: BType) -> Iterator[int | None]:
     """The first dimension of every tensor in ``batch`` (1 for a scalar), walking mappings, sequences and
     dataclasses; None for each leaf that is not a tensor (a string is a leaf)."""
     if isinstance(batch, torch.Tensor):
@@ -59,7 +70,7 @@ def _extract_batch_size(batch: Any) -> Iterator[int | None]:
         yield None
 
 
-def extract_batch_size(batch: Any) -> int:
+def extract_batch_size(batch: BType) -> int:
     """The batch size of ``batch``: the first tensor's first dimension (a warning when tensors disagree)."""
     message = ("We could not infer the batch_size from the batch. Either simplify its structure or provide the "
                "batch_size as `self.log(..., batch_size=batch_size)`.")
@@ -119,8 +130,8 @@ class DataParallelStrategy:
     """Lightning Fabric's ``DataParallelStrategy`` (torch's ``DataParallel``: one process driving several GPUs by
     threads, which PyTorch discourages in favour of DDP). Relay has no such strategy: constructing one says so."""
 
-    def __init__(self, accelerator: Any = None, parallel_devices: Any = None, checkpoint_io: Any = None,
-                 precision: Any = None) -> None:
+    def __init__(self, accelerator: Optional[Accelerator] = None, parallel_devices: Optional[list[torch.device]] = None,
+                 checkpoint_io: Optional[CheckpointIO] = None, precision: Optional[Precision] = None) -> None:
         raise ValueError("DataParallelStrategy: Relay has no DataParallel strategy (PyTorch recommends "
                          "DistributedDataParallel); use strategy='ddp' with the same devices.")
 

@@ -4,7 +4,7 @@ so these objects carry the name and behave as Relay's precision of that name (``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -12,6 +12,17 @@ from plugins.precision.base import Precision
 from plugins.precision.half import MixedPrecision, TruePrecision
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
+    from torch import Tensor
+    from torch.amp import GradScaler
+    from torch.distributed.fsdp import MixedPrecision as TorchMixedPrecision
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+    from torch.nn import Module
+    from torch.optim import Optimizer
 
 _SUPPORTED = ("32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed")
 
@@ -41,31 +52,31 @@ class _ByName(Precision):
             raise AttributeError(name)
         return getattr(self._relay, name)
 
-    def convert_module(self, module: Any) -> Any:
+    def convert_module(self, module: Module) -> Module:
         return self._relay.convert_module(module)
 
-    def forward_context(self) -> Any:
+    def forward_context(self) -> AbstractContextManager:
         return self._relay.forward_context()
 
-    def tensor_init_context(self) -> Any:
+    def tensor_init_context(self) -> AbstractContextManager:
         return self._relay.tensor_init_context()
 
-    def module_init_context(self) -> Any:
+    def module_init_context(self) -> AbstractContextManager:
         return self._relay.tensor_init_context()
 
     def convert_input(self, data: Any) -> Any:
         return self._relay.convert_input(data)
 
     @property
-    def scaler(self) -> Any:
+    def scaler(self) -> Optional[GradScaler]:
         """The loss scaler of the precision doing the work (set it to replace that one's)."""
         return getattr(self._relay, "scaler", None)
 
     @scaler.setter
-    def scaler(self, scaler: Any) -> None:
+    def scaler(self, scaler: Optional[GradScaler]) -> None:
         self._relay.scaler = scaler
 
-    def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+    def backward(self, tensor: Tensor, *args: Any, **kwargs: Any) -> None:
         """Relay's engine: ``backward(loss, *tensor_backward_args)``. Lightning Fabric's plugin call:
         ``backward(tensor, model, *args)`` (the model, never a tensor, comes second): the loss scaled, then
         ``tensor.backward(*args, **kwargs)``."""
@@ -74,13 +85,13 @@ class _ByName(Precision):
         scaler = self.scaler  # the model is dropped here already: the rest goes to Tensor.backward as it is
         (scaler.scale(tensor) if scaler is not None else tensor).backward(*args, **kwargs)
 
-    def pre_backward(self, tensor: Any, module: Any) -> Any:
+    def pre_backward(self, tensor: Tensor, module: Optional[Module]) -> Tensor:
         return tensor
 
-    def post_backward(self, tensor: Any, module: Any) -> Any:
+    def post_backward(self, tensor: Tensor, module: Optional[Module]) -> Tensor:
         return tensor
 
-    def optimizer_step(self, optimizer: Any, closure: Any = None, **kwargs: Any) -> Any:
+    def optimizer_step(self, optimizer: Optimizer, closure: Optional[Callable[[], Any]] = None, **kwargs: Any) -> Any:
         """Relay's engine: ``optimizer_step(optimizer, closure)``. Lightning Fabric's: ``optimizer_step(optimizer,
         **kwargs)`` (no closure): ``scaler.step(optimizer, **kwargs)`` and ``scaler.update()``, or
         ``optimizer.step(**kwargs)`` without a scaler."""
@@ -93,7 +104,7 @@ class _ByName(Precision):
         scaler.update()
         return output
 
-    def unscale_gradients(self, optimizer: Any) -> None:
+    def unscale_gradients(self, optimizer: Optimizer) -> None:
         self._relay.unscale_gradients(optimizer)
 
     def state_dict(self) -> dict[str, Any]:
@@ -114,7 +125,7 @@ class FSDPPrecision(_ByName):
 
     strategy_name = "FSDP"
 
-    def __init__(self, precision: str, scaler: Any = None) -> None:
+    def __init__(self, precision: str, scaler: Optional["ShardedGradScaler"] = None) -> None:
         super().__init__(precision)
         if scaler is not None and precision != "16-mixed":
             raise ValueError(f"`precision={precision!r}` does not use a scaler, found {scaler}.")
@@ -126,7 +137,7 @@ class FSDPPrecision(_ByName):
             self._relay.scaler = scaler
 
     @property
-    def mixed_precision_config(self) -> Any:
+    def mixed_precision_config(self) -> "TorchMixedPrecision":
         """torch's FSDP ``MixedPrecision`` for this precision: parameters, gradients' reduction and buffers all in its
         16-bit type (float32 for "32-true"); a "-true" 16-bit precision warns that FSDP still keeps full-precision
         parameters to shard."""
@@ -151,11 +162,11 @@ class TrainerFSDPPrecision(FSDPPrecision):
     LightningModule (``pre_backward(tensor, module)``, ``backward(tensor, model, optimizer, *args)``,
     ``optimizer_step(optimizer, model, closure, **kwargs)``); Relay's engine calls as for Fabric's."""
 
-    def pre_backward(self, tensor: Any, module: Any) -> Any:
+    def pre_backward(self, tensor: Tensor, module: Optional[Module]) -> Tensor:
         scaler = self.scaler
         return scaler.scale(tensor) if scaler is not None else tensor
 
-    def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+    def backward(self, tensor: Tensor, *args: Any, **kwargs: Any) -> None:
         """Lightning's ``backward(tensor, model, optimizer, *args, **kwargs)``: the (already scaled) loss through
         ``model.backward(tensor, *args, **kwargs)``; Relay's engine: ``backward(loss, *tensor_backward_args)``."""
         if not _given_model(args):
@@ -164,7 +175,7 @@ class TrainerFSDPPrecision(FSDPPrecision):
         model.backward(tensor, *rest, **kwargs)
         return None
 
-    def optimizer_step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+    def optimizer_step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
         """Lightning's ``optimizer_step(optimizer, model, closure, **kwargs)``: the closure (forward and backward)
         first, then the scaler's step and update (with a scaler) or ``optimizer.step(closure=..., **kwargs)``;
         Relay's engine: ``optimizer_step(optimizer, closure)``."""
@@ -190,7 +201,7 @@ class DeepSpeedPrecision(_ByName):
 
     strategy_name = "DeepSpeed"
 
-    def backward(self, tensor: Any, *args: Any, **kwargs: Any) -> None:
+    def backward(self, tensor: Tensor, *args: Any, **kwargs: Any) -> None:
         """Lightning's plugin call ``backward(tensor, model, *args)``: the DeepSpeed engine (the model) runs it."""
         if _given_model(args):
             args[0].backward(tensor, *args[1:], **kwargs)

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 
 def _version(loggers: list[Any], separator: str = "_") -> int | str:
@@ -14,7 +17,7 @@ def _version(loggers: list[Any], separator: str = "_") -> int | str:
     return separator.join(dict.fromkeys(str(logger.version) for logger in loggers))
 
 
-def get_standard_metrics(trainer: Any) -> dict[str, int | str]:
+def get_standard_metrics(trainer: Trainer) -> dict[str, int | str]:
     """What a progress bar shows besides the logged metrics: ``{"v_num": version}`` (the last four characters of
     a string version), or nothing without a logger."""
     out: dict[str, int | str] = {}

@@ -9,7 +9,7 @@ import csv
 import os
 from argparse import Namespace
 from enum import Enum
-from typing import Any
+from typing import Any, Union
 
 from trainer.fabric.utilities.cloud_io import get_filesystem
 from trainer.lightning_compat.impl.logging_helpers import _warn_on_rank_zero
@@ -83,7 +83,7 @@ def _yaml_dumpable(hparams: dict[str, Any]) -> dict[str, Any]:
     return allowed
 
 
-def convert(val: str) -> Any:
+def convert(val: str) -> Union[int, float, bool, str]:
     """A value read from a ``tags.csv``: a Python literal when it is one (``3``, ``0.1``, ``True``), else the text."""
     try:
         return ast.literal_eval(val)

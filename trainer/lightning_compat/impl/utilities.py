@@ -9,12 +9,19 @@ import random
 from argparse import Namespace
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import asdict, is_dataclass
-from typing import Any
+from typing import Any, TYPE_CHECKING, Union
 
 import torch
 from lightning_utilities import apply_to_collection
 
 from trainer.fabric.utilities.cloud_io import get_filesystem
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+    from pathlib import Path
+    from torch import Tensor
+    from trainer.fabric.utilities.types import _DEVICE
+    from trainer.fabric.utilities.types import _PATH
 
 
 # --- hyperparameters and metrics for loggers -------------------------------------------------------------------------
@@ -86,7 +93,7 @@ def _convert_json_serializable(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value if _is_json_serializable(value) else str(value) for key, value in params.items()}
 
 
-def _add_prefix(metrics: Mapping[str, Any], prefix: str, separator: str) -> Mapping[str, Any]:
+def _add_prefix(metrics: Mapping[str, Union[Tensor, float]], prefix: str, separator: str) -> Mapping[str, Union[Tensor, float]]:
     return {f"{prefix}{separator}{key}": value for key, value in metrics.items()} if prefix else metrics
 
 
@@ -119,7 +126,7 @@ def _set_rng_states(rng_state_dict: dict[str, Any]) -> None:
 
 
 # --- optimizer state ---------------------------------------------------------------------------------------------------
-def _optimizer_to_device(optimizer: torch.optim.Optimizer, device: Any) -> None:
+def _optimizer_to_device(optimizer: torch.optim.Optimizer, device: _DEVICE) -> None:
     """Move an optimizer's state tensors to ``device`` (``step`` stays where the optimizer keeps it)."""
     move = lambda t: t.to(device)
     for param, state in optimizer.state.items():
@@ -131,7 +138,7 @@ def _optimizer_to_device(optimizer: torch.optim.Optimizer, device: Any) -> None:
                 state[key] = apply_to_collection(value, torch.Tensor, move)
 
 
-def _optimizers_to_device(optimizers: Iterable[torch.optim.Optimizer], device: Any) -> None:
+def _optimizers_to_device(optimizers: Iterable[torch.optim.Optimizer], device: _DEVICE) -> None:
     for optimizer in optimizers:
         _optimizer_to_device(optimizer, device)
 
@@ -145,17 +152,17 @@ def _get_rank() -> int | None:
     return None
 
 
-def _is_local_file_protocol(path: Any) -> bool:
+def _is_local_file_protocol(path: _PATH) -> bool:
     return type(get_filesystem(path)).__name__ == "LocalFileSystem"
 
 
-def _is_object_storage(fs: Any) -> bool:
+def _is_object_storage(fs: AbstractFileSystem) -> bool:
     """An S3/GCS/Azure-like filesystem (no real directories)."""
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     return protocol in ("s3", "s3a", "gs", "gcs", "abfs", "az", "adl")
 
 
-def _is_dir(fs: Any, path: Any, strict: bool = False) -> bool:
+def _is_dir(fs: AbstractFileSystem, path: Union[str, Path], strict: bool = False) -> bool:
     """Whether ``path`` is a directory; on object storage a prefix with objects under it counts unless
     ``strict``."""
     if _is_object_storage(fs):
@@ -173,7 +180,7 @@ def _get_default_process_group_backend_for_device(device: torch.device) -> str:
     return torch.distributed.Backend.default_device_backend_map.get(device.type, "gloo")
 
 
-def _is_dtensor(tensor: Any) -> bool:
+def _is_dtensor(tensor: Tensor) -> bool:
     from torch.distributed.tensor import DTensor
 
     return isinstance(tensor, DTensor)

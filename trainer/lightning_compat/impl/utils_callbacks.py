@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 from lightning_utilities.core.imports import RequirementCache
@@ -28,6 +28,10 @@ _TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
 
 # --- progress bars: Relay's TQDMProgressBar module defines them (the bar builds its Tqdm from there) ------------
 from trainer.callbacks.tqdm_progress import Tqdm, _update_n  # noqa: E402,F401
+
+if TYPE_CHECKING:
+    from trainer.callbacks.base import Checkpoint
+    from torch import Tensor
 
 
 # --- device stats ----------------------------------------------------------------------------------------------------
@@ -68,7 +72,7 @@ def get_nvidia_gpu_stats(device: torch.device | str | int) -> dict[str, float]:
 
 
 # --- loggers ---------------------------------------------------------------------------------------------------------
-def _scan_checkpoints(checkpoint_callback: Any, logged_model_time: dict) -> list[tuple[float, str, float, str]]:
+def _scan_checkpoints(checkpoint_callback: Checkpoint, logged_model_time: dict) -> list[tuple[float, str, float, str]]:
     """The checkpoint files a logger should upload: ``(mtime, path, score, tag)`` for the last (``"latest"``), best
     (``"best"``) and top-k (``"best_k"``) files that exist, oldest first, leaving out the ones logged since they
     last changed."""
@@ -109,13 +113,13 @@ class RegisterRecordFunction:
         self._records: dict[str, Any] = {}
         self._handles: dict[str, list[Any]] = {}
 
-    def _start_recording_forward(self, _: nn.Module, input: Any, record_name: str) -> Any:
+    def _start_recording_forward(self, _: nn.Module, input: Tensor, record_name: str) -> Tensor:
         record = torch.autograd.profiler.record_function("[pl][module]" + record_name)
         record.__enter__()
         self._records[record_name] = record
         return input
 
-    def _stop_recording_forward(self, _: nn.Module, __: Any, output: Any, record_name: str) -> Any:
+    def _stop_recording_forward(self, _: nn.Module, __: Tensor, output: Tensor, record_name: str) -> Tensor:
         self._records[record_name].__exit__(None, None, None)
         return output
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable, Iterator, Sized
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
@@ -28,8 +28,12 @@ from trainer.utilities.warnings import PossibleUserWarning
 from trainer.lightning_compat.names import NAMES
 from trainer.lightning_compat.alias import load
 
+if TYPE_CHECKING:
+    from trainer.states import RunningStage
+    from plugins.strategies.base import Strategy
 
-def has_len_all_ranks(dataloader: object, strategy: Any,
+
+def has_len_all_ranks(dataloader: object, strategy: Strategy,
                       allow_zero_length_dataloader_with_multiple_devices: bool = False) -> bool:
     """Whether ``dataloader`` has a length (on this rank); the lengths are summed over ranks: zero everywhere warns,
     zero here only raises (or warns when ``allow_zero_length_dataloader_with_multiple_devices``)."""
@@ -93,7 +97,7 @@ def _replace_saved(key: str, value: Any, args: tuple, kwargs: dict, defaults: di
     return False, args, kwargs
 
 
-def _update_dataloader(dataloader: DataLoader, sampler: Sampler | Iterable, mode: Any = None) -> DataLoader:
+def _update_dataloader(dataloader: DataLoader, sampler: Sampler | Iterable, mode: Optional[RunningStage] = None) -> DataLoader:
     """A new loader of ``dataloader``'s class, built with its arguments and ``sampler`` (for prediction, a batch
     sampler that records the indices it gave and keeps the last incomplete batch)."""
     args, kwargs = _get_dataloader_init_args_and_kwargs(dataloader, sampler, mode)
@@ -101,7 +105,7 @@ def _update_dataloader(dataloader: DataLoader, sampler: Sampler | Iterable, mode
 
 
 def _get_dataloader_init_args_and_kwargs(dataloader: DataLoader, sampler: Sampler | Iterable,
-                                         mode: Any = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                                         mode: Optional[RunningStage] = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The positional and keyword arguments that rebuild ``dataloader`` around ``sampler``; raises when its class
     cannot take them (a required argument it does not keep, or one its ``__init__`` does not accept)."""
     if not isinstance(dataloader, DataLoader):
@@ -148,12 +152,12 @@ def _get_dataloader_init_args_and_kwargs(dataloader: DataLoader, sampler: Sample
     return args, kwargs
 
 
-def _is_predicting(mode: Any) -> bool:
+def _is_predicting(mode: object) -> bool:
     return mode is not None and str(getattr(mode, "value", mode)) == "predict"
 
 
 def _dataloader_init_kwargs_resolve_sampler(dataloader: DataLoader, sampler: Sampler | Iterable,
-                                            mode: Any = None) -> dict[str, Any]:
+                                            mode: Optional[RunningStage] = None) -> dict[str, Any]:
     """The ``sampler``/``batch_sampler`` arguments of the rebuilt loader: a custom batch sampler (or any, when
     predicting) is rebuilt around ``sampler``; for prediction it is wrapped to record the indices it gives."""
     predicting = _is_predicting(mode)

@@ -19,7 +19,7 @@ from argparse import Namespace
 from ast import literal_eval
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import Any, Optional, Protocol, TYPE_CHECKING, TypeVar, TypedDict, Union
 
 import torch
 from torch import nn
@@ -40,13 +40,22 @@ from plugins.precision.base import Precision
 from plugins.accelerators.mps import MPSAccelerator
 from plugins.accelerators.cuda import CUDAAccelerator
 
+if TYPE_CHECKING:
+    from trainer.datamodule import DataModule as LightningDataModule
+    from trainer.module import Module as LightningModule
+    from plugins.strategies.base import Strategy
+    from trainer.trainer import Trainer
+    from torch import UntypedStorage
+    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
+    from trainer.fabric.utilities.types import _PATH
+
 __all__ = ["_given_hyperparameters_context"]
 _T = TypeVar("_T")
 _warning_cache = WarningCache()
 
 
 # --- core.saving -----------------------------------------------------------------------------------------------------
-def _default_map_location(storage: Any, location: str) -> Any:
+def _default_map_location(storage: UntypedStorage, location: str) -> Optional["UntypedStorage"]:
     """Storage saved on an accelerator this machine lacks (CUDA, MPS, XLA) goes to the CPU; otherwise ``None``
     (``torch.load``'s own placement)."""
 
@@ -73,8 +82,10 @@ def _convert_loaded_hparams(model_args: dict[str, Any], hparams_type: Callable |
     return (AttributeDict if isinstance(hparams_type, str) else hparams_type)(model_args)
 
 
-def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = None, hparams_file: Any = None,
-                          strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any) -> Any:
+def _load_from_checkpoint(cls: type, checkpoint_path: _PATH, map_location: _MAP_LOCATION_TYPE = None,
+                          hparams_file: Optional[_PATH] = None, strict: bool | None = None,
+                          weights_only: bool | None = None,
+                          **kwargs: Any) -> Union["LightningModule", "LightningDataModule"]:
     """``cls.load_from_checkpoint``: Relay's reader (read as data unless ``weights_only=False``; a
     Lightning-written checkpoint is migrated as Lightning migrates it)."""
 
@@ -82,7 +93,8 @@ def _load_from_checkpoint(cls: type, checkpoint_path: Any, map_location: Any = N
                                 strict=strict, weights_only=weights_only, **kwargs)
 
 
-def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, **cls_kwargs_new: Any) -> Any:
+def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None,
+                **cls_kwargs_new: Any) -> Union["LightningModule", "LightningDataModule"]:
     """The object ``cls.load_from_checkpoint`` builds from an already loaded checkpoint dict (Relay's
     ``load_state``: saved hyperparameters and ``cls_kwargs_new`` to the constructor, then the weights)."""
 
@@ -90,7 +102,7 @@ def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = Non
 
 
 # --- loggers ---------------------------------------------------------------------------------------------------------
-def _log_hyperparams(trainer: Any) -> None:
+def _log_hyperparams(trainer: Trainer) -> None:
     """Give each of the Trainer's loggers the initial hyperparameters of the module and DataModule (Relay's rule,
     Lightning's: a key both define differently is an error; LightningCLI's ``_class_path`` is left out), the graph,
     and a save."""
@@ -192,7 +204,7 @@ def _defaults_from_env_vars(fn: _T) -> _T:
 
 
 # --- utilities.compile / imports / types -----------------------------------------------------------------------------
-def _verify_strategy_supports_compile(model: Any, strategy: Any) -> None:
+def _verify_strategy_supports_compile(model: LightningModule, strategy: Strategy) -> None:
     """A compiled module (``from_compiled``) runs only under a single-device, DDP or FSDP strategy."""
     if getattr(model, "_compiler_ctx", None) is None:
         return
@@ -264,7 +276,7 @@ class _LayerRef(TypedDict):
     names: list[tuple[int, str]]
 
 
-def _plugin_to_compute_dtype(plugin: Any) -> torch.dtype:
+def _plugin_to_compute_dtype(plugin: Precision) -> torch.dtype:
     """The dtype a precision plugin computes in (what ``ThroughputMonitor`` counts FLOPs for): a casting or mixed
     precision's dtype, ``int8`` for TransformerEngine, ``float32`` for full precision."""
 
@@ -303,12 +315,12 @@ def _default_sort_by_key(profiler_kwargs: dict) -> str:
 
 
 # --- utilities.model_registry ----------------------------------------------------------------------------------------
-def _is_registry(text: Any) -> bool:
+def _is_registry(text: Optional[_PATH]) -> bool:
     """Whether ``text`` is ``"registry"`` or starts with ``"registry:"`` (any case)."""
     return isinstance(text, str) and (text.lower() == "registry" or text.lower().startswith("registry:"))
 
 
-def _parse_registry_model_version(ckpt_path: Any) -> tuple[str, str]:
+def _parse_registry_model_version(ckpt_path: Optional[_PATH]) -> tuple[str, str]:
     """``(model name, version)`` of ``registry[:name][:version:<v>]`` (``""`` for a part not given)."""
     if not ckpt_path or not _is_registry(ckpt_path):
         raise ValueError(f"Invalid registry path: {ckpt_path}")
@@ -322,7 +334,7 @@ def _parse_registry_model_version(ckpt_path: Any) -> tuple[str, str]:
     return name, version
 
 
-def _determine_model_name(ckpt_path: Any, default_model_registry: str | None) -> str:
+def _determine_model_name(ckpt_path: Optional[_PATH], default_model_registry: str | None) -> str:
     """``name[:version]`` of a registry path, the default registry's name when the path names none."""
     name, version = _parse_registry_model_version(ckpt_path)
     name = name or default_model_registry or ""
@@ -338,7 +350,7 @@ def _determine_model_folder(model_name: str, default_root_dir: str) -> str:
     return os.path.join(default_root_dir, model_name.replace("/", "_").replace(":", "_"))
 
 
-def find_model_local_ckpt_path(ckpt_path: Any, default_model_registry: str | None, default_root_dir: str) -> str:
+def find_model_local_ckpt_path(ckpt_path: Optional[_PATH], default_model_registry: str | None, default_root_dir: str) -> str:
     """The first ``.ckpt`` file in a downloaded registry model's folder."""
     name = _determine_model_name(ckpt_path, default_model_registry)
     folder = _determine_model_folder(name, default_root_dir)
@@ -348,7 +360,7 @@ def find_model_local_ckpt_path(ckpt_path: Any, default_model_registry: str | Non
     return os.path.join(folder, files[0])
 
 
-def download_model_from_registry(ckpt_path: Any, trainer: Any) -> None:
+def download_model_from_registry(ckpt_path: Optional[_PATH], trainer: Trainer) -> None:
     """Download a registry model with ``litmodels`` on each node's first process (``ImportError`` without it), then
     wait for every process."""
     if trainer.local_rank == 0:

@@ -17,13 +17,16 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 from torch.utils._pytree import SUPPORTED_NODES, LeafSpec, PyTree, TreeSpec, _get_node_type, tree_unflatten
 
 from trainer.model.compiled import from_compiled, to_uncompiled  # Relay's: the Trainer unwraps with it
 from trainer.module import Module
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 __all__ = ["from_compiled", "to_uncompiled", "tree_unflatten"]  # served from here (``_pytree`` re-exports torch's)
 
@@ -77,7 +80,7 @@ class _restricted_classmethod_impl(classmethod):
         super().__init__(method)
         self.method = method
 
-    def __get__(self, instance: Any, cls: type | None = None) -> Callable:  # type: ignore[override]
+    def __get__(self, instance: object, cls: type | None = None) -> Callable:  # type: ignore[override]
         method = self.method
 
         @functools.wraps(method)
@@ -99,12 +102,12 @@ _restricted_classmethod = _restricted_classmethod_impl
 # --- compile ---------------------------------------------------------------------------------------------------------
 
 
-def _is_module(obj: Any) -> bool:
+def _is_module(obj: object) -> TypeGuard[Module]:
 
     return isinstance(obj, Module)
 
 
-def _maybe_unwrap_optimized(model: object) -> Any:
+def _maybe_unwrap_optimized(model: object) -> Module:
     """A module as it is, a ``torch.compile`` result through ``from_compiled``; anything else is a ``TypeError``."""
     from torch._dynamo import OptimizedModule
 

@@ -14,7 +14,7 @@ import inspect
 import types
 from collections.abc import MutableMapping, Sequence
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from torch import nn
 
@@ -23,6 +23,9 @@ from trainer.utilities.parsing import is_picklable
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.model.hparams import HyperparametersMixin
 from trainer.model.hparams import AttributeDict
+
+if TYPE_CHECKING:
+    from trainer.module import Module as LightningModule
 
 
 def clean_namespace(hparams: MutableMapping) -> None:
@@ -136,12 +139,12 @@ def _set_hparams(obj: Any, hparams: Any) -> None:
         obj._hparams = hparams if type(hparams).__name__ == "DictConfig" else AttributeDict(hparams)
 
 
-def _lightning_get_all_attr_holders(model: Any, attribute: str) -> list[Any]:
+def _lightning_get_all_attr_holders(model: LightningModule, attribute: str) -> list[Any]:
     """Every object holding ``attribute``: the model, its hparams, the Trainer's DataModule and its hparams."""
     return attribute_holders(model, attribute)
 
 
-def _lightning_get_first_attr_holder(model: Any, attribute: str) -> Any | None:
+def _lightning_get_first_attr_holder(model: LightningModule, attribute: str) -> Any | None:
     """The holder Lightning reads ``attribute`` from (the last found), or None."""
     holders = attribute_holders(model, attribute)
     return holders[-1] if holders else None

@@ -9,9 +9,15 @@ counterpart is served as here (each listed under an allowed exception in ``surfa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from trainer.errors import MisconfigurationException
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from trainer.cli.lightning_cli import LightningCLI
+    from trainer.fabric.utilities.types import _PATH
+    import torch
 
 
 class NotInRelay(MisconfigurationException, NotImplementedError):
@@ -26,12 +32,12 @@ _DEEPSPEED_FILES = ("Relay's DeepSpeedStrategy writes its own checkpoint directo
                     "<dir> <file>` merges it into one file of fp32 weights.")
 
 
-def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir: Any, output_file: Any, tag: str | None = None) -> dict:
+def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir: _PATH, output_file: _PATH, tag: str | None = None) -> dict:
     """Lightning's merge of its DeepSpeed ZeRO checkpoint directory into one file (not on Relay)."""
     raise _refuse("`convert_zero_checkpoint_to_fp32_state_dict` (Lightning's DeepSpeed checkpoint layout)", _DEEPSPEED_FILES)
 
 
-def ds_checkpoint_dir(checkpoint_dir: Any, tag: str | None = None) -> str:
+def ds_checkpoint_dir(checkpoint_dir: _PATH, tag: str | None = None) -> str:
     """Lightning's path into its DeepSpeed checkpoint directory (not on Relay)."""
     raise _refuse("`ds_checkpoint_dir` (Lightning's DeepSpeed checkpoint layout)", _DEEPSPEED_FILES)
 
@@ -62,7 +68,7 @@ class DeepSpeedSummary:
         raise _refuse("`DeepSpeedSummary` (Lightning's ZeRO-3 model summary)", _SUMMARY)
 
 
-def deepspeed_param_size(p: Any) -> int:
+def deepspeed_param_size(p: torch.nn.Parameter) -> int:
     """The full size of a ZeRO-3 partitioned parameter (its ``ds_numel``)."""
     if not hasattr(p, "ds_numel"):
         raise AssertionError("a ZeRO-3 partitioned parameter (with `ds_numel`) was expected")
@@ -73,7 +79,7 @@ class ScheduleWrapper:
     """Lightning's wrapper of a ``torch.profiler`` schedule that its ``PyTorchProfiler`` drives per stage (not on
     Relay)."""
 
-    def __init__(self, schedule: Any) -> None:
+    def __init__(self, schedule: Callable) -> None:
         raise _refuse(*_SCHEDULE)
 
     def reset(self) -> None:
@@ -93,7 +99,7 @@ _SCHEDULE = ("`ScheduleWrapper` (Lightning's PyTorchProfiler schedule internals)
 class _InstantiatorFn:
     """Lightning's ``LightningCLI`` hook that records the config a class was built from (not on Relay)."""
 
-    def __init__(self, cli: Any, key: str) -> None:
+    def __init__(self, cli: LightningCLI, key: str) -> None:
         raise _refuse("`_InstantiatorFn` (LightningCLI's instantiation hook)",
                       "Relay's LightningCLI records the config of the objects it builds itself; `save_hyperparameters` "
                       "inside `given_hyperparameters_context` records a given config.")

@@ -17,13 +17,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from rich.live import _RefreshThread as _LiveRefreshThread
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID
 from rich.progress_bar import ProgressBar as _Bar
 from rich.style import Style
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 
 class CustomBarColumn(BarColumn):
@@ -155,7 +158,7 @@ class MetricsTextColumn(ProgressColumn):
     ``metrics_format``; shown on the training bar of a fit only (not while sanity checking); a finished epoch's
     bar keeps the text it had."""
 
-    def __init__(self, trainer: Any, style: str | Style, text_delimiter: str, metrics_format: str) -> None:
+    def __init__(self, trainer: Trainer, style: str | Style, text_delimiter: str, metrics_format: str) -> None:
         self._trainer = trainer
         self._tasks: dict[Any, Any] = {}
         self._current_task_id: Any = 0

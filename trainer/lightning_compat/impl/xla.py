@@ -7,7 +7,7 @@ so) rather than half-run. Only the constructors and the class-level queries exis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
 
 import torch
 
@@ -20,8 +20,16 @@ from plugins.strategies.single_device import SingleDeviceStrategy
 from trainer.lightning_compat.impl.requirements import XLA, require
 from trainer.profilers.base import Profiler
 
+if TYPE_CHECKING:
+    from trainer.fabric.registries import AcceleratorRegistry as _AcceleratorRegistry
+    from trainer.fabric.registries import StrategyRegistry as _StrategyRegistry
+    from trainer.fabric.utilities.types import _DEVICE
+    from trainer.lightning_compat.impl.fabric_strategy_options import _POLICY_SET
+    from trainer.lightning_compat.impl.fabric_strategy_options import _XLA_POLICY as _POLICY
+    from trainer.lightning_compat.impl.loops_plugins import _WrappingCheckpointIO
 
-def _refuse() -> None:
+
+def _refuse() -> NoReturn:
     require(XLA)
     raise RuntimeError("Relay has no XLA backend: torch_xla is installed but Relay cannot run on it; use "
                        "accelerator='cuda', 'cpu' or 'auto'.")
@@ -56,40 +64,43 @@ class XLAAccelerator(Accelerator):
         return "tpu"
 
     @classmethod
-    def register_accelerators(cls, accelerator_registry: Any) -> None:
+    def register_accelerators(cls, accelerator_registry: _AcceleratorRegistry) -> None:
         """Lightning registers "tpu" here; Relay's registry has no XLA entry to add."""
 
 
 class TrainerXLAAccelerator(XLAAccelerator):
     """``lightning.pytorch.accelerators.XLAAccelerator`` (a subclass of Fabric's, as in Lightning)."""
 
-    def get_device_stats(self, device: Any) -> dict[str, Any]:
+    def get_device_stats(self, device: _DEVICE) -> dict[str, Any]:
         _refuse()
         return {}
 
 
 class XLAStrategy(ParallelStrategy):
-    def __init__(self, accelerator: Any = None, parallel_devices: Any = None, checkpoint_io: Any = None,
-                 precision: Any = None, sync_module_states: bool = True) -> None:
+    def __init__(self, accelerator: Optional[Accelerator] = None, parallel_devices: Optional[list[torch.device]] = None,
+                 checkpoint_io: Optional[XLACheckpointIO] = None, precision: Optional[XLAPrecision] = None,
+                 sync_module_states: bool = True) -> None:
         _refuse()
 
     @classmethod
-    def register_strategies(cls, strategy_registry: Any) -> None:
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
         """Lightning registers "xla" here; Relay's registry has no XLA entry to add."""
 
 
 class TrainerXLAStrategy(ParallelStrategy):
-    def __init__(self, accelerator: Any = None, parallel_devices: Any = None, checkpoint_io: Any = None,
-                 precision_plugin: Any = None, debug: bool = False, sync_module_states: bool = True,
-                 **_: Any) -> None:
+    def __init__(self, accelerator: Optional[Accelerator] = None, parallel_devices: Optional[list[torch.device]] = None,
+                 checkpoint_io: Optional[Union[XLACheckpointIO, _WrappingCheckpointIO]] = None,
+                 precision_plugin: Optional[TrainerXLAPrecision] = None, debug: bool = False,
+                 sync_module_states: bool = True, **_: Any) -> None:
         _refuse()
 
     register_strategies = XLAStrategy.register_strategies
 
 
 class XLAFSDPStrategy(ParallelStrategy):
-    def __init__(self, accelerator: Any = None, parallel_devices: Any = None, checkpoint_io: Any = None,
-                 precision: Any = None, auto_wrap_policy: Any = None, activation_checkpointing_policy: Any = None,
+    def __init__(self, accelerator: Optional[Accelerator] = None, parallel_devices: Optional[list[torch.device]] = None,
+                 checkpoint_io: Optional[XLACheckpointIO] = None, precision: Optional[XLAPrecision] = None,
+                 auto_wrap_policy: Optional[_POLICY] = None, activation_checkpointing_policy: Optional[_POLICY_SET] = None,
                  state_dict_type: str = "sharded", sequential_save: bool = False, **kwargs: Any) -> None:
         _refuse()
 
@@ -97,16 +108,17 @@ class XLAFSDPStrategy(ParallelStrategy):
 
 
 class SingleDeviceXLAStrategy(SingleDeviceStrategy):
-    def __init__(self, device: Any, accelerator: Any = None, checkpoint_io: Any = None,
-                 precision: Any = None) -> None:
+    def __init__(self, device: _DEVICE, accelerator: Optional[Accelerator] = None,
+                 checkpoint_io: Optional[XLACheckpointIO] = None, precision: Optional[XLAPrecision] = None) -> None:
         _refuse()
 
     register_strategies = XLAStrategy.register_strategies
 
 
 class TrainerSingleDeviceXLAStrategy(SingleDeviceStrategy):
-    def __init__(self, device: Any, accelerator: Any = None, checkpoint_io: Any = None, precision_plugin: Any = None,
-                 debug: bool = False) -> None:
+    def __init__(self, device: _DEVICE, accelerator: Optional[Accelerator] = None,
+                 checkpoint_io: Optional[Union[XLACheckpointIO, _WrappingCheckpointIO]] = None,
+                 precision_plugin: Optional[TrainerXLAPrecision] = None, debug: bool = False) -> None:
         _refuse()
 
     register_strategies = XLAStrategy.register_strategies
@@ -167,7 +179,7 @@ class XLAProfiler(Profiler):
 
 
 class _XLALauncher:
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Union[XLAStrategy, XLAFSDPStrategy, TrainerXLAStrategy]) -> None:
         _refuse()
 
 
