@@ -58,7 +58,7 @@ def restore_relay_names() -> None:
 def load(where: str) -> Any:
     """``module:attr.attr`` (or ``module``) imported; a Lightning module through its alias."""
     module, _, attr = where.partition(":")
-    value: Any = importlib.import_module(module)
+    value: object = importlib.import_module(module)
     for part in attr.split(".") if attr else ():
         value = getattr(value, part)
     return value
@@ -156,8 +156,8 @@ def _lightning_root(attr: str) -> Any:
     return getattr(importlib.import_module("lightning.pytorch"), attr)
 
 
-def _uses(alias: LightningAlias, entry: dict[str, Any]) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": alias.__name__}
+def _uses(alias: LightningAlias, entry: dict[str, Any]) -> dict[str, object]:
+    namespace: dict[str, object] = {"__builtins__": builtins, "__name__": alias.__name__}
     for name, where in entry.get("uses", {}).items():
         namespace[name] = load(where)
     return namespace

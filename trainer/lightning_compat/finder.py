@@ -8,7 +8,7 @@ import importlib.machinery
 import os
 import sys
 import types
-from typing import Any
+from collections.abc import Sequence
 
 from trainer.lightning_compat import surface
 from trainer.lightning_compat.alias import LightningAlias, restore_relay_names
@@ -60,7 +60,8 @@ class _AliasLoader(importlib.abc.Loader):
 class LightningFinder(importlib.abc.MetaPathFinder):
     """Answers for ``lightning[.*]``, ``pytorch_lightning[.*]`` and ``lightning_fabric[.*]``; nothing else."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if not is_served(fullname):
             return None
         if not serves_module(fullname):

@@ -30,14 +30,14 @@ def _defining_modules() -> dict[str, list[str]]:
     return out
 
 
-def _get(module: str, name: str) -> Any:
+def _get(module: str, name: str) -> object:
     try:
         return getattr(importlib.import_module(module), name, None)
     except Exception:  # noqa: BLE001 - an alias that cannot serve the name does not hold the class
         return None
 
 
-def lightning_import_path(cls: Any) -> str | None:
+def lightning_import_path(cls: object) -> str | None:
     """``lightning.pytorch.<package>.<Name>`` for a Relay class served under that Lightning name, else None."""
     module = getattr(cls, "__module__", None) or ""
     name = getattr(cls, "__name__", None)

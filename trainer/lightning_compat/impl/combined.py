@@ -59,7 +59,7 @@ class _ModeIterator(Iterator[_Item]):
         self.iterators = []
         self._idx = 0
 
-    def _step(self, batches: Any, iterable_idx: int = 0) -> _Item:
+    def _step(self, batches: object, iterable_idx: int = 0) -> _Item:
         index = self._idx
         self._idx += 1
         return batches, index, iterable_idx

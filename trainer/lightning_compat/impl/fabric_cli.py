@@ -105,7 +105,7 @@ if _CLICK_AVAILABLE:
 
 else:  # pragma: no cover - click comes with most installs
 
-    def _missing(*args: Any, **kwargs: Any) -> None:
+    def _missing(*args: object, **kwargs: object) -> None:
         raise ModuleNotFoundError("The `fabric` command needs `click`: `pip install -U click`.")
 
     _main = _run = _consolidate = _missing

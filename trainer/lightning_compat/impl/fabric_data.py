@@ -50,11 +50,11 @@ class _WrapAttrTag(LightningEnum):
         return (setattr if self == self.SET else delattr)(*args)
 
 
-def _saved(obj: Any, name: str, default: Any = None) -> Any:
+def _saved(obj: object, name: str, default: Any = None) -> Any:
     return getattr(obj, f"__pl_{name}", default)
 
 
-def _keep(obj: Any, name: str, value: Any) -> None:
+def _keep(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, f"__pl_{name}", value)
 
 

@@ -51,7 +51,7 @@ class _Sharded(ABC):
         """A context manager around a module's construction that shards its parameters as they are made."""
 
 
-def _wrapped_no_sync(control: Any, module: Module, enabled: bool, wrapper: type) -> AbstractContextManager:
+def _wrapped_no_sync(control: object, module: Module, enabled: bool, wrapper: type) -> AbstractContextManager:
     if not enabled:
         return nullcontext()
     if not isinstance(module, wrapper):

@@ -3,8 +3,6 @@ a class built on them behaves as a Relay module does."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainer.data.transfer_hooks import DataHooks as RelayDataHooks
 from trainer.module import Module
 
@@ -22,7 +20,7 @@ _MODEL_HOOKS = (
 _CHECKPOINT_HOOKS = ("on_load_checkpoint", "on_save_checkpoint")
 
 
-def _nothing(*args: Any, **kwargs: Any) -> None:
+def _nothing(*args: object, **kwargs: object) -> None:
     return None
 
 

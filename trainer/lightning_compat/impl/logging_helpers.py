@@ -101,7 +101,7 @@ def merge_dicts(dicts: Sequence[Mapping], agg_key_funcs: Mapping | None = None,
     ``default_func``); nested dicts are merged the same way; a key whose values cannot be aggregated is dropped
     unless only one dict has it."""
     funcs = dict(agg_key_funcs or {})
-    keys: list[Hashable] = list(functools.reduce(lambda acc, d: acc | set(d), dicts, set()))
+    keys = list(functools.reduce(lambda acc, d: acc | set(d), dicts, set()))
     grouped: dict[Hashable, list] = defaultdict(list)
     for d in dicts:
         for k in keys:

@@ -385,7 +385,7 @@ class _NotRelays:
 
     _instead = ""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} is Lightning's Trainer internal; Relay's Trainer is not built from it: "
             f"{self._instead} Use the Trainer's public arguments and properties instead.")

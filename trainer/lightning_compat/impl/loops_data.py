@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
@@ -52,7 +52,7 @@ warning_cache = WarningCache()
 class _DataLoaderSource:
     """Where loaders come from: a ``*_dataloader`` hook (``name``) of a Module or DataModule, or the loaders given."""
 
-    instance: Any
+    instance: Optional[Union[TRAIN_DATALOADERS, EVAL_DATALOADERS, "LightningModule", "LightningDataModule"]]
     name: str
 
     def dataloader(self) -> Union[TRAIN_DATALOADERS, EVAL_DATALOADERS]:
@@ -103,8 +103,8 @@ _SHARED_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_aft
 class _DataHookSelector:
     """Which object's batch-transfer hook runs: the DataModule's when it overrides it, else the Module's."""
 
-    model: Any
-    datamodule: Any
+    model: LightningModule
+    datamodule: Optional[LightningDataModule]
     _valid_hooks: tuple[str, ...] = field(default=_SHARED_HOOKS)
 
     def get_instance(self, hook_name: str) -> Union["LightningModule", "LightningDataModule"]:
@@ -270,7 +270,7 @@ def _no_grad_context(loop_run: Callable) -> Callable:
     return run
 
 
-def _needs_no_grad(trainer: Any) -> bool:
+def _needs_no_grad(trainer: Trainer) -> bool:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo":

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar
 
 import torch
 import torch.multiprocessing as mp
@@ -30,7 +30,10 @@ from plugins.launchers.spawn import SpawnLauncher
 from trainer.lightning_compat.impl.loops_objects import _AlsoRelays
 from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rng_states
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from trainer.states import TrainerState
     from plugins.environments.base import ClusterEnvironment
     from trainer.trainer import Trainer
 
@@ -76,12 +79,12 @@ class _GlobalStateSnapshot:
 class _WorkerOutput(NamedTuple):
     best_model_path: str | None
     weights_path: str | None
-    trainer_state: Any
+    trainer_state: TrainerState
     trainer_results: Any
     extra: dict[str, Any]
 
 
-def _run_restored(snapshot: _GlobalStateSnapshot | None, function: Callable, *args: Any) -> Any:
+def _run_restored(snapshot: _GlobalStateSnapshot | None, function: Callable[..., _T], *args: object) -> _T:
     if snapshot is not None:
         snapshot.restore()
     return function(*args)
@@ -99,7 +102,7 @@ class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
         if start_method not in mp.get_all_start_methods():
             raise ValueError(f"The start method '{start_method}' is not available on this platform. Available "
                              f"methods are: {', '.join(mp.get_all_start_methods())}")
-        self.procs: list[Any] = []
+        self.procs: list[mp.Process] = []
         self._already_fit = False
 
     # SpawnLauncher's settings, read from the strategy when the launch happens

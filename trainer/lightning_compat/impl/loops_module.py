@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from lightning_utilities import apply_to_collection
@@ -22,6 +22,8 @@ from lightning_utilities.core.imports import RequirementCache
 from trainer.callbacks.base import Callback
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_deprecation
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from trainer.fabric.fabric import Fabric
@@ -65,7 +67,7 @@ class LightningDoublePrecisionModule(torch.nn.Module):
     def _move_float_tensors_to_double(collection: Any) -> Any:
         return _to_double(collection)
 
-    def _call(self, method: Callable, args: tuple, kwargs: dict) -> Any:
+    def _call(self, method: Callable[..., _T], args: tuple, kwargs: dict) -> _T:
         return method(*_to_double(args), **_to_double(kwargs))
 
     def training_step(self, *args: Any, **kwargs: Any) -> Any:

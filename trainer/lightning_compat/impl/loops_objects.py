@@ -120,5 +120,5 @@ class _ManualOptimization(ManualOptimization):
         super().__init__(trainer)
         self._output: dict[str, Any] = {}
 
-    def run(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def run(self, *args: object, **kwargs: object) -> NoReturn:
         _relay_step_runs(type(self).__name__)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
-from typing import Any, Optional, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import torch
 
@@ -78,7 +78,7 @@ class _FxName:
             self.previous = getattr(self.module, "_current_fx_name", None)
             self.module._current_fx_name = self.name
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.module is not None:
             self.module._current_fx_name = self.previous
 
@@ -270,7 +270,7 @@ def _log_device_info(trainer: Trainer) -> None:
                        category=PossibleUserWarning)
 
 
-def _init_debugging_flags(trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+def _init_debugging_flags(trainer: Trainer, *args: object, **kwargs: object) -> None:
     raise NotImplementedError(
         "_init_debugging_flags: Relay's Trainer parses fast_dev_run, limit_*_batches, overfit_batches, "
         "val_check_interval and num_sanity_val_steps once when it is built (trainer/arguments); pass them to Trainer().")
@@ -294,8 +294,8 @@ def _check_scale_batch_size_configuration(trainer: Trainer) -> None:
                          "to use the Tuner.")
 
 
-def _tuner_runs(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
+def _tuner_runs(name: str) -> Callable[..., NoReturn]:
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise NotImplementedError(
             f"{name}: a step of Lightning's tuner run on its loop objects; Relay's tuner searches with its own "
             "Trainer runs (trainer/tuner: Tuner(trainer).scale_batch_size / lr_find, or the BatchSizeFinder and "

@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
+
+if TYPE_CHECKING:
+    from trainer.trainer import Trainer
 
 UNKNOWN_SIZE = "?"
 LEFTOVER_PARAMS_NAME = "other params"
@@ -33,13 +36,13 @@ class LayerSummary:
 
     def __init__(self, module: torch.nn.Module) -> None:
         self._module = module
-        self._in_size: Any = None
-        self._out_size: Any = None
+        self._in_size: Optional[Union[str, list]] = None
+        self._out_size: Optional[Union[str, list]] = None
         self._hook_handle = None
         if not isinstance(module, torch.jit.ScriptModule):  # hooks cannot be registered on scripted modules
             self._hook_handle = module.register_forward_hook(self._record, with_kwargs=True)
 
-    def _record(self, _: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+    def _record(self, _: torch.nn.Module, args: tuple, kwargs: dict, out: object) -> None:
         """The first call's shapes only: a module called again (recursion, reuse) keeps its first ones."""
         inputs = (*args, *(kwargs or {}).values())
         self._in_size = parse_batch_shape(inputs[0] if len(inputs) == 1 else inputs)
@@ -235,7 +238,7 @@ class ModelSummary:
         return str(self)
 
 
-def _trainer_of(model: torch.nn.Module) -> Any:
+def _trainer_of(model: torch.nn.Module) -> Optional[Trainer]:
     """The Trainer a module is attached to, without the error ``module.trainer`` raises when there is none."""
     return getattr(model, "_trainer", None)
 

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from plugins.precision.base import Precision
 from trainer.lightning_compat.impl.requirements import BITSANDBYTES, TRANSFORMER_ENGINE, require
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
 _MODES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training")
 
 
-def _replace_linears(module: torch.nn.Module, make: Any, ignore: set[str], prefix: str = "") -> None:
+def _replace_linears(module: torch.nn.Module, make: Callable[[torch.nn.Linear], torch.nn.Module], ignore: set[str],
+                     prefix: str = "") -> None:
     """Every ``nn.Linear`` under ``module`` (but those whose name starts with one of ``ignore``) by ``make(linear)``."""
     for name, child in module.named_children():
         full = f"{prefix}.{name}" if prefix else name
@@ -142,7 +146,7 @@ class TransformerEnginePrecision(Precision):
 
 
 @contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Any:
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:

@@ -9,14 +9,19 @@ import csv
 import os
 from argparse import Namespace
 from enum import Enum
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from trainer.fabric.utilities.cloud_io import get_filesystem
 from trainer.lightning_compat.impl.logging_helpers import _warn_on_rank_zero
 from trainer.loggers.utils import save_hparams_yaml
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
-def _fs(path: Any) -> tuple[Any, str]:
+    from trainer.fabric.utilities.types import _PATH
+
+
+def _fs(path: _PATH) -> tuple[AbstractFileSystem, str]:
     return get_filesystem(path), str(path)
 
 
@@ -65,7 +70,7 @@ def save_hparams_to_yaml(config_yaml: str, hparams: dict | Namespace, use_omegac
     save_hparams_yaml(path, _yaml_dumpable(hparams))
 
 
-def _yaml_dumpable(hparams: dict[str, Any]) -> dict[str, Any]:
+def _yaml_dumpable(hparams: dict[str, object]) -> dict[str, object]:
     """The values YAML can dump; each other one is skipped with Lightning's warning (and, as Lightning does, replaced
     in ``hparams`` by its type's name)."""
     import yaml

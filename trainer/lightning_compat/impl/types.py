@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Optional, Protocol, TypeVar, runtime_checkable
 
 _DictKey = TypeVar("_DictKey")
 
@@ -20,4 +21,4 @@ class _Stateful(Protocol[_DictKey]):
 class Steppable(Protocol):
     """Anything with ``step(closure=None)``: an optimizer, or an engine that steps one (DeepSpeed's)."""
 
-    def step(self, closure: Any = ...) -> Any: ...
+    def step(self, closure: Optional[Callable[[], float]] = ...) -> Optional[float]: ...

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from lightning_utilities.core.imports import RequirementCache
@@ -30,6 +30,7 @@ _TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
 from trainer.callbacks.tqdm_progress import Tqdm, _update_n  # noqa: E402,F401
 
 if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
     from trainer.callbacks.base import Checkpoint
     from torch import Tensor
 
@@ -110,8 +111,8 @@ class RegisterRecordFunction:
 
     def __init__(self, model: nn.Module) -> None:
         self._model = model
-        self._records: dict[str, Any] = {}
-        self._handles: dict[str, list[Any]] = {}
+        self._records: dict[str, torch.autograd.profiler.record_function] = {}
+        self._handles: dict[str, list[RemovableHandle]] = {}
 
     def _start_recording_forward(self, _: nn.Module, input: Tensor, record_name: str) -> Tensor:
         record = torch.autograd.profiler.record_function("[pl][module]" + record_name)

@@ -60,7 +60,7 @@ def has_len_all_ranks(dataloader: object, strategy: Strategy,
 
 
 # --- rebuilding a loader around another sampler ----------------------------------------------------------------------
-def _saved(obj: Any, what: str) -> Any:
+def _saved(obj: object, what: str) -> Any:
     return getattr(obj, f"__pl_saved_{what}")
 
 
@@ -86,7 +86,7 @@ def _rebuild(original: Any, *args: Any, **kwargs: Any) -> Any:
     return rebuilt
 
 
-def _replace_saved(key: str, value: Any, args: tuple, kwargs: dict, defaults: dict,
+def _replace_saved(key: str, value: object, args: tuple, kwargs: dict, defaults: dict,
                    names: tuple) -> tuple[bool, tuple, dict]:
     if key in names:
         at = names.index(key)

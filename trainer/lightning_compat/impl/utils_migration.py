@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from shutil import copyfile
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, TypeVar, Union
 
 from packaging.version import Version
 
@@ -43,6 +43,7 @@ from trainer.callbacks.model_checkpoint import ModelCheckpoint
 from trainer.callbacks.early_stopping import EarlyStopping
 
 _CHECKPOINT = dict[str, Any]
+_T = TypeVar("_T")
 _UTILS = "lightning.pytorch.utilities.migration.utils"
 _UPGRADE = "lightning.pytorch.utilities.upgrade_checkpoint"
 VERSION_KEY = "pytorch-lightning_version"
@@ -383,7 +384,7 @@ class pl_legacy_patch:
             _lock.release()
 
 
-def _gpus_arg_default(value: Any) -> Any:
+def _gpus_arg_default(value: _T) -> _T:
     """Removed in Lightning 1.2.8; checkpoints before it pickled a reference to it."""
     return value
 
@@ -439,7 +440,7 @@ def main() -> None:
 
 
 # --- Relay's reader: a checkpoint a Lightning Trainer wrote ----------------------------------------------------------
-def is_lightning_checkpoint(checkpoint: Any) -> bool:
+def is_lightning_checkpoint(checkpoint: object) -> bool:
     """Written by a Lightning (or ``pytorch_lightning``) Trainer, not by Relay."""
     return isinstance(checkpoint, dict) and VERSION_KEY in checkpoint and "relay_format" not in checkpoint
 
@@ -455,7 +456,7 @@ def relay_checkpoint_from_lightning(checkpoint: _CHECKPOINT, path: str | os.Path
     return checkpoint
 
 
-def _relay_progress(fit: dict, checkpoint: _CHECKPOINT) -> dict[str, Any]:
+def _relay_progress(fit: dict, checkpoint: _CHECKPOINT) -> dict[str, Union[int, bool, None]]:
     """Relay's ``LoopProgress`` entries from Lightning's fit-loop state: the epoch Lightning was in (its completed
     epochs), whether that epoch's data was all trained on, and how many of its batches were."""
     progress = fit.get("epoch_progress", {})

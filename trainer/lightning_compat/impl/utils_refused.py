@@ -9,11 +9,14 @@ counterpart is served as here (each listed under an allowed exception in ``surfa
 
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from trainer.errors import MisconfigurationException
 
 if TYPE_CHECKING:
+    from torch.nn import Module
+    
+    from trainer.module import Module as LightningModule
     from collections.abc import Callable
     from trainer.cli.lightning_cli import LightningCLI
     from trainer.fabric.utilities.types import _PATH
@@ -54,14 +57,14 @@ _SUMMARY = ("Relay's ModelSummary counts the parameters of a DeepSpeed-sharded m
 class DeepSpeedLayerSummary:
     """Lightning's per-layer summary of a ZeRO-3 partitioned layer (not on Relay)."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: Module) -> None:
         raise _refuse("`DeepSpeedLayerSummary` (Lightning's ZeRO-3 model summary)", _SUMMARY)
 
 
 class DeepSpeedSummary:
     """Lightning's model summary of a ZeRO-3 partitioned model (not on Relay)."""
 
-    def __init__(self, model: Any, max_depth: int = 1) -> None:
+    def __init__(self, model: LightningModule, max_depth: int = 1) -> None:
         raise _refuse("`DeepSpeedSummary` (Lightning's ZeRO-3 model summary)", _SUMMARY)
 
     def summarize(self) -> dict:
@@ -109,8 +112,8 @@ _GRAVEYARD = ("Relay's aliases serve Lightning's removed HPU, TPU and precision-
               "(`lightning.pytorch._graveyard`), so Lightning's import-time patching of its packages has nothing to do")
 
 
-def _graveyard_patch(name: str) -> Any:
-    def patch(*args: Any, **kwargs: Any) -> Any:
+def _graveyard_patch(name: str) -> Callable[..., NoReturn]:
+    def patch(*args: object, **kwargs: object) -> NoReturn:
         raise _refuse(f"`lightning.pytorch._graveyard.{name}` (Lightning's import-time module patching)", _GRAVEYARD)
 
     patch.__name__ = patch.__qualname__ = name.rsplit(".", 1)[1]

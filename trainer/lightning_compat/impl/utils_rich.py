@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Union
 
 from rich.live import _RefreshThread as _LiveRefreshThread
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID
@@ -160,9 +160,9 @@ class MetricsTextColumn(ProgressColumn):
 
     def __init__(self, trainer: Trainer, style: str | Style, text_delimiter: str, metrics_format: str) -> None:
         self._trainer = trainer
-        self._tasks: dict[Any, Any] = {}
+        self._tasks: dict[Union[int, TaskID], Any] = {}
         self._current_task_id: Any = 0
-        self._metrics: dict[Any, Any] = {}
+        self._metrics: dict[Union[str, Style], Any] = {}
         self._style = style
         self._text_delimiter = text_delimiter
         self._metrics_format = metrics_format

@@ -83,7 +83,7 @@ def difference(lightning: list[list[str]], relay: list[list[str]] | None) -> str
     return None
 
 
-def _refused(obj: Any) -> str | None:
+def _refused(obj: object) -> str | None:
     """The reason a served name raises when used (its ``__relay_refused__``), or None."""
     try:
         why = getattr(obj, "__relay_refused__", None)

@@ -54,7 +54,7 @@ ASK: dict[str, str] = {
 
 def _get(key: str) -> Any:
     module, _, path = key.partition(":")
-    value: Any = importlib.import_module(module)
+    value: object = importlib.import_module(module)
     for part in path.split("."):
         value = getattr(value, part)
     return value

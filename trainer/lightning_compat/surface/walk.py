@@ -102,7 +102,7 @@ def _target_names(target: ast.AST) -> list[str]:
     return []
 
 
-def _origin(obj: Any) -> str | None:
+def _origin(obj: object) -> str | None:
     """``module:qualname`` of a class or function (None for other objects)."""
     if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
         return f"{obj.__module__}:{obj.__qualname__}"
@@ -113,7 +113,7 @@ def _is_lightning(module: str | None) -> bool:
     return bool(module) and (module.startswith(LIGHTNING_PREFIXES) or module == "lightning")
 
 
-def _default(value: Any) -> str:
+def _default(value: object) -> str:
     if value is inspect.Parameter.empty:
         return "<required>"
     if isinstance(value, enum.Enum):
@@ -200,7 +200,7 @@ def _where(module: types.ModuleType, name: str, stmts: list[ast.AST]) -> str | N
     return f"{_resolve_from(module, stmt)}:{_imported_name(stmt, name)}"
 
 
-def _imported_entry(module: types.ModuleType, name: str, obj: Any, stmts: list[ast.AST],
+def _imported_entry(module: types.ModuleType, name: str, obj: object, stmts: list[ast.AST],
                     in_all: bool) -> dict[str, Any] | None:
     """A name the module binds by importing it: a Lightning object re-exported, a listed or lightning_utilities name
     served from where it comes, else not the module's."""
