@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning_utilities.core.imports import RequirementCache

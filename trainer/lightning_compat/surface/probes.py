@@ -60,10 +60,10 @@ def _get(key: str) -> Any:
     return value
 
 
-def run() -> dict[str, Any]:
+def run() -> dict[str, object]:
     import torch
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, (args, kwargs) in CONSTRUCT.items():
         kwargs = {k: torch.bfloat16 if v == "bf16" else v for k, v in kwargs.items()}
         try:

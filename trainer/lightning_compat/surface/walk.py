@@ -40,6 +40,7 @@ import logging
 import os
 import sys
 import types
+from collections.abc import Mapping
 from typing import Any
 
 SKIP_PARTS: tuple[str, ...] = ()
@@ -163,7 +164,8 @@ def _literal(node: ast.AST) -> tuple[bool, Any]:
     return True, value
 
 
-def _expression(module: types.ModuleType, stmt: ast.AST, bindings: dict[str, list[ast.AST]]) -> dict[str, Any] | None:
+def _expression(module: types.ModuleType, stmt: ast.AST,
+                bindings: dict[str, list[ast.AST]]) -> dict[str, str | dict[str, str]] | None:
     """``{"expr": text, "uses": {name: where}}`` for a one-off assignment whose names can all be found again
     without Lightning: where the module imported them from (``module:name``, or a module), the module's own names
     (``lightning.x:name``) and builtins. None for anything else (lambdas, comprehensions, other names)."""
@@ -201,7 +203,7 @@ def _where(module: types.ModuleType, name: str, stmts: list[ast.AST]) -> str | N
 
 
 def _imported_entry(module: types.ModuleType, name: str, obj: object, stmts: list[ast.AST],
-                    in_all: bool) -> dict[str, Any] | None:
+                    in_all: bool) -> Mapping[str, object] | None:
     """A name the module binds by importing it: a Lightning object re-exported, a listed or lightning_utilities name
     served from where it comes, else not the module's."""
     obj_module = getattr(obj, "__module__", None)
@@ -219,13 +221,13 @@ def _imported_entry(module: types.ModuleType, name: str, obj: object, stmts: lis
     return None
 
 
-def _class_entry(module: types.ModuleType, name: str, obj: type) -> dict[str, Any]:
+def _class_entry(module: types.ModuleType, name: str, obj: type) -> dict[str, object]:
     """A class the module defines (or one of Lightning's it re-exports by assignment), with its public surface."""
     if GRAVEYARD in module.__name__ and _legacy_base(obj) is not None:
         return {"kind": "legacy", "base": _legacy_base(obj)}
     if obj.__module__ != module.__name__ and _is_lightning(obj.__module__):
         return {"kind": "reexport", "from": _origin(obj)}
-    out: dict[str, Any] = {"kind": "class"}
+    out: dict[str, object] = {"kind": "class"}
     if not name.startswith("_"):
         out["signature"] = signature(obj)
         out["methods"] = _methods(obj)
@@ -237,7 +239,7 @@ def _class_entry(module: types.ModuleType, name: str, obj: type) -> dict[str, An
 
 
 def entry(module: types.ModuleType, name: str, stmts: list[ast.AST], in_all: bool,
-          bindings: dict[str, list[ast.AST]]) -> dict[str, Any] | None:
+          bindings: dict[str, list[ast.AST]]) -> Mapping[str, object] | None:
     """What serving ``module.name`` needs, or None when the name is not the module's (the rule above)."""
     obj = getattr(module, name, None)
     if isinstance(obj, types.ModuleType):
@@ -278,7 +280,7 @@ def _legacy_base(cls: type) -> str | None:
     return None
 
 
-def _injected(module: types.ModuleType, names: dict[str, Any]) -> dict[str, Any]:
+def _injected(module: types.ModuleType, names: Mapping[str, object]) -> Mapping[str, object]:
     """Classes the graveyard set on ``module`` at import (rule 5)."""
     out = {}
     for attr, obj in vars(module).items():
@@ -311,7 +313,7 @@ def walk_module(name: str) -> dict[str, Any]:
         tree = ast.parse(f.read())
     bindings = _top_level_bindings(tree)
     declared = list(getattr(module, "__all__", []) or [])
-    names: dict[str, Any] = {}
+    names: dict[str, Mapping[str, object]] = {}
     for bound in sorted(set(bindings) | set(declared)):
         if bound.startswith("__") and bound.endswith("__"):
             continue
@@ -324,7 +326,7 @@ def walk_module(name: str) -> dict[str, Any]:
     return out
 
 
-def walk() -> dict[str, Any]:
+def walk() -> dict[str, object]:
     """The whole surface of the installed Lightning."""
     import lightning
 
@@ -338,6 +340,6 @@ def walk() -> dict[str, Any]:
             "modules": modules, "module_aliases": aliases}
 
 
-def dumps(surface: dict[str, Any]) -> str:
+def dumps(surface: Mapping[str, object]) -> str:
     """The data file's text: one entry per line where it matters, so a new release reads as a diff."""
     return json.dumps(surface, indent=1, sort_keys=True) + "\n"
