@@ -87,7 +87,7 @@ class LightningAlias(types.ModuleType):
         self.__dict__[attr] = value  # once found, always the same object
         return value
 
-    def _resolve(self, attr: str) -> Any:
+    def _resolve(self, attr: str) -> object:
         if self.__canonical__ != self.__name__:  # pytorch_lightning.x / lightning_fabric.x: lightning.*'s objects
             if _served_module(f"{self.__name__}.{attr}"):
                 return importlib.import_module(f"{self.__name__}.{attr}")
@@ -148,7 +148,7 @@ def _served_module(name: str) -> bool:
     return surface.module(canonical) is not None or paths.relay_module_for(canonical) is not None
 
 
-def _lightning_root(attr: str) -> Any:
+def _lightning_root(attr: str) -> object:
     if attr in ("pytorch", "fabric"):
         return importlib.import_module(f"lightning.{attr}")
     if attr == "Fabric":
@@ -163,7 +163,7 @@ def _uses(alias: LightningAlias, entry: dict[str, Any]) -> dict[str, object]:
     return namespace
 
 
-def _expression(alias: LightningAlias, entry: dict[str, Any]) -> Any:
+def _expression(alias: LightningAlias, entry: dict[str, Any]) -> object:
     return eval(entry["expr"], _uses(alias, entry))
 
 

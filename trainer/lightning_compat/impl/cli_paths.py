@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any
 
 from trainer.lightning_compat import surface
 
@@ -68,7 +67,7 @@ def install_jsonargparse_paths() -> None:
         return
     plain_get = remembered.get
 
-    def get(value: Any) -> str | None:
+    def get(value: object) -> str | None:
         return plain_get(value) or lightning_import_path(value)
 
     remembered.get = get

@@ -50,7 +50,7 @@ class _WrapAttrTag(LightningEnum):
         return (setattr if self == self.SET else delattr)(*args)
 
 
-def _saved(obj: object, name: str, default: Any = None) -> Any:
+def _saved(obj: object, name: str, default: object = None) -> Any:
     return getattr(obj, f"__pl_{name}", default)
 
 

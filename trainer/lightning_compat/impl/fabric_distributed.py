@@ -123,12 +123,14 @@ def _sync_ddp(result: Tensor, group: Any | None = None, reduce_op: Optional[Unio
     return result.div_(world_size)
 
 
-def _sync_ddp_if_available(result: Tensor, group: Any | None = None, reduce_op: Optional[Union[ReduceOp, str]] = None) -> Tensor:
+def _sync_ddp_if_available(result: Tensor, group: Any | None = None,
+                           reduce_op: Optional[Union[ReduceOp, str]] = None) -> Tensor:
     """``_sync_ddp`` when a process group is up, else ``result`` unchanged."""
     return _sync_ddp(result, group=group, reduce_op=reduce_op) if _distributed_is_initialized() else result
 
 
-def _all_gather_ddp_if_available(tensor: Tensor, group: Optional["torch.distributed.ProcessGroup"] = None, sync_grads: bool = False) -> Tensor:
+def _all_gather_ddp_if_available(tensor: Tensor, group: Optional["torch.distributed.ProcessGroup"] = None,
+                                 sync_grads: bool = False) -> Tensor:
     """``(world_size, *tensor.shape)`` when a process group is up (gradients flow back with ``sync_grads``), else
     ``tensor`` unchanged."""
     if not _distributed_is_initialized():
@@ -144,7 +146,8 @@ def _all_gather_ddp_if_available(tensor: Tensor, group: Optional["torch.distribu
 
 
 # --- the process group -----------------------------------------------------------------------------------------------
-def _init_dist_connection(cluster_environment: ClusterEnvironment, torch_distributed_backend: str, global_rank: int | None = None,
+def _init_dist_connection(cluster_environment: ClusterEnvironment, torch_distributed_backend: str,
+                          global_rank: int | None = None,
                           world_size: int | None = None, **kwargs: Any) -> None:
     """Open the default process group from a cluster environment (its main address and port exported as
     ``MASTER_ADDR``/``MASTER_PORT``); nothing when one is open. ``kwargs`` go to ``init_process_group``."""
@@ -472,7 +475,8 @@ class TorchCollective(Collective):
         dist.scatter(tensor, scatter_list, src, group=self.group)
         return tensor
 
-    def reduce_scatter(self, output: Tensor, input_list: list[Tensor], op: Union[str, ReduceOp, RedOpType] = "sum") -> Tensor:
+    def reduce_scatter(self, output: Tensor, input_list: list[Tensor],
+                       op: Union[str, ReduceOp, RedOpType] = "sum") -> Tensor:
         dist.reduce_scatter(output, input_list, op=self._convert_to_native_op(op), group=self.group)
         return output
 

@@ -134,7 +134,8 @@ def _hydra_subprocess_cmd(local_rank: int) -> tuple[Sequence[str], str]:
     return command, get_original_cwd()
 
 
-def _run_launched(function: Callable, args: tuple, kwargs: dict[str, object], snapshot: _GlobalStateSnapshot | None, unshare: bool,
+def _run_launched(function: Callable, args: tuple, kwargs: dict[str, object], snapshot: _GlobalStateSnapshot | None,
+                  unshare: bool,
                   num_processes: int) -> Any:
     """In each worker: the launching process's global state, own copies of CPU modules, then ``function``."""
 

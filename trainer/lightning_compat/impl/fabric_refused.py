@@ -14,7 +14,7 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from trainer.lightning_compat.impl.fabric_launchers import _Launcher
 from trainer.lightning_compat.impl.xla import _refuse as _refuse_xla
@@ -40,17 +40,17 @@ def _refused_class(name: str, reason: str, base: type = object) -> type:
     """A class named as Lightning's whose construction raises (subclasses too)."""
     qualname = name.rsplit(":", 1)[1]
 
-    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls: type, *args: object, **kwargs: object) -> NoReturn:
         raise LightningEngineInternalError(_message(name, reason))
 
     return type(qualname, (base,), {"__new__": __new__, "__relay_refused__": reason, "__module__": __name__,
                                     "__doc__": f"``{name}``: not run by Relay ({reason})."})
 
 
-def _refused_function(name: str, reason: str) -> Callable[..., Any]:
+def _refused_function(name: str, reason: str) -> Callable[..., NoReturn]:
     """A function named as Lightning's that raises when called."""
 
-    def refused(*args: Any, **kwargs: Any) -> Any:
+    def refused(*args: object, **kwargs: object) -> NoReturn:
         raise LightningEngineInternalError(_message(name, reason))
 
     refused.__name__ = refused.__qualname__ = name.rsplit(":", 1)[1]

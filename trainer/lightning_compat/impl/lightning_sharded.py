@@ -430,8 +430,8 @@ class _LightningModelParallel(_RelayModelParallel):
     def device_mesh(self, mesh: "DeviceMesh") -> None:
         self.__dict__["_device_mesh"] = mesh
 
-    def forward_backward(self, step_fn: Callable[[Any, int], Any], batch: Any, batch_idx: int,
-                         backward: Callable[[Any], Optional[torch.Tensor]]) -> Optional[torch.Tensor]:
+    def forward_backward(self, step_fn: Callable[[object, int], object], batch: object, batch_idx: int,
+                         backward: Callable[[object], Optional[torch.Tensor]]) -> Optional[torch.Tensor]:
         mesh = self.__dict__.get("_device_mesh")
         if mesh is None or "cp" not in (mesh.mesh_dim_names or ()):
             return backward(step_fn(batch, batch_idx))

@@ -44,7 +44,7 @@ def _generated_name() -> str:
     return _create_name()
 
 
-def _as_dict(params: Mapping[str, Any] | Namespace) -> Mapping[str, Any]:
+def _as_dict(params: Mapping[str, object] | Namespace) -> Mapping[str, object]:
     return vars(params) if isinstance(params, Namespace) else params
 
 

@@ -119,7 +119,8 @@ class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
     def main_port(self) -> int | None:  # type: ignore[override]
         return int(os.environ["MASTER_PORT"]) if "MASTER_PORT" in os.environ else None
 
-    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None,  # type: ignore[override]
+               **kwargs: Any) -> Any:
         """Run ``function(*args, **kwargs)`` in every worker; rank 0's return value. The spawned workers start with
         this process's deterministic flags and RNG states, as on Lightning."""
         if self._start_method in ("fork", "forkserver") and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -191,7 +192,8 @@ class _SubprocessScriptLauncher(ElasticLauncher, _Launcher, metaclass=_AlsoRelay
     def is_interactive_compatible(self) -> bool:
         return False
 
-    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def launch(self, function: Callable, *args: Any, trainer: Optional[Trainer] = None,  # type: ignore[override]
+               **kwargs: Any) -> Any:
         validate = getattr(self.cluster_environment, "validate_settings", None)
         if validate is not None:
             validate(num_devices=self.num_processes, num_nodes=self.num_nodes)

@@ -9,11 +9,14 @@ same object under ``lightning.pytorch.plugins``, ``.plugins.precision`` and ``.p
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.utilities.rank_zero import rank_zero_deprecation
 from trainer.lightning_compat.names_loops import RENAMED_PRECISIONS
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 set_rank_zero_only()  # as importing Lightning does: its deprecations are announced from rank 0
 
@@ -29,7 +32,7 @@ def _renamed(old: str) -> type:
     module, new = RENAMED[old]
     base = _new_class(module, new)
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         rank_zero_deprecation(f"The `{old}` is deprecated. Use `lightning.pytorch.plugins.precision.{new}` instead.")
         base.__init__(self, *args, **kwargs)
 
@@ -39,7 +42,7 @@ def _renamed(old: str) -> type:
 def _fsdp_mixed() -> type:
     base = _new_class("fsdp", "FSDPPrecision")
 
-    def __init__(self: Any, precision: str, device: str, scaler: Any = None) -> None:
+    def __init__(self: object, precision: str, device: str, scaler: Optional[ShardedGradScaler] = None) -> None:
         rank_zero_deprecation(f"The `{type(self).__name__}` is deprecated. Use "
                               "`lightning.pytorch.plugins.precision.FSDPPrecision` instead.")
         base.__init__(self, precision=precision, scaler=scaler)

@@ -48,7 +48,7 @@ class _TrainerFabricShim:
                                  "is not available when using Fabric with a LightningModule.") from None
 
 
-def _to_double(collection: Any) -> Any:
+def _to_double(collection: _T) -> _T:
     return apply_to_collection(collection, torch.Tensor, lambda t: t.double() if torch.is_floating_point(t) else t)
 
 

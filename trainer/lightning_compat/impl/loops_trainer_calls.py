@@ -83,7 +83,8 @@ class _FxName:
             self.module._current_fx_name = self.previous
 
 
-def _call_lightning_module_hook(trainer: Trainer, hook_name: str, *args: Any, pl_module: Optional["LightningModule"] = None, **kwargs: Any) -> Any:
+def _call_lightning_module_hook(trainer: Trainer, hook_name: str, *args: Any,
+                                pl_module: Optional["LightningModule"] = None, **kwargs: Any) -> Any:
     module = pl_module or trainer.lightning_module
     if module is None:
         raise TypeError("No `LightningModule` is available to call hooks on.")

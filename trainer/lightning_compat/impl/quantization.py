@@ -19,6 +19,7 @@ from plugins.precision.base import Precision
 from trainer.lightning_compat.impl.requirements import BITSANDBYTES, TRANSFORMER_ENGINE, require
 
 if TYPE_CHECKING:
+    from transformer_engine.common.recipe import DelayedScaling
     from collections.abc import Callable, Iterator
 
 _MODES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training")
@@ -98,7 +99,7 @@ class TransformerEnginePrecision(Precision):
 
     name = "transformer-engine"
 
-    def __init__(self, *, weights_dtype: torch.dtype, recipe: Mapping[str, Any] | Any | None = None,
+    def __init__(self, *, weights_dtype: torch.dtype, recipe: Mapping[str, Any] | DelayedScaling | None = None,
                  replace_layers: bool | None = None, fallback_compute_dtype: torch.dtype | None = None) -> None:
         require(TRANSFORMER_ENGINE)
         from transformer_engine.common.recipe import DelayedScaling, Format

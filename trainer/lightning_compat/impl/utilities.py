@@ -93,7 +93,8 @@ def _convert_json_serializable(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value if _is_json_serializable(value) else str(value) for key, value in params.items()}
 
 
-def _add_prefix(metrics: Mapping[str, Union[Tensor, float]], prefix: str, separator: str) -> Mapping[str, Union[Tensor, float]]:
+def _add_prefix(metrics: Mapping[str, Union[Tensor, float]], prefix: str,
+                separator: str) -> Mapping[str, Union[Tensor, float]]:
     return {f"{prefix}{separator}{key}": value for key, value in metrics.items()} if prefix else metrics
 
 

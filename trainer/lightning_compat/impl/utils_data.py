@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable, Iterator, Sized
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
@@ -29,8 +29,10 @@ from trainer.lightning_compat.names import NAMES
 from trainer.lightning_compat.alias import load
 
 if TYPE_CHECKING:
-    from trainer.states import RunningStage
     from plugins.strategies.base import Strategy
+    from trainer.states import RunningStage
+
+_T = TypeVar("_T")
 
 
 def has_len_all_ranks(dataloader: object, strategy: Strategy,
@@ -64,7 +66,7 @@ def _saved(obj: object, what: str) -> Any:
     return getattr(obj, f"__pl_saved_{what}")
 
 
-def _rebuild(original: Any, *args: Any, **kwargs: Any) -> Any:
+def _rebuild(original: _T, *args: Any, **kwargs: Any) -> _T:
     """``type(original)(*args, **kwargs)``, replaying recorded attribute sets; a subclass that hands one argument to
     its parent twice gets an error saying so."""
     cls = type(original)
@@ -97,7 +99,8 @@ def _replace_saved(key: str, value: object, args: tuple, kwargs: dict, defaults:
     return False, args, kwargs
 
 
-def _update_dataloader(dataloader: DataLoader, sampler: Sampler | Iterable, mode: Optional[RunningStage] = None) -> DataLoader:
+def _update_dataloader(dataloader: DataLoader, sampler: Sampler | Iterable,
+                       mode: Optional[RunningStage] = None) -> DataLoader:
     """A new loader of ``dataloader``'s class, built with its arguments and ``sampler`` (for prediction, a batch
     sampler that records the indices it gave and keeps the last incomplete batch)."""
     args, kwargs = _get_dataloader_init_args_and_kwargs(dataloader, sampler, mode)

@@ -165,7 +165,7 @@ def _get_module_type(value: Callable | type) -> type:
     return value
 
 
-def _set_dict_nested(data: dict, key: str, value: Any) -> None:
+def _set_dict_nested(data: dict, key: str, value: object) -> None:
     """``data["a"]["b"]["c"] = value`` for ``key="a.b.c"`` (the parents must exist)."""
     *parents, last = key.split(".")
     for part in parents:
@@ -350,7 +350,8 @@ def _determine_model_folder(model_name: str, default_root_dir: str) -> str:
     return os.path.join(default_root_dir, model_name.replace("/", "_").replace(":", "_"))
 
 
-def find_model_local_ckpt_path(ckpt_path: Optional[_PATH], default_model_registry: str | None, default_root_dir: str) -> str:
+def find_model_local_ckpt_path(ckpt_path: Optional[_PATH], default_model_registry: str | None,
+                               default_root_dir: str) -> str:
     """The first ``.ckpt`` file in a downloaded registry model's folder."""
     name = _determine_model_name(ckpt_path, default_model_registry)
     folder = _determine_model_folder(name, default_root_dir)

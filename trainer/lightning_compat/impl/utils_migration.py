@@ -306,7 +306,7 @@ def _patch_pl_to_mirror_if_necessary(module: str) -> str:
     return module
 
 
-def _find_served(module: str, name: str) -> Any:
+def _find_served(module: str, name: str) -> object:
     """``module.name`` for a ``lightning.pytorch`` module: through the zero-edit mode's alias (Relay's object), also
     when the mode is not installed in this process (a real Lightning installed next to Relay is not imported)."""
 

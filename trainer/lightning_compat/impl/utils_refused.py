@@ -35,7 +35,8 @@ _DEEPSPEED_FILES = ("Relay's DeepSpeedStrategy writes its own checkpoint directo
                     "<dir> <file>` merges it into one file of fp32 weights.")
 
 
-def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir: _PATH, output_file: _PATH, tag: str | None = None) -> dict:
+def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir: _PATH, output_file: _PATH,
+                                               tag: str | None = None) -> dict:
     """Lightning's merge of its DeepSpeed ZeRO checkpoint directory into one file (not on Relay)."""
     raise _refuse("`convert_zero_checkpoint_to_fp32_state_dict` (Lightning's DeepSpeed checkpoint layout)", _DEEPSPEED_FILES)
 

@@ -100,7 +100,8 @@ class TrainerXLAStrategy(ParallelStrategy):
 class XLAFSDPStrategy(ParallelStrategy):
     def __init__(self, accelerator: Optional[Accelerator] = None, parallel_devices: Optional[list[torch.device]] = None,
                  checkpoint_io: Optional[XLACheckpointIO] = None, precision: Optional[XLAPrecision] = None,
-                 auto_wrap_policy: Optional[_POLICY] = None, activation_checkpointing_policy: Optional[_POLICY_SET] = None,
+                 auto_wrap_policy: Optional[_POLICY] = None,
+                 activation_checkpointing_policy: Optional[_POLICY_SET] = None,
                  state_dict_type: str = "sharded", sequential_save: bool = False, **kwargs: Any) -> None:
         _refuse()
 

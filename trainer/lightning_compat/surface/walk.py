@@ -41,9 +41,20 @@ import os
 import sys
 import types
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 SKIP_PARTS: tuple[str, ...] = ()
+
+if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
+    class _ModuleSurface(TypedDict):
+        """One module's entry in the surface file."""
+
+        package: bool
+        names: dict[str, Mapping[str, object]]
+        all: NotRequired[list[str]]
+
 GRAVEYARD = "._graveyard"
 LIGHTNING_PREFIXES = ("lightning.pytorch", "lightning.fabric")
 
@@ -280,7 +291,7 @@ def _legacy_base(cls: type) -> str | None:
     return None
 
 
-def _injected(module: types.ModuleType, names: Mapping[str, object]) -> Mapping[str, object]:
+def _injected(module: types.ModuleType, names: Mapping[str, object]) -> Mapping[str, Mapping[str, object]]:
     """Classes the graveyard set on ``module`` at import (rule 5)."""
     out = {}
     for attr, obj in vars(module).items():
@@ -306,7 +317,7 @@ def _imported_name(node: ast.ImportFrom, bound: str) -> str:
     return next(a.name for a in node.names if (a.asname or a.name) == bound)
 
 
-def walk_module(name: str) -> dict[str, Any]:
+def walk_module(name: str) -> _ModuleSurface:
     module = importlib.import_module(name)
     path = module.__file__ or ""
     with open(path, encoding="utf-8") as f:
@@ -320,7 +331,7 @@ def walk_module(name: str) -> dict[str, Any]:
         found = entry(module, bound, bindings.get(bound, []), bound in declared, bindings)
         if found is not None:
             names[bound] = found
-    out: dict[str, Any] = {"package": hasattr(module, "__path__"), "names": names}
+    out: _ModuleSurface = {"package": hasattr(module, "__path__"), "names": names}
     if declared:
         out["all"] = declared
     return out
