@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from functools import partial
 from pathlib import Path
-from typing import Any, Optional, TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from torch.nn import Module

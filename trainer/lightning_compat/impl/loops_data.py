@@ -37,13 +37,12 @@ from trainer.utilities.rank_zero import WarningCache, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
-    from trainer.utilities.combined_loader import CombinedLoader
-    from trainer.utilities.types import EVAL_DATALOADERS
+    from plugins.strategies.base import Strategy
     from trainer.datamodule import DataModule as LightningDataModule
     from trainer.module import Module as LightningModule
-    from plugins.strategies.base import Strategy
-    from trainer.utilities.types import TRAIN_DATALOADERS
     from trainer.trainer import Trainer
+    from trainer.utilities.combined_loader import CombinedLoader
+    from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 warning_cache = WarningCache()
 

@@ -33,8 +33,8 @@ from trainer.lightning_compat.impl.utilities import _collect_rng_states, _set_rn
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from trainer.states import TrainerState
     from plugins.environments.base import ClusterEnvironment
+    from trainer.states import TrainerState
     from trainer.trainer import Trainer
 
 

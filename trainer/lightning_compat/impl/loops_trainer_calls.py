@@ -38,6 +38,7 @@ from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from trainer.module import Module as LightningModule
     from trainer.trainer import Trainer
 

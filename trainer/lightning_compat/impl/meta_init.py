@@ -3,14 +3,14 @@ of parameters that will be overwritten, and give real storage to tensors built o
 
 from __future__ import annotations
 
-from typing import Any, Optional, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
     from trainer.fabric.utilities.types import _DEVICE
 
 

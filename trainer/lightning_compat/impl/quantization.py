@@ -19,8 +19,9 @@ from plugins.precision.base import Precision
 from trainer.lightning_compat.impl.requirements import BITSANDBYTES, TRANSFORMER_ENGINE, require
 
 if TYPE_CHECKING:
-    from transformer_engine.common.recipe import DelayedScaling
     from collections.abc import Callable, Iterator
+
+    from transformer_engine.common.recipe import DelayedScaling
 
 _MODES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training")
 

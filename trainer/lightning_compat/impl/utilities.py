@@ -9,7 +9,7 @@ import random
 from argparse import Namespace
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import asdict, is_dataclass
-from typing import Any, TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from lightning_utilities import apply_to_collection
@@ -17,11 +17,12 @@ from lightning_utilities import apply_to_collection
 from trainer.fabric.utilities.cloud_io import get_filesystem
 
 if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
     from pathlib import Path
+
+    from fsspec import AbstractFileSystem
     from torch import Tensor
-    from trainer.fabric.utilities.types import _DEVICE
-    from trainer.fabric.utilities.types import _PATH
+
+    from trainer.fabric.utilities.types import _DEVICE, _PATH
 
 
 # --- hyperparameters and metrics for loggers -------------------------------------------------------------------------

@@ -30,9 +30,10 @@ _TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
 from trainer.callbacks.tqdm_progress import Tqdm, _update_n  # noqa: E402,F401
 
 if TYPE_CHECKING:
-    from torch.utils.hooks import RemovableHandle
-    from trainer.callbacks.base import Checkpoint
     from torch import Tensor
+    from torch.utils.hooks import RemovableHandle
+
+    from trainer.callbacks.base import Checkpoint
 
 
 # --- device stats ----------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from argparse import Namespace
 from ast import literal_eval
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any, Optional, Protocol, TYPE_CHECKING, TypeVar, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypedDict, TypeVar, Union
 
 import torch
 from torch import nn
@@ -41,13 +41,13 @@ from plugins.accelerators.mps import MPSAccelerator
 from plugins.accelerators.cuda import CUDAAccelerator
 
 if TYPE_CHECKING:
-    from trainer.datamodule import DataModule as LightningDataModule
-    from trainer.module import Module as LightningModule
-    from plugins.strategies.base import Strategy
-    from trainer.trainer import Trainer
     from torch import UntypedStorage
-    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
-    from trainer.fabric.utilities.types import _PATH
+
+    from plugins.strategies.base import Strategy
+    from trainer.datamodule import DataModule as LightningDataModule
+    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE, _PATH
+    from trainer.module import Module as LightningModule
+    from trainer.trainer import Trainer
 
 __all__ = ["_given_hyperparameters_context"]
 _T = TypeVar("_T")

@@ -14,7 +14,7 @@ import inspect
 import types
 from collections.abc import MutableMapping, Sequence
 from dataclasses import fields, is_dataclass
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, NoReturn
 from trainer.errors import MisconfigurationException
 
 if TYPE_CHECKING:
-    from torch.nn import Module
-    
-    from trainer.module import Module as LightningModule
     from collections.abc import Callable
+
+    import torch
+    from torch.nn import Module
+
     from trainer.cli.lightning_cli import LightningCLI
     from trainer.fabric.utilities.types import _PATH
-    import torch
+    from trainer.module import Module as LightningModule
 
 
 class NotInRelay(MisconfigurationException, NotImplementedError):
