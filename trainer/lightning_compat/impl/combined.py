@@ -118,7 +118,7 @@ class _MaxSizeCycle(_ModeIterator):
 
 class _MaxSize(_ModeIterator):
     def __next__(self) -> _Item:
-        out: list[Any] = [None] * len(self.iterators)
+        out: list[object] = [None] * len(self.iterators)
         done = True
         for i, iterator in enumerate(self.iterators):
             with contextlib.suppress(StopIteration):

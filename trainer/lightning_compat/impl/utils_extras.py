@@ -102,7 +102,7 @@ def _load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = Non
 
 
 # --- loggers ---------------------------------------------------------------------------------------------------------
-def _log_hyperparams(trainer: Trainer) -> None:
+def _log_hyperparams(trainer: Any) -> None:
     """Give each of the Trainer's loggers the initial hyperparameters of the module and DataModule (Relay's rule,
     Lightning's: a key both define differently is an error; LightningCLI's ``_class_path`` is left out), the graph,
     and a save."""
