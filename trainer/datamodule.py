@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError
 from trainer.model.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from torch.utils.data import DataLoader, Dataset
+    from typing_extensions import Self
+
+    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
+    from trainer.trainer import Trainer
+    from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 
 class DataModule(DataHooks, HyperparametersMixin):
@@ -21,12 +31,13 @@ class DataModule(DataHooks, HyperparametersMixin):
     CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
 
     def __init__(self) -> None:
-        self.trainer: Any = None
+        self.trainer: Trainer | None = None
 
     @classmethod
     def from_datasets(
-        cls, train_dataset: Any = None, val_dataset: Any = None, test_dataset: Any = None,
-        predict_dataset: Any = None, batch_size: int = 1, num_workers: int = 0, **datamodule_kwargs: Any,
+        cls, train_dataset: Dataset | Iterable[Dataset] | None = None,
+        val_dataset: Dataset | Iterable[Dataset] | None = None, test_dataset: Dataset | Iterable[Dataset] | None = None,
+        predict_dataset: Dataset | Iterable[Dataset] | None = None, batch_size: int = 1, num_workers: int = 0, **datamodule_kwargs: Any,
     ) -> DataModule:
         """A DataModule serving these datasets (each may be a collection of datasets: one loader per dataset).
 
@@ -49,9 +60,9 @@ class DataModule(DataHooks, HyperparametersMixin):
 
     @classmethod
     def load_from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
-        weights_only: bool | None = None, **kwargs: Any,
-    ) -> Any:
+        cls, checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
+        hparams_file: str | os.PathLike | None = None, weights_only: bool | None = None, **kwargs: Any,
+    ) -> Self:
         """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its
         ``state_dict`` restored. The file is read as data, in full with ``weights_only=False`` (a file you trust)."""
         # local import: `from trainer import DataModule` stays light (saving loads the checkpoint readers)
@@ -68,16 +79,16 @@ class DataModule(DataHooks, HyperparametersMixin):
 
     def teardown(self, stage: str) -> None: ...
 
-    def train_dataloader(self) -> Any:
+    def train_dataloader(self) -> TRAIN_DATALOADERS:
         raise _missing(self, "train_dataloader", "Trainer.fit needs it.")
 
-    def val_dataloader(self) -> Any:
+    def val_dataloader(self) -> EVAL_DATALOADERS:
         raise _missing(self, "val_dataloader", "")
 
-    def test_dataloader(self) -> Any:
+    def test_dataloader(self) -> EVAL_DATALOADERS:
         raise _missing(self, "test_dataloader", "Trainer.test needs it.")
 
-    def predict_dataloader(self) -> Any:
+    def predict_dataloader(self) -> EVAL_DATALOADERS:
         raise _missing(self, "predict_dataloader", "Trainer.predict needs it.")
 
     def state_dict(self) -> dict[str, Any]:
@@ -107,7 +118,7 @@ class DataModule(DataHooks, HyperparametersMixin):
         return os.linesep.join(lines)
 
 
-def _dataset_sizes(loaders: Any) -> Any:
+def _dataset_sizes(loaders: Any) -> str | list:
     """A loader's dataset length (``NA`` without one), or a list of them for a collection of loaders."""
     from collections.abc import Mapping, Sized
 
@@ -120,7 +131,8 @@ def _dataset_sizes(loaders: Any) -> Any:
     return [_dataset_sizes(loader) for loader in loaders]
 
 
-def _loaders_for(datasets: Any, batch_size: int, num_workers: int, shuffle: bool) -> Any:
+def _loaders_for(datasets: Dataset | Iterable[Dataset], batch_size: int, num_workers: int, shuffle: bool,
+                 ) -> DataLoader | Iterable[DataLoader]:
     """One DataLoader per dataset in ``datasets`` (same collection shape); iterable datasets never shuffle."""
     import torch
     from lightning_utilities.core.apply_func import apply_to_collection

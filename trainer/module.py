@@ -26,13 +26,24 @@ if TYPE_CHECKING:
     import io
     from collections.abc import Callable, Sequence
 
+    import torchmetrics
     from torch.distributed.device_mesh import DeviceMesh
+    from torch.onnx import ONNXProgram
     from typing_extensions import Self
 
     from trainer.callbacks.base import Callback
     from trainer.fabric.fabric import Fabric
+    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
+    from trainer.loggers.base import Logger
     from trainer.model.optimizers import OptimizerHandle
     from trainer.trainer import Trainer
+    from trainer.utilities.types import (
+        EVAL_DATALOADERS,
+        STEP_OUTPUT,
+        TRAIN_DATALOADERS,
+        LRSchedulerPLType,
+        OptimizerLRScheduler,
+    )
 
 
 class NotAttachedError(RuntimeError, AttributeError):
@@ -58,7 +69,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         self._fabric: Fabric | None = None  # set by Fabric.setup: the module then runs under it (model/fabric_use.py)
         self._fabric_optimizers: list[Any] = []
         self.automatic_optimization: bool = True
-        self.example_input_array: Any = None
+        self.example_input_array: torch.Tensor | tuple | dict | None = None
         self._strict_loading: bool | None = None
 
     # --- what the Trainer provides ----------------------------------------------------------------
@@ -98,7 +109,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return torch.get_default_dtype()
 
     @dtype.setter
-    def dtype(self, value: Any) -> None:
+    def dtype(self, value: str | torch.dtype) -> None:
         raise RuntimeError(f"{type(self).__name__}.dtype cannot be set; convert the module with .to({value}).")
 
     @property
@@ -152,14 +163,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return self._trainer.local_rank if self._trainer is not None else 0
 
     @property
-    def logger(self) -> Any:
+    def logger(self) -> Logger | None:
         fabric = self.__dict__.get("_fabric")
         if fabric is not None:
             return fabric.logger
         return self._trainer.logger if self._trainer is not None else None
 
     @property
-    def loggers(self) -> list[Any]:
+    def loggers(self) -> list[Logger]:
         fabric = self.__dict__.get("_fabric")
         if fabric is not None:
             return fabric.loggers
@@ -176,7 +187,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         else:
             print(*args, **kwargs)
 
-    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+    def all_gather(self, data: torch.Tensor | dict | list | tuple, group: Any | None = None, sync_grads: bool = False,
+                   ) -> torch.Tensor | dict | list | tuple:
         """Every process's ``data`` (a tensor, number or collection of them), stacked along a new first dimension.
 
         Each tensor comes back with shape (world_size, ...); on one process it comes back as it is. Numbers
@@ -198,7 +210,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def log(
         self,
         name: str,
-        value: Any,
+        value: torchmetrics.Metric | torch.Tensor | float,
         prog_bar: bool = False,
         logger: bool | None = None,
         on_step: bool | None = None,
@@ -288,15 +300,15 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__}.forward is not implemented.")
 
-    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+    def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         raise NotImplementedError(
             f"{type(self).__name__}.training_step is not implemented; Trainer.fit needs it to return a loss."
         )
 
-    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
+    def validation_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         return None
 
-    def test_step(self, *args: Any, **kwargs: Any) -> Any:
+    def test_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         raise NotImplementedError(f"{type(self).__name__}.test_step is not implemented; Trainer.test needs it.")
 
     def predict_step(self, *args: Any, **kwargs: Any) -> Any:
@@ -304,7 +316,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return self(batch)
 
     # --- configuration ------------------------------------------------------------------------------
-    def configure_optimizers(self) -> Any:
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         raise NotImplementedError(
             f"{type(self).__name__}.configure_optimizers is not implemented; return an optimizer, a list, "
             "(optimizers, schedulers) or {'optimizer': ..., 'lr_scheduler': ...}."
@@ -376,7 +388,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         opts = self.trainer.stage_run.optimizer_handles if use_pl_optimizer else self.trainer.optimizers
         return opts[0] if len(opts) == 1 else list(opts)
 
-    def lr_schedulers(self) -> Any:
+    def lr_schedulers(self) -> LRSchedulerPLType | list[LRSchedulerPLType] | None:
         schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
         if not schedulers:
             return None
@@ -449,7 +461,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
         optimizer.zero_grad()
 
-    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+    def lr_scheduler_step(self, scheduler: Any, metric: Any | None) -> None:
         if metric is None:
             scheduler.step()
         else:
@@ -457,7 +469,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @classmethod
     def load_from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
+        cls, checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
         hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
         **kwargs: Any,
     ) -> Self:
@@ -484,7 +496,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     def to_onnx(
         self, file_path: str | os.PathLike | io.BytesIO | None = None, input_sample: Any = None, **kwargs: Any
-    ) -> Any:
+    ) -> ONNXProgram | None:
         """Export to ONNX (``torch.onnx.export``; ``kwargs`` go to it), tracing with ``input_sample`` or
         ``example_input_array``; needs the ``onnx``/``onnxscript`` packages."""
         from trainer.model.export import to_onnx  # local import: export code loads when a module is exported
@@ -525,16 +537,16 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         self.trainer.model.eval()
 
     # --- loaders: the Trainer asks a Module for them only where overridden (or assigned on the instance) ----
-    def train_dataloader(self) -> Any:
+    def train_dataloader(self) -> TRAIN_DATALOADERS:
         raise _no_loader(self, "train_dataloader")
 
-    def val_dataloader(self) -> Any:
+    def val_dataloader(self) -> EVAL_DATALOADERS:
         raise _no_loader(self, "val_dataloader")
 
-    def test_dataloader(self) -> Any:
+    def test_dataloader(self) -> EVAL_DATALOADERS:
         raise _no_loader(self, "test_dataloader")
 
-    def predict_dataloader(self) -> Any:
+    def predict_dataloader(self) -> EVAL_DATALOADERS:
         raise _no_loader(self, "predict_dataloader")
 
     # --- hooks (no-ops; the Trainer calls only overridden ones) ---------------------------------------
@@ -560,11 +572,11 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def on_predict_epoch_start(self) -> None: ...
     def on_predict_epoch_end(self) -> None: ...
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None: ...
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
+    def on_train_batch_end(self, outputs: STEP_OUTPUT, batch: Any, batch_idx: int) -> None: ...
     def on_validation_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
-    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_validation_batch_end(self, outputs: STEP_OUTPUT, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
     def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
-    def on_test_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_batch_end(self, outputs: STEP_OUTPUT, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
     def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
     def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
     def on_before_backward(self, loss: torch.Tensor) -> None: ...

@@ -12,6 +12,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from trainer.utilities.enums import LightningEnum
 
 
@@ -27,7 +29,7 @@ class StrEnum(str, Enum):
         return hash(self.value.lower())
 
     @classmethod
-    def from_str(cls, value: str, source: str = "key") -> Any:
+    def from_str(cls, value: str, source: str = "key") -> Self:
         """The member whose name (``source="key"``), value (``"value"``) or either (``"any"``) is ``value``."""
         for name, member in cls.__members__.items():
             if (source != "value" and name.lower() == value.lower()) or (source != "key" and member == value):
@@ -36,7 +38,7 @@ class StrEnum(str, Enum):
         raise ValueError(f"Invalid match: expected one of {allowed}, but got {value}.")
 
     @classmethod
-    def try_from_str(cls, value: str, source: str = "key") -> Any:
+    def try_from_str(cls, value: str, source: str = "key") -> Self | None:
         """``from_str``, or None with a warning."""
         try:
             return cls.from_str(value, source)

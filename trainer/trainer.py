@@ -9,7 +9,7 @@ import math
 import os
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -46,6 +46,22 @@ from trainer.states import RunningStage, TrainerState
 from trainer.checkpointing.strategy_state import save_state
 from trainer.trainer_properties import TrainerProperties
 
+if TYPE_CHECKING:
+    import inspect
+    from collections.abc import Callable
+
+    from plugins.accelerators.base import Accelerator
+    from plugins.precision.base import Precision
+    from plugins.transforms.activation_checkpointing import CheckpointSettings
+    from plugins.transforms.compile import CompileSettings
+    from trainer.callbacks.model_checkpoint import ModelCheckpoint
+    from trainer.callbacks.progress import ProgressBar
+    from trainer.healing.spike import SpikeRecovery
+    from trainer.model.optimizers import LRSchedulerConfig
+    from trainer.planning.estimate import MemoryEstimate
+    from trainer.planning.layout import Layout
+    from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
+
 set_rank_zero_only()
 
 
@@ -81,11 +97,11 @@ class Trainer(TrainerProperties):
     gradient_clip_algorithm: str | None
     deterministic: bool | str | None
     default_root_dir: str
-    compile: bool | dict[str, Any] | None
-    activation_checkpointing: Any  # True, a mode name, block classes or names (plugins/transforms/blocks.py)
+    compile: CompileSettings | None  # from True or a dict of torch.compile arguments (plugins/transforms/compile.py)
+    activation_checkpointing: CheckpointSettings | None  # from True, a mode name or a dict (plugins/transforms/)
     detect_anomaly: bool
     stop_on_nonfinite_loss: bool
-    spike_recovery: Any  # True, a dict of SpikeDetection's arguments, or a SpikeDetection (trainer/healing/)
+    spike_recovery: bool | dict[str, object] | SpikeRecovery | None  # a dict: SpikeRecovery's arguments (trainer/healing/)
     preemption_signals: tuple[int, ...]
     auto_requeue: bool
     benchmark: bool | None
@@ -182,7 +198,7 @@ class Trainer(TrainerProperties):
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.lr_scheduler_configs: list[Any] = []
+        self.lr_scheduler_configs: list[LRSchedulerConfig] = []
         self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
@@ -192,8 +208,8 @@ class Trainer(TrainerProperties):
     def fit(
         self,
         model: Module,
-        train_dataloaders: Any = None,
-        val_dataloaders: Any = None,
+        train_dataloaders: TRAIN_DATALOADERS | DataModule | None = None,
+        val_dataloaders: EVAL_DATALOADERS | None = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | os.PathLike | None = None,
         weights_only: bool | None = None,
@@ -210,11 +226,11 @@ class Trainer(TrainerProperties):
     def estimate(
         self,
         model: Module,
-        train_dataloaders: Any = None,
+        train_dataloaders: TRAIN_DATALOADERS | DataModule | None = None,
         datamodule: DataModule | None = None,
         device_memory: int | str | None = None,
-        layout: Any = None,
-    ) -> Any:
+        layout: Layout | None = None,
+    ) -> MemoryEstimate:
         """Per-rank memory of one training step in this Trainer's layout, from one run on fake tensors with the
         training loader's first batch; whether it fits ``device_memory`` (default: the accelerator's)."""
         from trainer.planning.trainer_plan import estimate_for_trainer  # local import: fake tensors only when asked
@@ -227,7 +243,7 @@ class Trainer(TrainerProperties):
     def validate(
         self,
         model: Module | None = None,
-        dataloaders: Any = None,
+        dataloaders: EVAL_DATALOADERS | DataModule | None = None,
         ckpt_path: str | os.PathLike | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
@@ -245,7 +261,7 @@ class Trainer(TrainerProperties):
     def test(
         self,
         model: Module | None = None,
-        dataloaders: Any = None,
+        dataloaders: EVAL_DATALOADERS | DataModule | None = None,
         ckpt_path: str | os.PathLike | None = None,
         verbose: bool = True,
         datamodule: DataModule | None = None,
@@ -260,7 +276,7 @@ class Trainer(TrainerProperties):
     def predict(
         self,
         model: Module | None = None,
-        dataloaders: Any = None,
+        dataloaders: EVAL_DATALOADERS | DataModule | None = None,
         datamodule: DataModule | None = None,
         return_predictions: bool | None = None,
         ckpt_path: str | os.PathLike | None = None,
@@ -290,7 +306,8 @@ class Trainer(TrainerProperties):
             print_results(stage, results)
         return results
 
-    def _previous_best(self, fn: str, model: Module | None, ckpt_path: Any) -> Any:
+    def _previous_best(self, fn: str, model: Module | None, ckpt_path: str | os.PathLike | None,
+                       ) -> str | os.PathLike | None:
         """Lightning's default: evaluating the fitted model with no ``ckpt_path`` loads the best checkpoint the fit
         saved (with its warning); a model passed in, or no best checkpoint, is used as it is."""
         callback = self.checkpoint_callback
@@ -434,11 +451,11 @@ class Trainer(TrainerProperties):
         return self.strategy.is_global_zero
 
     @property
-    def accelerator(self) -> Any:
+    def accelerator(self) -> Accelerator | None:
         return self.strategy.accelerator
 
     @property
-    def precision_plugin(self) -> Any:
+    def precision_plugin(self) -> Precision:
         return self.strategy.precision
 
     @property
@@ -447,19 +464,19 @@ class Trainer(TrainerProperties):
 
     # --- loggers and directories ---------------------------------------------------------------------
     @property
-    def logger(self) -> Any:
+    def logger(self) -> Logger | None:
         return self.loggers[0] if self.loggers else None
 
     @property
-    def loggers(self) -> list[Any]:
+    def loggers(self) -> list[Logger]:
         return self._loggers
 
     @loggers.setter
-    def loggers(self, loggers: list[Any] | None) -> None:
+    def loggers(self, loggers: list[Logger] | None) -> None:
         self._loggers = loggers if loggers else []
 
     @logger.setter
-    def logger(self, logger: Any) -> None:
+    def logger(self, logger: Logger | None) -> None:
         """One logger in place of the ones there were (None: no logger), as Lightning's setter."""
         self.loggers = [] if logger is None else [logger]
 
@@ -473,16 +490,16 @@ class Trainer(TrainerProperties):
 
     # --- callbacks -----------------------------------------------------------------------------------
     @property
-    def checkpoint_callbacks(self) -> list[Any]:
+    def checkpoint_callbacks(self) -> list[ModelCheckpoint]:
         return instances_of(self.callbacks, "trainer.callbacks.model_checkpoint", "ModelCheckpoint")
 
     @property
-    def checkpoint_callback(self) -> Any:
+    def checkpoint_callback(self) -> ModelCheckpoint | None:
         cbs = self.checkpoint_callbacks
         return cbs[0] if cbs else None
 
     @property
-    def progress_bar_callback(self) -> Any:
+    def progress_bar_callback(self) -> ProgressBar | None:
         return next(iter(instances_of(self.callbacks, "trainer.callbacks.progress", "ProgressBar")), None)
 
     # --- metrics ---------------------------------------------------------------------------------------
@@ -548,7 +565,7 @@ class Trainer(TrainerProperties):
         return f"Trainer(strategy={self.strategy!r}, max_epochs={self.max_epochs}, max_steps={self.max_steps})"
 
 
-def _declared_signature(init: Any) -> Any:
+def _declared_signature(init: Callable[..., None]) -> inspect.Signature:
     """``Trainer.__init__``'s signature without its ``**unknown`` catch-all, which exists only to word the error for a
     misspelt argument: tools that read the signature (LightningCLI's ``--trainer.*`` options, help) see the arguments
     a Trainer takes."""
@@ -558,13 +575,13 @@ def _declared_signature(init: Any) -> Any:
     return signature.replace(parameters=[p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD])
 
 
-def _environment_defaults(init: Any) -> Any:
+def _environment_defaults(init: Callable[..., None]) -> Callable[..., None]:
     """In the zero-edit mode, ``PL_TRAINER_<ARGUMENT>`` environment variables set defaults (Lightning's
     ``Trainer``; ``PL_TRAINER_LOGGER=False``, ``PL_TRAINER_MAX_STEPS=7``); arguments passed win."""
     import functools
 
     @functools.wraps(init)
-    def __init__(self: Trainer, **kwargs: Any) -> None:
+    def __init__(self: Trainer, **kwargs: object) -> None:
         if lightning_defaults() and any(name.startswith("PL_") for name in os.environ):
             from trainer.lightning_compat.impl.utils_extras import _parse_env_variables  # local import: Lightning code only
 
@@ -585,7 +602,7 @@ class _WritableMetrics(dict):
         super().__init__()
         self._store = store
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         super().__setitem__(key, value)
         self._store[key] = value
 

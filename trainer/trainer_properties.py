@@ -13,13 +13,19 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.model.overrides import subclass_overrides
 from trainer.module import Module
 from trainer.checkpointing.preemption import received
 from trainer.states import TrainerStatus
 from trainer.utilities.lazy import instances_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.callbacks.early_stopping import EarlyStopping
+    from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 
 class TrainerProperties:
@@ -68,7 +74,7 @@ class TrainerProperties:
             print(*args, **kwargs)
 
     @property
-    def scaler(self) -> Any:
+    def scaler(self) -> torch.amp.GradScaler | None:
         """The precision's ``torch.amp.GradScaler`` (fp16 mixed precision on a GPU), else None."""
         return getattr(self.precision_plugin, "scaler", None)
 
@@ -113,11 +119,11 @@ class TrainerProperties:
 
     # --- callbacks -------------------------------------------------------------------------------------
     @property
-    def early_stopping_callbacks(self) -> list[Any]:
+    def early_stopping_callbacks(self) -> list[EarlyStopping]:
         return instances_of(self.callbacks, "trainer.callbacks.early_stopping", "EarlyStopping")
 
     @property
-    def early_stopping_callback(self) -> Any:
+    def early_stopping_callback(self) -> EarlyStopping | None:
         callbacks = self.early_stopping_callbacks
         return callbacks[0] if callbacks else None
 
@@ -125,18 +131,18 @@ class TrainerProperties:
     # What the loops iterate: a plain DataLoader comes back rebuilt with the Trainer's resumable (sharded)
     # sampler. One loader, or a list when a list was given; None before they are loaded or in another call.
     @property
-    def train_dataloader(self) -> Any:
+    def train_dataloader(self) -> TRAIN_DATALOADERS | None:
         return self.stage_run.loaders.get("train")
 
     @property
-    def val_dataloaders(self) -> Any:
+    def val_dataloaders(self) -> EVAL_DATALOADERS | None:
         """The fit's validation loaders (after the sanity check loads them), or ``validate``'s."""
         return self.stage_run.loaders.get("val")
 
     @property
-    def test_dataloaders(self) -> Any:
+    def test_dataloaders(self) -> EVAL_DATALOADERS | None:
         return self.stage_run.loaders.get("test")
 
     @property
-    def predict_dataloaders(self) -> Any:
+    def predict_dataloaders(self) -> EVAL_DATALOADERS | None:
         return self.stage_run.loaders.get("predict")

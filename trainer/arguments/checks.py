@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plugins.environments.base import ClusterEnvironment
 from plugins.layer_sync import LayerSync
@@ -19,7 +19,14 @@ from trainer.errors import MisconfigurationError
 from trainer.arguments.limits import check_limit
 from trainer.checkpointing.preemption import parse_signals
 
+if TYPE_CHECKING:
+    import signal
+
+    from plugins.transforms.activation_checkpointing import CheckpointSettings
+    from plugins.transforms.compile import CompileSettings
+
 Check = Callable[[str, Any], Any]
+_T = TypeVar("_T")
 _DURATION = r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})"  # compiled (and cached by re) on first use
 
 
@@ -31,20 +38,20 @@ class DurationKeywordError(MisconfigurationError, TypeError):
     """A duration dict with a key ``timedelta`` does not take: a TypeError, as Lightning raises."""
 
 
-def boolean(name: str, value: Any) -> bool:
+def boolean(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgument
     return value
 
 
-def optional_boolean(name: str, value: Any) -> bool | None:
+def optional_boolean(name: str, value: object) -> bool | None:
     return None if value is None else boolean(name, value)
 
 
 def integer(minimum: int, optional: bool = False) -> Check:
     """An int (not a bool) >= ``minimum``; None too when ``optional``."""
 
-    def check(name: str, value: Any) -> int | None:
+    def check(name: str, value: object) -> int | None:
         if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -58,22 +65,22 @@ def integer_or_auto(minimum: int) -> Check:
     """An int >= ``minimum``, or ``"auto"`` (what the launcher reports)."""
     as_int = integer(minimum)
 
-    def check(name: str, value: Any) -> int | str:
+    def check(name: str, value: object) -> int | str:
         return "auto" if value == "auto" else as_int(name, value)
 
     return check
 
 
-def non_negative_number(name: str, value: Any) -> float | int | None:
+def non_negative_number(name: str, value: object) -> float | int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
         raise InvalidArgument
     return value
 
 
-def one_of(*choices: Any) -> Check:
+def one_of(*choices: object) -> Check:
     """One of ``choices``, compared with its type (``1`` is not ``True``)."""
 
-    def check(name: str, value: Any) -> Any:
+    def check(name: str, value: object) -> object:
         if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
             raise InvalidArgument
         return value
@@ -81,17 +88,17 @@ def one_of(*choices: Any) -> Check:
     return check
 
 
-def anything(name: str, value: Any) -> Any:
+def anything(name: str, value: _T) -> _T:
     """Checked where it is used (plugin arguments: by the plugin selection, loggers and callbacks by their setup)."""
     return value
 
 
-def only_none(name: str, value: Any) -> None:
+def only_none(name: str, value: object) -> None:
     if value is not None:
         raise InvalidArgument
 
 
-def spike_recovery(name: str, value: Any) -> Any:
+def spike_recovery(name: str, value: object) -> object:
     """None/False (off), True, a mapping of ``SpikeRecovery``'s arguments (a DictConfig too) or a SpikeRecovery;
     a mapping becomes a plain dict (its keys are checked when the callback is built)."""
     if value is None or isinstance(value, bool):
@@ -103,7 +110,7 @@ def spike_recovery(name: str, value: Any) -> Any:
     raise InvalidArgument
 
 
-def rank_batch_sizes(name: str, value: Any) -> tuple[int, ...] | str | None:
+def rank_batch_sizes(name: str, value: object) -> tuple[int, ...] | str | None:
     """None, "auto", or a list of batch sizes (ints >= 1), one per data-parallel process (counted when the run
     starts)."""
     if value is None or value == "auto":
@@ -116,11 +123,11 @@ def rank_batch_sizes(name: str, value: Any) -> tuple[int, ...] | str | None:
     return sizes
 
 
-def limit(name: str, value: Any) -> int | float | None:
+def limit(name: str, value: object) -> int | float | None:
     return check_limit(name, value)
 
 
-def fast_dev_run(name: str, value: Any) -> int | bool:
+def fast_dev_run(name: str, value: object) -> int | bool:
     """True is one batch, False none; an int is that many batches (1 reads back as True, as in Lightning)."""
     if isinstance(value, bool):
         return value
@@ -131,7 +138,7 @@ def fast_dev_run(name: str, value: Any) -> int | bool:
     return True if checked == 1 else checked
 
 
-def path(name: str, value: Any) -> str | None:
+def path(name: str, value: object) -> str | None:
     """A path as a string; ``~`` expanded for a local path (an fsspec URL is kept as it is), as Lightning does."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise InvalidArgument
@@ -141,7 +148,7 @@ def path(name: str, value: Any) -> str | None:
     return os.path.expanduser(value) if value.startswith("~") else value
 
 
-def duration(name: str, value: Any) -> timedelta:
+def duration(name: str, value: object) -> timedelta:
     """``"DD:HH:MM:SS"``, a ``timedelta``, or a dict of ``timedelta`` keywords, as a ``timedelta``."""
     if isinstance(value, timedelta):
         return value
@@ -158,7 +165,7 @@ def duration(name: str, value: Any) -> timedelta:
     raise InvalidArgument
 
 
-def max_time(name: str, value: Any) -> float | None:
+def max_time(name: str, value: object) -> float | None:
     """Seconds: a duration, or a number of seconds."""
     if value is None:
         return None
@@ -167,7 +174,7 @@ def max_time(name: str, value: Any) -> float | None:
     return duration(name, value).total_seconds()
 
 
-def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
+def val_check_interval(name: str, value: object) -> int | float | timedelta | None:
     """A batch count or epoch fraction, or a duration (validation on wall-clock time, as in Lightning)."""
     if isinstance(value, (str, Mapping, timedelta)):
         interval = duration(name, value)
@@ -177,11 +184,11 @@ def val_check_interval(name: str, value: Any) -> int | float | timedelta | None:
     return check_limit(name, value)
 
 
-def signals(name: str, value: Any) -> tuple[Any, ...]:
+def signals(name: str, value: object) -> tuple[signal.Signals, ...]:
     return parse_signals(value)
 
 
-def environment(name: str, value: Any) -> Any:
+def environment(name: str, value: object) -> ClusterEnvironment | None:
     """Lightning's ``plugins``: one ``ClusterEnvironment`` (an object, or a registered name such as one a
     third-party package adds through the ``relaytrain.environments`` entry points), or None to detect it."""
     from plugins.registry import default_registry  # local import: the registry loads on use (+15 ms with it)
@@ -199,7 +206,7 @@ def environment(name: str, value: Any) -> Any:
     return item
 
 
-def _parsed_setting(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
+def _parsed_setting(name: str, value: object, parse: Callable[[object], _T]) -> _T:
     """``parse(value)``; its ValueError becomes one line naming the argument."""
     try:
         return parse(value)
@@ -207,7 +214,7 @@ def _parsed_setting(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
         raise MisconfigurationError(f"Trainer({name}={value!r}): {error}") from None
 
 
-def compile_setting(name: str, value: Any) -> Any:
+def compile_setting(name: str, value: object) -> CompileSettings | None:
     """``compile=``: off (None/False), True, or a dict of ``torch.compile`` arguments, as ``CompileSettings``."""
     if value is None or value is False:
         return None
@@ -216,7 +223,7 @@ def compile_setting(name: str, value: Any) -> Any:
     return _parsed_setting(name, value, parse_compile)
 
 
-def checkpointing_setting(name: str, value: Any) -> Any:
+def checkpointing_setting(name: str, value: object) -> CheckpointSettings | None:
     """``activation_checkpointing=``: off, True/'full', 'selective', 'budget' or a dict, as ``CheckpointSettings``."""
     if value is None or value is False:
         return None

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
-from typing import Any
 
 from trainer.errors import MisconfigurationError
 from trainer.utilities.rank_zero import rank_zero_info
 
 
-def check_limit(name: str, value: Any) -> int | float | None:
+def check_limit(name: str, value: object) -> int | float | None:
     """``None`` (all), an int count, or a float fraction in [0, 1]."""
     if value is None:
         return None
@@ -52,7 +51,7 @@ def apply_limit(limit: int | float | None, length: int | float, name: str = "") 
     return taken
 
 
-def parse_max_time(value: Any) -> float | None:
+def parse_max_time(value: object) -> float | None:
     """Seconds from ``"DD:HH:MM:SS"``, a ``timedelta``, a dict of timedelta keywords, or a number of seconds."""
     if value is None:
         return None
@@ -73,8 +72,9 @@ def parse_max_time(value: Any) -> float | None:
     )
 
 
-def announce_batch_limits(fast_dev_run: Any, overfit_batches: Any, limit_train_batches: Any, limit_val_batches: Any,
-                          limit_test_batches: Any, limit_predict_batches: Any, val_check_interval: Any) -> None:
+def announce_batch_limits(fast_dev_run: object, overfit_batches: object, limit_train_batches: object,
+                          limit_val_batches: object, limit_test_batches: object, limit_predict_batches: object,
+                          val_check_interval: object) -> None:
     """Lightning's info line for a limit given as ``1`` (one batch) or ``1.0`` (all of them), which read alike."""
     given = {"overfit_batches": overfit_batches}
     if not fast_dev_run:

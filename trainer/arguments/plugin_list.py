@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 from plugins.checkpoint_io import CheckpointIO
 from plugins.environments.base import ClusterEnvironment
@@ -26,7 +25,7 @@ _SAID = {"Precision": "precision", "CheckpointIO": "checkpoint I/O", "ClusterEnv
          "TorchSyncBatchNorm": "layer sync"}  # how Relay's help names each kind
 
 
-def check_plugin_list(plugins: Any, sync_batchnorm: bool) -> None:
+def check_plugin_list(plugins: object, sync_batchnorm: bool) -> None:
     """Refuse two plugins of one kind, and a custom layer sync with ``sync_batchnorm=True`` (Lightning's words)."""
     if plugins is None:
         return
@@ -52,7 +51,7 @@ def check_plugin_list(plugins: Any, sync_batchnorm: bool) -> None:
         )
 
 
-def refuse_fsdp_without_gpu(strategy_arg: Any, strategy: Any) -> None:
+def refuse_fsdp_without_gpu(strategy_arg: object, strategy: object) -> None:
     """Lightning's rule, kept in the zero-edit mode: ``strategy="fsdp"`` (or a plain ``FSDPStrategy``) needs a CUDA
     accelerator; a subclass of the strategy may run anywhere. (Relay's own API runs FSDP on the CPU over gloo.)"""
     if not lightning_defaults():

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from trainer.arguments import checks
 from trainer.callbacks.base import Callback  # at run time: the Hydra schema reads these hints (get_type_hints)
@@ -22,7 +22,7 @@ from trainer.errors import MisconfigurationError, suggest
 from trainer.loggers.base import Logger  # at run time too: jsonargparse (LightningCLI) types values by these
 from trainer.profilers.base import Profiler
 
-SAME: Any = object()  # "as in Relay" for ArgumentSpec.lightning_default
+SAME: object = object()  # "as in Relay" for ArgumentSpec.lightning_default
 
 
 class ArgumentValueError(MisconfigurationError):
@@ -47,15 +47,18 @@ class ArgumentSpec(NamedTuple):
     group: str = "trainer"  # where the Hydra CLI sets it: a key of the `trainer` group, or this config group
     stored: bool = True  # the Trainer keeps the (effective) value as an attribute of the same name
     lightning: str | None = ""  # Lightning's name: "" the same, None Relay's own argument
-    lightning_default: Any = SAME
+    lightning_default: object = SAME
     status: str = "supported"  # in the API table: supported | difference | refused
     note: str = ""  # the API table's note (what differs from Lightning)
     lightning_error: str = ""  # Lightning's words for a bad value ({value}), put first: code matches on them
     type_error: bool = False  # Lightning raises a TypeError for a bad value of this one: the error is one too
 
 
-def argument(default: Any, help: str, valid: str, example: str, check: checks.Check = checks.anything,
-             **spec: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def argument(default: _T, help: str, valid: str, example: str, check: checks.Check = checks.anything,
+             **spec: Any) -> _T:
     return field(default=default, metadata={"spec": ArgumentSpec(help, valid, example, check, **spec)})
 
 
@@ -245,7 +248,7 @@ class TrainerArguments:
              "only None is accepted: keep checkpoints with ModelCheckpoint (any fsspec URL) or a logger's "
              "`log_model`")
 
-    def __init__(self, **given: Any) -> None:
+    def __init__(self, **given: object) -> None:
         """Arguments by keyword, a field's default for any not given, then checked (``__post_init__``). Written here:
         the ``__init__`` a dataclass generates for these fields is compiled from source at every import (8 M
         instructions, valgrind), as much as importing thirty small modules."""
@@ -343,7 +346,7 @@ _BAREBONES_OFF = (
 )
 
 
-def _check_barebones(given: dict[str, Any]) -> None:
+def _check_barebones(given: Mapping[str, object]) -> None:
     for name, off, why in _BAREBONES_OFF:
         value = given.get(name)
         if not any(value is o or (type(value) is type(o) and value == o) for o in off):

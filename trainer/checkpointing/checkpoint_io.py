@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncCheckpointIO", "CheckpointIO", "TorchCheckpointIO", "connect_checkpoint_io", "without_checkpoint_io"]
 
 
-def _items(plugins: Any) -> list[Any]:
+def _items(plugins: object) -> list[Any]:
     if plugins is None:
         return []
     if isinstance(plugins, Iterable) and not isinstance(plugins, (str, bytes)):
@@ -24,7 +24,7 @@ def _items(plugins: Any) -> list[Any]:
     return [plugins]
 
 
-def without_checkpoint_io(plugins: Any) -> Any:
+def without_checkpoint_io(plugins: object) -> object:
     """``plugins`` less its checkpoint I/O plugin (the other kinds are parsed by the Trainer as before)."""
     items = _items(plugins)
     rest = [p for p in items if not isinstance(p, CheckpointIO)]
@@ -33,7 +33,7 @@ def without_checkpoint_io(plugins: Any) -> Any:
     return rest or None
 
 
-def connect_checkpoint_io(trainer: Trainer, plugins: Any) -> None:
+def connect_checkpoint_io(trainer: Trainer, plugins: object) -> None:
     """Give the trainer's strategy the ``CheckpointIO`` in ``plugins`` (Lightning's way to choose one), if any.
 
     The strategy still writes through it with ``save`` (temporary name, fsync, rename), so a user's plugin

@@ -13,10 +13,12 @@ from trainer.distributed.strategy import move_to_device, overridden
 from trainer.model.overrides import subclass_overrides as is_overridden
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trainer.trainer import Trainer
 
 
-def _transfer_hook(trainer: Trainer, name: str) -> Any:
+def _transfer_hook(trainer: Trainer, name: str) -> Callable[..., object] | None:
     """The DataModule's override of ``name`` if it has one (Lightning's rule), else the Module's, else None."""
     datamodule, modules = trainer.datamodule, trainer.stage_run.hooks.caller(name)
     if datamodule is None or not is_overridden(name, datamodule, DataModule):

@@ -224,7 +224,7 @@ def prepare_loader(
     return plan
 
 
-def _epoch_samplers(loader: Any) -> list[Any]:
+def _epoch_samplers(loader: object) -> list[Any]:
     """The loader's sampler and its batch sampler's sampler (each once) that have a ``set_epoch``: Lightning calls
     it with the epoch before each epoch's (and each evaluation's) iteration."""
     found: list[Any] = []

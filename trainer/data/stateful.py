@@ -29,12 +29,12 @@ from torch.utils.data._utils.collate import default_collate
 LOADER_STATES_KEY = "data_loaders"  # the checkpoint entry: {"replicas": R, "states": [rank 0's, ..., rank R-1's]}
 
 
-def is_stateful(loader: Any) -> bool:
+def is_stateful(loader: object) -> bool:
     """Whether ``loader`` saves and restores its own position."""
     return callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
 
 
-def tell_data_rank(loader: Any, num_replicas: int, rank: int) -> None:
+def tell_data_rank(loader: object, num_replicas: int, rank: int) -> None:
     """A loader that shards itself (``shard_for``) learns its data-parallel rank from the Trainer's strategy."""
     shard_for = getattr(loader, "shard_for", None)
     if callable(shard_for):

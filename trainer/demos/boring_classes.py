@@ -77,7 +77,7 @@ class BoringModel(Module):
     def test_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         return {"y": self.step(batch)}
 
-    def configure_optimizers(self) -> Any:
+    def configure_optimizers(self) -> tuple[list[torch.optim.Optimizer], list[torch.optim.lr_scheduler.LRScheduler]]:
         optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
         return [optimizer], [torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -138,5 +137,5 @@ class LightningTransformer(Module):
         output = self(inputs, target)
         return torch.nn.functional.nll_loss(output, target.reshape(-1))
 
-    def configure_optimizers(self) -> Any:
+    def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.model.parameters(), lr=0.1)

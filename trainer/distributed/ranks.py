@@ -14,7 +14,12 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import types
+    from importlib.abc import Loader
 
 # the variables launchers set, most specific first (torchrun/our launcher, SLURM, LSF's jsrun)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
@@ -58,7 +63,8 @@ class _RankOnImport:
     """An import-system finder that only watches for ``lightning_utilities.core.rank_zero``: it lets the usual finder
     load the module, then sets ``rank_zero_only.rank`` to the rank kept here, and leaves ``sys.meta_path``."""
 
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+    def find_spec(self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None,
+                  ) -> importlib.machinery.ModuleSpec | None:
         if name != _RANK_ZERO:
             return None
         if self in sys.meta_path:
@@ -72,13 +78,13 @@ class _RankOnImport:
 class _SetRank:
     """The module's own loader, then the rank."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec: Any) -> Any:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         self._loader.exec_module(module)
         if getattr(module.rank_zero_only, "rank", None) is None:
             module.rank_zero_only.rank = _rank if _rank is not None else rank_from_env()

@@ -13,7 +13,7 @@ functions that need them: this module is reached from ``trainer.module`` (``Modu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from plugins.accelerators.base import Accelerator
     from plugins.strategies.base import Strategy
 
+_T = TypeVar("_T")
+
 
 def resolve_strategy(
-    accelerator: str | Accelerator, strategy: str | Strategy, devices: Any, num_nodes: int,
-    precision: str | int | Precision, plugins: Any, caller: str,
+    accelerator: str | Accelerator, strategy: str | Strategy, devices: int | str | list[int], num_nodes: int,
+    precision: str | int | Precision, plugins: object, caller: str,
 ) -> Strategy:
     """The strategy (holding accelerator, precision, environment) for a front end's arguments.
 
@@ -109,7 +111,7 @@ def overridden(strategy: Strategy, name: str) -> bool:
     return getattr(type(strategy), name) is not getattr(Strategy, name)
 
 
-def move_to_device(strategy: Strategy, batch: Any) -> Any:
+def move_to_device(strategy: Strategy, batch: _T) -> _T:
     """``batch`` (tensors in any collection) on the strategy's device, in the precision's input dtype."""
     return strategy.batch_to_device(batch)
 
@@ -128,7 +130,8 @@ def backward(strategy: Strategy, loss: torch.Tensor, *args: Any, **kwargs: Any) 
     backward_function(strategy)(loss, *args, **kwargs)
 
 
-def gather(strategy: Strategy, data: Any, device: torch.device, group: Any = None, sync_grads: bool = False) -> Any:
+def gather(strategy: Strategy, data: object, device: torch.device, group: Any | None = None, sync_grads: bool = False,
+           ) -> Any:
     """Every process's ``data`` (tensors, numbers, collections), each tensor stacked along a new first dimension;
     on one process the data come back as they are (numbers as tensors on ``device``)."""
     data = as_tensors(data, device)
@@ -137,7 +140,7 @@ def gather(strategy: Strategy, data: Any, device: torch.device, group: Any = Non
     return apply_to_collection(data, torch.Tensor, strategy.all_gather, group=group, sync_grads=sync_grads)
 
 
-def as_tensors(data: Any, device: torch.device) -> Any:
+def as_tensors(data: object, device: torch.device) -> Any:
     """Numbers (bool, int, float) in ``data`` as tensors, every tensor on ``device``: what collectives take."""
     for kind, dtype in ((bool, torch.uint8), (int, torch.int), (float, torch.float)):  # CONVERSION_DTYPES
         data = apply_to_collection(data, kind, lambda v, dt=dtype: torch.tensor(v, dtype=dt, device=device))

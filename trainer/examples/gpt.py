@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 @dataclass
@@ -162,7 +165,7 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def tensor_parallel_plan(model: GPT, tp_mesh: Any) -> None:
+def tensor_parallel_plan(model: GPT, tp_mesh: DeviceMesh) -> None:
     """Megatron-style tensor parallel for every block, on the 1-D ``tp_mesh`` (torchtitan's Llama plan, minus
     sequence parallel): q/k/v and ``w1`` column-wise, ``wo`` and ``w2`` row-wise, so each block needs one
     all-reduce in attention and one in the MLP. Embeddings, norms and the head stay replicated.

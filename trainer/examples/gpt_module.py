@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +17,9 @@ import torch.nn.functional as F
 from trainer.examples.gpt import GPT, GPTConfig, tensor_parallel_plan
 from trainer.examples.sorting import IGNORE_INDEX
 from trainer.module import Module
+
+if TYPE_CHECKING:
+    from trainer.utilities.types import OptimizerLRScheduler
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -113,11 +116,12 @@ class GPTModule(Module):
         x, y = batch
         self.log("test_acc", token_accuracy(self(x), y))
 
-    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def predict_step(self, batch: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor], batch_idx: int,
+                     ) -> torch.Tensor:
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         return self(x).argmax(dim=-1)
 
-    def configure_optimizers(self) -> dict[str, Any]:
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         # Decay only matrices (linear and embedding weights); norms and biases keep their scale.
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2]

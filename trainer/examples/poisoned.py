@@ -73,7 +73,7 @@ class PoisonedGPT(GPTModule):
         self.canary = Canary()
         self.losses: list[tuple[int, float]] = []  # (global step, loss) of the steps kept
 
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         x, y, flag = batch
         loss = next_token_loss(self(x), y)
         worst = flag.max()
@@ -84,7 +84,8 @@ class PoisonedGPT(GPTModule):
         self.log("train_loss", loss)
         return loss
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, outputs: Any, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor], batch_idx: int,
+                           ) -> None:
         if outputs and "loss" in outputs:
             self.losses.append((self.trainer.global_step, float(outputs["loss"])))
 

@@ -13,7 +13,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -27,6 +27,18 @@ from trainer.seed import seed_everything, seed_loader_workers
 from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from plugins.accelerators.base import Accelerator
+    from plugins.checkpoint_io import CheckpointIO
+    from plugins.environments.base import ClusterEnvironment
+    from plugins.precision.base import Precision
+    from plugins.strategies.base import Strategy
+    from trainer.loggers.base import Logger
+
+_T = TypeVar("_T")
+
 # strategies whose loop a Fabric user cannot drive: the strategy name -> one line saying why and what to use
 UNSUPPORTED = {
     "pipeline": "a pipeline schedule runs forward and backward together over micro-batches, which a loop calling "
@@ -34,7 +46,7 @@ UNSUPPORTED = {
 }
 
 
-def _do_nothing(*_: Any) -> None:
+def _do_nothing(*_: object) -> None:
     """``launch()``'s default function: only start the processes."""
 
 
@@ -43,7 +55,7 @@ def _using_cli() -> bool:
     return bool(int(os.environ.get("LT_CLI_USED", "0") or 0))
 
 
-def strategy_override(strategy: Any, name: str) -> Callable[..., Any] | None:
+def strategy_override(strategy: object, name: str) -> Callable[..., Any] | None:
     """``strategy.<name>`` where the strategy brings its own (Lightning's strategy API: a method set on the object, or
     defined by a class outside Relay's plugins, e.g. a user's subclass or a Lightning-named adapter); None where it
     is Relay's own, which Fabric drives through its plugin calls instead."""
@@ -58,7 +70,7 @@ def strategy_override(strategy: Any, name: str) -> Callable[..., Any] | None:
     return None
 
 
-def _as_list(value: Any) -> list[Any]:
+def _as_list(value: object) -> list[Any]:
     if value is None:
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -71,14 +83,15 @@ class Fabric:
     def __init__(
         self,
         *,
-        accelerator: Any = "auto",
-        strategy: Any = "auto",
-        devices: Any = "auto",
+        accelerator: str | Accelerator = "auto",
+        strategy: str | Strategy = "auto",
+        devices: list[int] | str | int = "auto",
         num_nodes: int = 1,
-        precision: Any = None,
-        plugins: Any = None,
+        precision: str | int | Precision | None = None,
+        plugins: Precision | ClusterEnvironment | CheckpointIO | list[Precision | ClusterEnvironment | CheckpointIO]
+        | None = None,
         callbacks: Any = None,
-        loggers: Any = None,
+        loggers: Logger | list[Logger] | None = None,
     ) -> None:
         if type(self).run is not Fabric.run and _using_cli():
             raise TypeError("Overriding `Fabric.run()` and launching from the CLI is not allowed. Run the script "
@@ -102,11 +115,11 @@ class Fabric:
 
     # --- who am I ---------------------------------------------------------------------------------
     @property
-    def accelerator(self) -> Any:
+    def accelerator(self) -> Accelerator | None:
         return self._strategy.accelerator
 
     @property
-    def strategy(self) -> Any:
+    def strategy(self) -> Strategy:
         return self._strategy
 
     @property
@@ -134,11 +147,11 @@ class Fabric:
         return self._strategy.is_global_zero
 
     @property
-    def loggers(self) -> list[Any]:
+    def loggers(self) -> list[Logger]:
         return self._loggers
 
     @property
-    def logger(self) -> Any:
+    def logger(self) -> Logger:
         """The first logger given (the main one); an IndexError without loggers, as Lightning's."""
         return self._loggers[0]
 
@@ -201,7 +214,7 @@ class Fabric:
             return wrapped
         return (wrapped, *fabric_optimizers)
 
-    def _check_setup(self, module: Any, optimizers: Iterable[Any]) -> None:
+    def _check_setup(self, module: torch.nn.Module, optimizers: Iterable[torch.optim.Optimizer]) -> None:
         if is_wrapped(module):
             raise ValueError("A model should be passed only once to the `setup` method.")
         if any(is_wrapped(o) for o in optimizers):
@@ -238,7 +251,7 @@ class Fabric:
         _attach(module, self, [])
         return self._wrap_module(holder, module)
 
-    def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
+    def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> FabricOptimizer | tuple[FabricOptimizer, ...]:
         if self._strategy.joint_setup:  # Lightning Fabric's words
             raise RuntimeError(f"The `{type(self._strategy).__name__}` requires the model and optimizer(s) to be set "
                                "up jointly through `.setup(model, optimizer, ...)`.")
@@ -251,8 +264,8 @@ class Fabric:
         wrapped = [FabricOptimizer(o, self._strategy) for o in prepared]
         return wrapped[0] if len(wrapped) == 1 else tuple(wrapped)
 
-    def setup_dataloaders(self, *dataloaders: Any, use_distributed_sampler: bool = True,
-                          move_to_device: bool = True) -> Any:
+    def setup_dataloaders(self, *dataloaders: DataLoader, use_distributed_sampler: bool = True,
+                          move_to_device: bool = True) -> FabricDataLoader | list[FabricDataLoader]:
         if not dataloaders:
             raise ValueError("`setup_dataloaders` requires at least one dataloader as input.")
         if any(is_wrapped(d) for d in dataloaders):
@@ -269,12 +282,12 @@ class Fabric:
         return out[0] if len(out) == 1 else out
 
     # --- in the loop --------------------------------------------------------------------------------
-    def backward(self, tensor: torch.Tensor, *args: Any, model: Any = None, **kwargs: Any) -> None:
+    def backward(self, tensor: torch.Tensor, *args: Any, model: FabricModule | None = None, **kwargs: Any) -> None:
         if self._models_setup == 0:
             raise RuntimeError("No models were set up for backward. Did you forget to call `fabric.setup()`?")
         calls.backward(self._strategy, tensor, *args, **kwargs)
 
-    def clip_gradients(self, module: Any, optimizer: Any, clip_val: float | None = None,
+    def clip_gradients(self, module: torch.nn.Module | FabricModule, optimizer: Any, clip_val: float | None = None,
                        max_norm: float | None = None, norm_type: float = 2.0,
                        error_if_nonfinite: bool = True) -> torch.Tensor | None:
         """Clip by value (``clip_val``) or by the global norm (``max_norm``; the norm before clipping comes back)."""
@@ -296,7 +309,7 @@ class Fabric:
         """The precision's autocast, for code that runs outside the set-up module's forward."""
         return self._strategy.precision.forward_context()
 
-    def no_backward_sync(self, module: Any, enabled: bool = True) -> contextlib.AbstractContextManager:
+    def no_backward_sync(self, module: FabricModule, enabled: bool = True) -> contextlib.AbstractContextManager:
         """Skip the gradient all-reduce (DDP's ``no_sync``, FSDP's) on gradient-accumulation steps; a no-op with
         Lightning's warning where an engine accumulates from its own config (DeepSpeed)."""
         if not isinstance(module, FabricModule):
@@ -322,16 +335,18 @@ class Fabric:
         return calls.move_to_device(self._strategy, obj)
 
     # --- collectives --------------------------------------------------------------------------------
-    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+    def all_gather(self, data: torch.Tensor | dict | list | tuple, group: Any | None = None, sync_grads: bool = False,
+                   ) -> torch.Tensor | dict | list | tuple:
         return calls.gather(self._strategy, data, self.device, group=group, sync_grads=sync_grads)
 
-    def all_reduce(self, data: Any, group: Any = None, reduce_op: str = "mean") -> Any:
+    def all_reduce(self, data: torch.Tensor | dict | list | tuple, group: Any | None = None, reduce_op: str = "mean",
+                   ) -> torch.Tensor | dict | list | tuple:
         from lightning_utilities.core.apply_func import apply_to_collection
 
         data = calls.as_tensors(data, self.device)
         return apply_to_collection(data, torch.Tensor, self._strategy.all_reduce, op=str(reduce_op).lower())
 
-    def broadcast(self, obj: Any, src: int = 0) -> Any:
+    def broadcast(self, obj: _T, src: int = 0) -> _T:
         return self._strategy.broadcast(obj, src=src)
 
     def barrier(self, name: str | None = None) -> None:
@@ -411,7 +426,7 @@ class Fabric:
         self.barrier("fabric_load")
         return remainder
 
-    def load_raw(self, path: str | os.PathLike, obj: Any, strict: bool = True,
+    def load_raw(self, path: str | os.PathLike, obj: torch.nn.Module | torch.optim.Optimizer, strict: bool = True,
                  weights_only: bool | None = None) -> None:
         """Load a plain ``state_dict`` file (not one ``save`` wrote) into ``obj``; ``weights_only`` as in ``load``."""
         loader = strategy_override(self._strategy, "load_checkpoint")
@@ -429,7 +444,7 @@ class Fabric:
         return seed
 
 
-def _check_tensor_parallel_plan(strategy: Any, module: torch.nn.Module) -> None:
+def _check_tensor_parallel_plan(strategy: Strategy, module: torch.nn.Module) -> None:
     """Tensor parallelism needs a plan; the Trainer's comes from ``Module.configure_model``, a loop applies its own."""
     tp = getattr(strategy, "tensor_parallel_size", 1)
     if tp <= 1 or getattr(strategy, "parallelize_fn", None) is not None:  # Lightning's: applied in setup_module
@@ -444,13 +459,14 @@ def _check_tensor_parallel_plan(strategy: Any, module: torch.nn.Module) -> None:
         )
 
 
-def _in_worker(function: Callable[..., Any] | None, kwargs: dict[str, Any], fabric: Fabric, *args: Any) -> Any:
+def _in_worker(function: Callable[..., object] | None, kwargs: Mapping[str, object], fabric: Fabric, *args: object,
+               ) -> object:
     """What a spawned worker runs once it joined the group: the user's function, with this Fabric launched."""
     fabric._launched = True
     return function(fabric, *args, **kwargs) if function is not None else None
 
 
-def _scalar(tensor: torch.Tensor) -> Any:
+def _scalar(tensor: torch.Tensor) -> int | float | bool:
     if tensor.numel() != 1:
         raise ValueError(f"`Fabric.log` got a tensor of shape {tuple(tensor.shape)}; it cannot be converted to a "
                          "scalar. Log one number (e.g. `tensor.mean()`) or log each element under its own name.")

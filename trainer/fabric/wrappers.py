@@ -7,7 +7,7 @@ calling ``model.some_method()``, ``optimizer.param_groups`` or ``len(loader)`` a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -17,7 +17,12 @@ from trainer.utilities.zero_edit import lightning_defaults
 from trainer.distributed.strategy import move_to_device
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from plugins.precision.base import Precision
     from plugins.strategies.base import Strategy
+
+_T = TypeVar("_T")
 
 # a Trainer Module's methods that run a step: called on the set-up module, they run the strategy's way (as forward)
 STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
@@ -86,7 +91,7 @@ class FabricModule(torch.nn.Module):
         setattr(self._original_module, name, value)
 
 
-def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _precise(precision: Precision, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
     both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop). In the
     zero-edit mode, under mixed precision, the floating-point inputs also take the autocast dtype, as Lightning
@@ -99,7 +104,7 @@ def _precise(precision: Any, run: Callable[..., Any], args: tuple, kwargs: dict)
     return _floats_to(precision.convert_output(run(*args, **kwargs)), torch.get_default_dtype())
 
 
-def _floats_to(data: Any, dtype: torch.dtype) -> Any:
+def _floats_to(data: _T, dtype: torch.dtype) -> _T:
     from lightning_utilities.core.apply_func import apply_to_collection
 
     return apply_to_collection(data, torch.Tensor, lambda t: t.to(dtype) if torch.is_floating_point(t) else t)
@@ -148,7 +153,7 @@ class FabricDataLoader:
     """Iterates the loader, moving each batch to the device; ``set_epoch`` reaches a distributed sampler on
     every new pass, so shuffling differs per epoch and agrees across ranks."""
 
-    def __init__(self, loader: Any, strategy: Strategy | None) -> None:
+    def __init__(self, loader: DataLoader, strategy: Strategy | None) -> None:
         self._loader = loader
         self._strategy = strategy  # None: batches stay where they are
         self._epoch = 0

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from trainer.module import Module
+
+_T = TypeVar("_T")
 
 # ``call(batch, batch_idx, extra)``: a step as the loops call it (``extra``: ``(dataloader_idx,)`` or ``()``)
 StepCall = Callable[[Any, int, tuple[int, ...]], Any]
 
 
-def takes(fn: Callable[..., Any], param: str, min_args: int | None = None, explicit: bool = False) -> bool:
+def takes(fn: Callable[..., object], param: str, min_args: int | None = None, explicit: bool = False) -> bool:
     """Whether ``fn`` (a bound method) takes ``param``: by name, through ``*args`` unless ``explicit``, or by
     having at least ``min_args`` positional parameters (Lightning's ``is_param_in_hook_signature``)."""
     bound = inspect.ismethod(fn)
@@ -86,7 +88,7 @@ def evaluation_step_caller(module: Module, prefix: str, loader: str, step_fn: Ca
     return step_caller(step_fn, step), by_iterator
 
 
-def uses_dataloader_iter(step: Callable[..., Any] | None) -> bool:
+def uses_dataloader_iter(step: Callable[..., object] | None) -> bool:
     """Whether a step method names a ``dataloader_iter`` parameter."""
     return step is not None and takes(step, "dataloader_iter", explicit=True)
 
@@ -130,6 +132,6 @@ def steps(source: Iterator[tuple[Any, int, int]], total: int | float, start: int
         yield it
 
 
-def one_loader(batches: Iterable[Any], start: int = 0) -> Iterator[tuple[Any, int, int]]:
+def one_loader(batches: Iterable[_T], start: int = 0) -> Iterator[tuple[_T, int, int]]:
     """A single loader's batches as ``(batch, batch_idx, 0)``, counting from ``start``."""
     return ((batch, start + i, 0) for i, batch in enumerate(batches))

@@ -237,7 +237,7 @@ class BackwardStep:
             step.optimizer.zero_grad()
         counts.increment_completed()
 
-    def __call__(self, output: Any) -> torch.Tensor | None:
+    def __call__(self, output: object) -> torch.Tensor | None:
         """Backward of ``training_step``'s ``output``; returns the scaled loss (None: batch skipped)."""
         step = self.step
         loss = checked_loss(step.trainer, output if type(output) is torch.Tensor else loss_of(output), self.batch_idx,
@@ -258,7 +258,7 @@ class BackwardStep:
             return scaled
         return self.finished(output, scaled)
 
-    def finished(self, output: Any, scaled: torch.Tensor | None = None) -> torch.Tensor | None:
+    def finished(self, output: object, scaled: torch.Tensor | None = None) -> torch.Tensor | None:
         """Record ``output`` after gradients exist: runs ``on_after_backward``; returns the scaled loss.
 
         ``scaled`` defaults to ``output``'s loss divided by ``accumulate``.
@@ -359,7 +359,7 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], torch.Tensor | Ma
     steps_total, steps_current = steps.total, steps.current
     zero_total, zero_current = zero_grads.total, zero_grads.current
 
-    def run(batch: Any, batch_idx: int, is_last: bool) -> torch.Tensor | Mapping[str, Any] | None:
+    def run(batch: object, batch_idx: int, is_last: bool) -> torch.Tensor | Mapping[str, Any] | None:
         if (not module.automatic_optimization or trainer.accumulate_grad_batches != 1 or step.skip_backward
                 or not torch.is_grad_enabled() or optimizer._optimizer_step_pre_hooks):
             return canonical(batch, batch_idx, is_last)
@@ -392,7 +392,7 @@ def unrolled(step: TrainingStep) -> Callable[[Any, int, bool], torch.Tensor | Ma
 
 # What ``training_step`` returned
 
-def loss_of(output: Any) -> torch.Tensor | None:
+def loss_of(output: object) -> torch.Tensor | None:
     """The loss in ``output``: the tensor itself, a mapping's ``"loss"``, or None (the batch is skipped).
 
     The errors start with Lightning's words (code matches on them), then say what to return."""
@@ -411,7 +411,7 @@ def loss_of(output: Any) -> torch.Tensor | None:
     )
 
 
-def manual_output(output: Any) -> torch.Tensor | Mapping[str, Any] | None:
+def manual_output(output: object) -> torch.Tensor | Mapping[str, Any] | None:
     """What a manual-optimization ``training_step`` may return: a tensor, a mapping or nothing (Lightning's rule)."""
     if output is None or isinstance(output, (torch.Tensor, Mapping)):
         return output
@@ -419,7 +419,7 @@ def manual_output(output: Any) -> torch.Tensor | Mapping[str, Any] | None:
                                 f"return: it returned {type(output).__name__}.")
 
 
-def step_outputs(output: Any, loss: torch.Tensor) -> dict[str, Any]:
+def step_outputs(output: object, loss: torch.Tensor) -> dict[str, Any]:
     """What the loop reports for a step (``on_train_batch_end``'s ``outputs``): the detached loss, plus the other
     entries of a dict ``training_step`` returned."""
     if type(output) is torch.Tensor:

@@ -12,7 +12,7 @@ from trainer.module import Module
 STEPS = ("forward", "training_step", "validation_step", "test_step", "predict_step")
 
 
-def is_compiled(model: Any) -> bool:
+def is_compiled(model: object) -> bool:
     """Whether ``model`` is a ``torch.compile`` result (without importing dynamo for anything else)."""
     if type(model).__name__ != "OptimizedModule":
         return False
@@ -21,7 +21,7 @@ def is_compiled(model: Any) -> bool:
     return isinstance(model, OptimizedModule)
 
 
-def _is_module(obj: Any) -> bool:
+def _is_module(obj: object) -> bool:
 
     return isinstance(obj, Module)
 

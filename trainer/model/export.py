@@ -11,10 +11,12 @@ from trainer.utilities.zero_edit import lightning_defaults
 from trainer.utilities.rank_zero import rank_zero_deprecation
 
 if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
+
     from trainer.module import Module
 
 
-def _on_device(module: Module, inputs: Any) -> Any:
+def _on_device(module: Module, inputs: object) -> Any:
     """Example inputs through the module's batch-transfer hooks, so they reach its device as a batch would."""
     inputs = module.on_before_batch_transfer(inputs, 0)
     inputs = module.transfer_batch_to_device(inputs, module.device, 0)
@@ -30,8 +32,8 @@ _LIGHTNING_DEPRECATION = ("`LightningModule.to_torchscript` has been deprecated 
 
 @torch.no_grad()
 def to_torchscript(
-    module: Module, file_path: str | os.PathLike | None, method: str | None, example_inputs: Any, **kwargs: Any
-) -> Any:
+    module: Module, file_path: str | os.PathLike | None, method: str | None, example_inputs: object, **kwargs: Any
+) -> torch.jit.ScriptModule:
     """Script or trace ``module`` in eval mode (its train/eval mode is restored after), optionally saving it.
 
     Deprecated, as TorchScript is in PyTorch (and Lightning 2.6.6 deprecates ``to_torchscript``): the warning
@@ -62,7 +64,8 @@ def to_torchscript(
     return scripted
 
 
-def to_onnx(module: Module, file_path: str | os.PathLike | Any | None, input_sample: Any, **kwargs: Any) -> Any:
+def to_onnx(module: Module, file_path: str | os.PathLike | Any | None, input_sample: object, **kwargs: Any,
+            ) -> ONNXProgram | None:
     """Export ``module`` with ``torch.onnx.export`` (what it returns: an ``ONNXProgram`` with the default dynamo
     exporter), tracing with ``input_sample`` or, when None, ``module.example_input_array``; the module's train/eval
     mode is restored after. Needs ``onnx`` (and ``onnxscript`` for the dynamo exporter)."""

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
+
+if TYPE_CHECKING:
+    from trainer.fabric.fabric import Fabric
 
 
 class FabricTrainerView:
     """``module.trainer`` for a module Fabric set up: attribute reads go to the Fabric object."""
 
-    def __init__(self, fabric: Any) -> None:
+    def __init__(self, fabric: Fabric) -> None:
         self._fabric = fabric
 
     def __getattr__(self, item: str) -> Any:
@@ -32,11 +35,11 @@ class FabricTrainerView:
             ) from None
 
 
-def _refuse(value: Any, name: str, given: Any) -> None:
+def _refuse(value: object, name: str, given: object) -> None:
     raise ValueError(f"`self.log({name}, {given})` was called, but `{type(value).__name__}` values cannot be logged")
 
 
-def log_through_fabric(fabric: Any, dictionary: Mapping[str, Any], logger: bool | None) -> None:
+def log_through_fabric(fabric: Any, dictionary: Mapping[str, object], logger: bool | None) -> None:
     """``self.log``/``self.log_dict`` of a module Fabric set up: numbers and tensors straight to Fabric's loggers
     (``logger=False``: nowhere, there being no other destination)."""
     if logger is False:
@@ -48,7 +51,8 @@ def log_through_fabric(fabric: Any, dictionary: Mapping[str, Any], logger: bool 
     fabric.log_dict(metrics=dict(dictionary))
 
 
-def clip_through_fabric(fabric: Any, module: Any, optimizer: Any, value: float | None, algorithm: Any) -> None:
+def clip_through_fabric(fabric: Fabric, module: torch.nn.Module, optimizer: torch.optim.Optimizer, value: float | None,
+                        algorithm: str | None) -> None:
     """``clip_gradients`` of a module Fabric set up: by value or by norm, as Fabric's ``clip_gradients`` takes it."""
     by_value = str(getattr(algorithm, "value", algorithm)) == "value"
     fabric.clip_gradients(module, optimizer, clip_val=value if by_value else None,

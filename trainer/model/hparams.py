@@ -10,11 +10,14 @@ from argparse import Namespace
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainer.utilities.rank_zero import rank_zero_warn
+
+if TYPE_CHECKING:
+    import types
 
 
 class AttributeDict(dict):
@@ -27,7 +30,7 @@ class AttributeDict(dict):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute {key!r} (saved hyperparameters: "
                                  f"{sorted(self)})") from None
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         self[key] = value
 
     def __delattr__(self, key: str) -> None:
@@ -58,7 +61,7 @@ def given_hyperparameters_context(hparams: dict[str, Any], instantiator: str) ->
         _given_hyperparameters.reset(token)
 
 
-def _init_args_of(frame: Any) -> dict[str, Any]:
+def _init_args_of(frame: types.FrameType) -> dict[str, Any]:
     info = inspect.getargvalues(frame)
     args = {name: info.locals[name] for name in info.args if name != "self"}
     if info.varargs and info.locals.get(info.varargs):
@@ -68,7 +71,7 @@ def _init_args_of(frame: Any) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k != "__class__"}
 
 
-def _is_init_of(frame: Any, obj: object) -> bool:
+def _is_init_of(frame: types.FrameType, obj: object) -> bool:
     """A frame of an ``__init__`` (one that names its class: ``super()`` does) of ``obj`` or of another object with
     hyperparameters constructing it: Lightning's walk goes on through those, so a module built inside another's
     ``__init__`` also records the outer one's arguments (its tests pin that)."""
@@ -127,7 +130,7 @@ def drop_unpicklable(hparams: dict[str, Any]) -> None:
 _PRIMITIVES = (bool, int, float, str)
 
 
-def _as_hparams_dict(config: Any) -> dict[str, Any]:
+def _as_hparams_dict(config: object) -> dict[str, Any]:
     """A config given to ``save_hyperparameters`` as a plain dict (Lightning's errors for what cannot be one)."""
     if isinstance(config, Namespace):
         return dict(vars(config))

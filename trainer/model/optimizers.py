@@ -14,6 +14,8 @@ import torch
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError, suggest
 
 if TYPE_CHECKING:
+    from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
     from trainer.module import Module
 
 _SCHEDULER_KEYS = ("scheduler", "name", "interval", "frequency", "monitor", "strict", "reduce_on_plateau")
@@ -48,7 +50,7 @@ class SchedulerTypeError(OptimizerConfigError, TypeError):
 
 @dataclass
 class LRSchedulerConfig:
-    scheduler: Any
+    scheduler: LRScheduler | ReduceLROnPlateau
     name: str | None = None
     interval: str = "epoch"
     frequency: int = 1
@@ -57,7 +59,7 @@ class LRSchedulerConfig:
     strict: bool = True
 
 
-def is_optimizer(obj: Any) -> bool:
+def is_optimizer(obj: object) -> bool:
     """An optimizer, or an object that steps like one (``step``, ``zero_grad``, ``param_groups``), as Lightning's
     ``Optimizable`` protocol."""
     return isinstance(obj, torch.optim.Optimizer) or (
@@ -66,7 +68,7 @@ def is_optimizer(obj: Any) -> bool:
 
 
 # --- one parser, in Lightning's three steps: the form, the scheduler configs, the attachment check -------------
-def split_configuration(returned: Any, keep_monitors: bool = False) -> tuple[list[Any], list[Any], str | None]:
+def split_configuration(returned: object, keep_monitors: bool = False) -> tuple[list[Any], list[Any], str | None]:
     """``(optimizers, schedulers as returned, monitor)`` from what ``configure_optimizers`` returned (not None).
 
     ``keep_monitors`` (the Trainer's own reading): a ``"monitor"`` given next to a scheduler in a dict is handed on
@@ -142,7 +144,7 @@ def scheduler_configs(schedulers: list[Any], monitor: str | None, automatic: boo
     return configs
 
 
-def check_attached(optimizers: list[Any], configs: list[LRSchedulerConfig]) -> None:
+def check_attached(optimizers: list[torch.optim.Optimizer], configs: list[LRSchedulerConfig]) -> None:
     """Every scheduler steps one of the optimizers returned."""
     for config in configs:
         attached = getattr(config.scheduler, "optimizer", None)
@@ -152,7 +154,7 @@ def check_attached(optimizers: list[Any], configs: list[LRSchedulerConfig]) -> N
                 f"({type(config.scheduler).__name__} steps an optimizer the fit does not; return that optimizer too.)")
 
 
-def parse_optimizers(returned: Any, automatic: bool = True, needs_step: bool | None = None,
+def parse_optimizers(returned: object, automatic: bool = True, needs_step: bool | None = None,
                      ) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     """``(optimizers, scheduler configs)`` from what ``configure_optimizers`` returned (``needs_step``: see
     :func:`scheduler_configs`)."""
@@ -166,7 +168,7 @@ def parse_optimizers(returned: Any, automatic: bool = True, needs_step: bool | N
     return optimizers, configs
 
 
-def _with_monitor(scheduler: Any, monitor: str | None) -> Any:
+def _with_monitor(scheduler: object, monitor: str | None) -> object:
     """A scheduler entry carrying ``monitor`` unless it names its own."""
     if monitor is None:
         return scheduler
@@ -203,7 +205,7 @@ def _check_config(config: LRSchedulerConfig, needs_step: bool = True) -> None:
                       "'interval': 'step'?", RuntimeWarning, stacklevel=4)
 
 
-def _is_plateau(scheduler: Any) -> bool:
+def _is_plateau(scheduler: object) -> bool:
     return isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
 
 
@@ -216,7 +218,7 @@ def warn_unknown_keys(given: Mapping, valid: Sequence[str], where: str, hint: st
                       stacklevel=4)
 
 
-def _short(obj: Any) -> str:
+def _short(obj: object) -> str:
     text = repr(obj)
     return f"({text[:80]}...)" if len(text) > 80 else f"({text})"
 
@@ -316,7 +318,7 @@ def _handle_class(optimizer_class: type) -> type:
     return _HANDLE_CLASSES[optimizer_class]
 
 
-def check_multiple_optimizers(model: Module, optimizers: list[Any]) -> None:
+def check_multiple_optimizers(model: Module, optimizers: list[torch.optim.Optimizer]) -> None:
     """Several optimizers need manual optimization (Lightning's errors, before any step): a ``training_step`` that
     still takes Lightning 1.x's ``optimizer_idx``, or automatic optimization with more than one optimizer."""
     import inspect

@@ -11,11 +11,10 @@ anything in the instance's ``__dict__``.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 from unittest.mock import Mock  # imported by torch already
 
 
-def subclass_overrides(name: str, instance: Any, parent: type) -> bool:
+def subclass_overrides(name: str, instance: object, parent: type) -> bool:
     """True when ``instance.<name>``, unwrapped, is not ``parent``'s method (``lightning_utilities``' ``is_overridden``;
     a ``ValueError`` when ``parent`` has no such method)."""
     attr = getattr(instance, name, None)
@@ -35,7 +34,7 @@ def subclass_overrides(name: str, instance: Any, parent: type) -> bool:
     return attr.__code__ != base.__code__
 
 
-def is_overridden(name: str, instance: Any, parent: type) -> bool:
+def is_overridden(name: str, instance: object, parent: type) -> bool:
     """True when ``instance.<name>`` is not ``parent``'s own method: overridden by a subclass or set on the instance
     (set to None on the instance: not defined, as Lightning's ``is_overridden`` says)."""
     if name in getattr(instance, "__dict__", ()):

@@ -5,12 +5,21 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from plugins.checkpoint_io import trusted_loads
 from trainer.checkpointing.files import load_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from trainer.datamodule import DataModule
+    from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
+    from trainer.module import Module
+
+_Loadable = TypeVar("_Loadable", bound="Module | DataModule")
 
 
 # the only instantiators a checkpoint may name (never an arbitrary import path: a checkpoint is data, not code)
@@ -18,7 +27,7 @@ _CLI_INSTANTIATORS = ("lightning.pytorch.cli.instantiate_module", "trainer.cli.l
 PAST_HPARAMS_KEYS = ("hparams", "module_arguments")  # Lightning 0.7's names of the hyperparameters key
 
 
-def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def _init_kwargs(cls: type[_Loadable], checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
     names ``__init__`` accepts unless it takes ``**kwargs``."""
     saved: dict[str, Any] = {}
@@ -38,7 +47,7 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], overrides: dict[str, Any
     return kwargs
 
 
-def _recorded_subclass(cls: type, checkpoint: dict[str, Any]) -> type:
+def _recorded_subclass(cls: type[_Loadable], checkpoint: dict[str, Any]) -> type[_Loadable]:
     """The class LightningCLI's subclass mode recorded (``_class_path``), when it is ``cls`` or a subclass of it:
     ``Module.load_from_checkpoint(path)`` then rebuilds the model that was trained, as Lightning does."""
     path = (checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {}).get("_class_path")
@@ -67,9 +76,10 @@ def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
 
 
 def load_from_checkpoint(
-    cls: type, checkpoint_path: str | os.PathLike, map_location: Any = None, hparams_file: Any = None,
-    strict: bool | None = None, weights_only: bool | None = None, **kwargs: Any,
-) -> Any:
+    cls: type[_Loadable], checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
+    hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
+    **kwargs: Any,
+) -> _Loadable:
     """``cls(**saved hyperparameters, **kwargs)``; a Module gets its weights, a DataModule its ``state_dict``.
 
     The checkpoint is read as data, unless ``weights_only=False`` (``plugins.checkpoint_io.trusted_loads``). ``hparams_file`` (a ``.yaml``/``.yml`` or ``.csv`` file, as
@@ -85,7 +95,7 @@ def load_from_checkpoint(
     return obj
 
 
-def _hparams_from_file(path: Any) -> dict[str, Any]:
+def _hparams_from_file(path: str | os.PathLike) -> dict[str, Any]:
     from trainer.lightning_compat.impl.saving import (  # local import: the file readers load only when one is given
         load_hparams_from_tags_csv,
         load_hparams_from_yaml,
@@ -99,8 +109,8 @@ def _hparams_from_file(path: Any) -> dict[str, Any]:
     raise ValueError(f".csv, .yml or .yaml is required for `hparams_file`, got {str(path)!r}.")
 
 
-def load_state(cls: type, checkpoint: dict[str, Any], strict: bool | None = None, map_location: Any = None,
-               **kwargs: Any) -> Any:
+def load_state(cls: type[_Loadable], checkpoint: dict[str, Any], strict: bool | None = None,
+               map_location: _MAP_LOCATION_TYPE = None, **kwargs: Any) -> Any:
     """The object ``load_from_checkpoint`` builds from an already loaded ``checkpoint`` (Lightning's ``_load_state``)."""
     cls = _recorded_subclass(cls, checkpoint)
     init_kwargs = _init_kwargs(cls, checkpoint, kwargs)
@@ -150,7 +160,7 @@ CONFIGS_SUFFIX = "_configs"
 _CONFIG_TYPES = ("DictConfig", "ListConfig")
 
 
-def config_paths(value: Any, path: tuple[Any, ...] = ()) -> list[list[Any]]:
+def config_paths(value: object, path: tuple[str | int, ...] = ()) -> list[list[str | int]]:
     """Where in ``value`` (a dict of hyperparameters) OmegaConf configs are: a list of key/index paths."""
     if type(value).__name__ in _CONFIG_TYPES and path:
         return [list(path)]
@@ -161,7 +171,7 @@ def config_paths(value: Any, path: tuple[Any, ...] = ()) -> list[list[Any]]:
     return []
 
 
-def rebuild_configs(saved: dict[str, Any], paths: Any) -> None:
+def rebuild_configs(saved: dict[str, Any], paths: Iterable[Sequence[str | int]] | None) -> None:
     """Make the values at ``paths`` OmegaConf configs again (left as they are without omegaconf)."""
     try:
         from omegaconf import OmegaConf

@@ -30,17 +30,17 @@ class Hooks:
         self._trainer = trainer
         self._module = module
         self._callbacks = callbacks
-        self._cache: dict[str, tuple[list[Callable[..., Any]], Callable[..., Any] | None]] = {}
-        self._callers: dict[str, Callable[..., Any] | None] = {}
+        self._cache: dict[str, tuple[list[Callable[..., object]], Callable[..., object] | None]] = {}
+        self._callers: dict[str, Callable[..., object] | None] = {}
 
-    def _lookup(self, name: str) -> tuple[list[Callable[..., Any]], Callable[..., Any] | None]:
+    def _lookup(self, name: str) -> tuple[list[Callable[..., object]], Callable[..., object] | None]:
         entry = self._cache.get(name)
         if entry is None:
             owners = [cb for cb in self._callbacks if hasattr(Callback, name) and _implements(name, cb)]
-            cbs: list[Callable[..., Any]] = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
+            cbs: list[Callable[..., object]] = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
-            mod: Callable[..., Any] | None = getattr(self._module, name) if mine else None
+            mod: Callable[..., object] | None = getattr(self._module, name) if mine else None
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
@@ -48,9 +48,9 @@ class Hooks:
             entry = self._cache[name] = (cbs, mod)
         return entry
 
-    def caller(self, name: str) -> Callable[..., Any] | None:
+    def caller(self, name: str) -> Callable[..., object] | None:
         """A function running the hook's implementations, or None when nothing overrides it (per-step fast path)."""
-        found: Callable[..., Any] | None | Literal[False] = self._callers.get(name, False)
+        found: Callable[..., object] | None | Literal[False] = self._callers.get(name, False)
         if found is False:
             cbs, mod = self._lookup(name)
             if not cbs:

@@ -160,7 +160,7 @@ class LoaderSource(NamedTuple):
         return Loaders(plans, counts, shown, self.limit)
 
 
-def warn_if_sized_iterable(loader: Any) -> None:
+def warn_if_sized_iterable(loader: object) -> None:
     """Lightning's warning for a loader (or a combined loader's loaders) over an ``IterableDataset`` with ``__len__``:
     with several workers each one iterates the whole dataset unless it is told otherwise, so the length misleads."""
     for leaf in loader.flattened if isinstance(loader, CombinedLoader) else [loader]:
@@ -306,7 +306,7 @@ def _plain_values(given: object) -> bool:
     return all(isinstance(v, (int, float, str)) for v in (given.values() if isinstance(given, dict) else given))
 
 
-def _leaves(given: Any) -> list[Any]:
+def _leaves(given: object) -> list[Any]:
     """The loaders in what a call or a ``*_dataloader`` method gave: a collection's items, or the loader itself."""
     if isinstance(given, CombinedLoader):
         return list(given.flattened)

@@ -8,7 +8,7 @@ input, or builds one from a dict/list of loaders (``max_size_cycle`` for trainin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -20,7 +20,7 @@ MODES = ("min_size", "max_size_cycle", "max_size", "sequential")
 _PRIMITIVES = (int, float, complex, str, bytes, bool, type(None))
 
 
-def _is_leaf(node: Any) -> bool:
+def _is_leaf(node: object) -> bool:
     """An iterable to draw batches from: anything but a dict/list/tuple, or one holding only plain values
     (``[1, 2, 3]`` is data to iterate, not a collection of iterables)."""
     if isinstance(node, dict):
@@ -42,7 +42,7 @@ class _Stepper:
     (a resumed epoch) with ``open_at(i, k)``, an iterator over iterable ``i`` from its batch ``k``."""
 
     def __init__(self, iterables: list[Any], limits: list[int | float] | None, mode: str,
-                 skip: int = 0, open_at: Any = None) -> None:
+                 skip: int = 0, open_at: Callable[[int, int], Iterator[object]] | None = None) -> None:
         self.iterables = iterables
         self.limits = limits or [float("inf")] * len(iterables)
         self.mode = mode
@@ -120,7 +120,8 @@ def _skipped(iterator: Iterator[Any], k: int) -> Iterator[Any]:
 
 
 class _CombinedIterator(Iterator[tuple[Any, int, int]]):
-    def __init__(self, loader: CombinedLoader, skip: int = 0, open_at: Any = None) -> None:
+    def __init__(self, loader: CombinedLoader, skip: int = 0,
+                 open_at: Callable[[int, int], Iterator[object]] | None = None) -> None:
         self.spec = loader._spec
         self.stepper = _Stepper(loader.flattened, loader._limits, loader._mode, skip, open_at)
         self.mode = loader._mode
@@ -239,7 +240,7 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
             raise NotImplementedError("All datasets are iterable-style datasets.")
         return sum(lengths) if self._mode == "sequential" else min(lengths) if self._mode == "min_size" else max(lengths)
 
-    def _iterate_from(self, skip: int, open_at: Any) -> _CombinedIterator:
+    def _iterate_from(self, skip: int, open_at: Callable[[int, int], Iterator[object]] | None) -> _CombinedIterator:
         """An iterator ``skip`` combined batches into the epoch (the Trainer's exact mid-epoch resume)."""
         self._iterator = _CombinedIterator(self, skip, open_at)
         return self._iterator

@@ -26,7 +26,7 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
     return __getattr__, __dir__
 
 
-def instances_of(objects: Iterable[Any], module: str, name: str) -> list[Any]:
+def instances_of(objects: Iterable[object], module: str, name: str) -> list[Any]:
     """The ``objects`` that are instances of class ``name`` of ``module``, without importing ``module``: no instance
     of a class (or of a subclass) exists before its module is imported, so while it is not, there are none. The
     Trainer asks this of callback kinds (checkpointing, early stopping, progress bars) a plain fit never loads."""

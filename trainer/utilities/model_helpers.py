@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from lightning_utilities.core.imports import RequirementCache
 from lightning_utilities.core.overrides import is_overridden as _is_overridden
 
@@ -12,7 +10,7 @@ from trainer.datamodule import DataModule
 from trainer.module import Module
 
 
-def is_overridden(method_name: str, instance: Any = None, parent: type | None = None) -> bool:
+def is_overridden(method_name: str, instance: object | None = None, parent: type | None = None) -> bool:
     """True when ``instance``'s class (or a class between it and ``parent``) redefines ``method_name``.
 
     ``parent`` defaults to Relay's base class of ``instance``: ``Module``, ``DataModule`` or ``Callback``.

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any
 
 from trainer.model.hparams import AttributeDict
 from trainer.tuner.attributes import lightning_getattr, lightning_hasattr, lightning_setattr
 
 
-def is_picklable(obj: Any) -> bool:
+def is_picklable(obj: object) -> bool:
     """Whether ``obj`` survives ``pickle.dumps`` (used to decide what hyperparameters can be saved)."""
     try:
         pickle.dumps(obj)

@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import types
+
     from lightning_utilities.core.rank_zero import WarningCache, rank_prefixed_message, rank_zero_only
 
 _LIGHTNING_UTILITIES = "lightning_utilities.core.rank_zero"
@@ -22,7 +24,7 @@ class LightningDeprecationWarning(DeprecationWarning):
     """Deprecations announced through ``rank_zero_deprecation``."""
 
 
-def _helpers() -> Any:
+def _helpers() -> types.ModuleType:
     return importlib.import_module(_LIGHTNING_UTILITIES)
 
 

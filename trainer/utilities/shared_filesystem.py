@@ -10,7 +10,10 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 
 def _is_local(path: str | os.PathLike) -> bool:
@@ -18,7 +21,7 @@ def _is_local(path: str | os.PathLike) -> bool:
     return "://" not in text or text.startswith("file://")
 
 
-def is_shared_filesystem(strategy: Any, path: str | os.PathLike | None = None, timeout: int = 3) -> bool:
+def is_shared_filesystem(strategy: Strategy, path: str | os.PathLike | None = None, timeout: int = 3) -> bool:
     """Whether ``path`` (default: the working directory) is the same filesystem on all of ``strategy``'s ranks.
 
     Remote URLs (``s3://``...) count as shared; one process always is. Every rank must call this (it uses the

@@ -24,7 +24,7 @@ LRSchedulerPLType = LRSchedulerTypeUnion
 class LRSchedulerConfigType(TypedDict, total=False):
     """The dict form of a scheduler in ``configure_optimizers``."""
 
-    scheduler: Any
+    scheduler: LRSchedulerTypeUnion
     name: Optional[str]
     interval: str
     frequency: int

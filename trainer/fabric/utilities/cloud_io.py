@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_utilities.core.imports import module_available
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
-def get_filesystem(path: str | os.PathLike, **kwargs: Any) -> Any:
+
+def get_filesystem(path: str | os.PathLike, **kwargs: Any) -> AbstractFileSystem:
     """The fsspec filesystem that serves ``path`` (``kwargs`` go to its constructor, e.g. credentials)."""
     import fsspec
     from fsspec.core import url_to_fs

@@ -23,7 +23,7 @@ def get_all_subclasses(cls: type) -> set[type]:
     return found
 
 
-def has_iterable_dataset(dataloader: Any) -> bool:
+def has_iterable_dataset(dataloader: object) -> bool:
     from torch.utils.data import IterableDataset
 
     return isinstance(getattr(dataloader, "dataset", None), IterableDataset)

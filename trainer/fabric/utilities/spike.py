@@ -13,11 +13,15 @@ import json
 import math
 import os
 from collections import deque
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from trainer.errors import MisconfigurationError
+
+if TYPE_CHECKING:
+    from trainer.fabric.fabric import Fabric
+    from trainer.trainer import Trainer
 
 
 class TrainingSpikeException(RuntimeError):
@@ -57,7 +61,7 @@ class SpikeDetection:
         self.finite_only = finite_only
 
     @torch.no_grad()
-    def on_train_batch_end(self, fabric: Any, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, fabric: Fabric | Trainer, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
         """Called by the user's loop (``fabric.call("on_train_batch_end", loss=..., ...)``) or by the Trainer's
         callback (trainer/callbacks/spike.py); ``fabric`` is anything with ``strategy`` and ``global_rank`` (a Fabric or a Trainer)."""
         if self.exclude_batches_path is None:
@@ -83,7 +87,7 @@ class SpikeDetection:
             return False
         return self._check_atol(loss, running) and self._check_rtol(loss, running)
 
-    def _handle_spike(self, fabric: Any, batch_idx: int) -> None:
+    def _handle_spike(self, fabric: Fabric | Trainer, batch_idx: int) -> None:
         self.bad_batches.extend([batch_idx - 1, batch_idx])
         if fabric.global_rank == 0:
             path = str(self.exclude_batches_path)

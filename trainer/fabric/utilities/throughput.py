@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from plugins.accelerators.peak_flops import device_name, peak_flops
 from trainer.utilities.rank_zero import rank_zero_only, rank_zero_warn
+
+if TYPE_CHECKING:
+    from trainer.fabric.fabric import Fabric
 
 T = TypeVar("T", bound=float)
 
@@ -138,7 +141,7 @@ class Throughput:
 class ThroughputMonitor(Throughput):
     """``Throughput`` bound to a Fabric: its world size, its device's peak FLOP/s, and ``compute_and_log``."""
 
-    def __init__(self, fabric: Any, **kwargs: Any) -> None:
+    def __init__(self, fabric: Fabric, **kwargs: Any) -> None:
         dtype = {"bf16": torch.bfloat16, "16": torch.float16}.get(
             str(getattr(fabric.strategy.precision, "name", "32")).split("-")[0], torch.float32)
         super().__init__(available_flops=get_available_flops(fabric.device, dtype), world_size=fabric.world_size,
