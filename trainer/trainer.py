@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from plugins.checkpoint_io import trusted_loads
-from plugins.layer_sync import layer_sync_from
+from plugins.checkpoint_io import CheckpointIO, trusted_loads  # the classes at run time: the hints are read
+from plugins.environments.base import ClusterEnvironment
+from plugins.layer_sync import LayerSync, layer_sync_from
+from plugins.precision.base import Precision
 from trainer.arguments.trainer_arguments import TrainerArguments
 from trainer.callbacks.base import Callback
 from trainer.callbacks.setup import default_callbacks
@@ -51,7 +53,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from plugins.accelerators.base import Accelerator
-    from plugins.precision.base import Precision
     from plugins.transforms.activation_checkpointing import CheckpointSettings
     from plugins.transforms.compile import CompileSettings
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
@@ -113,11 +114,12 @@ class Trainer(TrainerProperties):
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
-        num_nodes: int | str = 1, precision: Any = "32-true",
+        num_nodes: int | str = 1, precision: int | str | Precision | None = "32-true",
         logger: Logger | Iterable[Logger] | bool | None = None,
         callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
         max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
-        min_steps: int | None = None, max_time: Any = None, limit_train_batches: int | float | None = None,
+        min_steps: int | None = None, max_time: float | str | timedelta | dict[str, int] | None = None,
+        limit_train_batches: int | float | None = None,
         limit_val_batches: int | float | None = None, limit_test_batches: int | float | None = None,
         limit_predict_batches: int | float | None = None,
         val_check_interval: int | float | str | timedelta | dict[str, int] | None = None,
@@ -129,9 +131,12 @@ class Trainer(TrainerProperties):
         rank_batch_sizes: list[int] | str | None = None,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None, deterministic: bool | str | None = None,
-        default_root_dir: str | os.PathLike | None = None, plugins: Any = None, compile: Any = None,
+        default_root_dir: str | os.PathLike | None = None,
+        plugins: ClusterEnvironment | CheckpointIO | LayerSync | str | list[ClusterEnvironment | CheckpointIO | LayerSync | str] | None = None,
+        compile: Any = None,
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
-        stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None, preemption_signals: Any = None,
+        stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None,
+        preemption_signals: list[str | int] | bool | int | str | None = None,
         auto_requeue: bool = True,
         profiler: Profiler | str | None = None, benchmark: bool | None = None, inference_mode: bool = True,
         use_distributed_sampler: bool = True, sync_batchnorm: bool = False, barebones: bool = False,

@@ -51,7 +51,7 @@ class TrainerProperties:
         return getattr(self.strategy, "node_rank", 0)
 
     @property
-    def distributed_sampler_kwargs(self) -> dict[str, Any] | None:
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
         """``num_replicas`` and ``rank`` the loaders are sharded with; None for a single-process strategy."""
         strategy = self.strategy
         parallel = sys.modules.get("plugins.strategies.parallel")  # imported by every multi-process strategy

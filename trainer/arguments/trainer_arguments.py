@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple, TypeVar
 
+from plugins.checkpoint_io import CheckpointIO  # these at run time too: the hints are read (get_type_hints)
+from plugins.environments.base import ClusterEnvironment
+from plugins.layer_sync import LayerSync
+from plugins.precision.base import Precision
 from trainer.arguments import checks
 from trainer.callbacks.base import Callback  # at run time: the Hydra schema reads these hints (get_type_hints)
 from trainer.errors import MisconfigurationError, suggest
@@ -86,7 +90,7 @@ class TrainerArguments:
         1, "Number of machines; 'auto': as many as the launcher reports (elastic `torchrun --nnodes=MIN:MAX`)",
         "an int >= 1, or 'auto'", "2", checks.integer_or_auto(1), status="difference",
         note="also takes 'auto' (the node count torchrun/SLURM report, for elastic jobs whose size changes)")
-    precision: Any = argument(
+    precision: int | str | Precision | None = argument(
         "32-true", "Numeric precision: 32-true, 16-mixed, bf16-mixed, 64-true, ... or a Precision plugin",
         "a precision name ('32-true', 'bf16-mixed', ...) or a Precision", "'bf16-mixed'", group="precision",
         stored=False, lightning_default=None, status="difference",
@@ -115,7 +119,7 @@ class TrainerArguments:
     min_steps: int | None = argument(
         None, "Train at least this many optimizer steps", "an int >= 0 or None", "100",
         checks.integer(0, optional=True), stored=False)
-    max_time: Any = argument(
+    max_time: float | str | timedelta | dict[str, int] | None = argument(
         None, "Stop after this wall-clock time: 'DD:HH:MM:SS', a timedelta, a dict like {'hours': 1}, or seconds",
         "'DD:HH:MM:SS', a timedelta, a dict of timedelta keywords, a number of seconds, or None", "'00:12:00:00'",
         checks.max_time)
@@ -187,7 +191,7 @@ class TrainerArguments:
     default_root_dir: str | os.PathLike | None = argument(
         None, "Where logs and checkpoints go when no logger or callback says otherwise (None: the current directory)",
         "a path or None", "'runs/'", checks.path)
-    plugins: Any = argument(
+    plugins: ClusterEnvironment | CheckpointIO | LayerSync | str | list[ClusterEnvironment | CheckpointIO | LayerSync | str] | None = argument(
         None, "The cluster environment: a ClusterEnvironment or a registered name (entry points included)",
         "None, one ClusterEnvironment (e.g. SLURMEnvironment()) or a registered environment name; accelerator, "
         "strategy and precision plugins go to their own arguments", "SLURMEnvironment()", checks.environment,
@@ -214,7 +218,7 @@ class TrainerArguments:
         "and continue (None/False: off; True: the defaults; a dict of SpikeRecovery's arguments)",
         "None, True, False, a dict of SpikeRecovery's arguments or a SpikeRecovery",
         "True", checks.spike_recovery, lightning=None)
-    preemption_signals: Any = argument(
+    preemption_signals: list[str | int] | bool | int | str | None = argument(
         None, "Signals that save a checkpoint and stop (None: SIGTERM and SIGUSR1; []: off)",
         "None, a list of signal names or numbers, or [] (off)", "['SIGTERM']", checks.signals, lightning=None)
     auto_requeue: bool = argument(True, "Requeue the SLURM job after a preemption signal", "True or False", "False",

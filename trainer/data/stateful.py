@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
+
+if TYPE_CHECKING:
+    from plugins.strategies.base import Strategy
 
 LOADER_STATES_KEY = "data_loaders"  # the checkpoint entry: {"replicas": R, "states": [rank 0's, ..., rank R-1's]}
 
@@ -41,7 +44,7 @@ def tell_data_rank(loader: object, num_replicas: int, rank: int) -> None:
         shard_for(num_replicas, rank)
 
 
-def collect_loader_states(loader: Any, strategy: Any, world_size: int) -> dict[str, Any] | None:
+def collect_loader_states(loader: Any, strategy: Strategy, world_size: int) -> dict[str, Any] | None:
     """The checkpoint entry of a stateful training loader: every data-parallel rank's state (a collective: every
     rank calls it, as for the RNG states); None for any other loader."""
     if loader is None or not is_stateful(loader):

@@ -99,7 +99,7 @@ def load(strategy: Strategy, path: str | os.PathLike, state: dict[str, Any] | No
     return checkpoint
 
 
-def load_raw(strategy: Strategy, path: str | os.PathLike, obj: Any, strict: bool) -> None:
+def load_raw(strategy: Strategy, path: str | os.PathLike, obj: object, strict: bool) -> None:
     """A bare ``state_dict`` file (``torch.save(model.state_dict(), path)``) into one module or optimizer."""
     obj = unwrap(obj)
     if not isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):

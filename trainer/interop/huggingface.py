@@ -20,19 +20,22 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 
 from plugins.strategies.sharded_checkpoint import ShardedState, join_tensors, tensor_keys
 from trainer.checkpointing.files import load_checkpoint
 
+if TYPE_CHECKING:
+    import types
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 KeyMap = Union[Mapping[str, Union[str, None]], Callable[[str], Union[str, None]], None]
 
 
-def _safetensors() -> Any:
+def _safetensors() -> types.ModuleType:
     try:
         import safetensors.torch
     except ImportError as err:
@@ -168,7 +171,7 @@ def _to_layout(tensor: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 # --- out ---------------------------------------------------------------------------------------------------------
-def relay_state_dict(source: Any) -> dict[str, torch.Tensor]:
+def relay_state_dict(source: torch.nn.Module | Mapping[str, object] | str | os.PathLike) -> dict[str, torch.Tensor]:
     """The module weights of ``source``: a Relay checkpoint (a ``.ckpt`` file or a sharded directory), a
     ``torch.nn.Module`` or a state dict; whole tensors on the CPU (DTensor shards are gathered)."""
     if isinstance(source, torch.nn.Module):
@@ -206,7 +209,7 @@ def _checkpoint_weights(path: str | os.PathLike) -> Mapping[str, Any]:
     return state
 
 
-def export_hf_weights(source: Any, directory: str | os.PathLike, key_map: KeyMap = None,
+def export_hf_weights(source: torch.nn.Module | Mapping[str, object] | str | os.PathLike, directory: str | os.PathLike, key_map: KeyMap = None,
                       max_shard_size: int | str = "5GB", config: Any = None,
                       dtype: torch.dtype | None = None) -> Path:
     """Write ``source``'s weights (see ``relay_state_dict``) as Hugging Face ``safetensors`` into ``directory``:
@@ -275,7 +278,7 @@ def _shards(tensors: dict[str, torch.Tensor], limit: int) -> list[dict[str, torc
     return shards
 
 
-def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
+def _atomic(path: Path, write: Callable[[Path], object]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     write(tmp)
     with open(tmp, "rb") as f:
