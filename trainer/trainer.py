@@ -114,7 +114,7 @@ class Trainer(TrainerProperties):
 
     def __init__(
         self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: int | str | list[int] = "auto",
-        num_nodes: int | str = 1, precision: int | str | Precision | None = "32-true",
+        num_nodes: int | str = 1, precision: int | str | Precision = "32-true",
         logger: Logger | Iterable[Logger] | bool | None = None,
         callbacks: Callback | list[Callback] | None = None, fast_dev_run: int | bool = False,
         max_epochs: int | None = None, min_epochs: int | None = None, max_steps: int = -1,
@@ -603,7 +603,7 @@ Trainer.__init__.__signature__ = _declared_signature(Trainer.__init__)  # type: 
 class _WritableMetrics(dict):
     """``trainer.callback_metrics``: a fresh view of the logged metrics whose writes are kept for the call."""
 
-    def __init__(self, store: dict[str, Any]) -> None:
+    def __init__(self, store: dict[str, object]) -> None:
         super().__init__()
         self._store = store
 

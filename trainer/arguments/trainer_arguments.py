@@ -90,7 +90,7 @@ class TrainerArguments:
         1, "Number of machines; 'auto': as many as the launcher reports (elastic `torchrun --nnodes=MIN:MAX`)",
         "an int >= 1, or 'auto'", "2", checks.integer_or_auto(1), status="difference",
         note="also takes 'auto' (the node count torchrun/SLURM report, for elastic jobs whose size changes)")
-    precision: int | str | Precision | None = argument(
+    precision: int | str | Precision = argument(
         "32-true", "Numeric precision: 32-true, 16-mixed, bf16-mixed, 64-true, ... or a Precision plugin",
         "a precision name ('32-true', 'bf16-mixed', ...) or a Precision", "'bf16-mixed'", group="precision",
         stored=False, lightning_default=None, status="difference",
@@ -324,7 +324,7 @@ class TrainerArguments:
         interval = self.effective()["val_check_interval"]
         return interval.total_seconds() if isinstance(interval, timedelta) else None
 
-    def trainer_attributes(self, run: dict[str, Any]) -> dict[str, Any]:
+    def trainer_attributes(self, run: Mapping[str, object]) -> dict[str, object]:
         """The attributes the Trainer keeps: each stored argument under its name, a time-based validation interval
         in seconds under Lightning's ``_val_check_time_interval`` (then ``val_check_interval`` is None)."""
         out = {f.name: run[f.name] for f in dataclasses.fields(self) if spec_of(f).stored}

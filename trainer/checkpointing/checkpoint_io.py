@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plugins.async_checkpoint_io import AsyncCheckpointIO
 from plugins.checkpoint_io import CheckpointIO, TorchCheckpointIO
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncCheckpointIO", "CheckpointIO", "TorchCheckpointIO", "connect_checkpoint_io", "without_checkpoint_io"]
 
 
-def _items(plugins: object) -> list[Any]:
+def _items(plugins: object) -> list[object]:
     if plugins is None:
         return []
     if isinstance(plugins, Iterable) and not isinstance(plugins, (str, bytes)):

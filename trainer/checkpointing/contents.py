@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 
 
-def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
+def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str, object]:
     module, strategy = trainer.lightning_module, trainer.strategy
     checkpoint: dict[str, Any] = {
         "relay_format": FORMAT_VERSION,

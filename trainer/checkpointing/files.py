@@ -115,7 +115,7 @@ def finish_checkpoint_writes(io: CheckpointIO, raise_errors: bool) -> None:
         warnings.warn(f"an asynchronous checkpoint write failed too: {err}", stacklevel=2)
 
 
-def plain_data(value: Any, keep_objects: bool = False) -> Any:
+def plain_data(value: object, keep_objects: bool = False) -> Any:
     """Hyperparameters as data a ``weights_only`` load accepts: anything else becomes its repr, or with
     ``keep_objects`` stays the object (Lightning's checkpoints keep them: loading such a file takes
     ``weights_only=False``, and ``load_from_checkpoint`` then builds the module with the objects it was given)."""
@@ -128,8 +128,8 @@ def plain_data(value: Any, keep_objects: bool = False) -> Any:
     return value if keep_objects else repr(value)
 
 
-def rng_states() -> dict[str, Any]:
-    states: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+def rng_states() -> dict[str, object]:
+    states: dict[str, object] = {"python": random.getstate(), "torch": torch.get_rng_state()}
     try:
         import numpy as np
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from trainer.states import TrainerFn
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from trainer.trainer import Trainer
 
 LOOP_KEYS = ("fit_loop", "validate_loop", "test_loop", "predict_loop")
@@ -22,7 +24,7 @@ _STAGE_LOOPS = {TrainerFn.FITTING: "fit_loop", TrainerFn.VALIDATING: "validate_l
                 TrainerFn.PREDICTING: "predict_loop"}
 
 
-def loops_state_dict(trainer: Trainer) -> dict[str, Any]:
+def loops_state_dict(trainer: Trainer) -> dict[str, object]:
     """The four loops' states, under Lightning's keys."""
     return {key: getattr(trainer, key).state_dict() for key in LOOP_KEYS}
 
@@ -40,7 +42,7 @@ def restore_loop_state(trainer: Trainer, loops: dict[str, Any], fn: TrainerFn | 
         getattr(trainer, key).load_state_dict(state)
 
 
-def adopt_loop_states(trainer: Trainer, states: dict[str, Any]) -> None:
+def adopt_loop_states(trainer: Trainer, states: Mapping[str, object]) -> None:
     """Take over the loop states another process reached (the spawned workers' rank 0), as if the loops had run
     here: counts only, nothing restarting."""
     for key, state in states.items():
@@ -58,7 +60,7 @@ def _tracker(count: int, *fields: str, **others: int) -> dict[str, int]:
     return {name: others.get(name, count) for name in fields}
 
 
-def _progress(total: dict[str, int], current: dict[str, int], **extra: Any) -> dict[str, Any]:
+def _progress(total: dict[str, int], current: dict[str, int], **extra: object) -> dict[str, object]:
     return {"total": total, "current": current, **extra}
 
 

@@ -62,7 +62,7 @@ class Resume:
 
     def __init__(self, path: str | None = None, checkpoint: dict[str, Any] | None = None) -> None:
         self.path, self.checkpoint = path, checkpoint
-        self.rng: dict[str, Any] | None = None  # this rank's generators, once ``restore_training`` read them
+        self.rng: dict[str, object] | None = None  # this rank's generators, once ``restore_training`` read them
 
     @classmethod
     def find(cls, request: RestoreRequest, strategy: Strategy) -> Resume:

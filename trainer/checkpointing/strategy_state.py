@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from plugins.strategies.base import Strategy
 
 
-def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str, Any],
+def save_state(strategy: Strategy, path: str | os.PathLike, checkpoint: dict[str, object],
                layout_keys: tuple[str, ...]) -> None:
     """Write ``checkpoint`` atomically: one file from rank 0, or under a sharded strategy a directory where every
     rank writes the shards of the entries named in ``layout_keys``. Every rank calls this."""
@@ -75,12 +75,12 @@ def module_state(strategy: Strategy, module: torch.nn.Module) -> dict[str, Any]:
     return strategy.module_state_dict(module)
 
 
-def load_module_state(strategy: Strategy, module: torch.nn.Module, state: Any, strict: bool = True) -> None:
+def load_module_state(strategy: Strategy, module: torch.nn.Module, state: object, strict: bool = True) -> None:
     """A saved module state (a plain state dict, or ``read_state``'s sharded handle) into ``module``'s layout."""
     strategy.load_module_state_dict(module, state, strict=strict)
 
 
-def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, state: Any,
+def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, state: object,
                          module: torch.nn.Module | None = None) -> None:
     """Optimizer state in any layout, matched to the parameters of ``module`` (default: the strategy's)."""
     previous = strategy.module
@@ -92,7 +92,7 @@ def load_optimizer_state(strategy: Strategy, optimizer: torch.optim.Optimizer, s
         strategy.module = previous
 
 
-def strategy_restores_optimizers(strategy: Strategy, checkpoint: dict[str, Any]) -> bool:
+def strategy_restores_optimizers(strategy: Strategy, checkpoint: dict[str, object]) -> bool:
     """True when a Lightning strategy (a user's subclass) takes the optimizers' restore on itself, as Lightning's
     Trainer lets it: ``lightning_restore_optimizer`` False (nothing restored), or its own
     ``load_optimizer_state_dict(checkpoint)``, called here with the whole checkpoint. False: restore each optimizer

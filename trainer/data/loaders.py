@@ -103,8 +103,8 @@ class LoaderPlan:
         self.sampler = sampler
         self.generator = generator
         self.seed = seed
-        self.resume_state: Any = None  # a stateful loader's saved position, loaded at the next ``iterate``
-        self.live: Any = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
+        self.resume_state: object = None  # a stateful loader's saved position, loaded at the next ``iterate``
+        self.live: Iterator[object] | None = None  # the latest iterator: its worker processes live until the next ``iterate`` or teardown
         self.replaced: list[Any] = []  # the user's samplers ours replaced that have a ``set_epoch``: still told
 
     def teardown(self) -> None:
@@ -163,7 +163,7 @@ class CombinedLoaderPlan:
         return (batch for batch, _, _ in combined)
 
 
-def stateful_plans(plan: Any) -> list[Any]:
+def stateful_plans(plan: LoaderPlan | CombinedLoaderPlan | None) -> list[LoaderPlan]:
     """The single-loader plans of a training plan whose loaders save their own position (``state_dict`` and
     ``load_state_dict``), in order: the plan itself, or the stateful parts of a ``CombinedLoader``'s plan."""
     if plan is None:

@@ -47,7 +47,7 @@ def main_thread_location() -> str:
     return "unknown"
 
 
-def _own_connection(store: Store) -> Store:
+def _own_connection(store: Any) -> Any:
     """A connection of the heartbeat's own: a TCP store client runs one call at a time, so a beat posted on the
     main thread's connection waits behind any ``wait``/``get`` the main thread is blocked in (measured: a ``set``
     took the whole 5 s of another thread's ``wait``)."""

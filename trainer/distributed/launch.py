@@ -72,7 +72,7 @@ def watch_launcher() -> None:
         in_worker.record_failures()
 
 
-def start_processes(strategy: Strategy, function: Callable[..., Any] | None, args: tuple[Any, ...],
+def start_processes(strategy: Strategy, function: Callable[..., object] | None, args: tuple[object, ...],
                     carrier: Trainer | Fabric, join: bool = True) -> tuple[bool, Any]:
     """Start the workers when this process must (``(True, rank 0's result)``), else ``(False, None)``.
 
@@ -95,13 +95,13 @@ def start_processes(strategy: Strategy, function: Callable[..., Any] | None, arg
     return True, None  # not reached
 
 
-def spawn_function(launcher: Any, function: Callable[..., Any], *args: Any) -> Any:
+def spawn_function(launcher: Any, function: Callable[..., object], *args: object) -> Any:
     """Run ``function(*args)`` in the processes a spawning launcher starts; rank 0's result comes back (for a
     launcher not held by a strategy: Lightning's ``_MultiProcessingLauncher`` in the zero-edit mode)."""
     return launcher.launch_function(function, *args)
 
 
-def _spawned(carrier: Trainer | Fabric, function: Callable[..., Any], args: tuple[Any, ...], join: bool) -> Any:
+def _spawned(carrier: Trainer | Fabric, function: Callable[..., object], args: tuple[object, ...], join: bool) -> object:
     carrier.strategy.environment = TorchElasticEnvironment()  # the spawn launcher set torchrun's variables
     if join:
         join_processes(carrier.strategy)

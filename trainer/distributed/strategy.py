@@ -69,7 +69,7 @@ class ForwardRoot(torch.nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: object, **kwargs: object) -> Any:
         return self.module(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -125,7 +125,7 @@ def backward_function(strategy: Strategy) -> Callable[..., None]:
     return strategy.backward
 
 
-def backward(strategy: Strategy, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+def backward(strategy: Strategy, loss: torch.Tensor, *args: object, **kwargs: object) -> None:
     """``loss.backward`` under the precision (loss scaling) and the strategy (an engine's own backward)."""
     backward_function(strategy)(loss, *args, **kwargs)
 

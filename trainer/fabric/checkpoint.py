@@ -27,7 +27,7 @@ def _module_of(optimizer: torch.optim.Optimizer, modules: list[torch.nn.Module])
     return next((m for m in modules if any(id(p) in ids for p in m.parameters())), None)
 
 
-def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[torch.nn.Module], set[str]]:
+def _split(state: Mapping[str, object]) -> tuple[dict[str, Any], list[torch.nn.Module], set[str]]:
     """The state's objects unwrapped, its modules, and the keys of its optimizers: a torch optimizer, or one that
     ``Fabric.setup`` handed back (DeepSpeed's ZeRO optimizer is not a ``torch.optim.Optimizer``)."""
     unwrapped = {key: unwrap(value) for key, value in state.items()}
@@ -47,7 +47,7 @@ def save(strategy: Strategy, path: str | os.PathLike, state: Mapping[str, Any],
         raise TypeError(f"`{name}.save_checkpoint(..., filter=...)` is not supported because `{name}` manages the "
                         "state serialization internally.")
     unwrapped, modules, optimizers = _split(state)
-    checkpoint: dict[str, Any] = {}
+    checkpoint: dict[str, object] = {}
     layout: list[str] = []
     for key, obj in unwrapped.items():
         if isinstance(obj, torch.nn.Module):

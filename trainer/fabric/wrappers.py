@@ -58,7 +58,7 @@ class FabricModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return _precise(self._fabric_strategy.precision, self._fabric_forward, args, kwargs)
 
-    def mark_forward_method(self, method: str | Callable[..., Any]) -> None:
+    def mark_forward_method(self, method: str | Callable[..., object]) -> None:
         """Run ``method`` the way ``forward`` runs (gradient synchronisation, autocast) when called on this module."""
         name = method if isinstance(method, str) else method.__name__
         if name == "forward":
@@ -91,7 +91,7 @@ class FabricModule(torch.nn.Module):
         setattr(self._original_module, name, value)
 
 
-def _precise(precision: Precision, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _precise(precision: Precision, run: Callable[..., object], args: tuple, kwargs: dict) -> Any:
     """Inputs in the precision's dtype in, outputs back in the default dtype out (Lightning's Fabric module does
     both, so a "64-true" or "bf16-mixed" module meets and returns float32 tensors in the user's loop). In the
     zero-edit mode, under mixed precision, the floating-point inputs also take the autocast dtype, as Lightning

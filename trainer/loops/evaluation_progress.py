@@ -27,7 +27,7 @@ class EvaluationLoop(_Loop):
     """The members of Lightning's ``trainer.validate_loop`` / ``trainer.test_loop`` that user code reads, and its
     state (``state_dict()``: Lightning's ``{"state_dict": {}, "batch_progress": ...}``)."""
 
-    def __init__(self, trainer: Trainer, stage: str, runs: Callable[[], Any] | None = None) -> None:
+    def __init__(self, trainer: Trainer, stage: str, runs: Callable[[], object] | None = None) -> None:
         super().__init__(trainer)
         self.stage = stage  # "validate" or "test"
         self._runs = runs  # the fit's validation, for the fit loop's ``epoch_loop.val_loop``
@@ -48,7 +48,7 @@ class EvaluationLoop(_Loop):
     def reset_restart_stage(self) -> None:
         self._restarted_mid_evaluation = False
 
-    def run(self) -> Any:
+    def run(self) -> object:
         """Lightning's entry point of the loop: the fit loop's ``epoch_loop.val_loop.run()`` runs the fit's validation
         (the fit calls it each time validation is due); ``trainer.validate_loop`` / ``test_loop`` run inside
         ``trainer.validate()`` / ``trainer.test()``."""

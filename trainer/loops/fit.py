@@ -54,7 +54,7 @@ class FitLoop(_Loop):
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
         self._epoch_counted = False  # this epoch's counts were completed by a restore (run after its last batch)
-        self.loader_states_to_load: list[Any] = []  # a checkpoint's stateful training loaders (resume's phase 4)
+        self.loader_states_to_load: list[object] = []  # a checkpoint's stateful training loaders (resume's phase 4)
         self.epoch_progress = _Progress()  # epochs: ready/started before on_train_epoch_start, processed/completed
         self.epoch_loop = TrainingEpochLoop(self)  # around on_train_epoch_end (Lightning's points)
         self._restart_stage = RestartStage.NONE

@@ -65,7 +65,7 @@ class LoopProgress:
         return previous
 
     # --- the checkpoint's ``loops`` entry ------------------------------------------------------------
-    def state_dict(self, world_size: int, data_replicas: int) -> dict[str, Any]:
+    def state_dict(self, world_size: int, data_replicas: int) -> dict[str, object]:
         return {
             "epoch": self.epoch - 1 if self.cut_short else self.epoch,
             "global_step": self.global_step,

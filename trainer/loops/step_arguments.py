@@ -57,7 +57,7 @@ def check_dataloader_idx(module: Module, loader_prefix: str, hooks: tuple[str, .
                                    "value i.e. `dataloader_idx=0`.")
 
 
-def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> StepCall:
+def step_caller(step_fn: Callable[..., object], step: Callable[..., object]) -> StepCall:
     """``call(batch, batch_idx, extra)``: ``step_fn`` (the strategy's wrapper of ``step``) with ``batch_idx`` only
     when ``step`` takes it (a ``dataloader_iter`` step is handed the iterator as ``batch``, and nothing else)."""
     if takes(step, "dataloader_iter", explicit=True):
@@ -67,7 +67,7 @@ def step_caller(step_fn: Callable[..., Any], step: Callable[..., Any]) -> StepCa
     return lambda batch, batch_idx, extra: step_fn(batch, *extra)
 
 
-def training_step_caller(step_fn: Callable[..., Any], module: Module) -> Callable[[Any, int], Any]:
+def training_step_caller(step_fn: Callable[..., object], module: Module) -> Callable[[Any, int], object]:
     """``step_fn(batch, batch_idx)`` for every ``training_step`` signature (Lightning's rule): ``batch_idx`` only
     when the step takes it; a ``dataloader_iter`` step is handed the iterator (the loop passes it as ``batch``)."""
     step = module.training_step
@@ -76,7 +76,7 @@ def training_step_caller(step_fn: Callable[..., Any], module: Module) -> Callabl
     return step_fn
 
 
-def evaluation_step_caller(module: Module, prefix: str, loader: str, step_fn: Callable[..., Any],
+def evaluation_step_caller(module: Module, prefix: str, loader: str, step_fn: Callable[..., object],
                            multiple: bool) -> tuple[StepCall, bool]:
     """``(call, by_iterator)`` for ``<prefix>_step`` (``validation``, ``test``, ``predict``): its signature and its
     batch hooks' checked against the number of loaders, and whether it takes a ``dataloader_iter`` (which need not

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 def optimizer_step(
-    trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None, **kwargs: Any
+    trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None, **kwargs: object
 ) -> Any:
     """Step through the strategy; ``on_before_optimizer_step`` and clipping run after the closure. ``kwargs``
     (``opt.step(closure=..., foo=1)``) reach the optimizer's ``step``, as in Lightning."""
@@ -283,7 +283,7 @@ class StepClosure:
     def __init__(self, run: Callable[[], torch.Tensor | None]) -> None:
         self._run = run
 
-    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
+    def __call__(self, *args: object, **kwargs: object) -> torch.Tensor | None:
         return self._run()
 
 

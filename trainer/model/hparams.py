@@ -46,11 +46,11 @@ class AttributeDict(dict):
         return "\n".join(f'{f"{chr(34)}{k}{chr(34)}:":<{width}} {self[k]}' for k in sorted(self, key=str))
 
 
-_given_hyperparameters: ContextVar[dict[str, Any] | None] = ContextVar("_given_hyperparameters", default=None)
+_given_hyperparameters: ContextVar[dict[str, object] | None] = ContextVar("_given_hyperparameters", default=None)
 
 
 @contextmanager
-def given_hyperparameters_context(hparams: dict[str, Any], instantiator: str) -> Iterator[None]:
+def given_hyperparameters_context(hparams: Mapping[str, object], instantiator: str) -> Iterator[None]:
     """Within it, ``save_hyperparameters()`` records ``hparams`` (plus ``_instantiator``: what built the object, for
     loading it back) instead of the ``__init__`` arguments it would read: how a command line that built the object
     from a config passes that config (Lightning's ``_given_hyperparameters_context``)."""
@@ -61,7 +61,7 @@ def given_hyperparameters_context(hparams: dict[str, Any], instantiator: str) ->
         _given_hyperparameters.reset(token)
 
 
-def _init_args_of(frame: types.FrameType) -> dict[str, Any]:
+def _init_args_of(frame: types.FrameType) -> dict[str, object]:
     info = inspect.getargvalues(frame)
     args = {name: info.locals[name] for name in info.args if name != "self"}
     if info.varargs and info.locals.get(info.varargs):
@@ -81,7 +81,7 @@ def _is_init_of(frame: types.FrameType, obj: object) -> bool:
     return this is obj or isinstance(this, HyperparametersMixin)
 
 
-def init_args_through_hierarchy(frame: Any, obj: object) -> dict[str, Any]:
+def init_args_through_hierarchy(frame: Any, obj: object) -> dict[str, object]:
     """The ``__init__`` arguments of ``obj``, from the frame that called ``save_hyperparameters`` out through every
     subclass's ``__init__`` that called it via ``super().__init__(...)``: a subclass's value of a name wins (what it
     was called with), so a base class saving its hyperparameters also saves the subclass's arguments.
@@ -89,7 +89,7 @@ def init_args_through_hierarchy(frame: Any, obj: object) -> dict[str, Any]:
     Outside any ``__init__`` (e.g. a helper method called by one), the walk starts at the first ``__init__`` of
     ``obj``; with none at all, the arguments of the calling frame are taken.
     """
-    chain: list[dict[str, Any]] = []
+    chain: list[dict[str, object]] = []
     f = frame
     while f is not None and not _is_init_of(f, obj):
         f = f.f_back
@@ -98,13 +98,13 @@ def init_args_through_hierarchy(frame: Any, obj: object) -> dict[str, Any]:
         f = f.f_back
     if not chain:
         return _init_args_of(frame)
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for args in chain:  # the innermost (base class) first, the most specific class last
         merged.update(args)
     return merged
 
 
-def _dataclass_init_fields(obj: object) -> dict[str, Any] | None:
+def _dataclass_init_fields(obj: object) -> dict[str, object] | None:
     """A dataclass module's fields that ``__init__`` takes (``field(init=False)`` ones are state, not arguments)."""
     if not dataclasses.is_dataclass(obj):
         return None
@@ -119,7 +119,7 @@ def is_picklable(value: object) -> bool:
     return True
 
 
-def drop_unpicklable(hparams: dict[str, Any]) -> None:
+def drop_unpicklable(hparams: dict[str, object]) -> None:
     """Remove the hyperparameters a checkpoint could not hold, each with a warning (Lightning's, at fit start)."""
     for key in [k for k, v in hparams.items() if not is_picklable(v)]:
         rank_zero_warn(f"Attribute '{key}' removed from hparams because it cannot be pickled. You can suppress this "
@@ -130,7 +130,7 @@ def drop_unpicklable(hparams: dict[str, Any]) -> None:
 _PRIMITIVES = (bool, int, float, str)
 
 
-def _as_hparams_dict(config: object) -> dict[str, Any]:
+def _as_hparams_dict(config: object) -> dict[str, object]:
     """A config given to ``save_hyperparameters`` as a plain dict (Lightning's errors for what cannot be one)."""
     if isinstance(config, Namespace):
         return dict(vars(config))

@@ -277,10 +277,10 @@ class OptimizerHandle:
     # ``copy.deepcopy`` of a model or trainer that holds its handles (pytorch-tabular's model sweep keeps the best
     # model so): the handle's own attributes, not the optimizer class's state protocol, which reads the wrapped
     # optimizer through the handle before it exists in the copy
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return dict(self.__dict__)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
 
     def __deepcopy__(self, memo: dict[int, object]) -> OptimizerHandle:

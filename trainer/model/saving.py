@@ -13,7 +13,7 @@ from plugins.checkpoint_io import trusted_loads
 from trainer.checkpointing.files import load_checkpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from trainer.datamodule import DataModule
     from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
@@ -27,10 +27,10 @@ _CLI_INSTANTIATORS = ("lightning.pytorch.cli.instantiate_module", "trainer.cli.l
 PAST_HPARAMS_KEYS = ("hparams", "module_arguments")  # Lightning 0.7's names of the hyperparameters key
 
 
-def _init_kwargs(cls: type[_Loadable], checkpoint: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def _init_kwargs(cls: type[_Loadable], checkpoint: dict[str, Any], overrides: Mapping[str, object]) -> dict[str, Any]:
     """The saved hyperparameters (under the argument name they came in as, if one), then ``overrides``; only
     names ``__init__`` accepts unless it takes ``**kwargs``."""
-    saved: dict[str, Any] = {}
+    saved: dict[str, object] = {}
     for key in PAST_HPARAMS_KEYS:  # checkpoints of Lightning before 1.0 kept them under these keys
         saved.update(checkpoint.get(key) or {})
     saved.update(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
@@ -63,7 +63,7 @@ def _recorded_subclass(cls: type[_Loadable], checkpoint: dict[str, Any]) -> type
     return recorded if isinstance(recorded, type) and issubclass(recorded, cls) else cls
 
 
-def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
+def _as_saved_type(values: dict[str, object], type_name: str | None) -> object:
     """One saved config object as ``__init__`` got it: an OmegaConf ``DictConfig`` again when it was one (the
     checkpoint names the type; Lightning stores the class itself), otherwise the dict, as Lightning passes it."""
     if type_name == "DictConfig":
@@ -78,7 +78,7 @@ def _as_saved_type(values: dict[str, Any], type_name: str | None) -> Any:
 def load_from_checkpoint(
     cls: type[_Loadable], checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
     hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> _Loadable:
     """``cls(**saved hyperparameters, **kwargs)``; a Module gets its weights, a DataModule its ``state_dict``.
 
@@ -95,7 +95,7 @@ def load_from_checkpoint(
     return obj
 
 
-def _hparams_from_file(path: str | os.PathLike) -> dict[str, Any]:
+def _hparams_from_file(path: str | os.PathLike) -> dict[str, object]:
     from trainer.lightning_compat.impl.saving import (  # local import: the file readers load only when one is given
         load_hparams_from_tags_csv,
         load_hparams_from_yaml,
@@ -110,7 +110,7 @@ def _hparams_from_file(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_state(cls: type[_Loadable], checkpoint: dict[str, Any], strict: bool | None = None,
-               map_location: _MAP_LOCATION_TYPE = None, **kwargs: Any) -> Any:
+               map_location: _MAP_LOCATION_TYPE = None, **kwargs: object) -> Any:
     """The object ``load_from_checkpoint`` builds from an already loaded ``checkpoint`` (Lightning's ``_load_state``)."""
     cls = _recorded_subclass(cls, checkpoint)
     init_kwargs = _init_kwargs(cls, checkpoint, kwargs)
@@ -171,7 +171,7 @@ def config_paths(value: object, path: tuple[str | int, ...] = ()) -> list[list[s
     return []
 
 
-def rebuild_configs(saved: dict[str, Any], paths: Iterable[Sequence[str | int]] | None) -> None:
+def rebuild_configs(saved: dict[str, object], paths: Iterable[Sequence[str | int]] | None) -> None:
     """Make the values at ``paths`` OmegaConf configs again (left as they are without omegaconf)."""
     try:
         from omegaconf import OmegaConf

@@ -66,7 +66,7 @@ class Hooks:
         cbs, mod = self._lookup(name)
         return bool(cbs) or mod is not None
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, name: str, *args: object, **kwargs: object) -> Any:
         cbs, mod = self._cache.get(name) or self._lookup(name)
         for fn in cbs:
             fn(*args, **kwargs)
@@ -87,7 +87,7 @@ class Hooks:
             if _implements(name, cb):
                 getattr(cb, name)(self._trainer, self._module)
 
-    def call_callbacks_only(self, name: str, *args: Any) -> None:
+    def call_callbacks_only(self, name: str, *args: object) -> None:
         for fn in self._lookup(name)[0]:
             fn(*args)
 
@@ -99,7 +99,7 @@ def profile_name(owner: Module | DataModule, hook: str) -> str:
     return f"[{base.__name__}]{type(owner).__name__}.{hook}"
 
 
-def call_profiled(trainer: Trainer, owner: Module | DataModule, hook: str, *args: Any, **kwargs: Any) -> Any:
+def call_profiled(trainer: Trainer, owner: Module | DataModule, hook: str, *args: object, **kwargs: object) -> Any:
     """``owner.<hook>(*args, **kwargs)``, timed by an enabled profiler (``prepare_data``, a DataModule's ``setup``,
     ``teardown`` and ``state_dict``, as Lightning times them)."""
     fn = getattr(owner, hook)

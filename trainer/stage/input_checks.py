@@ -18,6 +18,8 @@ from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from plugins.strategies.base import Strategy
     from trainer.trainer import Trainer
 
@@ -50,7 +52,7 @@ def warn_if_no_batches(count: int | float, key: str = "train") -> None:
         )
 
 
-def check_no_rank_without_batches(strategy: Strategy, key: str, loaders: list[Any], allowed: bool) -> None:
+def check_no_rank_without_batches(strategy: Strategy, key: str, loaders: Sequence[object], allowed: bool) -> None:
     """With several processes, every rank must get batches from each sized loader (Lightning's rule): a rank
     without any would skip the collectives the others wait in. Every rank agrees, then every rank raises.
     ``allowed``: the Module's or DataModule's ``allow_zero_length_dataloader_with_multiple_devices``."""

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from trainer.model.overrides import subclass_overrides as is_overridden
 import torch
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 LOADER_METHODS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader",
                   "predict": "predict_dataloader"}
+_T = TypeVar("_T")
 STAGE_KEYS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
 
 
@@ -125,7 +126,7 @@ class LoaderSource(NamedTuple):
                      f" in your LightningModule/LightningDataModule (Trainer.{self.stage}({arg}=...)).")
         return InvalidLoaderError(text)
 
-    def build(self, strategy: Strategy, seed: int, show: Callable[[str, Any], None]) -> Loaders:
+    def build(self, strategy: Strategy, seed: int, show: Callable[[str, object], None]) -> Loaders:
         """Ask for the loaders, shard them over ``strategy``'s data-parallel ranks, count their batches.
 
         ``show`` receives what the Trainer shows for this key, before the counts (a count may fail)."""
@@ -172,7 +173,7 @@ def warn_if_sized_iterable(loader: object) -> None:
             return
 
 
-def combined_for_training(given: Any) -> Any:
+def combined_for_training(given: _T) -> _T | CombinedLoader:
     """A dict, list or tuple of DataLoaders as training input becomes ``CombinedLoader(given, "max_size_cycle")``:
     each step gets one batch of every loader, in the collection's shape (a list of batches stays a list)."""
     if isinstance(given, CombinedLoader) or not isinstance(given, (dict, list, tuple)) or not given:
@@ -248,7 +249,7 @@ class StagePlan(NamedTuple):
 
 
 def plan_stage(
-    trainer: Trainer, stage: str, model: object, datamodule: DataModule | None, given: Mapping[str, Any],
+    trainer: Trainer, stage: str, model: object, datamodule: DataModule | None, given: Mapping[str, object],
     ckpt_path: str | os.PathLike[str] | None,
 ) -> StagePlan:
     """Check the call's inputs against the Trainer's arguments and decide what runs; nothing starts here."""
@@ -274,7 +275,7 @@ def plan_stage(
 
 
 def _source(trainer: Trainer, stage: str, key: str, model: Module, datamodule: DataModule | None,
-            given: Any) -> LoaderSource:
+            given: object) -> LoaderSource:
     check_loader(key, given, stage)  # a tensor passed in fails now; a DataModule's loaders when asked for
     return LoaderSource(
         key, stage, given, model, datamodule, batch_limit(trainer, key),
@@ -306,7 +307,7 @@ def _plain_values(given: object) -> bool:
     return all(isinstance(v, (int, float, str)) for v in (given.values() if isinstance(given, dict) else given))
 
 
-def _leaves(given: object) -> list[Any]:
+def _leaves(given: object) -> list[object]:
     """The loaders in what a call or a ``*_dataloader`` method gave: a collection's items, or the loader itself."""
     if isinstance(given, CombinedLoader):
         return list(given.flattened)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 
 def run_stage(
-    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: Mapping[str, Any],
+    trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None, given: Mapping[str, object],
     ckpt_path: str | os.PathLike[str] | None,
 ) -> list[dict[str, float]] | list[Any] | None:
     model = unwrap_compiled(model)  # a torch.compile result: its Module, steps compiled (Lightning's from_compiled)

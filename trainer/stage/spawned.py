@@ -38,7 +38,7 @@ _COUNTERS = ("should_stop", "num_training_batches", "num_val_batches", "num_test
 
 def run_stage_in_workers(
     run_stage: RunStage, trainer: Trainer, stage: str, model: Module, datamodule: DataModule | None,
-    given: Mapping[str, Any], ckpt_path: str | os.PathLike[str] | None,
+    given: Mapping[str, object], ckpt_path: str | os.PathLike[str] | None,
 ) -> list[dict[str, float]] | list[Any] | None:
     """Run ``run_stage`` (the caller's, passed in: each worker runs the stage again) in the spawned workers, and
     bring rank 0's results back to this process's trainer and model."""
@@ -73,7 +73,7 @@ def run_stage_in_workers(
 
 def _worker_stage(
     trainer: Trainer, run_stage: RunStage, stage: str, model: Module, datamodule: DataModule | None,
-    given: Mapping[str, Any], ckpt_path: str | os.PathLike[str] | None, trusted: bool = False,
+    given: Mapping[str, object], ckpt_path: str | os.PathLike[str] | None, trusted: bool = False,
 ) -> bytes | None:
     _own_memory(model)  # start_processes set the environment to torchrun's variables (the launcher set them)
     with trusted_loads(False if trusted else None):  # the call's weights_only=False holds in its workers too

@@ -18,6 +18,8 @@ from trainer.metrics.results import Results, as_tensor, to_float
 from trainer.seed import global_seed
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from trainer.checkpointing.preemption import PreemptionHandler
     from trainer.checkpointing.resume import Resume
     from trainer.model.optimizers import OptimizerHandle
@@ -46,10 +48,10 @@ class StageRun:
     active_results: Results | None = None
     on_step: bool = False
     log_suffix: str = ""
-    batch_for_size: Any = None
+    batch_for_size: object = None
     logged_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # the latest value sent to the loggers
     # what callbacks or code put into ``trainer.callback_metrics`` themselves (the LR monitor's rates...)
-    written_callback_metrics: dict[str, Any] = field(default_factory=dict)
+    written_callback_metrics: dict[str, object] = field(default_factory=dict)
     # every progress-bar key's last value in this call: a value stays shown until logged again (Lightning's)
     progress_bar_shown: dict[str, float] = field(default_factory=dict)
     loaders: dict[str, Any] = field(default_factory=dict)  # the loaders in use by stage key ("train", "val", ...)
@@ -81,7 +83,7 @@ class StageRun:
                 return item.shape[0]
         return 1
 
-    def send_to_loggers(self, metrics: dict[str, Any], step: int, add_epoch: bool = True) -> None:
+    def send_to_loggers(self, metrics: Mapping[str, object], step: int, add_epoch: bool = True) -> None:
         """Record ``metrics`` as logged and hand them to every logger; ``add_epoch``: loggers also get the epoch
         (Lightning adds it to all but evaluation step records)."""
         if not metrics:
@@ -96,7 +98,7 @@ class StageRun:
         for logger in self.trainer.loggers:
             logger.log_metrics(floats, step=step)
 
-    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, *args: object, **kwargs: object) -> None:
         """``manual_backward``: the backward hooks around the Module's ``backward``."""
         self.hooks.call("on_before_backward", loss)
         self.trainer.lightning_module.backward(loss, *args, **kwargs)

@@ -8,12 +8,13 @@ input, or builds one from a dict/list of loaders (``max_size_cycle`` for trainin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 Mode = Literal["min_size", "max_size_cycle", "max_size", "sequential"]
+_T = TypeVar("_T")
 MODES = ("min_size", "max_size_cycle", "max_size", "sequential")
 
 
@@ -42,7 +43,7 @@ class _Stepper:
     (a resumed epoch) with ``open_at(i, k)``, an iterator over iterable ``i`` from its batch ``k``."""
 
     def __init__(self, iterables: list[Any], limits: list[int | float] | None, mode: str,
-                 skip: int = 0, open_at: Callable[[int, int], Iterator[object]] | None = None) -> None:
+                 skip: int = 0, open_at: Any = None) -> None:
         self.iterables = iterables
         self.limits = limits or [float("inf")] * len(iterables)
         self.mode = mode
@@ -113,15 +114,14 @@ class _Stepper:
         raise StopIteration
 
 
-def _skipped(iterator: Iterator[Any], k: int) -> Iterator[Any]:
+def _skipped(iterator: Iterator[_T], k: int) -> Iterator[_T]:
     for _ in range(k):
         next(iterator, None)
     return iterator
 
 
 class _CombinedIterator(Iterator[tuple[Any, int, int]]):
-    def __init__(self, loader: CombinedLoader, skip: int = 0,
-                 open_at: Callable[[int, int], Iterator[object]] | None = None) -> None:
+    def __init__(self, loader: CombinedLoader, skip: int = 0, open_at: Any = None) -> None:
         self.spec = loader._spec
         self.stepper = _Stepper(loader.flattened, loader._limits, loader._mode, skip, open_at)
         self.mode = loader._mode
@@ -240,7 +240,7 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
             raise NotImplementedError("All datasets are iterable-style datasets.")
         return sum(lengths) if self._mode == "sequential" else min(lengths) if self._mode == "min_size" else max(lengths)
 
-    def _iterate_from(self, skip: int, open_at: Callable[[int, int], Iterator[object]] | None) -> _CombinedIterator:
+    def _iterate_from(self, skip: int, open_at: Any) -> _CombinedIterator:
         """An iterator ``skip`` combined batches into the epoch (the Trainer's exact mid-epoch resume)."""
         self._iterator = _CombinedIterator(self, skip, open_at)
         return self._iterator
@@ -253,7 +253,7 @@ class CombinedLoader(Iterator[tuple[Any, int, int]]):
         """The state of the iterables that keep one (``state_dict()``), for checkpoints."""
         return [it.state_dict() for it in self._flattened if callable(getattr(it, "state_dict", None))]
 
-    def _load_state_dicts(self, states: list[dict[str, Any]]) -> None:
+    def _load_state_dicts(self, states: list[dict[str, object]]) -> None:
         stateful = [it for it in self._flattened if callable(getattr(it, "load_state_dict", None))]
         if len(states) != len(stateful):
             raise RuntimeError(f"CombinedLoader: the checkpoint holds {len(states)} loader states, this loader has "

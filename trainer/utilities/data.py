@@ -15,7 +15,7 @@ def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
     device = torch.device(device) if not isinstance(device, torch.device) else device
     non_blocking = device.type in ("cuda", "xpu")
 
-    def move(t: Any) -> Any:
+    def move(t: torch.Tensor | torch.nn.Module) -> torch.Tensor | torch.nn.Module:
         return t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t.to(device)
 
     return apply_to_collection(batch, (torch.Tensor, torch.nn.Module), move)

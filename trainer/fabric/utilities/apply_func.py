@@ -23,7 +23,7 @@ def convert_to_tensors(data: Any, device: torch.device | str | int) -> Any:
 def convert_tensors_to_scalars(data: Any) -> Any:
     """One-element tensors as Python numbers (what a logger writes); a larger tensor is a clear error."""
 
-    def to_item(value: torch.Tensor) -> Any:
+    def to_item(value: torch.Tensor) -> int | float | bool:
         if value.numel() != 1:
             raise ValueError(f"The metric `{value}` does not contain a single element, thus it cannot be converted "
                              "to a scalar.")

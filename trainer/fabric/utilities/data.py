@@ -29,7 +29,7 @@ def has_iterable_dataset(dataloader: object) -> bool:
     return isinstance(getattr(dataloader, "dataset", None), IterableDataset)
 
 
-def has_len(dataloader: Any) -> bool:
+def has_len(dataloader: object) -> bool:
     """Whether ``dataloader`` has a length; a length of 0 is an error naming the loader."""
     length = sized_len(dataloader)
     if length == 0:
