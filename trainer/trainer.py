@@ -79,7 +79,7 @@ class Trainer(TrainerProperties):
     args: TrainerArguments
     num_nodes: int
     fast_dev_run: int | bool
-    max_time: str | timedelta | dict[str, int] | None
+    max_time: float | None  # seconds, however it was given (checks.max_time)
     limit_train_batches: int | float | None
     limit_val_batches: int | float | None
     limit_test_batches: int | float | None
