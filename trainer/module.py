@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from trainer.callbacks.base import Callback
     from trainer.fabric.fabric import Fabric
     from trainer.fabric.utilities.types import _MAP_LOCATION_TYPE
-    from trainer.loggers.base import Logger
+    from trainer.loggers.base import BaseLogger, Logger
     from trainer.model.optimizers import OptimizerHandle
     from trainer.trainer import Trainer
     from trainer.utilities.types import (
@@ -163,14 +163,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
         return self._trainer.local_rank if self._trainer is not None else 0
 
     @property
-    def logger(self) -> Logger | None:
+    def logger(self) -> Logger | BaseLogger | None:
         fabric = self.__dict__.get("_fabric")
         if fabric is not None:
             return fabric.logger
         return self._trainer.logger if self._trainer is not None else None
 
     @property
-    def loggers(self) -> list[Logger]:
+    def loggers(self) -> list[Logger] | list[BaseLogger]:
         fabric = self.__dict__.get("_fabric")
         if fabric is not None:
             return fabric.loggers

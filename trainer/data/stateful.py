@@ -57,7 +57,7 @@ def collect_loader_states(loader: Any, strategy: Strategy, world_size: int) -> d
     return {"replicas": replicas, "states": [by_rank[r] for r in range(replicas)]}
 
 
-def resume_state(loader: object, entry: dict[str, Any] | None, replicas: int, rank: int) -> Any | None:
+def resume_state(loader: object, entry: dict[str, Any] | None, replicas: int, rank: int) -> object:
     """The state ``loader`` resumes from on data-parallel rank ``rank`` of ``replicas``, from a checkpoint entry
     written at any world size; None: replay the position instead (no entry, or a loader that cannot reshard)."""
     if entry is None or not is_stateful(loader):

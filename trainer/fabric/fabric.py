@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from plugins.environments.base import ClusterEnvironment
     from plugins.precision.base import Precision
     from plugins.strategies.base import Strategy
-    from trainer.loggers.base import Logger
+    from trainer.loggers.base import BaseLogger
 
 _T = TypeVar("_T")
 
@@ -91,7 +91,7 @@ class Fabric:
         plugins: Precision | ClusterEnvironment | CheckpointIO | list[Precision | ClusterEnvironment | CheckpointIO]
         | None = None,
         callbacks: Any = None,
-        loggers: Logger | list[Logger] | None = None,
+        loggers: BaseLogger | list[BaseLogger] | None = None,
     ) -> None:
         if type(self).run is not Fabric.run and _using_cli():
             raise TypeError("Overriding `Fabric.run()` and launching from the CLI is not allowed. Run the script "
@@ -147,11 +147,11 @@ class Fabric:
         return self._strategy.is_global_zero
 
     @property
-    def loggers(self) -> list[Logger]:
+    def loggers(self) -> list[BaseLogger]:
         return self._loggers
 
     @property
-    def logger(self) -> Logger:
+    def logger(self) -> BaseLogger:
         """The first logger given (the main one); an IndexError without loggers, as Lightning's."""
         return self._loggers[0]
 
