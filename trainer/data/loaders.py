@@ -146,7 +146,7 @@ class CombinedLoaderPlan:
     """A ``CombinedLoader`` whose loaders are each prepared (sharded, resumable): an epoch's combined batches, from
     any position, without loading the batches skipped."""
 
-    def __init__(self, loader: Any, parts: list[LoaderPlan]) -> None:
+    def __init__(self, loader: CombinedLoader, parts: list[LoaderPlan]) -> None:
         import copy
 
         self.loader = copy.copy(loader)  # the user's CombinedLoader keeps its own loaders (a reload prepares them again)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 from unittest.mock import Mock
 
 from trainer.callbacks.base import Callback, monitors_metrics
@@ -66,7 +66,7 @@ class Hooks:
         cbs, mod = self._lookup(name)
         return bool(cbs) or mod is not None
 
-    def call(self, name: str, *args: object, **kwargs: object) -> Any:
+    def call(self, name: str, *args: object, **kwargs: object) -> object:
         cbs, mod = self._cache.get(name) or self._lookup(name)
         for fn in cbs:
             fn(*args, **kwargs)
@@ -99,7 +99,8 @@ def profile_name(owner: Module | DataModule, hook: str) -> str:
     return f"[{base.__name__}]{type(owner).__name__}.{hook}"
 
 
-def call_profiled(trainer: Trainer, owner: Module | DataModule, hook: str, *args: object, **kwargs: object) -> Any:
+def call_profiled(trainer: Trainer, owner: Module | DataModule, hook: str, *args: object, **kwargs: object,
+                  ) -> object:
     """``owner.<hook>(*args, **kwargs)``, timed by an enabled profiler (``prepare_data``, a DataModule's ``setup``,
     ``teardown`` and ``state_dict``, as Lightning times them)."""
     fn = getattr(owner, hook)

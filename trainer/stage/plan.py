@@ -62,7 +62,7 @@ class LoaderSource(NamedTuple):
 
     key: str
     stage: str  # the Trainer call, for errors
-    given: Any
+    given: object
     model: Module
     datamodule: DataModule | None
     limit: int | float | None
