@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     import inspect
     from collections.abc import Callable
 
-    from plugins.accelerators.base import Accelerator
     from plugins.transforms.activation_checkpointing import CheckpointSettings
     from plugins.transforms.compile import CompileSettings
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
@@ -456,7 +455,7 @@ class Trainer(TrainerProperties):
         return self.strategy.is_global_zero
 
     @property
-    def accelerator(self) -> Accelerator | None:
+    def accelerator(self) -> Any:
         return self.strategy.accelerator
 
     @property

@@ -14,8 +14,6 @@ import torch
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError, suggest
 
 if TYPE_CHECKING:
-    from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
-
     from trainer.module import Module
 
 _SCHEDULER_KEYS = ("scheduler", "name", "interval", "frequency", "monitor", "strict", "reduce_on_plateau")
@@ -50,7 +48,7 @@ class SchedulerTypeError(OptimizerConfigError, TypeError):
 
 @dataclass
 class LRSchedulerConfig:
-    scheduler: LRScheduler | ReduceLROnPlateau
+    scheduler: Any  # any object with step/state_dict (a custom scheduler too), where Lightning says LRScheduler
     name: str | None = None
     interval: str = "epoch"
     frequency: int = 1

@@ -83,7 +83,7 @@ class StageRun:
                 return item.shape[0]
         return 1
 
-    def send_to_loggers(self, metrics: Mapping[str, object], step: int, add_epoch: bool = True) -> None:
+    def send_to_loggers(self, metrics: Mapping[str, torch.Tensor | float], step: int, add_epoch: bool = True) -> None:
         """Record ``metrics`` as logged and hand them to every logger; ``add_epoch``: loggers also get the epoch
         (Lightning adds it to all but evaluation step records)."""
         if not metrics:
