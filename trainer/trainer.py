@@ -459,7 +459,7 @@ class Trainer(TrainerProperties):
         return self.strategy.accelerator
 
     @property
-    def precision_plugin(self) -> Precision:
+    def precision_plugin(self) -> Any:
         return self.strategy.precision
 
     @property
