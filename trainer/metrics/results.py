@@ -34,6 +34,8 @@ def group_all_reduce(group: ProcessGroup | None) -> Callable[[torch.Tensor, str]
         if not (dist.is_available() and dist.is_initialized()):
             return tensor
         out = tensor.detach().clone().float() if op == "mean" else tensor.detach().clone()
+        if dist.get_backend(group) == "nccl" and not out.is_cuda:  # a logged Python number
+            out = out.to(torch.device("cuda", torch.cuda.current_device()))
         dist.all_reduce(out, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}.get(op, dist.ReduceOp.SUM),
                         group=group)
         return out / dist.get_world_size(group) if op == "mean" else out
@@ -182,7 +184,8 @@ class Results:
         if flags[2] and value is not None:
             # the step's value is reduced over the ranks now; the epoch's aggregate takes this rank's value and is
             # reduced once, at the epoch's end (Lightning's)
-            self.step[name] = all_reduce(torch.as_tensor(value), reduce) if sync_dist else value
+            # (a torchmetrics ``Metric`` syncs itself: its batch value stays this rank's, as in Lightning)
+            self.step[name] = all_reduce(torch.as_tensor(value), reduce) if sync_dist and metric is None else value
             self.fresh_step.add(name)
         if flags[3]:
             agg = self.epoch.get(name)
