@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from plugins.checkpoint_io import CheckpointIO, trusted_loads  # the classes at run time: the hints are read
-from plugins.environments.base import ClusterEnvironment
-from plugins.layer_sync import LayerSync, layer_sync_from
+from plugins.checkpoint_io import trusted_loads
+from plugins.layer_sync import layer_sync_from
 from plugins.precision.base import Precision
-from trainer.arguments.trainer_arguments import TrainerArguments
+from trainer.arguments.trainer_arguments import Plugin, TrainerArguments
 from trainer.callbacks.base import Callback
 from trainer.callbacks.setup import default_callbacks
 from trainer.checkpointing.files import LAYOUT_KEYS
@@ -131,8 +130,7 @@ class Trainer(TrainerProperties):
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None, deterministic: bool | str | None = None,
         default_root_dir: str | os.PathLike | None = None,
-        plugins: ClusterEnvironment | CheckpointIO | LayerSync | str | list[ClusterEnvironment | CheckpointIO | LayerSync | str] | None = None,
-        compile: Any = None,
+        plugins: Plugin | list[Plugin] | None = None, compile: Any = None,
         activation_checkpointing: Any = None, detect_anomaly: bool = False,
         stop_on_nonfinite_loss: bool | None = None, spike_recovery: Any = None,
         preemption_signals: list[str | int] | bool | int | str | None = None,

@@ -27,6 +27,8 @@ from trainer.loggers.base import Logger  # at run time too: jsonargparse (Lightn
 from trainer.profilers.base import Profiler
 
 SAME: object = object()  # "as in Relay" for ArgumentSpec.lightning_default
+# one entry of ``Trainer(plugins=...)``: an environment, a checkpoint I/O, a layer sync or a registered name
+Plugin = ClusterEnvironment | CheckpointIO | LayerSync | str
 
 
 class ArgumentValueError(MisconfigurationError):
@@ -191,7 +193,7 @@ class TrainerArguments:
     default_root_dir: str | os.PathLike | None = argument(
         None, "Where logs and checkpoints go when no logger or callback says otherwise (None: the current directory)",
         "a path or None", "'runs/'", checks.path)
-    plugins: ClusterEnvironment | CheckpointIO | LayerSync | str | list[ClusterEnvironment | CheckpointIO | LayerSync | str] | None = argument(
+    plugins: Plugin | list[Plugin] | None = argument(
         None, "The cluster environment: a ClusterEnvironment or a registered name (entry points included)",
         "None, one ClusterEnvironment (e.g. SLURMEnvironment()) or a registered environment name; accelerator, "
         "strategy and precision plugins go to their own arguments", "SLURMEnvironment()", checks.environment,
