@@ -199,9 +199,6 @@ class Trainer(TrainerProperties):
         self.should_stop = False
         self.num_val_batches: list[int | float] = []
         self.num_test_batches: list[int | float] = []
-        self.optimizers: list[torch.optim.Optimizer] = []
-        self.lr_scheduler_configs: list[LRSchedulerConfig] = []
-        self.lightning_module: Module | None = None
         self.datamodule: DataModule | None = None
         self.ckpt_path: str | None = None
         self.stage_run = StageRun(self)  # the current (or last) call's state: trainer/stage/stage_run.py
@@ -433,7 +430,32 @@ class Trainer(TrainerProperties):
     @property
     def model(self) -> torch.nn.Module | None:
         """The module as the strategy set it up (cast, sharded), or the Module before a run."""
-        return self.strategy.module if self.strategy.module is not None else self.lightning_module
+        return self.strategy.model
+
+    # the module and its optimizers are the strategy's (``trainer.strategy.lightning_module``), as in Lightning
+    @property
+    def lightning_module(self) -> Module | None:
+        return self.strategy.lightning_module  # type: ignore[return-value]
+
+    @lightning_module.setter
+    def lightning_module(self, module: Module | None) -> None:
+        self.strategy.lightning_module = module
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return self.strategy.optimizers
+
+    @optimizers.setter
+    def optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        self.strategy.optimizers = optimizers
+
+    @property
+    def lr_scheduler_configs(self) -> list[LRSchedulerConfig]:
+        return self.strategy.lr_scheduler_configs
+
+    @lr_scheduler_configs.setter
+    def lr_scheduler_configs(self, configs: list[LRSchedulerConfig]) -> None:
+        self.strategy.lr_scheduler_configs = configs
 
     # --- ranks ---------------------------------------------------------------------------------------
     @property

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import torch
 
     from trainer.callbacks.early_stopping import EarlyStopping
+    from trainer.checkpointing.connector import CheckpointConnector
     from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 
@@ -146,3 +147,11 @@ class TrainerProperties:
     @property
     def predict_dataloaders(self) -> EVAL_DATALOADERS | None:
         return self.stage_run.loaders.get("predict")
+
+    # --- Lightning's internal that code written for Lightning calls ----------------------------------------
+    @property
+    def _checkpoint_connector(self) -> CheckpointConnector:
+        """``dump_checkpoint`` and ``hpc_save_path`` (MLflow's autolog calls the first): ``trainer/checkpointing/connector.py``."""
+        from trainer.checkpointing.connector import CheckpointConnector  # local import: only code that asks loads it
+
+        return CheckpointConnector(self)  # type: ignore[arg-type]

@@ -52,5 +52,10 @@ class Accelerator:
 
     def teardown(self) -> None: ...
 
+    @classmethod
+    def register_accelerators(cls, accelerator_registry: Any) -> None:
+        """Lightning's registration hook: this class under its name (Relay's own registry lists it already)."""
+        accelerator_registry.register(cls.name, cls, description=cls.__name__)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -65,13 +65,18 @@ class CPUAccelerator(Accelerator):
             raise ValueError(f"Device should be CPU, got {device} instead.")
 
     @staticmethod
-    def get_parallel_devices(devices: int | str) -> list[torch.device]:
-        """One CPU device per process: ``devices`` is an int > 0 or a string of one (Lightning's form)."""
+    def parse_devices(devices: int | str) -> int:
+        """The number of CPU processes: ``devices`` is an int > 0 or a string of one (Lightning's form)."""
         if isinstance(devices, str) and devices.strip().isdigit():
             devices = int(devices)
-        if not isinstance(devices, int) or devices <= 0:
+        if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 0:
             raise TypeError("`devices` selected with `CPUAccelerator` should be an int > 0.")
-        return [torch.device("cpu")] * devices
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices: int | str) -> list[torch.device]:
+        """One CPU device per process: ``devices`` is an int > 0 or a string of one (Lightning's form)."""
+        return [torch.device("cpu")] * CPUAccelerator.parse_devices(devices)
 
     @staticmethod
     def _process_cpu_seconds() -> float:

@@ -76,6 +76,10 @@ class CUDAAccelerator(Accelerator):
         """The CUDA devices of these indices (Lightning's form of a device list)."""
         return [torch.device("cuda", i) for i in devices]
 
+    def get_device_stats(self, device: torch.device) -> dict[str, Any]:
+        """Lightning's Trainer-side call: the caching allocator's statistics (``torch.cuda.memory_stats``)."""
+        return torch.cuda.memory_stats(device)
+
     def device_stats(self, device: torch.device) -> dict[str, Any]:
         stats = allocator_stats(torch.cuda.memory_stats(device))
         return {**stats, **utilization_percent(torch.cuda.utilization, device)}

@@ -26,6 +26,7 @@ runs under srun's default block distribution. The main port is ``MASTER_PORT`` w
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Mapping
 
@@ -146,6 +147,21 @@ class SLURMEnvironment(ClusterEnvironment):
 
     name = "slurm"
     launcher = "srun"
+
+    @staticmethod
+    def job_name() -> str | None:
+        return os.environ.get("SLURM_JOB_NAME")
+
+    @staticmethod
+    def job_id() -> int | None:
+        """The batch job's id; None outside one or in an interactive job (named ``bash``/``interactive``)."""
+        job_id = os.environ.get("SLURM_JOB_ID")
+        if job_id is None or SLURMEnvironment.job_name() in ("bash", "interactive"):
+            return None
+        try:
+            return int(job_id)
+        except ValueError:
+            return None
 
     @property
     def creates_processes_externally(self) -> bool:

@@ -25,6 +25,19 @@ class Precision:
     def forward_context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    # Lightning's per-step contexts: the forward context for each kind of step
+    def train_step_context(self) -> contextlib.AbstractContextManager:
+        return self.forward_context()
+
+    def val_step_context(self) -> contextlib.AbstractContextManager:
+        return self.forward_context()
+
+    def test_step_context(self) -> contextlib.AbstractContextManager:
+        return self.forward_context()
+
+    def predict_step_context(self) -> contextlib.AbstractContextManager:
+        return self.forward_context()
+
     def tensor_init_context(self) -> contextlib.AbstractContextManager:
         """The dtype new parameters take while a model is built (only precisions that cast the module change it)."""
         return contextlib.nullcontext()
@@ -76,6 +89,14 @@ class Precision:
 
     def clip_grad_by_norm(self, optimizer: torch.optim.Optimizer, clip_val: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.main_params(optimizer), clip_val)
+
+    # Lightning's checkpoint and teardown hooks, for a precision subclass to override (its state goes through
+    # ``state_dict``, which the checkpoint's ``"precision"`` entry holds)
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+    def teardown(self) -> None: ...
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -30,6 +30,7 @@ import torch
 from plugins import strategies as _strategies  # the package: loading and Fabric's calls load their modules on use
 from plugins.accelerators.base import Accelerator
 from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
+from plugins.strategies.lightning_members import LightningStrategyMembers
 from plugins.precision.base import Precision
 
 
@@ -121,8 +122,9 @@ def _params_with_grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
 
 
-class Strategy:
-    """Single-process defaults; distributed strategies override what differs."""
+class Strategy(LightningStrategyMembers):
+    """Single-process defaults; distributed strategies override what differs. Lightning's own members
+    (``lightning_module``, ``reduce``, ``precision_plugin``...) come from ``lightning_members.py``."""
 
     name = ""
     # What a user's own loop (Fabric) may ask of this strategy; an engine that wraps module and optimizer together
@@ -157,6 +159,9 @@ class Strategy:
         self.device_ids: list[int] = [0]
         self.num_nodes = 1
         self.module: torch.nn.Module | None = None
+        self.lightning_module: torch.nn.Module | None = None  # what the Trainer runs (``trainer.lightning_module``)
+        self.optimizers: list[torch.optim.Optimizer] = []  # a fit's (``trainer.optimizers``)
+        self.lr_scheduler_configs: list[Any] = []
         # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
         self.accumulate_grad_batches = 1
         # every byte of a checkpoint on disk goes through it; set in the instance (``checkpoint_io_of``), so a class

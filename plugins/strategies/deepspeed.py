@@ -84,6 +84,8 @@ class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed.initialize`` around the Module and its optimizer, one process per device."""
 
     name = "deepspeed"
+    handles_gradient_accumulation = True  # the engine accumulates (``configure_optimization``), as in Lightning
+    lightning_restore_optimizer = False  # the engine restores its optimizer from its own checkpoint files
     DEEPSPEED_ENV_VAR = ENV_VAR  # Lightning's: a JSON config file used when none is passed
     joint_setup = True  # deepspeed.initialize takes the module and its optimizer together
     loop_backward_sync = False  # the engine accumulates from its config (gradient_accumulation_steps)
@@ -200,6 +202,11 @@ class DeepSpeedStrategy(ParallelStrategy):
     @property
     def model(self) -> Any:
         """The DeepSpeed engine, once built."""
+        return self.engine
+
+    @property
+    def deepspeed_engine(self) -> Any:
+        """Lightning's name for the engine."""
         return self.engine
 
     @property

@@ -240,6 +240,16 @@ class ParallelStrategy(Strategy):
         self._parallel_devices = list(devices) if devices is not None else None
 
     @property
+    def num_processes(self) -> int:
+        """Processes on this node (Lightning's name)."""
+        devices = self.parallel_devices
+        return len(devices) if devices is not None else len(self.device_ids)
+
+    def block_backward_sync(self) -> Any:
+        """Lightning's context for backward passes whose gradients are not synchronised (``no_backward_sync``)."""
+        return self.no_backward_sync(True)
+
+    @property
     def launcher(self) -> Any:
         """Relay's launcher when this process must start the workers itself, else None."""
         env = self.environment

@@ -1,6 +1,7 @@
 """Behaviours of Lightning's test files that were measured last (legacy TPU names, LitLogger, Fabric's strategy
-calls, the optimizer closure, loaders given as plain collections, precision errors, cluster environments), observed
-the same way on Lightning and on Relay's zero-edit mode.
+calls, the optimizer closure, loaders given as plain collections, precision errors, cluster environments), the public
+members of Lightning's objects and MLflow's autolog, which reads some of them, observed the same way on Lightning and
+on Relay's zero-edit mode.
 
 ``python unmeasured_program.py lightning|relay`` runs every check and emits one JSON dict (see
 tests/compat/lightning_diff/harness.py); tests/compat/test_conformance_unmeasured.py compares the two.
@@ -568,7 +569,97 @@ def check_tuning_a_module_with_hyperparameter_objects():
     return {"tuned": type(model.hparams.target).__name__}
 
 
-CHECKS = [check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+# module -> {class: constructor arguments (None: the class itself, for classes that need what is not here)}
+CLASSES = {
+    "lightning.pytorch.strategies": {
+        "SingleDeviceStrategy": {"device": torch.device("cpu")}, "DDPStrategy": {}, "FSDPStrategy": {},
+        "ModelParallelStrategy": {}},
+    "lightning.pytorch.accelerators": {"CPUAccelerator": {}, "CUDAAccelerator": None},
+    "lightning.pytorch.plugins": {"Precision": {}, "MixedPrecision": {"precision": "bf16-mixed", "device": "cpu"},
+                                  "DoublePrecision": {}, "HalfPrecision": {}},
+    "lightning.pytorch.plugins.io": {"TorchCheckpointIO": {}, "AsyncCheckpointIO": {}},
+    "lightning.pytorch.plugins.environments": {"LightningEnvironment": {}, "SLURMEnvironment": {},
+                                               "TorchElasticEnvironment": {}, "KubeflowEnvironment": {}},
+    "lightning.pytorch.loggers": {"TensorBoardLogger": {"save_dir": "tb"}, "CSVLogger": {"save_dir": "csv"}},
+    "lightning.pytorch.profilers": {"SimpleProfiler": {}, "PyTorchProfiler": {}, "AdvancedProfiler": {},
+                                    "PassThroughProfiler": {}},
+    "lightning.pytorch.callbacks": {
+        "ModelCheckpoint": {}, "EarlyStopping": {"monitor": "x"}, "LearningRateMonitor": {}, "TQDMProgressBar": {},
+        "RichProgressBar": {}, "ModelSummary": {}, "BatchSizeFinder": {}, "LearningRateFinder": {},
+        "StochasticWeightAveraging": {"swa_lrs": 0.1}, "Timer": {}, "DeviceStatsMonitor": {},
+        "BackboneFinetuning": {}, "GradientAccumulationScheduler": {"scheduling": {0: 1}},
+        "ModelPruning": {"pruning_fn": "l1_unstructured"}, "OnExceptionCheckpoint": {"dirpath": "."},
+        "RichModelSummary": {}, "SpikeDetection": {}, "EMAWeightAveraging": {},
+        "ThroughputMonitor": {"batch_size_fn": len}, "LambdaCallback": {}},
+    "lightning.pytorch": {"Trainer": {"accelerator": "cpu", "logger": False, "enable_progress_bar": False},
+                          "LightningModule": {}, "LightningDataModule": {}},
+    "lightning.fabric": {"Fabric": {"accelerator": "cpu"}},
+}
+
+
+def check_public_members() -> dict:
+    seen = {}
+    for module, classes in CLASSES.items():
+        for name, kwargs in classes.items():
+            cls = getattr(importlib.import_module(module), name)
+            obj = cls if kwargs is None else cls(**kwargs)
+            seen[f"{module}.{name}"] = sorted(n for n in dir(obj) if not n.startswith("_"))
+    return seen
+
+
+def check_mlflow_autolog() -> dict:
+    """What ``mlflow.pytorch.autolog`` records of a fit (it reads ``trainer.strategy.lightning_module`` and builds
+    its checkpoints with ``trainer._checkpoint_connector.dump_checkpoint``)."""
+    import mlflow
+    import mlflow.pytorch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Net(LightningModule):
+        def __init__(self, lr: float = 0.1) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.layer(x)
+
+        def training_step(self, batch, batch_idx):
+            loss = torch.nn.functional.mse_loss(self(batch[0]), batch[1])
+            self.log("train_loss", loss, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", torch.nn.functional.mse_loss(self(batch[0]), batch[1]))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+    logging.getLogger("mlflow").setLevel(logging.ERROR)
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+    mlflow.set_tracking_uri(f"sqlite:///{ROOT}/mlflow.db")
+    mlflow.pytorch.autolog(checkpoint=True, log_models=True, silent=True)
+    trainer = Trainer(max_epochs=2, logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Net(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    run_id = mlflow.last_active_run().info.run_id
+    client = mlflow.tracking.MlflowClient()
+
+    def files(path: str = "") -> list[str]:
+        out = []
+        for item in client.list_artifacts(run_id, path):
+            out += files(item.path) if item.is_dir else [item.path]
+        return out
+
+    checkpoint = torch.load(client.download_artifacts(run_id, "checkpoints/latest_checkpoint.pth", ROOT),
+                            weights_only=False)
+    return {"params": sorted(client.get_run(run_id).data.params),
+            "metrics": {k: [(m.step, round(m.value, 4)) for m in client.get_metric_history(run_id, k)]
+                        for k in ("train_loss_epoch", "val_loss")},
+            "artifacts": [f for f in files() if not f.startswith("model/")],
+            "checkpoint": [checkpoint["epoch"], checkpoint["global_step"], sorted(checkpoint["state_dict"])]}
+
+
+CHECKS = [check_public_members, check_mlflow_autolog, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,

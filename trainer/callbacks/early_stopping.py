@@ -49,6 +49,14 @@ class EarlyStopping(Callback):
         check_on_train_epoch_end: check at train-epoch end (True) or validation end (False); None picks.
     """
 
+    # Lightning's comparison tables: ``monitor_op(current, best)`` is True where current is better (min_delta aside)
+    mode_dict = {"min": torch.lt, "max": torch.gt}
+    order_dict = {"min": "<", "max": ">"}
+
+    @property
+    def monitor_op(self) -> Any:
+        return self.mode_dict[self.mode]
+
     def __init__(
         self,
         monitor: str,

@@ -112,6 +112,27 @@ class ProgressBar(Callback):
         stream: where to draw; default ``sys.stderr`` at draw time.
     """
 
+    # the stages' names a bar shows (Lightning's ProgressBar properties, which subclasses override)
+    @property
+    def sanity_check_description(self) -> str:
+        return "Sanity Checking"
+
+    @property
+    def train_description(self) -> str:
+        return "Training"
+
+    @property
+    def validation_description(self) -> str:
+        return "Validation"
+
+    @property
+    def test_description(self) -> str:
+        return "Testing"
+
+    @property
+    def predict_description(self) -> str:
+        return "Predicting"
+
     def __init__(self, refresh_rate: float = 0.2, log_interval: float = 10.0, stream: TextIO | None = None) -> None:
         if refresh_rate < 0 or log_interval < 0:
             raise ValueError(f"ProgressBar(refresh_rate={refresh_rate}, log_interval={log_interval}) must be >= 0.")

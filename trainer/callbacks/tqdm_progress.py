@@ -190,26 +190,6 @@ class TQDMProgressBar(ProgressBar):
     def leave(self) -> bool:
         return self._leave
 
-    @property
-    def sanity_check_description(self) -> str:
-        return "Sanity Checking"
-
-    @property
-    def train_description(self) -> str:
-        return "Training"
-
-    @property
-    def validation_description(self) -> str:
-        return "Validation"
-
-    @property
-    def test_description(self) -> str:
-        return "Testing"
-
-    @property
-    def predict_description(self) -> str:
-        return "Predicting"
-
     # --- on / off ---------------------------------------------------------------------------------------
     @property
     def is_enabled(self) -> bool:

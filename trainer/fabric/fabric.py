@@ -24,7 +24,7 @@ from trainer.fabric.loaders import with_distributed_sampler
 from trainer.fabric.wrappers import FabricDataLoader, FabricModule, FabricOptimizer, is_wrapped, unwrap
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.seed import seed_everything, seed_loader_workers
-from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.rank_zero import rank_zero_deprecation, rank_zero_warn
 from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
@@ -325,6 +325,13 @@ class Fabric:
     def init_module(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Build the model on the device in the precision's dtype (FSDP: on the CPU, or meta with ``empty_init``)."""
         return self._strategy.tensor_init_context(empty_init=empty_init)
+
+    @contextlib.contextmanager
+    def sharded_model(self) -> Generator[None, None, None]:
+        """Lightning's deprecated context for building a model to shard; Relay's strategies shard in ``setup``, so
+        the model is built as it is (``init_module`` places it)."""
+        rank_zero_deprecation("`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`.")
+        yield
 
     def init_tensor(self) -> contextlib.AbstractContextManager:
         return self._strategy.tensor_init_context()

@@ -21,6 +21,11 @@ class BaseLogger:
         return None
 
     @property
+    def group_separator(self) -> str:
+        """What joins a metric's group and name (``device_stats/...``): Lightning's member, ``/``."""
+        return "/"
+
+    @property
     def version(self) -> int | str | None:
         return None
 

@@ -111,6 +111,8 @@ class ExperimentWriter:
 class _CSVWriter(VersionedDirLogger):
     """Writes ``metrics.csv`` every ``flush_logs_every_n_steps`` steps and on save/finalize; only rank 0 writes."""
 
+    LOGGER_JOIN_CHAR = "-"  # Lightning's: joins a prefix and a metric's name
+
     METRICS_FILE = ExperimentWriter.NAME_METRICS_FILE
 
     def __init__(
@@ -149,7 +151,7 @@ class _CSVWriter(VersionedDirLogger):
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Tensor | float], step: int | None = None) -> None:
         experiment = self.experiment
-        experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix)), step)
+        experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)), step)
         row_step = experiment.metrics[-1]["step"]  # without a step: the rows buffered so far (Lightning's)
         if (row_step + 1) % self._flush_every == 0 or row_step - self._last_flush_step >= self._flush_every:
             self.save()

@@ -50,6 +50,8 @@ class _TensorBoardWriter(VersionedDirLogger):
     it tensorboard, is imported only when something is first logged.
     """
 
+    LOGGER_JOIN_CHAR = "-"  # Lightning's: joins a prefix and a metric's name
+
     NAME_HPARAMS_FILE = "hparams.yaml"
 
     def __init__(
@@ -91,7 +93,7 @@ class _TensorBoardWriter(VersionedDirLogger):
 
         writer = self.experiment
         values = []
-        for key, value in add_prefix(metrics, self._prefix).items():
+        for key, value in add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items():
             value = to_number(value)
             try:
                 if isinstance(value, Mapping):  # overlaid curves, one run per key, as add_scalars draws them
@@ -124,7 +126,7 @@ class _TensorBoardWriter(VersionedDirLogger):
             metrics = {"hp_metric": -1} if self._default_hp_metric else {}
         if metrics:
             self.log_metrics(metrics, step or 0)
-        metric_names = dict.fromkeys(add_prefix(metrics, self._prefix), 0.0)
+        metric_names = dict.fromkeys(add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR), 0.0)
         file_writer = self.experiment._get_file_writer()
         for summary in hparams(sanitize_hparams(flatten_dict(plain)), metric_names):
             file_writer.add_summary(summary)

@@ -377,6 +377,7 @@ class FitLoop(_Loop):
             rank_zero_info("`Trainer.fit` stopped: No training batches.")  # fit here, even with max_steps/max_time set
             return
         if self._epochs_done() or self._max_reached():  # resumed at the end: no on_train_start (Lightning's skip)
+            self._say_limit_reached()
             return
         if self._val_this_epoch() and self.val is None:  # with the training loader when this epoch validates and
             self._ensure_val()                           # no sanity check built them (Lightning's); else when due
@@ -404,7 +405,18 @@ class FitLoop(_Loop):
             self._agree(wait=True)
             if self._stop_requested():
                 break
+        self._say_limit_reached()
         hooks.call("on_train_end")
+
+    def _say_limit_reached(self) -> None:
+        """Lightning's info line when a step or epoch limit ended the fit (a stop or a time limit says nothing), in
+        the zero-edit mode, where Lightning's console logging shows it."""
+        if not lightning_defaults():
+            return
+        if self._steps_done():
+            rank_zero_info(f"`Trainer.fit` stopped: `max_steps={self.max_steps!r}` reached.")
+        elif self._epochs_done():
+            rank_zero_info(f"`Trainer.fit` stopped: `max_epochs={self.max_epochs!r}` reached.")
 
     def _val_this_epoch(self) -> bool:
         every = self.schedule.check_val_every_n_epoch

@@ -37,6 +37,11 @@ class Profiler:
         self._local_rank: int | None = None
         self._log_dir: str | None = None
 
+    @property
+    def local_rank(self) -> int:
+        """This process's local rank as ``setup`` was given it (0 in one process), Lightning's member."""
+        return 0 if self._local_rank is None else self._local_rank
+
     def start(self, action_name: str) -> None:
         raise NotImplementedError
 

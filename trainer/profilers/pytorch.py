@@ -27,6 +27,11 @@ class PyTorchProfiler(Profiler):
     """``profiler_kwargs`` go to ``torch.profiler.profile`` (``record_shapes``, ``profile_memory``,
     ``with_stack``, ``activities``...); ``sort_by_key``/``row_limit`` shape the summary table."""
 
+    # Lightning's class constants: the steps profiled as such, and the summary table's sort keys
+    STEP_FUNCTIONS = {"training_step", "validation_step", "test_step", "predict_step"}
+    AVAILABLE_SORT_KEYS = {"cpu_time", "cuda_time", "cpu_time_total", "cuda_time_total", "cpu_memory_usage",
+                           "cuda_memory_usage", "self_cpu_memory_usage", "self_cuda_memory_usage", "count"}
+
     def __init__(
         self,
         dirpath: str | os.PathLike | None = None,
@@ -71,6 +76,11 @@ class PyTorchProfiler(Profiler):
         self._records: dict[str, record_function] = {}
         self._global_rank = 0
         self._summary = ""
+
+    @property
+    def profiler(self) -> profile | None:
+        """The ``torch.profiler.profile`` recording now (None outside a stage), Lightning's member."""
+        return self._profiler
 
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None,
               global_rank: int = 0) -> None:

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 
 
 def stage_failed(trainer: Trainer, plan: StagePlan, run: StageRun, exc: BaseException) -> None:
-    """The stage raised: how it ended, ``on_exception`` for the callbacks, then the DataModule (Lightning's order)."""
+    """The stage raised: how it ended, ``on_exception`` for the callbacks, the DataModule, then the strategy
+    (Lightning's order)."""
     run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
     trainer.state.status = TrainerStatus.INTERRUPTED
     run.hooks.call("on_exception", exc)
     if plan.datamodule is not None:  # timed by an enabled profiler, as Lightning times the DataModule's hooks
         call_profiled(trainer, plan.datamodule, "on_exception", exc)
+    plan.strategy.on_exception(exc)
 
 
 def end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:

@@ -41,6 +41,7 @@ class Hooks:
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
             mod: Callable[..., object] | None = getattr(self._module, name) if mine else None
+            mod = _with_strategy_hook(mod, getattr(self._trainer, "strategy", None), name)
             profiler = getattr(self._trainer, "profiler", None)
             if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
@@ -90,6 +91,27 @@ class Hooks:
     def call_callbacks_only(self, name: str, *args: object) -> None:
         for fn in self._lookup(name)[0]:
             fn(*args)
+
+
+def _with_strategy_hook(mod: Callable[..., object] | None, strategy: object, name: str,
+                        ) -> Callable[..., object] | None:
+    """The module's hook followed by the strategy's, where the strategy's class overrides Lightning's no-op
+    (``on_train_start``, ``on_train_batch_start``...: ``plugins/strategies/lightning_members.py``)."""
+    from plugins.strategies.lightning_members import STRATEGY_HOOKS, LightningStrategyMembers  # local import: a plain fit never loads plugins/strategies from here
+
+    if name not in STRATEGY_HOOKS or not isinstance(strategy, LightningStrategyMembers) \
+            or getattr(type(strategy), name) is getattr(LightningStrategyMembers, name):
+        return mod
+    hook = getattr(strategy, name)
+    if mod is None:
+        return lambda *args, **kwargs: hook(*args, **kwargs)
+
+    def both(*args: object, **kwargs: object) -> object:
+        result = mod(*args, **kwargs)
+        hook(*args, **kwargs)
+        return result
+
+    return both
 
 
 def profile_name(owner: Module | DataModule, hook: str) -> str:

@@ -20,13 +20,14 @@ from tests.compat.lightning_diff import (  # noqa: E402
     checks_members,
     checks_module_members,
     checks_optim,
+    checks_strategy_members,
 )
 from tests.compat.lightning_diff.common import exception  # noqa: E402
 from tests.compat.lightning_diff.frameworks import load  # noqa: E402
 from tests.compat.lightning_diff.harness import emit  # noqa: E402
 
 MODULES = [checks_checkpoint, checks_data, checks_hooks, checks_logging, checks_members, checks_module_members,
-           checks_optim]
+           checks_optim, checks_strategy_members]
 
 
 def main(framework: str, names: list[str]) -> None:

@@ -241,3 +241,24 @@ def test_rich_bar_train_task_total_and_completed(observed):
     lightning, relay = _pair(observed, "rich_train_task")
     assert "exception" not in lightning, lightning
     assert relay == lightning
+
+
+# Lightning's strategy member that Relay leaves out: the Trainer sets a strategy up through its own calls
+# (``setup_environment``, ``setup_module``, ``setup_optimizers``), never through ``setup(trainer)``
+STRATEGY_NAMES_NOT_RELAYS = {"setup"}
+
+
+def test_strategy_members_during_a_fit(observed):
+    """``trainer.strategy`` has Lightning's public members, holding the fit's module, optimizers and precision."""
+    lightning, relay = _pair(observed, "strategy_members")
+    assert "exception" not in lightning and "exception" not in relay, (lightning, relay)
+    missing = set(lightning.pop("names")) - set(relay.pop("names"))
+    assert missing == STRATEGY_NAMES_NOT_RELAYS, missing
+    assert lightning["lightning_module"] and lightning["reduce"] == [3.0, 3.0, "text"] and lightning["step"]
+    assert relay == lightning
+
+
+def test_strategy_hooks_a_subclass_overrides(observed):
+    lightning, relay = _pair(observed, "strategy_hooks")
+    assert lightning[:2] == ["module.on_train_start", "strategy.on_train_start"], lightning
+    assert relay == lightning
