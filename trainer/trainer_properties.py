@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from trainer.callbacks.early_stopping import EarlyStopping
     from trainer.checkpointing.connector import CheckpointConnector
+    from trainer.distributed.connector import AcceleratorConnector
     from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 
@@ -148,7 +149,14 @@ class TrainerProperties:
     def predict_dataloaders(self) -> EVAL_DATALOADERS | None:
         return self.stage_run.loaders.get("predict")
 
-    # --- Lightning's internal that code written for Lightning calls ----------------------------------------
+    # --- Lightning's internals that code written for Lightning calls ---------------------------------------
+    @property
+    def _accelerator_connector(self) -> AcceleratorConnector:
+        """``is_distributed`` (Optuna's pruning callback asks) & co.: ``trainer/distributed/connector.py``."""
+        from trainer.distributed.connector import AcceleratorConnector  # local import: only code that asks loads it
+
+        return AcceleratorConnector(self)  # type: ignore[arg-type]
+
     @property
     def _checkpoint_connector(self) -> CheckpointConnector:
         """``dump_checkpoint`` and ``hpc_save_path`` (MLflow's autolog calls the first): ``trainer/checkpointing/connector.py``."""

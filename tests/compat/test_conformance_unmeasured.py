@@ -189,3 +189,10 @@ def test_mlflow_autolog_records_the_same_run(observed):
     seen = same(observed, "mlflow_autolog")
     assert seen["checkpoint"][:2] == [1, 4] and "checkpoints/latest_checkpoint.pth" in seen["artifacts"]
     assert len(seen["metrics"]["val_loss"]) == 2 and "lr" in seen["params"]
+
+
+@need_mark("optuna_integration", "Optuna's Lightning pruning callback, compared")
+def test_optuna_pruning_callback_prunes_the_same_trials(observed):
+    """Optuna's ``PyTorchLightningPruningCallback`` (it reads ``trainer._accelerator_connector.is_distributed``)."""
+    seen = same(observed, "optuna_pruning")
+    assert len(seen) == 6 and {state for state, _ in seen} == {"COMPLETE", "PRUNED"}, seen

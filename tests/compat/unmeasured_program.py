@@ -659,7 +659,46 @@ def check_mlflow_autolog() -> dict:
             "checkpoint": [checkpoint["epoch"], checkpoint["global_step"], sorted(checkpoint["state_dict"])]}
 
 
-CHECKS = [check_public_members, check_mlflow_autolog, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+def check_optuna_pruning() -> list:
+    """Optuna's ``PyTorchLightningPruningCallback`` (it reads ``trainer._accelerator_connector.is_distributed`` when
+    a fit starts): the same trials, reported values and pruning decisions."""
+    import optuna
+    from optuna_integration import PyTorchLightningPruningCallback
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Net(LightningModule):
+        def __init__(self, lr: float) -> None:
+            super().__init__()
+            self.lr = lr
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1]))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+
+    def objective(trial):
+        torch.manual_seed(trial.number)
+        trainer = Trainer(max_epochs=4, callbacks=[PyTorchLightningPruningCallback(trial, monitor="val_loss")], **QUIET)
+        trainer.fit(Net(trial.suggest_float("lr", 1e-3, 10, log=True)), DataLoader(data, batch_size=8),
+                    DataLoader(data, batch_size=8))
+        return trainer.callback_metrics["val_loss"].item()
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0),
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1))
+    study.optimize(objective, n_trials=6)
+    return [[t.state.name, [round(v, 4) for v in t.intermediate_values.values()]] for t in study.trials]
+
+
+CHECKS = [check_public_members, check_mlflow_autolog, check_optuna_pruning, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,
