@@ -1,7 +1,7 @@
 """The members Lightning's ``Strategy`` has that code written for Lightning reads or calls on ``trainer.strategy``:
 the module and optimizers it holds (``lightning_module``, ``model``, ``optimizers``, ``lr_scheduler_configs``,
 ``precision_plugin``), reductions (``reduce``), state helpers (``lightning_module_state_dict``, ``optimizer_state``,
-``load_model_state_dict``, ``remove_checkpoint``), the step calls (``training_step``...), its flags and its hooks.
+``remove_checkpoint``), the step calls (``training_step``...), its flags and its hooks.
 
 MLflow's ``mlflow.pytorch.autolog`` reads ``trainer.strategy.lightning_module``, for one. The Trainer sets the
 module and the optimizers here (``trainer.lightning_module`` and ``trainer.optimizers`` read them, as in
@@ -14,7 +14,7 @@ a strategy's own code, the Trainer does not call them (its backward runs in ``tr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -86,10 +86,6 @@ class LightningStrategyMembers:
     def lightning_module_state_dict(self) -> dict[str, Any]:
         """The module's state in this strategy's layout (a sharded strategy's shards)."""
         return self.module_state_dict(self._given_module())  # type: ignore[attr-defined]
-
-    def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
-        """A checkpoint's ``"state_dict"`` into the module."""
-        self.load_module_state_dict(self._given_module(), checkpoint["state_dict"], strict)  # type: ignore[attr-defined]
 
     def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """The optimizer's state as a checkpoint stores it (its torch optimizer under a ``LightningOptimizer``)."""

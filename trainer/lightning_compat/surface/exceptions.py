@@ -37,7 +37,6 @@ REFUSED_UTILS = ("tests/compat/test_lightning_names_utils.py::"
 NOT_ALIGNED = (
     "lightning.fabric.fabric:Fabric.load_raw",
     "lightning.fabric.fabric:Fabric.setup",
-    "lightning.fabric.fabric:Fabric.sharded_model",
     "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
     "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
@@ -106,6 +105,6 @@ ALLOWED: list[Allowed] = [
     Allowed(NOT_ALIGNED, "signatures",
             "Not aligned yet (each listed): "
             "`LightningCLI`'s parser options, progress-bar and checkpoint-callback helper methods, "
-            "`Fabric.sharded_model` (deprecated in Lightning), profilers' extra options, hook mixins' dataloader methods",
+            "profilers' extra options, hook mixins' dataloader methods",
             LISTED),
 ]
