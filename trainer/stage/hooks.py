@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from unittest.mock import Mock
 
 from trainer.callbacks.base import Callback, monitors_metrics
@@ -41,11 +41,13 @@ class Hooks:
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
             mod: Callable[..., object] | None = getattr(self._module, name) if mine else None
-            mod = _with_strategy_hook(mod, getattr(self._trainer, "strategy", None), name)
             profiler = getattr(self._trainer, "profiler", None)
-            if profiler is not None and profiler.enabled:  # timed only when profiling: no cost otherwise
+            if profiler is not None and not profiler.enabled:
+                profiler = None
+            if profiler is not None:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
                 mod = profiler.wrap(profile_name(self._module, name), mod) if mod else None
+            mod = _with_strategy_hook(mod, getattr(self._trainer, "strategy", None), name, profiler)
             entry = self._cache[name] = (cbs, mod)
         return entry
 
@@ -93,16 +95,19 @@ class Hooks:
             fn(*args)
 
 
-def _with_strategy_hook(mod: Callable[..., object] | None, strategy: object, name: str,
+def _with_strategy_hook(mod: Callable[..., object] | None, strategy: object, name: str, profiler: Any,
                         ) -> Callable[..., object] | None:
     """The module's hook followed by the strategy's, where the strategy's class overrides Lightning's no-op
-    (``on_train_start``, ``on_train_batch_start``...: ``plugins/strategies/lightning_members.py``)."""
+    (``on_train_start``, ``on_train_batch_start``...: ``plugins/strategies/lightning_members.py``); a profiler times
+    it as ``[Strategy]<class>.<hook>``, Lightning's name."""
     from plugins.strategies.lightning_members import STRATEGY_HOOKS, LightningStrategyMembers  # local import: a plain fit never loads plugins/strategies from here
 
     if name not in STRATEGY_HOOKS or not isinstance(strategy, LightningStrategyMembers) \
             or getattr(type(strategy), name) is getattr(LightningStrategyMembers, name):
         return mod
     hook = getattr(strategy, name)
+    if profiler is not None:
+        hook = profiler.wrap(f"[Strategy]{type(strategy).__name__}.{name}", hook)
     if mod is None:
         return lambda *args, **kwargs: hook(*args, **kwargs)
 
