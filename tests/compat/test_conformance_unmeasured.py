@@ -199,3 +199,11 @@ def test_optuna_pruning_callback_prunes_the_same_trials(observed):
     """Optuna's ``PyTorchLightningPruningCallback`` (it reads ``trainer._accelerator_connector.is_distributed``)."""
     seen = same(observed, "optuna_pruning")
     assert len(seen) == 3 and {state for state, _ in seen} == {"COMPLETE", "PRUNED"}, seen
+
+
+def test_device_stats_monitor_logs_lightnings_keys_at_lightnings_steps(observed):
+    seen = same(observed, "device_stats_monitor")
+    hooks = {key.split("/")[0] for _, keys in seen for key in keys}
+    assert hooks == {f"DeviceStatsMonitor.on_{stage}_batch_{when}" for stage in ("train", "validation", "test")
+                     for when in ("start", "end")}, hooks
+    assert seen[0][0] == "0" and "DeviceStatsMonitor.on_validation_batch_start/cpu_percent" in seen[0][1]  # sanity

@@ -700,7 +700,28 @@ def check_optuna_pruning() -> list:
     return [[t.state.name, [round(v, 4) for v in t.intermediate_values.values()]] for t in study.trials]
 
 
-CHECKS = [check_public_members, check_mlflow_autolog, check_optuna_pruning, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+def check_device_stats_monitor() -> list:
+    """Lightning's ``DeviceStatsMonitor``: ``DeviceStatsMonitor.<hook>/<figure>`` at the logging steps of training,
+    the sanity check, validation and test (the rows of its CSV log: step and the hooks logged)."""
+    import csv
+
+    from lightning.pytorch.callbacks import DeviceStatsMonitor
+    from lightning.pytorch.loggers import CSVLogger
+
+    root = fresh_dir("device_stats")
+    trainer = Trainer(default_root_dir=root, max_epochs=1, limit_train_batches=4, limit_val_batches=2,
+                      limit_test_batches=2, log_every_n_steps=2, callbacks=[DeviceStatsMonitor()],
+                      logger=CSVLogger(root), enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+    model = BoringModel()
+    trainer.fit(model)
+    trainer.test(model, verbose=False)
+    with open(os.path.join(root, "lightning_logs", "version_0", "metrics.csv")) as file:
+        rows = list(csv.DictReader(file))
+    return [[row["step"], sorted({key for key, value in row.items() if value and key != "step"})] for row in rows]
+
+
+CHECKS = [check_public_members, check_mlflow_autolog, check_optuna_pruning, check_device_stats_monitor, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,

@@ -4,6 +4,10 @@ Read every ``logging_interval`` optimizer steps (default: the Trainer's ``log_ev
 step, and without synchronising the device: allocator statistics are host-side counters. With several
 processes the figures of every rank are gathered at those steps only (one small collective) and logged
 by rank 0 as ``device_stats/<figure>/rank_<r>``; one process logs ``device_stats/<figure>``.
+
+Lightning code (the zero-edit mode) gets Lightning's behaviour instead, which dashboards built for it expect: the
+accelerator's ``get_device_stats`` logged by every rank's loggers at the start and end of each training, validation
+and test batch whose step is a logging step, as ``DeviceStatsMonitor.<hook>/<figure>``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from plugins.accelerators.cpu import CPUAccelerator
 from trainer.callbacks.base import Callback
 from trainer.errors import MisconfigurationError
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from trainer.module import Module
@@ -54,6 +59,9 @@ class DeviceStatsMonitor(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_train_batch_end")
+            return
         step = trainer.global_step
         if step == self._last_step or step % (self.logging_interval or trainer.log_every_n_steps):
             return
@@ -66,3 +74,59 @@ class DeviceStatsMonitor(Callback):
             metrics = {f"device_stats/{k}": v for k, v in stats.items()}
         self.last_stats = metrics
         trainer.stage_run.send_to_loggers(metrics, step - 1)
+
+    # --- Lightning's behaviour (the zero-edit mode) ----------------------------------------------------
+    def _lightning_log(self, trainer: Trainer, hook: str) -> None:
+        if not _logging_step(trainer):
+            return
+        epoch_loop = trainer.fit_loop.epoch_loop
+        device = trainer.strategy.root_device
+        if self.cpu_stats is False and device.type == "cpu":
+            return
+        stats = dict(trainer.accelerator.get_device_stats(device))
+        if self.cpu_stats and device.type != "cpu":
+            stats.update(CPUAccelerator().get_device_stats(device))
+        for logger in trainer.loggers:
+            prefix = f"{type(self).__qualname__}.{hook}{logger.group_separator}"
+            logger.log_metrics({prefix + k: v for k, v in stats.items()}, step=epoch_loop.batches_that_stepped)
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_train_batch_start")
+
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                                  dataloader_idx: int = 0) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_validation_batch_start")
+
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_validation_batch_end")
+
+    def on_test_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                            dataloader_idx: int = 0) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_test_batch_start")
+
+    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+                          batch_idx: int, dataloader_idx: int = 0) -> None:
+        if lightning_defaults():
+            self._lightning_log(trainer, "on_test_batch_end")
+
+
+def _logging_step(trainer: Trainer) -> bool:
+    """Lightning's rule for a logging step: training, the step about to be counted is a multiple of
+    ``log_every_n_steps``; evaluating or predicting, the number of the loop's current batch is; or a stop is asked."""
+    every = trainer.log_every_n_steps
+    if every == 0:
+        return False
+    if trainer.training:
+        step = trainer.fit_loop.epoch_loop.batches_that_stepped + 1
+    elif trainer.sanity_checking or trainer.evaluating or trainer.predicting:
+        loop = (trainer.fit_loop.epoch_loop.val_loop if trainer.state.fn == "fit" else trainer.validate_loop
+                if trainer.validating else trainer.test_loop if trainer.testing else trainer.predict_loop)
+        step = loop.batch_progress.current.ready
+    else:
+        return True
+    return step % every == 0 or bool(trainer.should_stop)

@@ -26,11 +26,9 @@ if TYPE_CHECKING:
 _STAGES = {"validate": RunningStage.VALIDATING, "test": RunningStage.TESTING}
 
 
-def progress_of(trainer: Trainer, stage: str, sanity: bool) -> BatchProgress | None:
+def progress_of(trainer: Trainer, stage: str) -> BatchProgress | None:
     """The ``batch_progress`` an evaluation run counts into: ``validate_loop``'s / ``test_loop``'s, the fit loop's
-    ``epoch_loop.val_loop``'s inside ``fit``, none in the sanity check (Lightning resets it after)."""
-    if sanity:
-        return None
+    ``epoch_loop.val_loop``'s inside ``fit``, the sanity check's too (the fit loop resets it after, as Lightning)."""
     if trainer.state.fn == TrainerFn.FITTING:  # validation inside fit: the fit loop's val_loop counts it
         epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
         return None if epoch_loop is None or stage != "validate" else epoch_loop.val_loop.batch_progress
@@ -77,7 +75,7 @@ def run_evaluation(
     prev_results, prev_on_step = trainer.stage_run.active_results, trainer.stage_run.on_step
     prev_stage = trainer.progress.set_stage(RunningStage.SANITY_CHECKING if sanity else _STAGES[stage])
     trainer.stage_run.active_results, trainer.stage_run.on_step = results, False
-    counts = progress_of(trainer, stage, sanity)  # trainer.validate_loop / test_loop.batch_progress
+    counts = progress_of(trainer, stage)  # trainer.validate_loop / test_loop.batch_progress
     skip = 0
     if counts is not None and resume:
         counts.reset_on_restart()

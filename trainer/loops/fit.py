@@ -371,6 +371,7 @@ class FitLoop(_Loop):
                 hooks.call("on_sanity_check_start")
                 self.epoch_loop.val_loop.run()  # Lightning's entry, as for every validation of the fit
                 hooks.call("on_sanity_check_end")
+            self.epoch_loop.val_loop.batch_progress.reset()  # the sanity check's counts are not the fit's
             run.progress_bar_shown.clear()  # the sanity check's values are not shown during training (Lightning)
         self._load_train()
         if self.max_batches == 0:  # no training batches (an empty loader, limit_train_batches=0): Lightning ends the

@@ -89,6 +89,11 @@ class TrainingEpochLoop(_Loop):
         return self._fit_loop.progress.global_step
 
     @property
+    def batches_that_stepped(self) -> int:
+        """The loggers' step: training batches after which the optimizers stepped (Lightning's private count)."""
+        return self._batches_that_stepped
+
+    @property
     def max_steps(self) -> int:
         return self._fit_loop.max_steps
 
