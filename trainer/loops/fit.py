@@ -363,7 +363,7 @@ class FitLoop(_Loop):
         t = self.trainer
         hooks = run.hooks
         sanity_steps = self.schedule.num_sanity_val_steps
-        if self.has_val and sanity_steps != 0:
+        if self.has_val and sanity_steps != 0 and not self.epoch_loop.val_loop.restarting:  # as Lightning
             # the sanity check draws no random numbers training would see (a val loader made with torch.randn
             # here): Lightning isolates it, so seeded training gets the same data and weights with or without it
             with isolate_rng():
