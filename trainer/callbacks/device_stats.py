@@ -119,7 +119,7 @@ def _logging_step(trainer: Trainer) -> bool:
     """Lightning's rule for a logging step: training, the step about to be counted is a multiple of
     ``log_every_n_steps``; evaluating or predicting, the number of the loop's current batch is; or a stop is asked."""
     every = trainer.log_every_n_steps
-    if every == 0:
+    if not every:  # 0 (or unset): never
         return False
     if trainer.training:
         step = trainer.fit_loop.epoch_loop.batches_that_stepped + 1
