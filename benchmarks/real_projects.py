@@ -39,6 +39,7 @@ class Project:
     tests: tuple[str, ...]  # pytest arguments
     per_file: int = 0  # >0: at most this many tests per file, evenly spaced (a fixed sample of a large suite)
     conftest: str = ""  # a replacement tests/conftest.py (offline data)
+    files: dict[str, str] = field(default_factory=dict)  # files the release lacks, written into it (path: text)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -98,6 +99,24 @@ def timeseries_data():
         frame(9752, "2015-02-11 14:48"), ["Occupancy"]
 '''
 
+NEURALFORECAST_CONFTEST = '''"""The fixture the source release's tests use and it does not ship: the package's AirPassengers panel, the last
+twelve months of each series held out (targets unknown)."""
+import numpy as np
+import pytest
+
+from neuralforecast.utils import AirPassengersPanel
+
+
+@pytest.fixture
+def setup_airplane_data():
+    last = AirPassengersPanel["ds"].values[-12]
+    train = AirPassengersPanel[AirPassengersPanel["ds"] < last].reset_index(drop=True)
+    test = AirPassengersPanel[AirPassengersPanel["ds"] >= last].reset_index(drop=True)
+    test["y"] = np.nan
+    test["y_[lag12]"] = np.nan
+    return train, test
+'''
+
 PROJECTS = {
     # Fabric: pretraining, full / LoRA / adapter fine-tuning, generation (tests of tokenizers and the model zoo's
     # Hugging Face names need the network and are left out)
@@ -116,6 +135,13 @@ PROJECTS = {
                                ("pytorch-lightning==2.6.6", "pandas>=1.1.5,<3.0.0", "torchmetrics>=0.10.0,<1.9.0",
                                 "einops>=0.6.0,<0.9.0", "scikit-base", "pytest>=8,<9", "pytest-timeout"),
                                ("tests",), per_file=15, conftest=TABULAR_CONFTEST),
+    # the Trainer through pytorch_lightning's package name: forecasting models fitted, cross-validated, saved and
+    # reloaded, tuned with Optuna and Ray Tune (its test series are synthetic or shipped with the package)
+    "neuralforecast": Project("neuralforecast==3.3.0", "neuralforecast-3.3.0",
+                              ("coreforecast>=0.0.6", "utilsforecast>=0.2.3", "optuna", "tornado>=6.5.5", "polars",
+                               "fugue", "captum", "pytest-timeout"),
+                              ("tests",), conftest=NEURALFORECAST_CONFTEST,
+                              files={"tests/__init__.py": ""}),  # test_core imports .test_helpers
 }
 
 
@@ -137,6 +163,8 @@ def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
             tar.extractall(workdir, **safe)
         if project.conftest:
             (source / "tests" / "conftest.py").write_text(project.conftest)
+        for path, text in project.files.items():
+            (source / path).write_text(text)
     if not python.exists():
         run([sys.executable, "-m", "venv", str(venv)])
         site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
@@ -163,7 +191,8 @@ def selection(project: Project, source: Path, python: Path) -> list[str]:
 
 
 def run_side(side: str, project: Project, source: Path, python: Path, args: list[str], out: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **project.env}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYSPARK_PYTHON": str(python),
+           **project.env}  # Spark's local workers run the project's interpreter
     env.pop("PYTHONPATH", None)
     if side == "relay":
         env.update(RELAY_LIGHTNING_COMPAT="1",

@@ -109,7 +109,7 @@ class EpochAggregate:
             value = self._metric_value()
             self.metric.reset()
             return value
-        total = torch.as_tensor(self.total, dtype=torch.float64 if not isinstance(self.total, torch.Tensor) else None)
+        total = torch.as_tensor(self.total, dtype=None if isinstance(self.total, torch.Tensor) else metric_dtype())
         if self.reduce == "mean":
             weight = torch.tensor(float(self.weight), device=total.device, dtype=total.dtype)
             if self.sync_dist:
@@ -225,7 +225,8 @@ class Results:
             out[k] = v = as_tensor(v)
             if self.flags[k][3]:
                 out[forked(k, "step")] = v
-        pending = {k: agg.peek() for k, agg in self.epoch.items() if agg.total is not None or agg.metric is not None}
+        pending = {k: as_tensor(agg.peek()) for k, agg in self.epoch.items()
+                   if agg.total is not None or agg.metric is not None}
         for k, v in {**self.epoch_values, **pending}.items():
             out[k] = v
             if self.flags[k][2]:
@@ -251,9 +252,15 @@ def forked(name: str, suffix: str) -> str:
     return f"{name}_{suffix}"
 
 
+def metric_dtype() -> torch.dtype:
+    """The dtype of a logged number: the default dtype, no lower than float32 (Lightning's rule)."""
+    dtype = torch.get_default_dtype()
+    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
+
+
 def as_tensor(value: torch.Tensor | float) -> torch.Tensor:
     """Metrics are shown as tensors, as Lightning shows them (user code calls ``.item()`` on them)."""
-    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=metric_dtype())
 
 
 def to_float(value: torch.Tensor | float) -> float:
