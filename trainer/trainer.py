@@ -634,3 +634,7 @@ class _WritableMetrics(dict):
         new = dict(*args, **kwargs)
         super().update(new)
         self._store.update(new)
+
+    def __reduce__(self) -> tuple[type[dict], tuple[dict[str, object]]]:
+        """Pickled or copied, a plain dict of the values (what Lightning's ``callback_metrics`` is)."""
+        return dict, (dict(self),)

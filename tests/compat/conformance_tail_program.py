@@ -429,12 +429,50 @@ def check_progress_bar_keeps_each_epochs_values():
     return sorted(k for k in trainer.progress_bar_metrics if k.startswith("epoch_metric"))
 
 
+class Windows(torch.utils.data.DataLoader):
+    """A loader of the user's own class (kept as built): a shuffled one, as a forecasting library's."""
+
+
+class RandomWindows(BoringModel):
+    """Draws from the global RNG in its steps (random windows), as a forecasting model does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append(batch[:, 0].tolist())
+        return self.layer(batch * torch.rand(1)).sum()
+
+    def validation_step(self, batch, batch_idx):
+        self.log("v", self.layer(batch).sum() * 0.5)
+
+    def on_validation_epoch_end(self):
+        self.log("float_mean", 0.25)  # a number, not a tensor: a tensor of Lightning's dtype in callback_metrics
+
+
+def check_seeded_run_with_a_loader_of_the_users_class():
+    pl.seed_everything(7)
+    data = torch.arange(12, dtype=torch.float32).repeat(32, 1).T.contiguous()
+    model = RandomWindows()
+    trainer = pl.Trainer(max_epochs=2, val_check_interval=2, **QUIET)
+    trainer.fit(model, Windows(data, batch_size=4, shuffle=True), Windows(data[:4], batch_size=2))
+    import copy
+    import pickle
+
+    metrics = trainer.callback_metrics
+    return {"orders": model.seen, "after": round(torch.rand(1).item(), 6),
+            "metric_types": sorted({f"{type(v).__name__}:{getattr(v, 'dtype', '')}" for v in metrics.values()}),
+            "pickled": [type(pickle.loads(pickle.dumps(metrics))).__name__, sorted(copy.deepcopy(metrics))]}
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
           check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
           check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version,
-          check_trainer_defaults_from_the_environment, check_progress_bar_keeps_each_epochs_values]
+          check_trainer_defaults_from_the_environment, check_progress_bar_keeps_each_epochs_values,
+          check_seeded_run_with_a_loader_of_the_users_class]
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from torch.utils.data.distributed import DistributedSampler
 from trainer.seed import seed_loader_workers
 from trainer.data.stateful import is_stateful, resumed_iterator, tell_data_rank
 from trainer.utilities.combined_loader import CombinedLoader
+from trainer.utilities.zero_edit import lightning_defaults
 
 
 class ResumableSampler(Sampler[int]):
@@ -188,11 +189,7 @@ def prepare_loader(
     seed_loader_workers(loader, rank)  # seed_everything(workers=True): Lightning's worker seeding
     tell_data_rank(loader, num_replicas, rank)  # a loader that shards itself (StreamLoader)
     if type(loader) is not DataLoader or loader.batch_size is None:
-        gen = None
-        if isinstance(loader, DataLoader) and loader.generator is None:
-            gen = torch.Generator()
-            loader.generator = gen
-        return LoaderPlan(loader, None, gen, seed)
+        return LoaderPlan(loader, None, _own_generator(loader), seed)
     sampler = loader.sampler
     if isinstance(sampler, DistributedSampler):
         return LoaderPlan(loader, None, _own_generator(loader), seed)
@@ -235,8 +232,11 @@ def _epoch_samplers(loader: object) -> list[Any]:
     return found
 
 
-def _own_generator(loader: DataLoader) -> torch.Generator | None:
-    if loader.generator is None:
+def _own_generator(loader: Any) -> torch.Generator | None:
+    """A generator of the loader's own for a loader kept as the user built it. Not in the zero-edit mode: there,
+    as in Lightning, such a loader draws its workers' base seed (and its ``RandomSampler`` its order) from the
+    global RNG, so a seeded run takes the random numbers, and gives the results, it takes on Lightning."""
+    if isinstance(loader, DataLoader) and loader.generator is None and not lightning_defaults():
         loader.generator = torch.Generator()
         return loader.generator
     return None
