@@ -99,8 +99,8 @@ def timeseries_data():
         frame(9752, "2015-02-11 14:48"), ["Occupancy"]
 '''
 
-NEURALFORECAST_CONFTEST = '''"""The fixture the source release's tests use and it does not ship: the package's AirPassengers panel, the last
-twelve months of each series held out (targets unknown)."""
+NEURALFORECAST_CONFTEST = '''"""The fixture the source release's tests use and it does not ship: the package's
+AirPassengers panel, the last twelve months of each series held out (targets unknown)."""
 import numpy as np
 import pytest
 
