@@ -430,7 +430,7 @@ class Trainer(TrainerProperties):
     @property
     def model(self) -> torch.nn.Module | None:
         """The module as the strategy set it up (cast, sharded), or the Module before a run."""
-        return self.strategy.model
+        return self.strategy.module if self.strategy.module is not None else self.lightning_module
 
     # the module and its optimizers are the strategy's (``trainer.strategy.lightning_module``), as in Lightning
     @property
