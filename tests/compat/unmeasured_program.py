@@ -641,8 +641,11 @@ def check_mlflow_autolog() -> dict:
     mlflow.pytorch.autolog(checkpoint=True, log_models=True, silent=True)
     trainer = Trainer(max_epochs=2, logger=False, enable_progress_bar=False, enable_model_summary=False)
     # the saved model's pip requirements are inferred in a subprocess that imports it (7 s): not what is compared
-    with mock.patch("mlflow.models.infer_pip_requirements", side_effect=lambda *args, fallback, **kw: fallback):
-        trainer.fit(Net(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    try:
+        with mock.patch("mlflow.models.infer_pip_requirements", side_effect=lambda *args, fallback, **kw: fallback):
+            trainer.fit(Net(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    finally:  # autolog patches every later fit of this process
+        mlflow.pytorch.autolog(disable=True)
     run_id = mlflow.last_active_run().info.run_id
     client = mlflow.tracking.MlflowClient()
 
