@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from plugins.transforms.activation_checkpointing import CheckpointSettings
     from plugins.transforms.compile import CompileSettings
     from trainer.callbacks.model_checkpoint import ModelCheckpoint
+    from trainer.checkpointing.connector import CheckpointConnector
+    from trainer.distributed.connector import AcceleratorConnector
     from trainer.callbacks.progress import ProgressBar
     from trainer.healing.spike import SpikeRecovery
     from trainer.model.optimizers import LRSchedulerConfig
@@ -456,6 +458,19 @@ class Trainer(TrainerProperties):
     @lr_scheduler_configs.setter
     def lr_scheduler_configs(self, configs: list[LRSchedulerConfig]) -> None:
         self.strategy.lr_scheduler_configs = configs
+
+    # Lightning's internals that code written for Lightning calls (MLflow's autolog, Optuna's pruning callback)
+    @property
+    def _accelerator_connector(self) -> AcceleratorConnector:
+        from trainer.distributed.connector import AcceleratorConnector  # local import: only code that asks loads it
+
+        return AcceleratorConnector(self)
+
+    @property
+    def _checkpoint_connector(self) -> CheckpointConnector:
+        from trainer.checkpointing.connector import CheckpointConnector  # local import: only code that asks loads it
+
+        return CheckpointConnector(self)
 
     # --- ranks ---------------------------------------------------------------------------------------
     @property

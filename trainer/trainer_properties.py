@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     import torch
 
     from trainer.callbacks.early_stopping import EarlyStopping
-    from trainer.checkpointing.connector import CheckpointConnector
-    from trainer.distributed.connector import AcceleratorConnector
     from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 
@@ -148,18 +146,3 @@ class TrainerProperties:
     @property
     def predict_dataloaders(self) -> EVAL_DATALOADERS | None:
         return self.stage_run.loaders.get("predict")
-
-    # --- Lightning's internals that code written for Lightning calls ---------------------------------------
-    @property
-    def _accelerator_connector(self) -> AcceleratorConnector:
-        """``is_distributed`` (Optuna's pruning callback asks) & co.: ``trainer/distributed/connector.py``."""
-        from trainer.distributed.connector import AcceleratorConnector  # local import: only code that asks loads it
-
-        return AcceleratorConnector(self)  # type: ignore[arg-type]
-
-    @property
-    def _checkpoint_connector(self) -> CheckpointConnector:
-        """``dump_checkpoint`` and ``hpc_save_path`` (MLflow's autolog calls the first): ``trainer/checkpointing/connector.py``."""
-        from trainer.checkpointing.connector import CheckpointConnector  # local import: only code that asks loads it
-
-        return CheckpointConnector(self)  # type: ignore[arg-type]

@@ -11,6 +11,21 @@ from typing import Any
 import torch
 
 
+def all_reduce_in_group(tensor: torch.Tensor, op: str, group: Any = None) -> torch.Tensor:
+    """A copy of ``tensor`` reduced over ``group`` (None: every rank), ``op`` one of mean/sum/max/min; ``tensor``
+    itself without a process group. A number logged on the CPU goes to the GPU first under NCCL."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return tensor
+    out = tensor.detach().clone().float() if op == "mean" else tensor.detach().clone()
+    if dist.get_backend(group) == "nccl" and not out.is_cuda:
+        out = out.to(torch.device("cuda", torch.cuda.current_device()))
+    dist.all_reduce(out, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}.get(op, dist.ReduceOp.SUM),
+                    group=group)
+    return out / dist.get_world_size(group) if op == "mean" else out
+
+
 class _GatherWithGrad(torch.autograd.Function):
     """Forward: every rank's tensor, stacked. Backward: each rank gets the sum over ranks of its slice's gradient."""
 

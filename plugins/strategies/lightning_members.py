@@ -76,12 +76,9 @@ class LightningStrategyMembers:
                              f"{', '.join(_REDUCE_NAMES)} (or torch.distributed.ReduceOp.SUM/AVG/MAX/MIN).")
         if group is None:
             return self.all_reduce(tensor, op)  # type: ignore[attr-defined]
-        import torch.distributed as dist  # local import: only a reduction over a given group needs it
+        from plugins.strategies.gather import all_reduce_in_group  # local import: only a given group needs it
 
-        out = tensor.detach().clone().float() if op == "mean" else tensor.detach().clone()
-        dist.all_reduce(out, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}.get(op, dist.ReduceOp.SUM),
-                        group=group)
-        return out / dist.get_world_size(group) if op == "mean" else out
+        return all_reduce_in_group(tensor, op, group)
 
     def lightning_module_state_dict(self) -> dict[str, Any]:
         """The module's state in this strategy's layout (a sharded strategy's shards)."""
@@ -89,9 +86,7 @@ class LightningStrategyMembers:
 
     def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """The optimizer's state as a checkpoint stores it (its torch optimizer under a ``LightningOptimizer``)."""
-        optimizer = getattr(optimizer, "optimizer", optimizer) if not isinstance(optimizer, torch.optim.Optimizer) \
-            else optimizer
-        return self.optimizer_state_dict(optimizer)  # type: ignore[attr-defined]
+        return self.optimizer_state_dict(getattr(optimizer, "optimizer", optimizer))  # type: ignore[attr-defined]
 
     def remove_checkpoint(self, filepath: Any) -> None:
         """Delete a checkpoint through this strategy's checkpoint I/O, on rank 0."""

@@ -1,4 +1,4 @@
-"""``trainer._checkpoint_connector``: the two calls code written for Lightning makes on it, although it is
+"""Lightning's checkpoint connector (the Trainer's ``_checkpoint_connector``): the two calls code written for Lightning makes on it, although it is
 Lightning's internal: ``dump_checkpoint`` (MLflow's ``mlflow.pytorch.autolog`` builds its checkpoints with it, on rank
 0 only, to avoid ``save_checkpoint``'s barrier) and ``hpc_save_path``. The rest of Lightning's connector is not
 Relay's (``trainer/checkpointing/`` saves and restores; resume with ``fit(ckpt_path=...)``)."""

@@ -1,4 +1,4 @@
-"""``trainer._accelerator_connector``: what code written for Lightning reads of it, although it is Lightning's
+"""Lightning's accelerator connector (the Trainer's ``_accelerator_connector``): what code written for Lightning reads of it, although it is Lightning's
 internal. Optuna's ``PyTorchLightningPruningCallback`` asks ``is_distributed`` when a fit starts, to decide whether
 its trials are pruned across processes. Relay resolves the placement once (``plugins/selection.py``); this is a
 read-only view of the result."""

@@ -27,20 +27,9 @@ _REDUCE_CALLABLES = {torch.mean: "mean", torch.sum: "sum", torch.max: "max", tor
 
 def group_all_reduce(group: ProcessGroup | None) -> Callable[[torch.Tensor, str], torch.Tensor]:
     """``self.log(sync_dist_group=group)``: the value reduced over that process group only."""
+    from plugins.strategies.gather import all_reduce_in_group  # local import: `import trainer` loads no strategy module (tests/trainer/test_imports.py)
 
-    def reduce(tensor: torch.Tensor, op: str) -> torch.Tensor:
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return tensor
-        out = tensor.detach().clone().float() if op == "mean" else tensor.detach().clone()
-        if dist.get_backend(group) == "nccl" and not out.is_cuda:  # a logged Python number
-            out = out.to(torch.device("cuda", torch.cuda.current_device()))
-        dist.all_reduce(out, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}.get(op, dist.ReduceOp.SUM),
-                        group=group)
-        return out / dist.get_world_size(group) if op == "mean" else out
-
-    return reduce
+    return lambda tensor, op: all_reduce_in_group(tensor, op, group)
 
 
 def reduce_name(reduce_fx: str | Callable) -> str:

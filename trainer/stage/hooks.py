@@ -109,7 +109,7 @@ def _with_strategy_hook(mod: Callable[..., object] | None, strategy: object, nam
     if profiler is not None:
         hook = profiler.wrap(f"[Strategy]{type(strategy).__name__}.{name}", hook)
     if mod is None:
-        return lambda *args, **kwargs: hook(*args, **kwargs)
+        return hook
 
     def both(*args: object, **kwargs: object) -> object:
         result = mod(*args, **kwargs)
