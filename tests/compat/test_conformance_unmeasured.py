@@ -164,10 +164,6 @@ MEMBERS_NOT_RELAYS = {
     "lightning.pytorch.plugins.environments.SLURMEnvironment": dict.fromkeys(
         ["auto_requeue", "requeue_signal", "resolve_root_node_address"],
         "requeueing is the preemption handler's (trainer/checkpointing/preemption.py)"),
-    "lightning.pytorch.callbacks.RichProgressBar": dict.fromkeys(
-        ["configure_columns", "progress", "refresh", "train_progress_bar_id", "val_progress_bar",
-         "val_progress_bar_id", "val_sanity_check_bar", "val_sanity_progress_bar_id", "test_progress_bar",
-         "test_progress_bar_id", "predict_progress_bar_id"], "Relay draws its own bar, not rich's Progress tasks"),
     "lightning.pytorch.callbacks.ModelSummary": {"summarize": "the table is Relay's own (trainer/callbacks/model_summary.py)"},
     "lightning.pytorch.callbacks.RichModelSummary": {"summarize": "the table is Relay's own"},
     "lightning.pytorch.callbacks.SpikeDetection": {"running_mean": "internal state, kept in another form"},

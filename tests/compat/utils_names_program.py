@@ -66,7 +66,7 @@ def _names(side: str) -> SimpleNamespace:
         from trainer.callbacks.rich_progress import RichProgressBar
         from trainer.demos.boring_classes import BoringModel
         from trainer.loggers import TensorBoardLogger
-        from trainer.lightning_compat.impl import utils_rich as rich
+        from trainer.callbacks import rich_columns as rich
         from plugins.precision.base import Precision
         from plugins.precision.half import DoublePrecision, HalfPrecision, MixedPrecision
         from trainer.lightning_compat.impl import utils_extras as extras

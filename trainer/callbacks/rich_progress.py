@@ -1,96 +1,294 @@
-"""RichProgressBar: Relay's progress line, drawn through a ``rich`` console with a theme's styles.
+"""RichProgressBar: Lightning's rich display, a ``rich.progress.Progress`` with one task per bar.
 
-It keeps Relay's cheap redraw schedule (time based, at most every 0.2 s on a terminal); what changes is
-the rendering. ``rich`` is imported when the run starts, so configuring the callback costs nothing.
+What Lightning users read and override is here: ``progress`` (the ``Progress``; its ``tasks``), the task ids
+(``train_progress_bar_id``, ``val_sanity_progress_bar_id``, ``val_progress_bar_id``, ``test_progress_bar_id``,
+``predict_progress_bar_id``), ``configure_columns(trainer)``, ``get_metrics`` (called at each training batch's end,
+validation's end and the training epoch's end), ``refresh`` and the ``theme``. A batch only moves a counter: the
+``Progress`` redraws from its own thread at most ``refresh_rate`` times a second (at once in an interactive session).
+``rich`` is imported when a bar starts (``trainer/callbacks/rich_columns.py``), so configuring the callback costs
+nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
 from typing import TYPE_CHECKING, Any
 
-from trainer.callbacks.progress import ProgressBar
+from trainer.callbacks.bar_metrics import bar_metrics
+from trainer.callbacks.lightning_bar import LightningBar
 from trainer.callbacks.rich_support import RichProgressBarTheme, require_rich
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Task, TaskID
+
+    from trainer.callbacks.rich_columns import CustomProgress, MetricsTextColumn
     from trainer.module import Module
     from trainer.trainer import Trainer
     from trainer.utilities.types import STEP_OUTPUT
 
-
-@dataclass
-class _Task:
-    """What code reads of Lightning's ``rich`` task for the training bar (``train_progress_bar``): the epoch's total
-    as set when it started, the batches done, the description."""
-
-    description: str
-    total: int | float
-    completed: int = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.completed >= self.total
+def _interactive() -> bool:
+    """A Python prompt (``python -i``, a REPL): redraw at each update, as no thread may get the terminal."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
 
-class RichProgressBar(ProgressBar):
-    """Lightning's constructor: ``refresh_rate`` 0 turns the bar off; ``leave`` keeps each epoch's line."""
+class RichProgressBar(LightningBar):
+    """Bars drawn with ``rich`` (``pip install 'relaytrain[rich]'``).
 
-    def __init__(
-        self, refresh_rate: int = 1, leave: bool = False, theme: RichProgressBarTheme | None = None,
-        console_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        if isinstance(refresh_rate, bool) or not isinstance(refresh_rate, int) or refresh_rate < 0:
-            raise ValueError(f"RichProgressBar(refresh_rate={refresh_rate!r}) must be an int >= 0 (0: off).")
-        super().__init__(refresh_rate=0.2 if refresh_rate else 0)
-        self.leave = leave
-        self.theme = theme or RichProgressBarTheme()
+    Args:
+        refresh_rate: redraws per second at most; 0 turns the bar off.
+        leave: keep each finished epoch's bar on screen (a new bar per epoch).
+        theme: the styles of the parts (``RichProgressBarTheme``), and the metrics' number format.
+        console_kwargs: arguments of the ``rich.console.Console`` the bars draw on (default: standard output).
+    """
+
+    def __init__(self, refresh_rate: int = 100, leave: bool = False, theme: RichProgressBarTheme | None = None,
+                 console_kwargs: dict[str, Any] | None = None) -> None:
+        require_rich("RichProgressBar")
+        super().__init__(refresh_rate, leave)
+        self.theme = theme if theme is not None else RichProgressBarTheme()
         self._console_kwargs = dict(console_kwargs or {})
-        self._console: Any = None
-        self._train_task: _Task | None = None
+        self._console: Console | None = None
+        self.progress: CustomProgress | None = None
+        self._metric_component: MetricsTextColumn | None = None
+        self._progress_stopped = False
+        self.train_progress_bar_id: TaskID | None = None
+        self.val_sanity_progress_bar_id: TaskID | None = None
+        self.val_progress_bar_id: TaskID | None = None
+        self.test_progress_bar_id: TaskID | None = None
+        self.predict_progress_bar_id: TaskID | None = None
+
+    # --- the tasks ------------------------------------------------------------------------------------
+    def _task(self, bar_id: TaskID | None, name: str) -> Task:
+        if self.progress is None or bar_id is None:
+            raise AttributeError(f"RichProgressBar.{name} exists once its bar has started.")
+        return self.progress.tasks[bar_id]
 
     @property
-    def train_progress_bar(self) -> _Task:
-        """The training epoch's task (Lightning's): ``total`` as the epoch started, ``completed`` batches."""
-        if self._train_task is None:
-            raise AttributeError("RichProgressBar.train_progress_bar exists once a training epoch has started.")
-        return self._train_task
+    def train_progress_bar(self) -> Task:
+        return self._task(self.train_progress_bar_id, "train_progress_bar")
+
+    @property
+    def val_sanity_check_bar(self) -> Task:
+        return self._task(self.val_sanity_progress_bar_id, "val_sanity_check_bar")
+
+    @property
+    def val_progress_bar(self) -> Task:
+        return self._task(self.val_progress_bar_id, "val_progress_bar")
+
+    @property
+    def test_progress_bar(self) -> Task:
+        return self._task(self.test_progress_bar_id, "test_progress_bar")
+
+    def _reset_progress_bar_ids(self) -> None:
+        self.train_progress_bar_id = self.val_sanity_progress_bar_id = self.val_progress_bar_id = None
+        self.test_progress_bar_id = self.predict_progress_bar_id = None
+
+    def configure_columns(self, trainer: Trainer) -> list:
+        """The display's columns before the metrics; override to rearrange them."""
+        from rich.progress import TextColumn
+
+        from trainer.callbacks import rich_columns as columns  # local import: rich only once a bar starts
+
+        return [
+            TextColumn("[progress.description]{task.description}"),
+            columns.CustomBarColumn(complete_style=self.theme.progress_bar,
+                                    finished_style=self.theme.progress_bar_finished,
+                                    pulse_style=self.theme.progress_bar_pulse),
+            columns.BatchesProcessedColumn(style=self.theme.batch_progress),
+            columns.CustomTimeColumn(style=self.theme.time),
+            columns.ProcessingSpeedColumn(style=self.theme.processing_speed),
+        ]
+
+    def _init_progress(self, trainer: Trainer) -> None:
+        """Start the display, once per run of stages (again after ``leave`` closed an epoch's bar)."""
+        if not self.is_enabled or (self.progress is not None and not self._progress_stopped):
+            return
+        import rich
+
+        from trainer.callbacks import rich_columns as columns  # local import: rich only once a bar starts
+
+        self._reset_progress_bar_ids()
+        rich.reconfigure(**self._console_kwargs)
+        self._console = rich.get_console()
+        if getattr(self._console, "_live_stack", None) or getattr(self._console, "_live", None):
+            self._console.clear_live()  # a display left by an earlier run that did not stop
+        self._metric_component = columns.MetricsTextColumn(trainer, self.theme.metrics,
+                                                           self.theme.metrics_text_delimiter, self.theme.metrics_format)
+        self.progress = columns.CustomProgress(*self.configure_columns(trainer), self._metric_component,
+                                               auto_refresh=True, refresh_per_second=self.refresh_rate,
+                                               disable=self.is_disabled, console=self._console)
+        self.progress.start()
+        self._progress_stopped = False
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None and not self._progress_stopped:  # once: teardown follows on_exception
+            self.progress.stop()
+            self._progress_stopped = True  # the next stage starts a new display
+
+    def refresh(self, hard: bool = False) -> None:
+        """Redraw now (``hard``, or at a Python prompt), else at the display thread's next tick."""
+        if self.progress:
+            if hard or _interactive():
+                self.progress.refresh()
+            else:
+                self.progress.soft_refresh()
+
+    def _add_task(self, total: int | float, description: str, visible: bool = True) -> TaskID:
+        assert self.progress is not None
+        styled = f"[{self.theme.description}]{description}" if self.theme.description else description
+        return self.progress.add_task(styled, total=total, visible=visible)
+
+    def _hide(self, bar_id: TaskID | None) -> None:
+        if self.progress is not None and bar_id is not None:
+            self.progress.update(bar_id, advance=0, visible=False)
+
+    def _update(self, bar_id: TaskID | None, current: int, visible: bool = True, hard: bool = False) -> None:
+        if self.progress is not None and self.is_enabled and bar_id is not None:
+            self.progress.update(bar_id, completed=current, visible=visible)
+            self.refresh(hard=hard)
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """``Epoch 3/9`` (the last epoch's number), padded to the validation bar's width so lines do not jump."""
+        description = f"Epoch {current_epoch}"
+        if self.trainer.max_epochs is not None:
+            description += f"/{self.trainer.max_epochs - 1}"
+        return f"{description:{len(self.validation_description)}}"
+
+    def _initialize_train_progress_bar_id(self) -> None:
+        self.train_progress_bar_id = self._add_task(self.total_train_batches,
+                                                    self._get_train_description(self.trainer.current_epoch))
+
+    # --- what is shown --------------------------------------------------------------------------------
+    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> dict[str, Any]:
+        """The logger's version (``v_num``) and the ``prog_bar=True`` metrics, tensors as Python numbers."""
+        import torch
+        from lightning_utilities.core.apply_func import apply_to_collection
+
+        return apply_to_collection(bar_metrics(trainer), torch.Tensor, lambda t: t.item())
+
+    def _update_metrics(self, trainer: Trainer, pl_module: Module) -> None:
+        if self.is_enabled and self._metric_component is not None:
+            self._metric_component.update(self.get_metrics(trainer, pl_module))
+
+    def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
+        """Print above the bars (through the display's console), or plainly when no display runs."""
+        if self.progress is not None and not self._progress_stopped:
+            self.progress.console.print(sep.join(map(str, args)), **kwargs)
+        else:
+            print(*args, sep=sep, **kwargs)
+
+    # --- hooks ----------------------------------------------------------------------------------------
+    def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        self._stop_progress()
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        self._stop_progress()
+
+    def on_sanity_check_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._init_progress(trainer)
+
+    def on_sanity_check_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self._hide(self.val_sanity_progress_bar_id)
+        self.refresh()
+
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._init_progress(trainer)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:
-        super().on_train_epoch_start(trainer, pl_module)
-        self._train_task = _Task(f"Epoch {trainer.current_epoch}", self.total_train_batches)
+        if self.is_disabled:
+            return
+        if self.train_progress_bar_id is not None and self._leave:
+            self._stop_progress()  # the finished epoch's bar stays; a new display for this one
+            self._init_progress(trainer)
+        if self.progress is not None:
+            description = self._get_train_description(trainer.current_epoch)
+            if self.train_progress_bar_id is None:
+                self.train_progress_bar_id = self._add_task(self.total_train_batches, description)
+            else:
+                self.progress.reset(self.train_progress_bar_id, total=self.total_train_batches,
+                                    description=description, visible=True)
+        self.refresh()
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
                            batch_idx: int) -> None:
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        if self._train_task is not None:
-            self._train_task.completed = batch_idx + 1
+        if self.is_enabled and self.train_progress_bar_id is None and self.progress is not None:
+            self._initialize_train_progress_bar_id()  # resumed mid-epoch: no epoch start was seen
+        self._update(self.train_progress_bar_id, batch_idx + 1)
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
 
-    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        require_rich("RichProgressBar")
-        super().setup(trainer, pl_module, stage)
-        from rich.console import Console
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
 
-        self._console = Console(file=self.stream, **self._console_kwargs)
+    def on_validation_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._init_progress(trainer)
 
-    def _draw_line(self, line: str, final: bool) -> None:
-        from rich.text import Text
+    def _eval_batch_start(self, attribute: str, total: int | float, description: str, dataloader_idx: int,
+                          visible: bool = True) -> None:
+        """A new task for each loader of an evaluation, the previous one hidden."""
+        if self.is_disabled or not self.has_dataloader_changed(dataloader_idx):
+            return
+        self._hide(getattr(self, attribute))
+        setattr(self, attribute, self._add_task(total, description, visible=visible))
+        self.refresh()
 
-        head, sep, rest = line.partition(": ")
-        text = Text(head + sep, style=self.theme.description)
-        counters, bracket, metrics = rest.partition("] ")
-        text.append(counters + bracket, style=self.theme.batch_progress)
-        text.append(metrics, style=self.theme.metrics)
-        if self._tty and not final:
-            self._console.print(text, end="\r", no_wrap=True, overflow="ellipsis")
-            self._line_len = len(line)
-        else:
-            if self._tty and not self.leave and self._line_len:
-                self._console.print(" " * self._line_len, end="\r")
-            self._console.print(text, no_wrap=True, overflow="ellipsis")
-            self._line_len = 0
-            self._logged_any = True
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                                  dataloader_idx: int = 0) -> None:
+        attribute, description = (("val_sanity_progress_bar_id", self.sanity_check_description)
+                                  if trainer.sanity_checking else ("val_progress_bar_id", self.validation_description))
+        self._eval_batch_start(attribute, self.total_val_batches_current_dataloader, description, dataloader_idx,
+                               visible=False)
+
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        if self.is_enabled:
+            bar_id = self.val_sanity_progress_bar_id if trainer.sanity_checking else self.val_progress_bar_id
+            self._update(bar_id, batch_idx + 1)
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: Module) -> None:
+        if self.is_enabled and self.val_progress_bar_id is not None and trainer.state.fn == "fit":
+            self._hide(self.val_progress_bar_id)
+            self.refresh()
+
+    def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None:
+        if trainer.state.fn == "fit":
+            self._update_metrics(trainer, pl_module)
+        self.reset_dataloader_idx_tracker()
+
+    def on_test_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._init_progress(trainer)
+
+    def on_test_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                            dataloader_idx: int = 0) -> None:
+        self._eval_batch_start("test_progress_bar_id", self.total_test_batches_current_dataloader,
+                               self.test_description, dataloader_idx)
+
+    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+                          batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._update(self.test_progress_bar_id, batch_idx + 1)
+
+    def on_test_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self.reset_dataloader_idx_tracker()
+
+    def on_predict_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self._init_progress(trainer)
+
+    def on_predict_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+                               dataloader_idx: int = 0) -> None:
+        self._eval_batch_start("predict_progress_bar_id", self.total_predict_batches_current_dataloader,
+                               self.predict_description, dataloader_idx)
+
+    def on_predict_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int,
+                             dataloader_idx: int = 0) -> None:
+        self._update(self.predict_progress_bar_id, batch_idx + 1)
+
+    def on_predict_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self.reset_dataloader_idx_tracker()
 
     def __getstate__(self) -> dict[str, object]:
-        state = super().__getstate__()
-        state["_console"] = None
+        # the display and the console hold locks and threads: not picklable
+        state = dict(self.__dict__)
+        state.update(progress=None, _console=None, _metric_component=None, _trainer=None)
         return state

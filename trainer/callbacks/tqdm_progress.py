@@ -9,13 +9,12 @@ last one, and ``print`` goes through ``tqdm.write``. ``tqdm`` is needed only whe
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from trainer.callbacks.progress import ProgressBar
-from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.callbacks.bar_metrics import bar_metrics, convert_inf
+from trainer.callbacks.lightning_bar import LightningBar
 
 if TYPE_CHECKING:
     from trainer.callbacks.progress import _BarMetrics
@@ -62,13 +61,6 @@ else:  # pragma: no cover
     Tqdm = None  # type: ignore[assignment,misc]
 
 
-def convert_inf(x: int | float | None) -> int | float | None:
-    """None for an infinite (or NaN) count: a tqdm total takes None for "unknown"."""
-    if x is None or math.isinf(x) or math.isnan(x):
-        return None
-    return x
-
-
 def _update_n(bar: _tqdm, value: int) -> None:
     """Set a bar's count and redraw it, unless the bar is disabled."""
     if not bar.disable:
@@ -81,21 +73,7 @@ def _tqdm_class() -> type[Tqdm]:
     return globals()["Tqdm"]
 
 
-def standard_metrics(trainer: Trainer) -> dict[str, int | str]:
-    """``{"v_num": version}`` (a string version's last four characters) with a logger that has a version."""
-    loggers = list(getattr(trainer, "loggers", None) or [])
-    if not loggers:
-        return {}
-    if len(loggers) == 1:
-        version = loggers[0].version
-    else:
-        version = "_".join(dict.fromkeys(str(lg.version) for lg in loggers))
-    if version in ("", None):
-        return {}
-    return {"v_num": version[-4:] if isinstance(version, str) else version}
-
-
-class TQDMProgressBar(ProgressBar):
+class TQDMProgressBar(LightningBar):
     """Up to four ``tqdm`` bars: sanity check, training (paused during validation), validation, test / predict.
 
     Args:
@@ -109,17 +87,9 @@ class TQDMProgressBar(ProgressBar):
 
     def __init__(self, refresh_rate: int = 1, process_position: int = 0, leave: bool = False) -> None:
         _require_tqdm()
-        if isinstance(refresh_rate, bool) or not isinstance(refresh_rate, int) or refresh_rate < 0:
-            raise ValueError(f"TQDMProgressBar(refresh_rate={refresh_rate!r}) must be an int >= 0 (0: off).")
-        # Relay's ProgressBar state that the shared helpers read (totals, dataloader tracking, the trainer)
-        self._stream = None
-        self._trainer = None
-        self._current_eval_dataloader_idx = None
-        self._rank_zero = True
+        super().__init__(refresh_rate, leave)
         self._refresh_rate = self._resolve_refresh_rate(refresh_rate)
         self._process_position = process_position
-        self._enabled = True
-        self._leave = leave
         self._train_progress_bar: _tqdm | None = None
         self._val_progress_bar: _tqdm | None = None
         self._test_progress_bar: _tqdm | None = None
@@ -179,31 +149,8 @@ class TQDMProgressBar(ProgressBar):
         self._predict_progress_bar = bar
 
     @property
-    def refresh_rate(self) -> int:
-        return self._refresh_rate
-
-    @property
     def process_position(self) -> int:
         return self._process_position
-
-    @property
-    def leave(self) -> bool:
-        return self._leave
-
-    # --- on / off ---------------------------------------------------------------------------------------
-    @property
-    def is_enabled(self) -> bool:
-        return self._enabled and self.refresh_rate > 0
-
-    @property
-    def is_disabled(self) -> bool:
-        return not self.is_enabled
-
-    def disable(self) -> None:
-        self._enabled = False
-
-    def enable(self) -> None:
-        self._enabled = True
 
     # --- building the bars (override to customise) ------------------------------------------------------
     def _new(self, desc: str, position: int, leave: bool, **extra: object) -> Tqdm:
@@ -229,16 +176,7 @@ class TQDMProgressBar(ProgressBar):
     # --- what is shown ----------------------------------------------------------------------------------
     def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> _BarMetrics:
         """The logger's version (``v_num``) and the metrics logged with ``prog_bar=True``."""
-        standard = standard_metrics(trainer)
-        logged = trainer.progress_bar_metrics
-        duplicates = list(standard.keys() & logged.keys())
-        if duplicates:
-            rank_zero_warn(
-                f"The progress bar already tracks a metric with the name(s) '{', '.join(duplicates)}' and"
-                f" `self.log('{duplicates[0]}', ..., prog_bar=True)` will overwrite this value. "
-                " If this is undesired, change the name or override `get_metrics()` in the progress bar callback."
-            )
-        return {**standard, **logged}
+        return bar_metrics(trainer)
 
     def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
         """Print above the active bar (``tqdm.write``), so the bar is not broken."""
@@ -258,11 +196,6 @@ class TQDMProgressBar(ProgressBar):
         bar.set_description(description)
 
     # --- hooks ------------------------------------------------------------------------------------------
-    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
-        self._trainer = trainer
-        if not trainer.is_global_zero:
-            self.disable()
-
     def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         pass
 

@@ -89,9 +89,15 @@ _EXTRAS = {
 NAMES.update({f"{_P}.{module}:{n}": f"{_IMPL}.utils_extras:{n}" for module, names in _EXTRAS.items() for n in names})
 NAMES.update({f"{_P}.profilers.pytorch:ScheduleWrapper": f"{_IMPL}.utils_refused:ScheduleWrapper",
               f"{_P}.cli:_InstantiatorFn": f"{_IMPL}.utils_refused:_InstantiatorFn"})
-NAMES.update({f"{_P}.callbacks.progress.rich_progress:{n}": f"{_IMPL}.utils_rich:{n}"
+NAMES.update({f"{_P}.callbacks.progress.rich_progress:{n}": f"trainer.callbacks.rich_columns:{n}"
               for n in ("CustomBarColumn", "CustomInfiniteTask", "_RefreshThread", "CustomProgress", "CustomTimeColumn",
                         "BatchesProcessedColumn", "ProcessingSpeedColumn", "MetricsTextColumn")})
+# the rich names Lightning's module imports (tests patch ``rich_progress.Progress.update`` through it)
+NAMES.update({f"{_P}.callbacks.progress.rich_progress:{n}": f"{module}:{n}"
+              for module, names in (("rich", ("get_console", "reconfigure")), ("rich.console", ("Console", "RenderableType")),
+                                    ("rich.progress", ("BarColumn", "Progress", "ProgressColumn", "Task", "TaskID",
+                                                       "TextColumn")),
+                                    ("rich.style", ("Style",)), ("rich.text", ("Text",))) for n in names})
 NAMES.update({f"{_P}._graveyard.{module}:{name}": f"{_IMPL}.utils_refused:_{module}{name}"
               for module, name in (("hpu", "_patch_classes"), ("hpu", "_patch_sys_modules"), ("tpu", "_patch_classes"),
                                    ("tpu", "_patch_sys_modules"), ("precision", "_patch_classes"),

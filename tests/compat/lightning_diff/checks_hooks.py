@@ -169,17 +169,53 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer.fit(Base())
         return [call[0] for call in callback.method_calls]
 
-    def rich_train_task() -> list:
-        """``RichProgressBar().train_progress_bar``: the epoch's total as it started, the batches completed."""
+    def rich_bars() -> dict:
+        """``RichProgressBar``'s tasks (description, total, completed, visible) after fit / validate / test /
+        predict, its task ids, the metrics text of the training task, and when ``get_metrics`` is called."""
+        import io
+
         if fw.name == "lightning":
             from lightning.pytorch.callbacks import RichProgressBar
+            from lightning.pytorch.callbacks.progress.rich_progress import RichProgressBarTheme
         else:
             from trainer.callbacks import RichProgressBar
-        bar = RichProgressBar()
-        trainer = fw.Trainer(max_steps=3, limit_val_batches=0, callbacks=[bar],
+            from trainer.callbacks.rich_support import RichProgressBarTheme
+
+        class Recording(RichProgressBar):
+            calls: list = []  # noqa: RUF012 - one bar per program
+
+            def get_metrics(self, trainer, pl_module):
+                items = super().get_metrics(trainer, pl_module)
+                self.calls.append([trainer.state.stage, trainer.current_epoch, trainer.global_step, sorted(items)])
+                return items
+
+        class Logged(Base):
+            def training_step(self, batch, batch_idx):
+                loss = super().training_step(batch, batch_idx)
+                self.log("train_loss", loss, prog_bar=True)
+                self.log("seen", float(self.global_step), prog_bar=True, on_step=False, on_epoch=True)
+                return loss
+
+        bar = Recording(theme=RichProgressBarTheme(metrics_format=".2e"), console_kwargs={"file": io.StringIO()})
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=5, limit_val_batches=2, val_check_interval=2,
+                             num_sanity_val_steps=1, limit_test_batches=2, limit_predict_batches=3, callbacks=[bar],
                              **quiet(enable_progress_bar=True))
-        trainer.fit(Base())
-        return [bar.train_progress_bar.total, bar.train_progress_bar.completed]
+        model = Logged()
+
+        def tasks() -> list:
+            return [[str(t.description), t.total, t.completed, t.visible] for t in bar.progress.tasks]
+
+        trainer.fit(model)
+        metrics_text = str(bar.progress.columns[-1]._renderable_cache[bar.train_progress_bar_id][1])
+        out = {"fit": tasks(), "ids": [bar.train_progress_bar_id, bar.val_sanity_progress_bar_id,
+                                       bar.val_progress_bar_id], "train": [bar.train_progress_bar.total,
+                                                                          bar.train_progress_bar.completed],
+               "metrics_text": metrics_text.split("train_loss: ")[1].count("e"), "calls": list(bar.calls)}
+        for stage in ("validate", "test", "predict"):
+            getattr(trainer, stage)(model)
+            out[stage] = tasks()
+        out["calls_after"] = bar.calls[len(out["calls"]):]
+        return out
 
     return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback,
-            "rich_train_task": rich_train_task}
+            "rich_bars": rich_bars}

@@ -237,8 +237,8 @@ def test_a_mock_callback_records_every_hook(observed):
     assert relay == lightning
 
 
-def test_rich_bar_train_task_total_and_completed(observed):
-    lightning, relay = _pair(observed, "rich_train_task")
+def test_rich_bars_tasks_ids_metrics_and_get_metrics_calls(observed):
+    lightning, relay = _pair(observed, "rich_bars")
     assert "exception" not in lightning, lightning
     assert relay == lightning
 

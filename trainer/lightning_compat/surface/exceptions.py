@@ -40,8 +40,6 @@ NOT_ALIGNED = (
     "lightning.pytorch.callbacks.lambda_function:LambdaCallback",
     "lightning.pytorch.callbacks.model_summary:ModelSummary.summarize",
     "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar",
-    "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.configure_columns",
-    "lightning.pytorch.callbacks.progress.rich_progress:RichProgressBar.refresh",
     "lightning.pytorch.callbacks.rich_model_summary:RichModelSummary.summarize",
     "lightning.pytorch.cli:LightningArgumentParser",
     "lightning.pytorch.cli:LightningArgumentParser.add_lr_scheduler_args",

@@ -1,13 +1,9 @@
-"""Lightning's rich progress-bar pieces (``lightning.pytorch.callbacks.progress.rich_progress``): the columns a
-``RichProgressBar.configure_columns`` override puts in its ``rich.progress.Progress``, a task of unknown length, and
-the progress display that refreshes from its own thread only when asked (``soft_refresh``).
+"""The pieces of ``RichProgressBar``'s display (Lightning's ``lightning.pytorch.callbacks.progress.rich_progress``
+names): its columns, which a ``configure_columns`` override rearranges, a task of unknown length (an
+``IterableDataset``), and the ``Progress`` whose own thread redraws only when asked (``soft_refresh``), so a batch
+costs one counter update, not a redraw.
 
-Rule of these ``utils_*`` files: a Lightning helper with defined behaviour is implemented here with Lightning's
-signature and observable behaviour (learned from Lightning's source and tests, not copied), reusing Relay's own
-pieces; a Lightning engine class Relay has a counterpart of is served as that counterpart; an engine internal with no
-counterpart imports everywhere and raises, when used, an error naming what Relay does instead.
-
-As in Lightning, these exist only with ``rich`` installed (importing this module needs it).
+Importing this module needs ``rich``; ``trainer.callbacks.rich_progress`` imports it when a bar starts.
 """
 
 from __future__ import annotations
