@@ -6,12 +6,14 @@ What Lightning users read and override is here: ``progress`` (the ``Progress``; 
 validation's end and the training epoch's end), ``refresh`` and the ``theme``. A batch only moves a counter: the
 ``Progress`` redraws from its own thread at most ``refresh_rate`` times a second (at once in an interactive session).
 ``rich`` is imported when a bar starts (``trainer/callbacks/rich_columns.py``), so configuring the callback costs
-nothing.
+nothing. Its tasks time themselves with ``time.perf_counter``: code that patches ``time.monotonic`` to drive a
+schedule (time-based validation) sees no calls from the bar, wherever ``rich`` was first imported.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.bar_metrics import bar_metrics
@@ -117,7 +119,8 @@ class RichProgressBar(LightningBar):
                                                            self.theme.metrics_text_delimiter, self.theme.metrics_format)
         self.progress = columns.CustomProgress(*self.configure_columns(trainer), self._metric_component,
                                                auto_refresh=True, refresh_per_second=self.refresh_rate,
-                                               disable=self.is_disabled, console=self._console)
+                                               disable=self.is_disabled, console=self._console,
+                                               get_time=time.perf_counter)  # a clock of its own (see below)
         self.progress.start()
         self._progress_stopped = False
 

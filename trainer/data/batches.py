@@ -29,11 +29,25 @@ def _transfer_hook(trainer: Trainer, name: str) -> Callable[..., object] | None:
     return getattr(datamodule, name)
 
 
+def _refusing_logs(trainer: Trainer, name: str, hook: Callable[..., object] | None) -> Callable[..., object] | None:
+    """The hook run with ``self.log`` refused (Lightning's error), or None when nothing overrides it."""
+    if hook is None:
+        return None
+    run = trainer.stage_run
+
+    def refusing(*args: object) -> object:
+        with run.logging_off(name):
+            return hook(*args)
+
+    return refusing
+
+
 class BatchMover:
     """``on_before_batch_transfer``, ``transfer_batch_to_device`` (else the strategy's), ``on_after_batch_transfer``."""
 
     def __init__(self, trainer: Trainer) -> None:
-        self.before, self.transfer, self.after = (_transfer_hook(trainer, name) for name in TRANSFER_HOOKS)
+        self.before, self.transfer, self.after = (_refusing_logs(trainer, name, _transfer_hook(trainer, name))
+                                                  for name in TRANSFER_HOOKS)
         self.strategy = strategy = trainer.strategy
         # nothing to run and a list/tuple of CPU tensors would come back unchanged: the loop checks the
         # tensors itself and skips the call (per-step overhead, benchmarks/overhead.py)

@@ -87,7 +87,8 @@ def run_evaluation(
     outer = no_grad_context(trainer, fitting)  # around the hooks too (on_validation_start sees it), as Lightning
     outer.__enter__()
     try:  # whatever raises from here on (a hook included), the grad mode and the modules' modes are given back
-        getattr(module, f"on_{prefix}_model_eval")()
+        with trainer.stage_run.logging_off(f"on_{prefix}_model_eval"):
+            getattr(module, f"on_{prefix}_model_eval")()
         hooks.call(f"on_{prefix}_start")
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
@@ -115,7 +116,7 @@ def run_evaluation(
     finally:
         try:
             if hooks.has(f"on_{prefix}_model_train"):
-                hooks.call(f"on_{prefix}_model_train")
+                hooks.call(f"on_{prefix}_model_train")  # refuses self.log (NOT_LOGGING)
             else:
                 restore_modes(module, modes)
         finally:  # a hook that raised here too still leaves the grad mode and the stage as they were

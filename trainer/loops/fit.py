@@ -722,7 +722,8 @@ class FitLoop(_Loop):
                 run_evaluation(t, "validate", self.val, [min(limit, lim) for lim in self.val_limits], sanity=True)
             return
         if not self._accumulating():  # free the gradients (a hook, as in Lightning)
-            t.lightning_module.on_validation_model_zero_grad()
+            with t.stage_run.logging_off("on_validation_model_zero_grad"):  # Lightning refuses self.log here
+                t.lightning_module.on_validation_model_zero_grad()
         self._ensure_val()
         if not self.has_val:
             return

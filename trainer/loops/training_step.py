@@ -315,7 +315,8 @@ def step_schedulers(trainer: Trainer, configs: list[LRSchedulerConfig], counter:
             metric = metrics[config.monitor]
         counts = trainer.fit_loop.epoch_loop.scheduler_progress
         counts.increment_ready()
-        module.lr_scheduler_step(config.scheduler, metric)
+        with trainer.stage_run.logging_off("lr_scheduler_step"):  # Lightning refuses self.log here
+            module.lr_scheduler_step(config.scheduler, metric)
         counts.increment_completed()
 
 

@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
+# hooks in which ``self.log`` fails with Lightning's "You can't" error: nothing is being recorded then (before a loop
+# runs, after its results were reduced, around checkpoints and the model's mode changes)
+NOT_LOGGING = frozenset({
+    "setup", "teardown", "prepare_data", "configure_callbacks", "configure_model", "configure_optimizers",
+    "on_fit_start", "on_fit_end", "on_train_end", "on_validation_end", "on_test_end", "on_sanity_check_start",
+    "on_sanity_check_end", "on_validation_model_zero_grad", "on_validation_model_eval", "on_validation_model_train",
+    "on_test_model_eval", "on_test_model_train", "lr_scheduler_step", "on_save_checkpoint", "on_load_checkpoint",
+    "on_exception",
+})
+
+
 def _implements(name: str, callback: Callback) -> bool:
     """Whether a callback does something in hook ``name``; hooks nothing overrides are skipped (the per-step fast
     path). A mock (``Mock(spec=Callback)``) stands for every implementation: it records each call, as Lightning's
@@ -48,8 +59,18 @@ class Hooks:
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
                 mod = profiler.wrap(profile_name(self._module, name), mod) if mod else None
             mod = _with_strategy_hook(mod, getattr(self._trainer, "strategy", None), name, profiler)
+            if name in NOT_LOGGING:
+                cbs = [self._logging_off(name, fn) for fn in cbs]
+                mod = self._logging_off(name, mod) if mod is not None else None
             entry = self._cache[name] = (cbs, mod)
         return entry
+
+    def _logging_off(self, name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def without_logging(*args: object, **kwargs: object) -> object:
+            with self._trainer.stage_run.logging_off(name):
+                return fn(*args, **kwargs)
+
+        return without_logging
 
     def caller(self, name: str) -> Callable[..., object] | None:
         """A function running the hook's implementations, or None when nothing overrides it (per-step fast path)."""

@@ -9,6 +9,7 @@ Trainer afterwards, so ``trainer.callback_metrics`` and ``trainer.logged_metrics
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from trainer.metrics.results import Results, as_tensor, to_float
 from trainer.seed import global_seed
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from trainer.checkpointing.preemption import PreemptionHandler
     from trainer.checkpointing.resume import Resume
@@ -46,6 +47,7 @@ class StageRun:
     # "/dataloader_idx_N" suffix while evaluating several loaders, and the batch its size is inferred from
     results: dict[str, Results] = field(default_factory=_stage_results)
     active_results: Results | None = None
+    log_refused_in: str | None = None  # the hook running that may not log, for the error's words
     on_step: bool = False
     log_suffix: str = ""
     batch_for_size: object = None
@@ -61,6 +63,17 @@ class StageRun:
     reload_eval_loaders: bool = False  # a hook (the batch size finder) asked for the evaluation loaders again
     warned_none_loss: bool = False
     finite_checked: tuple[tuple[int, int], bool] | None = None  # ((module id, step), finite): a save checks once
+
+    @contextmanager
+    def logging_off(self, hook: str) -> Iterator[None]:
+        """Around a hook ``self.log`` may not be called in (Lightning's table: ``trainer/stage/hooks.py``): no
+        results are active, so a call fails with the "You can't" error naming the hook."""
+        saved, self.active_results = self.active_results, None
+        saved_hook, self.log_refused_in = self.log_refused_in, hook
+        try:
+            yield
+        finally:
+            self.active_results, self.log_refused_in = saved, saved_hook
 
     @property
     def given(self) -> dict[str, Any]:

@@ -139,4 +139,60 @@ def checks(fw: SimpleNamespace) -> dict:
         return {"records": [[step, metrics] for step, metrics in logger.records],
                 "logged_metrics": _values(trainer.logged_metrics)}
 
-    return {"logging": logging, "max_steps_mid_epoch": max_steps_mid_epoch, "log_every_n_steps": log_every_n_steps}
+    def hooks_that_refuse_logging() -> dict:
+        """``self.log`` in each hook: logged, or refused with which error (Lightning's "You can't" table)."""
+        seen: dict = {}
+
+        def attempt(module, hook):
+            try:
+                module.log(hook, 1.0)
+                seen[hook] = "logged"
+            except Exception as err:  # noqa: BLE001 - the error is the observation
+                seen[hook] = str(err)[:40]  # the words (the error's class is each framework's own)
+
+        hooks = ["on_fit_start", "on_train_start", "on_train_end", "on_validation_end", "on_validation_model_eval",
+                 "on_validation_model_train", "on_validation_model_zero_grad", "on_before_batch_transfer",
+                 "on_after_batch_transfer", "on_save_checkpoint", "on_test_end", "on_predict_start"]
+
+        def wrap(hook):
+            def method(self, *args, **kwargs):
+                result = getattr(super(Refusing, self), hook)(*args, **kwargs)
+                attempt(self, hook)
+                return result
+            return method
+
+        class Base(fw.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layer = torch.nn.Linear(4, 1)
+
+            def training_step(self, batch, batch_idx):
+                return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+            def validation_step(self, batch, batch_idx):
+                pass
+
+            test_step = validation_step
+
+            def predict_step(self, batch, batch_idx):
+                return self.layer(batch[0])
+
+            def lr_scheduler_step(self, scheduler, metric):
+                scheduler.step()
+                attempt(self, "lr_scheduler_step")
+
+            def configure_optimizers(self):
+                optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+                return [optimizer], [torch.optim.lr_scheduler.StepLR(optimizer, 1)]
+
+        Refusing = type("Refusing", (Base,), {hook: wrap(hook) for hook in hooks})
+        model = Refusing()
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=1, limit_test_batches=1,
+                             limit_predict_batches=1, num_sanity_val_steps=0, **quiet(enable_checkpointing=True))
+        trainer.fit(model, loader(), loader())
+        trainer.test(model, loader())
+        trainer.predict(model, loader())
+        return seen
+
+    return {"logging": logging, "max_steps_mid_epoch": max_steps_mid_epoch, "log_every_n_steps": log_every_n_steps,
+            "hooks_that_refuse_logging": hooks_that_refuse_logging}

@@ -261,3 +261,11 @@ def test_strategy_hooks_a_subclass_overrides(observed):
     lightning, relay = _pair(observed, "strategy_hooks")
     assert lightning[:2] == ["module.on_train_start", "strategy.on_train_start"], lightning
     assert relay == lightning
+
+
+def test_hooks_that_refuse_self_log(observed):
+    """``self.log`` is refused where Lightning refuses it (``on_fit_start``, ``on_validation_end``, the model-mode and
+    transfer hooks, ``lr_scheduler_step``, ``on_save_checkpoint``, predict), with Lightning's words."""
+    lightning, relay = _pair(observed, "hooks_that_refuse_logging")
+    assert lightning["on_train_start"] == "logged" and lightning["on_fit_start"].startswith("You can't"), lightning
+    assert relay == lightning
