@@ -77,6 +77,7 @@ def train(argv: list[str]) -> None:
     fit_metrics = dict(trainer.callback_metrics)  # each Trainer call starts its own metrics (as in Lightning)
     predictions = trainer.predict(model, DataLoader(data(16), batch_size=args.batch_size))
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
+    trainer.save_checkpoint(os.path.join(args.out, "saved_after.ckpt"))  # by the launching process, after the fit
     print(json.dumps({
         "pid": os.getpid(),
         "strategy": args.strategy,

@@ -70,8 +70,10 @@ def test_spawned_fit_hands_weights_counters_and_checkpoint_paths_back(spawned, s
     assert seen["predicted_rows"] == 8  # rank 0's half of the 16 rows, as Lightning returns it
     final = torch.load(out / strategy / "final.pt", weights_only=True)
     last = torch.load(seen["last_model_path"], weights_only=True)["state_dict"]
-    for name in final:  # the launching process holds exactly the weights the workers trained
+    saved_after = torch.load(out / strategy / "saved_after.ckpt", weights_only=True)["state_dict"]
+    for name in final:  # the launching process holds exactly the weights the workers trained, and saves them
         torch.testing.assert_close(final[name], last[name])
+        torch.testing.assert_close(final[name], saved_after[name])
     reference = torch.load(out / "single" / "final.pt", weights_only=True)
     for name in final:  # averaged gradients of 2 x batch 4 == one process with batch 8
         torch.testing.assert_close(final[name], reference[name], rtol=1e-5, atol=1e-6)

@@ -55,5 +55,10 @@ def collect_checkpoint(trainer: Trainer, weights_only: bool = False) -> dict[str
         train = getattr(trainer.fit_loop, "train", None)  # a stateful training loader's position, every rank's
         if (loaders := collect_loader_states(getattr(train, "loader", None), strategy, trainer.world_size)) is not None:
             checkpoint[LOADER_STATES_KEY] = loaders
-        trainer.stage_run.hooks.call("on_save_checkpoint", checkpoint)
+        hooks = trainer.stage_run.hooks
+        if hooks is None:  # saved outside a call's own hooks (after ``ddp_spawn`` workers ran the fit)
+            from trainer.stage.hooks import Hooks  # local import: the stage package imports this module
+
+            hooks = Hooks(trainer, trainer.lightning_module, trainer.callbacks)
+        hooks.call("on_save_checkpoint", checkpoint)
     return checkpoint

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from types import SimpleNamespace
 
@@ -170,6 +171,26 @@ def checks(fw: SimpleNamespace) -> dict:
         out["resumed"] = [resumed.loaded_scale, resumed.current_epoch]
         return out
 
-    return {"trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+    def connector_restore() -> dict:
+        """``trainer._checkpoint_connector``'s SLURM save names and ``restore`` after a fit (Lightning's test helpers'
+        sequence): the next ``hpc_ckpt_N`` name, the highest one found, and the weights and step put back."""
+        model = Net()
+        trainer = fw.Trainer(max_epochs=1, limit_train_batches=2, **quiet())
+        trainer.fit(model, loader())
+        connector = trainer._checkpoint_connector
+        folder = tempfile.mkdtemp()
+        first = connector.hpc_save_path(folder)
+        trainer.save_checkpoint(first)
+        second = connector.hpc_save_path(folder)
+        found = connector._CheckpointConnector__get_max_ckpt_path_from_folder(folder)
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        with torch.no_grad():
+            model.layer.weight.add_(1.0)
+        connector.restore(first)
+        return {"names": [os.path.relpath(p, folder) for p in (first, second, found)],
+                "weights_back": all(torch.equal(saved[k], v) for k, v in model.state_dict().items()),
+                "global_step": trainer.global_step}
+
+    return {"connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
             "callback_surface": callback_surface}

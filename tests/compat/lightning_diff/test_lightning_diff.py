@@ -269,3 +269,9 @@ def test_hooks_that_refuse_self_log(observed):
     lightning, relay = _pair(observed, "hooks_that_refuse_logging")
     assert lightning["on_train_start"] == "logged" and lightning["on_fit_start"].startswith("You can't"), lightning
     assert relay == lightning
+
+
+def test_checkpoint_connector_slurm_names_and_restore(observed):
+    lightning, relay = _pair(observed, "connector_restore")
+    assert lightning["weights_back"] is True, lightning
+    assert relay == lightning
