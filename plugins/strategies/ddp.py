@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_deprecation
 
+from plugins.launchers.spawn import START_METHODS, SpawnLauncher
 from plugins.precision.base import Precision
 from plugins.strategies.base import under_forward_context
 from plugins.strategies.comm_hooks import COMM_HOOKS, register_comm_hook, wrap_post_local_sgd
@@ -82,10 +83,24 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         broadcast_buffers: bool | None = None,
         comm_hook: str | None = None,
         comm_hook_options: dict[str, Any] | None = None,
+        start_method: str = "popen",
         **kwargs: Any,
     ) -> None:
-        """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s."""
+        """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s. ``start_method``
+        (Lightning's): "popen" runs the program again for each worker (torchrun's way); "spawn", "fork" or
+        "forkserver" start them from this process (``strategy="ddp_spawn"`` / ``"ddp_notebook"``)."""
+        if start_method not in ("popen", *START_METHODS):
+            raise ValueError(
+                f"DDPStrategy(start_method={start_method!r}) is not valid; use 'popen' (run the program again per "
+                f"worker) or one of {', '.join(START_METHODS)} (e.g. strategy=ddp_spawn or strategy=ddp_notebook)."
+            )
+        if start_method != "popen" and kwargs.get("max_restarts"):
+            raise ValueError(
+                f"DDPStrategy(start_method={start_method!r}, max_restarts={kwargs['max_restarts']}): spawned workers "
+                "are not restarted; use start_method='popen' (workers started by the elastic agent) for restarts."
+            )
         super().__init__(**kwargs)
+        self.start_method = start_method
         if comm_hook is not None and comm_hook not in COMM_HOOKS:
             import difflib
 
@@ -110,6 +125,17 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         self.comm_hook_options = dict(comm_hook_options or {})
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self._hook_state: Any = None
+
+    @property
+    def launcher(self) -> Any:
+        """The elastic launcher ("popen"), or workers started with ``torch.multiprocessing``."""
+        if self.start_method == "popen":
+            return super().launcher
+        env = self.environment
+        if env is None or env.creates_processes_externally or self.world_size == 1:
+            return None
+        port = env.main_port if "MASTER_PORT" in getattr(env, "env", {}) else None
+        return SpawnLauncher(len(self.device_ids), self.start_method, env.main_address, port)
 
     @property
     def is_distributed(self) -> bool:

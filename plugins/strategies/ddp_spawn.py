@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.launchers.spawn import START_METHODS, SpawnLauncher
+from plugins.launchers.spawn import START_METHODS
 from plugins.strategies.ddp import DDPStrategy
 
 
 class DDPSpawnStrategy(DDPStrategy):
-    """DDP with workers started by ``torch.multiprocessing`` (``start_method`` "spawn", "fork" or "forkserver")."""
+    """``DDPStrategy(start_method=...)`` with "spawn" as its default: workers started by ``torch.multiprocessing``
+    ("spawn", "fork" or "forkserver"), under the names ``ddp_spawn`` and ``ddp_notebook``."""
 
     name = "ddp_spawn"
 
@@ -26,20 +27,6 @@ class DDPSpawnStrategy(DDPStrategy):
                 f"DDPSpawnStrategy(start_method={start_method!r}) is not valid; use one of {', '.join(START_METHODS)} "
                 "(e.g. strategy=ddp_spawn or strategy=ddp_notebook)."
             )
-        if kwargs.get("max_restarts"):
-            raise ValueError(
-                f"DDPSpawnStrategy(max_restarts={kwargs['max_restarts']}): spawned workers are not restarted; use "
-                "strategy='ddp' (workers started by the elastic agent) for restarts."
-            )
-        super().__init__(*args, **kwargs)
-        self.start_method = start_method
+        super().__init__(*args, start_method=start_method, **kwargs)
         if start_method == "fork":
             self.name = "ddp_notebook"
-
-    @property
-    def launcher(self) -> Any:
-        env = self.environment
-        if env is None or env.creates_processes_externally or self.world_size == 1:
-            return None
-        port = env.main_port if "MASTER_PORT" in getattr(env, "env", {}) else None
-        return SpawnLauncher(len(self.device_ids), self.start_method, env.main_address, port)

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainer import Module, Trainer, seed_everything
 from trainer.callbacks import ModelCheckpoint
+from plugins.strategies import DDPStrategy
 
 
 class Net(Module):
@@ -68,8 +69,10 @@ def train(argv: list[str]) -> None:
     seed_everything(0)
     model = Net(args.fail_rank)
     checkpoint = ModelCheckpoint(monitor="val_loss", save_last=True)
+    # ddp_fork is run as Lightning's DDPStrategy(start_method="fork"): the same workers, from the strategy object
+    strategy = DDPStrategy(start_method="fork") if args.strategy == "ddp_fork" else args.strategy
     trainer = Trainer(
-        accelerator="cpu", strategy=args.strategy, devices=args.devices, max_epochs=2, default_root_dir=args.out,
+        accelerator="cpu", strategy=strategy, devices=args.devices, max_epochs=2, default_root_dir=args.out,
         callbacks=[checkpoint], enable_progress_bar=False, enable_model_summary=False, logger=False,
     )
     loader = DataLoader(data(), batch_size=args.batch_size)

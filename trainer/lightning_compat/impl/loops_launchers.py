@@ -84,9 +84,18 @@ class _WorkerOutput(NamedTuple):
     extra: dict[str, Any]
 
 
-def _run_restored(snapshot: _GlobalStateSnapshot | None, function: Callable[..., _T], *args: object) -> _T:
+def _run_restored(strategy: Any, snapshot: _GlobalStateSnapshot | None, function: Callable[..., _T],
+                  *args: object) -> _T:
+    """In a worker: the launching process's global state back, the strategy's ranks from the variables the spawn
+    launcher set (Lightning's ``_worker_setup``: the same strategy object the function is given), then ``function``."""
     if snapshot is not None:
         snapshot.restore()
+    if strategy is not None and hasattr(strategy, "environment"):
+        from plugins.environments.torchelastic import TorchElasticEnvironment  # local import: workers only
+        from trainer.distributed.ranks import set_rank_zero_only  # local import: as above
+
+        strategy.environment = TorchElasticEnvironment()
+        set_rank_zero_only(strategy.global_rank)
     return function(*args)
 
 
@@ -128,7 +137,7 @@ class _MultiProcessingLauncher(SpawnLauncher, _Launcher, metaclass=_AlsoRelays):
                                "initialized in this process; use start_method='spawn'.")
         snapshot = _GlobalStateSnapshot.capture() if self._start_method == "spawn" else None
         target = partial(function, **kwargs) if kwargs else function
-        return self.launch_function(partial(_run_restored, snapshot, target), *args)
+        return self.launch_function(partial(_run_restored, self._strategy, snapshot, target), *args)
 
     def get_extra_results(self, trainer: Trainer) -> dict[str, Any]:
         """What a worker sends back besides the result: ``trainer.callback_metrics``, as bytes."""
