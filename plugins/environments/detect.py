@@ -34,5 +34,5 @@ def detect_environment(env: Mapping[str, str] | None = None) -> ClusterEnvironme
     env = environ(env)
     for cls in DETECTION_ORDER:
         if cls.detect(env):
-            return cls(env)
+            return cls(env=env)
     return LocalEnvironment(env)

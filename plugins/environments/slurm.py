@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections.abc import Iterator, Mapping
 
 from plugins.environments.base import ClusterEnvironment, environ
@@ -143,10 +144,26 @@ def _inner_launcher_disagrees(env: Mapping[str, str]) -> bool:
 
 
 class SLURMEnvironment(ClusterEnvironment):
-    """Ranks of an srun step; see the module docstring for the detection rule."""
+    """Ranks of an srun step; see the module docstring for the detection rule.
+
+    ``auto_requeue`` and ``requeue_signal`` are Lightning's: with ``auto_requeue`` (default), ``requeue_signal``
+    (default SIGUSR1) is one of the signals on which a fit saves a checkpoint, exits and requeues the job (Relay's
+    preemption handling, ``Trainer(preemption_signals=..., auto_requeue=...)``); ``auto_requeue=False`` saves and
+    exits without requeueing."""
 
     name = "slurm"
     launcher = "srun"
+
+    def __init__(self, auto_requeue: bool = True, requeue_signal: signal.Signals | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(env)
+        self.auto_requeue = auto_requeue
+        self.requeue_signal = signal.SIGUSR1 if requeue_signal is None else requeue_signal
+
+    @staticmethod
+    def resolve_root_node_address(nodes: str) -> str:
+        """The first host of a SLURM node list (``node[1-4],other`` gives ``node1``): where rank 0 listens."""
+        return first_host(nodes)
 
     @staticmethod
     def job_name() -> str | None:

@@ -161,9 +161,6 @@ MEMBERS_NOT_RELAYS = {
     **{f"lightning.pytorch.plugins.{name}": dict.fromkeys(
         ["pre_backward", "post_backward"], "the training step calls on_before/after_backward itself")
        for name in ("Precision", "MixedPrecision", "DoublePrecision", "HalfPrecision")},
-    "lightning.pytorch.plugins.environments.SLURMEnvironment": dict.fromkeys(
-        ["auto_requeue", "requeue_signal", "resolve_root_node_address"],
-        "requeueing is the preemption handler's (trainer/checkpointing/preemption.py)"),
     "lightning.pytorch.callbacks.ModelSummary": {"summarize": "the table is Relay's own (trainer/callbacks/model_summary.py)"},
     "lightning.pytorch.callbacks.RichModelSummary": {"summarize": "the table is Relay's own"},
     "lightning.pytorch.callbacks.SpikeDetection": {"running_mean": "internal state, kept in another form"},

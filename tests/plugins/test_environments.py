@@ -262,16 +262,16 @@ def test_srun_two_tasks_per_node(procid: int) -> None:
 
 
 def test_srun_honours_exported_master_addr_and_port() -> None:
-    env = SLURMEnvironment({**srun_task(3), "MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29555"})
+    env = SLURMEnvironment(env={**srun_task(3), "MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29555"})
     assert (env.main_address, env.main_port) == ("10.1.2.3", 29555)
 
 
 def test_srun_main_address_prefers_the_step_nodelist() -> None:
     """`srun -N1 -w node02` in a node[01-02] job: rank 0 runs on node02, the step's first host."""
-    env = SLURMEnvironment({**srun_task(0), "SLURM_STEP_NODELIST": "node02", "SLURM_NODELIST": "node02"})
+    env = SLURMEnvironment(env={**srun_task(0), "SLURM_STEP_NODELIST": "node02", "SLURM_NODELIST": "node02"})
     assert env.main_address == "node02"
     dropped = ("SLURM_STEP_NODELIST", "SLURM_NODELIST")
-    env = SLURMEnvironment({k: v for k, v in srun_task(0).items() if k not in dropped})
+    env = SLURMEnvironment(env={k: v for k, v in srun_task(0).items() if k not in dropped})
     assert env.main_address == "node01"  # falls back to SLURM_JOB_NODELIST
 
 
@@ -475,20 +475,20 @@ def test_detect_environment_reads_os_environ_by_default() -> None:
 
 # --- validate_settings ---------------------------------------------------------------------------
 def test_slurm_validate_settings_names_both_values() -> None:
-    env = SLURMEnvironment({**srun_task(0), "SLURM_NNODES": "1"})
+    env = SLURMEnvironment(env={**srun_task(0), "SLURM_NNODES": "1"})
     with pytest.raises(ValueError, match=r"num_nodes=2 but SLURM_NNODES=1.*--nodes=2"):
         env.validate_settings(num_devices=2, num_nodes=2)
     with pytest.raises(ValueError, match=r"devices=4 but SLURM_NTASKS_PER_NODE=2.*devices=2.*--ntasks-per-node=4"):
-        SLURMEnvironment(srun_task(0)).validate_settings(num_devices=4, num_nodes=2)
+        SLURMEnvironment(env=srun_task(0)).validate_settings(num_devices=4, num_nodes=2)
 
 
 def test_slurm_validate_settings_from_the_step_layout() -> None:
     env = {k: v for k, v in srun_task(0).items() if k != "SLURM_NTASKS_PER_NODE"}  # `srun -n 3` without per-node
     env.update(SLURM_NTASKS="3", SLURM_STEP_TASKS_PER_NODE="2,1")
     with pytest.raises(ValueError, match=r"devices=2 but SLURM_STEP_TASKS_PER_NODE=2,1 \(tasks per node: \[2, 1\]\)"):
-        SLURMEnvironment(env).validate_settings(num_devices=2, num_nodes=2)
+        SLURMEnvironment(env=env).validate_settings(num_devices=2, num_nodes=2)
     env.update(SLURM_NTASKS="4", SLURM_STEP_TASKS_PER_NODE="2(x2)")
-    SLURMEnvironment(env).validate_settings(num_devices=2, num_nodes=2)
+    SLURMEnvironment(env=env).validate_settings(num_devices=2, num_nodes=2)
 
 
 def test_torchelastic_validate_settings() -> None:
@@ -556,11 +556,11 @@ def test_explicit_environment_without_its_launcher_says_what_is_missing() -> Non
     with pytest.raises(ValueError, match="needs the environment variable WORLD_SIZE, which torchrun sets"):
         TorchElasticEnvironment({}).world_size()
     with pytest.raises(ValueError, match="SLURM_STEP_NODELIST or SLURM_NODELIST or SLURM_JOB_NODELIST"):
-        _ = SLURMEnvironment({}).main_address
+        _ = SLURMEnvironment(env={}).main_address
     with pytest.raises(ValueError, match="none of the MPI launcher variables"):
         MPIEnvironment({}).global_rank()
     with pytest.raises(ValueError, match="SLURM_PROCID to be a whole number, got 'x'"):
-        SLURMEnvironment({**srun_task(0), "SLURM_PROCID": "x"}).global_rank()
+        SLURMEnvironment(env={**srun_task(0), "SLURM_PROCID": "x"}).global_rank()
 
 
 # --- host lists ----------------------------------------------------------------------------------
@@ -628,3 +628,20 @@ def test_environments_import_neither_trainer_nor_torch() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('trainer', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_slurm_environment_takes_lightnings_requeue_arguments() -> None:
+    """``SLURMEnvironment(auto_requeue=..., requeue_signal=...)`` (Lightning's constructor) decides which signal
+    preempts a fit and whether the job is requeued."""
+    import signal
+
+    from trainer.checkpointing.preemption import fit_signals, requeues
+
+    default, custom, off = SLURMEnvironment(), SLURMEnvironment(requeue_signal=signal.SIGHUP), \
+        SLURMEnvironment(auto_requeue=False, requeue_signal=signal.SIGHUP)
+    assert (default.auto_requeue, default.requeue_signal) == (True, signal.SIGUSR1)
+    base = (signal.SIGTERM, signal.SIGUSR1)
+    assert fit_signals(base, default) == base and fit_signals(base, None) == base
+    assert fit_signals(base, custom) == (*base, signal.SIGHUP) and fit_signals(base, off) == base
+    assert requeues(True, custom) and not requeues(True, off) and not requeues(False, custom) and requeues(True, None)
+    assert SLURMEnvironment.resolve_root_node_address("node[03-05,7],gpu1") == "node03"

@@ -201,7 +201,7 @@ def _horovodrun_env(rank: int) -> dict[str, str]:
     ("environment", "num_nodes", "expected"),
     [
         (TorchElasticEnvironment(_torchrun_env(1)), 2, TORCHRUN_2x4),
-        (SLURMEnvironment(_srun_env(3)), 2, SLURM_2x2),
+        (SLURMEnvironment(env=_srun_env(3)), 2, SLURM_2x2),
         (MPIEnvironment(_horovodrun_env(1)), 1, HOROVOD_1x2),
     ],
     ids=["torchrun", "srun", "horovodrun"],

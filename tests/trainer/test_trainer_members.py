@@ -249,6 +249,7 @@ def test_interrupted_after_a_failed_fit_until_the_next_call_finishes():
 @pytest.mark.parametrize("sig, expected", [(signal.SIGTERM, True), (signal.SIGUSR1, False)])
 def test_received_sigterm_after_a_signal_during_fit(tmp_path, sig, expected):
     from trainer.checkpointing.preemption import Preempted
+    from trainer.utilities.exceptions import SIGTERMException
 
     seen: dict[str, bool] = {}
 
@@ -260,10 +261,17 @@ def test_received_sigterm_after_a_signal_during_fit(tmp_path, sig, expected):
                 seen["after"] = self.trainer.received_sigterm
             return super().training_step(batch, batch_idx)
 
+    programs: list[int] = []
+    previous = signal.signal(sig, lambda signum, frame: programs.append(signum))  # the program's own handler
     trainer = Trainer(**cpu(max_epochs=1, default_root_dir=tmp_path))
-    with pytest.raises(Preempted) as raised:  # checkpoint after the step, then exit with 128 + the signal
-        trainer.fit(Signalled(), loader())
-    assert raised.value.code == 128 + sig and (tmp_path / "checkpoints" / "last.ckpt").exists()
+    try:
+        with pytest.raises(SIGTERMException) as raised:  # checkpoint after the step, then exit with 128 + the signal
+            trainer.fit(Signalled(), loader())
+    finally:
+        signal.signal(sig, previous)
+    assert isinstance(raised.value, Preempted) and raised.value.code == 128 + sig
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    assert programs == [sig]  # the handler set before the fit still ran (Lightning's rule)
     assert seen == {"before": False, "after": expected}
     assert trainer.received_sigterm is expected and trainer.interrupted
     trainer.validate(Regression(), loader(), verbose=False)

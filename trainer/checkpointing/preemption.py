@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.errors import MisconfigurationError
+from trainer.utilities.exceptions import SIGTERMException
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -36,8 +37,9 @@ DEFAULT_SIGNALS = ("SIGTERM", "SIGUSR1")
 NOTE = "preempted.json"  # in the checkpoint directory: which checkpoint the next start resumes from
 
 
-class Preempted(SystemExit):
-    """Raised once the preemption checkpoint is written; the process exits with ``128 + signal``."""
+class Preempted(SIGTERMException):
+    """Raised once the preemption checkpoint is written; the process exits with ``128 + signal``. It is a
+    ``SIGTERMException`` (a ``SystemExit``), so code that catches Lightning's exception for a terminated run does."""
 
 
 def parse_signals(value: Any) -> tuple[signal.Signals, ...]:
@@ -82,6 +84,9 @@ class PreemptionHandler:
         self.seen.add(signal.Signals(signum))
         if self.received is None:
             self.received = signal.Signals(signum)
+        previous = self._previous.get(signal.Signals(signum))
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(signum, frame)  # a handler the program set before the run still runs (Lightning's rule)
 
     def install(self) -> None:
         if not self.signals or threading.current_thread() is not threading.main_thread():
@@ -136,6 +141,19 @@ def checkpoint_dir(callback: ModelCheckpoint | None, default_root_dir: str) -> P
     if callback is not None and callback.dirpath:
         return Path(callback.dirpath)
     return Path(default_root_dir) / "checkpoints"
+
+
+def fit_signals(signals: tuple[signal.Signals, ...], environment: object) -> tuple[signal.Signals, ...]:
+    """The signals a fit handles: ``Trainer(preemption_signals=...)``'s, and a ``SLURMEnvironment``'s
+    ``requeue_signal`` when it requeues (Lightning's ``SLURMEnvironment(auto_requeue=True, requeue_signal=...)``)."""
+    extra = getattr(environment, "requeue_signal", None) if getattr(environment, "auto_requeue", False) else None
+    return tuple(dict.fromkeys([*signals, signal.Signals(extra)])) if extra is not None else signals
+
+
+def requeues(auto_requeue: bool, environment: object) -> bool:
+    """``Trainer(auto_requeue=...)``, unless the cluster environment says not to (``SLURMEnvironment(auto_requeue=
+    False)``)."""
+    return auto_requeue and getattr(environment, "auto_requeue", True) is not False
 
 
 class PreemptionExit(NamedTuple):

@@ -17,7 +17,7 @@ from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
 from trainer.loops.training_step import TrainingStep, step_interval_schedulers, step_schedulers
 from trainer.loops.trackers import _Loop, _Progress
 from trainer.checkpointing.resume import Resume
-from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir
+from trainer.checkpointing.preemption import PreemptionExit, checkpoint_and_exit, checkpoint_dir, requeues
 from trainer.errors import MisconfigurationError
 from trainer.states import RunningStage
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
@@ -328,8 +328,9 @@ class FitLoop(_Loop):
     def _preempt(self) -> None:
         t = self.trainer
         directory = checkpoint_dir(t.checkpoint_callback, t.default_root_dir)
-        checkpoint_and_exit(t.stage_run.preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step, t.is_global_zero,
-                                                          t.auto_requeue, t.strategy.barrier))
+        requeue = requeues(t.auto_requeue, getattr(t.strategy, "environment", None))
+        checkpoint_and_exit(t.stage_run.preemption, PreemptionExit(directory, t.save_checkpoint, t.global_step,
+                                                                   t.is_global_zero, requeue, t.strategy.barrier))
 
     @property
     def done(self) -> bool:

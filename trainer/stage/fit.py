@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainer.checkpointing.files import checkpoint_dirs
-from trainer.checkpointing.preemption import PreemptionHandler, guarded_fit
+from trainer.checkpointing.preemption import PreemptionHandler, fit_signals, guarded_fit
 from trainer.loggers.hparams_logging import log_hyperparameters
 
 if TYPE_CHECKING:
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 def fit_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """A preemption signal saves a checkpoint and a resume note in this run's checkpoint directories (as they are
     when the fit ends: the callbacks' setup picked them)."""
-    handler = run.preemption = PreemptionHandler(trainer.preemption_signals)
+    environment = getattr(plan.strategy, "environment", None)
+    handler = run.preemption = PreemptionHandler(fit_signals(trainer.preemption_signals, environment))
 
     def note_dirs() -> tuple:
         return checkpoint_dirs(trainer.checkpoint_callbacks, trainer.logger, trainer.default_root_dir)

@@ -65,8 +65,8 @@ ALLOWED: list[Allowed] = [
             "`trainer/lightning_compat/impl/`)", NOT_SERVED),
     Allowed(("lightning.pytorch.demos.mnist_datamodule:*",), "names",
             "Public helpers not served yet: the MNIST demo (it downloads)", NOT_SERVED),
-    Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*Environment*", "*CheckpointIO*"), "signatures",
-            "Relay's strategies, accelerators, precisions and cluster environments are its own plugin protocol: "
+    Allowed(("*Strategy*", "*Accelerator*", "*Precision*", "*CheckpointIO*"), "signatures",
+            "Relay's strategies, accelerators and precisions are its own plugin protocol: "
             "they are built from Lightning's main arguments (`DDPStrategy(find_unused_parameters=...)`, "
             "`MixedPrecision(precision)`) but their methods are the ones Relay's engine calls; a subclass overriding "
             "Lightning's internal strategy methods does not run on Relay", LISTED),
