@@ -69,6 +69,24 @@ def _buffer_sync(broadcast: bool) -> dict[str, bool]:
     return {"forward_sync_buffers" if takes_new and broadcast else "broadcast_buffers": broadcast}
 
 
+def _is_post_local_sgd(state: object) -> bool:
+    return type(state).__name__ == "PostLocalSGDState"  # torch's class, not imported for the check
+
+
+def _check_torch_comm_hook(name: str | None, hook: Callable[..., Any] | None, wrapper: Callable[..., Any] | None,
+                           state: object, period: int | None) -> None:
+    """Lightning's ``ddp_comm_*`` arguments make sense together, and not with Relay's ``comm_hook`` by name."""
+    if hook is not None and name is not None:
+        raise ValueError(f"DDPStrategy(comm_hook={name!r}, ddp_comm_hook=...): give one communication hook, by name "
+                         "(comm_hook=) or as torch's function (ddp_comm_hook=).")
+    if hook is None and (wrapper is not None or state is not None):
+        raise ValueError("DDPStrategy(ddp_comm_state=... / ddp_comm_wrapper=...) needs the hook itself: "
+                         "ddp_comm_hook=<a torch.distributed.algorithms.ddp_comm_hooks function>.")
+    if _is_post_local_sgd(state) and (period is None or period < 1):
+        raise ValueError(f"DDPStrategy(ddp_comm_state=PostLocalSGDState(...), model_averaging_period={period!r}): "
+                         "post-local SGD averages the model every model_averaging_period steps; give an int >= 1.")
+
+
 class DDPStrategy(DDPSteps, ParallelStrategy):
     """``torch.nn.parallel.DistributedDataParallel`` with its options and gradient communication hooks."""
 
@@ -84,6 +102,11 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         comm_hook: str | None = None,
         comm_hook_options: dict[str, Any] | None = None,
         start_method: str = "popen",
+        ddp_comm_state: object | None = None,
+        ddp_comm_hook: Callable[..., Any] | None = None,
+        ddp_comm_wrapper: Callable[..., Any] | None = None,
+        model_averaging_period: int | None = None,
+        precision_plugin: Precision | None = None,
         **kwargs: Any,
     ) -> None:
         """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s. ``start_method``
@@ -99,8 +122,16 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
                 f"DDPStrategy(start_method={start_method!r}, max_restarts={kwargs['max_restarts']}): spawned workers "
                 "are not restarted; use start_method='popen' (workers started by the elastic agent) for restarts."
             )
+        if precision_plugin is not None:  # Lightning's name for ``precision`` on the Trainer's strategies
+            kwargs.setdefault("precision", precision_plugin)
         super().__init__(**kwargs)
         self.start_method = start_method
+        _check_torch_comm_hook(comm_hook, ddp_comm_hook, ddp_comm_wrapper, ddp_comm_state, model_averaging_period)
+        # Lightning's form of a communication hook: torch's hook function, its state, a wrapper around it
+        # (``ddp_comm_wrapper=default.fp16_compress_wrapper``); a ``PostLocalSGDState`` averages the model every
+        # ``model_averaging_period`` steps
+        self.ddp_comm_state, self.ddp_comm_hook = ddp_comm_state, ddp_comm_hook
+        self.ddp_comm_wrapper, self.model_averaging_period = ddp_comm_wrapper, model_averaging_period
         if comm_hook is not None and comm_hook not in COMM_HOOKS:
             import difflib
 
@@ -166,11 +197,18 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         if self.comm_hook is not None:
             self._hook_state = register_comm_hook(self.ddp, self.comm_hook, self.comm_hook_options,
                                                   local_size=len(self.device_ids))
+        elif self.ddp_comm_hook is not None:
+            hook = self.ddp_comm_hook if self.ddp_comm_wrapper is None else self.ddp_comm_wrapper(self.ddp_comm_hook)
+            self.ddp.register_comm_hook(self.ddp_comm_state, hook)
+            self._hook_state = self.ddp_comm_state
         return module
 
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
         if self.comm_hook == "post_local_sgd":
             return [wrap_post_local_sgd(o, self._hook_state, self.comm_hook_options) for o in optimizers]
+        if _is_post_local_sgd(self.ddp_comm_state):
+            period = {"period": self.model_averaging_period}
+            return [wrap_post_local_sgd(o, self.ddp_comm_state, period) for o in optimizers]
         return optimizers
 
     def teardown(self) -> None:

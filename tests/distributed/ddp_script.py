@@ -227,8 +227,14 @@ def train(args: argparse.Namespace) -> None:
     if args.strategy == "ddp" and (args.timeout or args.max_restarts or args.comm_hook or args.shutdown_timeout != 30):
         from plugins.strategies.ddp import DDPStrategy
 
-        strategy = DDPStrategy(timeout=args.timeout or 1800, max_restarts=args.max_restarts, comm_hook=args.comm_hook,
-                               shutdown_timeout=args.shutdown_timeout)
+        hook: dict = {"comm_hook": args.comm_hook}
+        if args.comm_hook == "lightning_fp16_wrapper":  # Lightning's form: torch's hook and a wrapper around it
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            hook = {"ddp_comm_hook": default_hooks.allreduce_hook,
+                    "ddp_comm_wrapper": default_hooks.fp16_compress_wrapper}
+        strategy = DDPStrategy(timeout=args.timeout or 1800, max_restarts=args.max_restarts,
+                               shutdown_timeout=args.shutdown_timeout, **hook)
     if args.strategy_option:
         import yaml
 

@@ -62,7 +62,9 @@ VARIANTS = {
     "accumulate": ["--accumulate", "2", "--max-epochs", "1"],
     "stop-on-rank": ["--stop-on-rank", "1", "--max-epochs", "5"],
     "early-stop": ["--early-stop", "--max-epochs", "5"],
-    "fp16_compress": ["--comm-hook", "fp16_compress"],
+    # fp16 compression as Lightning code writes it (DDPStrategy(ddp_comm_hook=..., ddp_comm_wrapper=...)); the
+    # named form registers the same torch hook (plugins/strategies/comm_hooks.py)
+    "fp16_compress": ["--comm-hook", "lightning_fp16_wrapper"],
     "powersgd": ["--comm-hook", "powersgd"],
     "post_local_sgd": ["--comm-hook", "post_local_sgd"],
     "find-unused": ["--strategy", "ddp_find_unused_parameters_true", "--unused", "--rank-buffer", "--max-steps", "3",
@@ -320,6 +322,12 @@ def test_bad_strategy_settings_are_clear_errors_before_any_work():
         DDPStrategy(comm_hook="powersdg")
     with pytest.raises(ValueError, match="timeout=-1"):
         DDPStrategy(timeout=-1)
+    with pytest.raises(ValueError, match="give one communication hook"):
+        DDPStrategy(comm_hook="powersgd", ddp_comm_hook=lambda state, bucket: None)
+    with pytest.raises(ValueError, match="needs the hook itself"):
+        DDPStrategy(ddp_comm_wrapper=lambda hook: hook)
+    with pytest.raises(ValueError, match="start_method='thread'.*'popen'"):
+        DDPStrategy(start_method="thread")
     with pytest.raises(ValueError, match="no cluster launcher started this process"):
         Trainer(strategy="ddp", accelerator="cpu", devices=2, num_nodes=2)
 
