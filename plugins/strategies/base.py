@@ -91,7 +91,9 @@ def _check_keywords(init: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
-        if cls.__module__.startswith("plugins."):
+        # the user's call only (the class's own ``__init__``): the ``super()`` calls below it are Relay's forwarding
+        outermost = next(c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__)
+        if cls.__module__.startswith("plugins.") and outermost is checked:
             unknown = [k for k in kwargs if k not in _valid_arguments(cls)]
             if unknown:
                 raise unknown_argument_error(cls, unknown, kwargs)
@@ -150,8 +152,12 @@ class Strategy(LightningStrategyMembers):
             cls.__init__ = _check_keywords(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(
-        self, accelerator: Accelerator | None = None, precision: Precision | None = None
+        self, accelerator: Accelerator | None = None, precision: Precision | None = None, checkpoint_io: Any = None,
+        precision_plugin: Precision | None = None,
     ) -> None:
+        """``checkpoint_io``: this strategy's checkpoint I/O instead of the default; ``precision_plugin``: Lightning's
+        name for ``precision`` on the Trainer's strategies."""
+        precision = precision if precision is not None else precision_plugin
         self.accelerator = accelerator
         self.precision = precision or Precision()
         self._precision_given = precision is not None
@@ -166,7 +172,7 @@ class Strategy(LightningStrategyMembers):
         self.accumulate_grad_batches = 1
         # every byte of a checkpoint on disk goes through it; set in the instance (``checkpoint_io_of``), so a class
         # may make the public attribute refuse, as Lightning's FSDP strategy for Fabric does
-        vars(self)["checkpoint_io"] = CheckpointIO()
+        vars(self)["checkpoint_io"] = CheckpointIO() if checkpoint_io is None else checkpoint_io
 
     @property
     def cluster_environment(self) -> Any:

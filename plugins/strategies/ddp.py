@@ -106,7 +106,6 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         ddp_comm_hook: Callable[..., Any] | None = None,
         ddp_comm_wrapper: Callable[..., Any] | None = None,
         model_averaging_period: int | None = None,
-        precision_plugin: Precision | None = None,
         **kwargs: Any,
     ) -> None:
         """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s. ``start_method``
@@ -122,8 +121,6 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
                 f"DDPStrategy(start_method={start_method!r}, max_restarts={kwargs['max_restarts']}): spawned workers "
                 "are not restarted; use start_method='popen' (workers started by the elastic agent) for restarts."
             )
-        if precision_plugin is not None:  # Lightning's name for ``precision`` on the Trainer's strategies
-            kwargs.setdefault("precision", precision_plugin)
         super().__init__(**kwargs)
         self.start_method = start_method
         _check_torch_comm_hook(comm_hook, ddp_comm_hook, ddp_comm_wrapper, ddp_comm_state, model_averaging_period)

@@ -124,14 +124,14 @@ class ParallelStrategy(Strategy):
         checkpoint_io: Any = None,
         parallel_devices: list[torch.device] | None = None,
         cluster_environment: ClusterEnvironment | None = None,
+        precision_plugin: Precision | None = None,
     ) -> None:
         """``parallel_devices`` (Lightning's): one device per local process; the Trainer takes the accelerator type
         and the devices from them (an ``accelerator`` of another type is an error). ``cluster_environment``
         (Lightning's): who this process is, instead of the one detected (a ``plugins=`` environment still wins)."""
-        super().__init__(accelerator=accelerator, precision=precision)
+        super().__init__(accelerator=accelerator, precision=precision, checkpoint_io=checkpoint_io,
+                         precision_plugin=precision_plugin)
         self.environment = cluster_environment
-        if checkpoint_io is not None:  # Lightning's argument: this strategy's checkpoint I/O instead of the default
-            vars(self)["checkpoint_io"] = checkpoint_io
         self._parallel_devices = list(parallel_devices) if parallel_devices is not None else None
         given = {"pp": pp, "dp_replicate": dp_replicate, "dp_shard": dp_shard, "cp": cp, "tp": tp}
         self._degrees = {name: value for name, value in given.items() if value is not None}

@@ -93,6 +93,12 @@ def test_the_page_is_what_the_generator_writes(report):
         "regenerate: python docs/make_lightning_api.py > docs/lightning_api.md"
 
 
+def test_every_constructor_argument_of_lightnings_plugin_classes_is_accepted(report):
+    """``DDPStrategy(start_method=...)``, ``SLURMEnvironment(auto_requeue=...)``... (trainer/lightning_compat/surface/
+    arguments.py): each argument, given its Lightning default, is not refused."""
+    assert report["arguments_refused"] == {}
+
+
 def test_names_not_served_fail_when_used_naming_themselves(report):
     """The module imports; the name raises LightningAttributeError (so ``from ... import`` an ImportError) that names
     it and the page listing why."""

@@ -160,8 +160,10 @@ def main() -> None:
         warnings.simplefilter("ignore")
         report = check()
         probes = __import__("trainer.lightning_compat.surface.probes", fromlist=["run"]).run()
+        refused = __import__("trainer.lightning_compat.surface.arguments", fromlist=["refused"]).refused(surface.load())
     if "--json" in sys.argv:
-        print(json.dumps({**report.__dict__, "probes": probes}, indent=1, sort_keys=True))
+        print(json.dumps({**report.__dict__, "probes": probes, "arguments_refused": refused}, indent=1,
+                         sort_keys=True))
         return
     print(report.summary())
     if "-v" in sys.argv:
