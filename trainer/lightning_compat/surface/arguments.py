@@ -1,5 +1,6 @@
 """Every constructor argument of Lightning's plugin classes (strategies, precisions, cluster environments,
-accelerators, checkpoint I/O), given its Lightning default one at a time, is accepted in the zero-edit mode.
+accelerators, checkpoint I/O), callbacks and profilers, given its Lightning default one at a time, is accepted in
+the zero-edit mode (loggers are left out: building some starts an experiment service).
 
 The signature check allows those classes their own method protocol (``surface/exceptions.py``); their constructors
 are what user code calls, so a refused argument (``DDPStrategy(start_method=...)`` raised ``TypeError``) is a finding.
@@ -12,7 +13,8 @@ import importlib
 import math
 from typing import Any
 
-PLUGIN_MODULES = ("strategies", "plugins.precision", "plugins.environments", "accelerators", "plugins.io")
+PLUGIN_MODULES = ("strategies", "plugins.precision", "plugins.environments", "accelerators", "plugins.io", "callbacks",
+                  "profilers")
 _VALUES = {"inf": math.inf, "timedelta": datetime.timedelta, "datetime": datetime}
 
 
