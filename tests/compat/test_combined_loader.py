@@ -83,3 +83,21 @@ def test_starting_k_batches_in_continues_exactly_where_a_full_epoch_would_be(mod
     for k in range(len(full) + 1):
         resumed = CombinedLoader(SHAPES[shape](), mode)
         assert normalise(resumed._iterate_from(k, None)) == full[k:], k
+
+
+@pytest.mark.parametrize("mode", ["sequential", "min_size"])
+def test_sequential_mode_starts_each_loader_when_its_turn_comes(mode):
+    """Sequentially, only the loader in use has an iterator (its worker processes): the next one starts when the
+    first is used up, and the first is let go; the other modes start them all at once (Lightning's behaviour)."""
+    started: list[int] = []
+
+    class Recording(DataLoader):
+        def _get_iterator(self):
+            started.append(len(self.dataset))
+            return super()._get_iterator()
+
+    combined = CombinedLoader([Recording(range(4), batch_size=2), Recording(range(6), batch_size=2)], mode)
+    iterator = iter(combined)  # the loader is its own iterator: next() on it, not a second iter()
+    assert started == ([4] if mode == "sequential" else [4, 6])
+    batches = [next(iterator) for _ in range(5 if mode == "sequential" else 2)]
+    assert started == [4, 6] and len(batches) == len({id(b) for b in batches})

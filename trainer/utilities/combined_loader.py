@@ -63,7 +63,8 @@ class _Stepper:
             for i, n in enumerate(lengths):
                 if skip < n:
                     self.current, self.taken[i] = i, skip
-                    return [self.open_at(j, skip if j == i else 0) if j >= i else iter(()) for j in range(len(lengths))]
+                    # later iterables start when their turn comes (their workers too), as in Lightning
+                    return [self.open_at(i, skip) if j == i else None if j > i else iter(()) for j in range(len(lengths))]
                 skip -= n
             self.current = len(lengths)
             return [iter(()) for _ in lengths]
@@ -81,6 +82,8 @@ class _Stepper:
     def _next_of(self, i: int) -> Any:
         if self.taken[i] >= self.limits[i]:
             raise StopIteration
+        if self.iterators[i] is None:  # sequential: this iterable's turn has come
+            self.iterators[i] = self.open_at(i, 0)
         value = next(self.iterators[i])
         self.taken[i] += 1
         return value
@@ -110,6 +113,7 @@ class _Stepper:
                 value = self._next_of(self.current)
                 return value, self.taken[self.current] - 1, self.current
             except StopIteration:
+                self.iterators[self.current] = iter(())  # done with it: its workers can shut down
                 self.current += 1
         raise StopIteration
 
