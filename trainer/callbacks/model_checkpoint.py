@@ -22,6 +22,7 @@ import re
 import time
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import torch
@@ -639,8 +640,18 @@ class ModelCheckpoint(Checkpoint):
     def _remove(self, trainer: "Trainer", path: str) -> None:
         if path in self.best_k_models or path == self.last_model_path or path == self._last_checkpoint_saved:
             return
+        if not is_url(path) and not self._removable_here(trainer, path):
+            return
         if trainer.is_global_zero:
             trainer.strategy.checkpoint_io.remove(path)
+
+    def _removable_here(self, trainer: "Trainer", path: str) -> bool:
+        """A local file leaves the top k by deletion only inside this callback's directory, and never when the fit
+        resumed from it (Lightning's rule: the checkpoint a run started from stays)."""
+        resumed = getattr(trainer, "ckpt_path", None)
+        if resumed is not None and not is_url(str(resumed)) and Path(resumed).absolute() == Path(path).absolute():
+            return False
+        return self.dirpath is not None and Path(self.dirpath).absolute() in Path(path).absolute().parents
 
 
 def _join(directory: str, name: str) -> str:

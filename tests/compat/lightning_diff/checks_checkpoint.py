@@ -191,6 +191,22 @@ def checks(fw: SimpleNamespace) -> dict:
                 "weights_back": all(torch.equal(saved[k], v) for k, v in model.state_dict().items()),
                 "global_step": trainer.global_step}
 
-    return {"connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+    def resumed_checkpoint_kept() -> dict:
+        """A fit resumed into the folder it resumed from: top-k never deletes the checkpoint it started from; one
+        resumed into another folder deletes nothing in the first."""
+        out = {}
+        for same in (True, False):
+            first, second = tempfile.mkdtemp(), tempfile.mkdtemp()
+            model = Net()
+            ckpt = fw.ModelCheckpoint(dirpath=first, monitor="step", mode="max", save_top_k=2, every_n_train_steps=2)
+            fw.Trainer(max_steps=5, callbacks=[ckpt], **quiet(enable_checkpointing=True)).fit(model, loader(16))
+            ckpt = fw.ModelCheckpoint(dirpath=first if same else second, monitor="step", mode="max", save_top_k=2,
+                                      every_n_train_steps=2)
+            fw.Trainer(max_steps=8, callbacks=[ckpt], **quiet(enable_checkpointing=True)).fit(
+                model, loader(16), ckpt_path=os.path.join(first, "epoch=0-step=4.ckpt"))
+            out["same" if same else "other"] = [sorted(os.listdir(first)), sorted(os.listdir(second))]
+        return out
+
+    return {"resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
             "callback_surface": callback_surface}

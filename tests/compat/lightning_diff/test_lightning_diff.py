@@ -275,3 +275,9 @@ def test_checkpoint_connector_slurm_names_and_restore(observed):
     lightning, relay = _pair(observed, "connector_restore")
     assert lightning["weights_back"] is True, lightning
     assert relay == lightning
+
+
+def test_top_k_keeps_the_checkpoint_a_fit_resumed_from(observed):
+    lightning, relay = _pair(observed, "resumed_checkpoint_kept")
+    assert "epoch=0-step=4.ckpt" in lightning["same"][0], lightning
+    assert relay == lightning
