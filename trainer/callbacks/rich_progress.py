@@ -174,12 +174,10 @@ class RichProgressBar(LightningBar):
         if self.is_enabled and self._metric_component is not None:
             self._metric_component.update(self.get_metrics(trainer, pl_module))
 
-    def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
-        """Print above the bars (through the display's console), or plainly when no display runs."""
-        if self.progress is not None and not self._progress_stopped:
-            self.progress.console.print(sep.join(map(str, args)), **kwargs)
-        else:
-            print(*args, sep=sep, **kwargs)
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print``'s arguments; while the display runs, rich shows the text above the bars (it redirects standard
+        output), as with Lightning's."""
+        print(*args, **kwargs)
 
     # --- hooks ----------------------------------------------------------------------------------------
     def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
