@@ -164,7 +164,6 @@ MEMBERS_NOT_RELAYS = {
     "lightning.pytorch.callbacks.ModelSummary": {"summarize": "the table is Relay's own (trainer/callbacks/model_summary.py)"},
     "lightning.pytorch.callbacks.RichModelSummary": {"summarize": "the table is Relay's own"},
     "lightning.pytorch.callbacks.SpikeDetection": {"running_mean": "internal state, kept in another form"},
-    "lightning.pytorch.callbacks.ThroughputMonitor": {"kwargs": "Relay's constructor names its arguments"},
     "lightning.pytorch.LightningModule": {"to_tensorrt": "needs torch_tensorrt and a CUDA device"},
 }
 
@@ -192,6 +191,13 @@ def test_optuna_pruning_callback_prunes_the_same_trials(observed):
     """Optuna's ``PyTorchLightningPruningCallback`` (it reads ``trainer._accelerator_connector.is_distributed``)."""
     seen = same(observed, "optuna_pruning")
     assert len(seen) == 3 and {state for state, _ in seen} == {"COMPLETE", "PRUNED"}, seen
+
+
+def test_throughput_monitor_logs_lightnings_keys_at_lightnings_steps(observed):
+    seen = same(observed, "throughput_monitor")
+    keys = {key for _, logged in seen for key in logged}
+    assert {"train/time", "train/device/samples_per_sec", "validate/batches", "test/samples", "predict/lengths"} <= keys
+    assert "train/step_time" not in keys  # Relay's own monitor's key: Lightning code gets Lightning's monitor
 
 
 def test_device_stats_monitor_logs_lightnings_keys_at_lightnings_steps(observed):

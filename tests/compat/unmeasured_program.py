@@ -724,7 +724,29 @@ def check_device_stats_monitor() -> list:
     return [[row["step"], sorted({key for key, value in row.items() if value and key != "step"})] for row in rows]
 
 
-CHECKS = [check_public_members, check_mlflow_autolog, check_optuna_pruning, check_device_stats_monitor, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
+def check_throughput_monitor() -> list:
+    """Lightning's ``ThroughputMonitor``: the keys it logs and the steps, in training (validation inside), test and
+    predict, window 2, with ``length_fn`` and a module's ``flops_per_batch`` (the values are times: not compared)."""
+    from unittest.mock import Mock
+
+    from lightning.pytorch.callbacks import ThroughputMonitor
+
+    logger = Mock()
+    logger.save_dir = fresh_dir("throughput")
+    model = BoringModel()
+    model.flops_per_batch = 10
+    monitor = ThroughputMonitor(batch_size_fn=lambda batch: 2, length_fn=lambda batch: 6, window_size=2)
+    trainer = Trainer(max_steps=4, val_check_interval=2, limit_val_batches=2, limit_test_batches=3,
+                      limit_predict_batches=3, log_every_n_steps=2, callbacks=[monitor], logger=logger,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model)
+    trainer.test(model, verbose=False)
+    trainer.predict(model)
+    calls = [call for call in logger.log_metrics.mock_calls if any("|" in k or "/" in k for k in call.kwargs["metrics"])]
+    return [[call.kwargs["step"], sorted(call.kwargs["metrics"])] for call in calls]
+
+
+CHECKS = [check_throughput_monitor, check_public_members, check_mlflow_autolog, check_optuna_pruning, check_device_stats_monitor, check_checkpoints_with_the_projects_objects, check_tuning_a_module_with_hyperparameter_objects, check_legacy_tpu_names, check_litlogger, check_fabric_strategy_checkpoints,
           check_rank_zero_only_reads_the_launchers_rank, check_the_closure, check_loaders_given_as_plain_collections,
           check_precision_errors_and_calls, check_a_strategys_own_optimizer_restore,
           check_fabric_mixed_precision_dtypes, check_cluster_environments,

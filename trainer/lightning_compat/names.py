@@ -144,6 +144,9 @@ NAMES: dict[str, str] = {
                  "_suggested_max_num_threads", "_set_num_threads_if_needed")},
     f"{_F}.utilities.data:_num_cpus_available": f"{_IMPL}.utilities:_num_cpus_available",
     f"{_F}.wrappers:_unwrap_objects": f"{_IMPL}.utilities:_unwrap_objects",
+    # Lightning's ThroughputMonitor (its keys, every batch measured); Relay's own keeps trainer.callbacks'
+    f"{_P}.callbacks:ThroughputMonitor": "trainer.callbacks.lightning_throughput:ThroughputMonitor",
+    f"{_P}.callbacks.throughput_monitor:ThroughputMonitor": "trainer.callbacks.lightning_throughput:ThroughputMonitor",
     f"{_P}.callbacks.progress.rich_progress:RichProgressBarTheme": "trainer.callbacks.rich_support:RichProgressBarTheme",
     f"{_F}.loggers.csv_logs:_ExperimentWriter": "trainer.loggers.csv_logs:ExperimentWriter",
     **{f"{_F}.accelerators.cuda:{n}": f"{_IMPL}.utilities:{n}"

@@ -109,7 +109,7 @@ class StageRun:
         if add_epoch:
             floats.setdefault("epoch", float(self.trainer.current_epoch))
         for logger in self.trainer.loggers:
-            logger.log_metrics(floats, step=step)
+            logger.log_metrics(metrics=floats, step=step)  # by keyword, as Lightning calls it
 
     def backward(self, loss: torch.Tensor, *args: object, **kwargs: object) -> None:
         """``manual_backward``: the backward hooks around the Module's ``backward``."""
