@@ -43,6 +43,7 @@ class Project:
     conftest: str = ""  # a replacement tests/conftest.py (offline data)
     files: dict[str, str] = field(default_factory=dict)  # files the release lacks, written into it (path: text)
     env: dict[str, str] = field(default_factory=dict)
+    install: tuple[str, ...] = ()  # extra arguments to pip for the project itself
 
 
 LITGPT_FILES = ("adapter", "adapter_v2", "api", "batch", "chat", "ci", "distributed", "lora", "pretrain", "serve",
@@ -144,6 +145,13 @@ PROJECTS = {
                                "fugue", "captum", "pytest-timeout"),
                               ("tests",), conftest=NEURALFORECAST_CONFTEST,
                               files={"tests/__init__.py": ""}),  # test_core imports .test_helpers
+    # the Trainer through lightning's package name: single-cell models (VAEs, Pyro models) trained with scvi's own
+    # TrainingPlans, callbacks and data splitters, saved and reloaded; the release declares Python >= 3.12, and
+    # its code and tests run on this interpreter's 3.11
+    "scvi-tools": Project("scvi-tools==1.5.1", "scvi_tools-1.5.1",
+                          ("anndata", "docrep>=0.3.2", "ml-collections", "mudata", "numba>=0.60", "pyro-ppl",
+                           "scanpy>=1.10", "sparse>=0.14", "xarray", "pytest-timeout"),
+                          ("tests/model", "tests/train", "tests/external", "tests/dataloaders", "tests/module"), per_file=10, install=("--ignore-requires-python",)),
 }
 
 
@@ -158,7 +166,7 @@ def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
     source = workdir / project.folder
     if not source.is_dir():
         run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d",
-             str(workdir), project.sdist])
+             str(workdir), *project.install, project.sdist])
         archive = next(workdir.glob(f"{project.folder}.tar.gz"))
         with tarfile.open(archive) as tar:
             safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
@@ -173,7 +181,7 @@ def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
         here = Path(run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
         (site / "zz_this_interpreter.pth").write_text(f"{here}\n")  # after the venv's own packages
         run([str(python), "-m", "pip", "install", "--quiet", *project.deps])
-        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(source)])
+        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *project.install, "-e", str(source)])
     return source, python
 
 

@@ -88,6 +88,14 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
     def trainer(self, trainer: Trainer | None) -> None:
         self._trainer = trainer
 
+    def __getattr__(self, name: str) -> Any:
+        # Python retries a property that raised AttributeError here; for ``trainer`` that would replace the
+        # RuntimeError Lightning's code catches (``except RuntimeError`` around ``self.trainer``) with nn.Module's
+        # plain AttributeError
+        if name == "trainer":
+            raise NotAttachedError(f"{type(self).__name__} is not attached to a Trainer; call it inside Trainer.fit().")
+        return torch.nn.Module.__getattr__(self, name)
+
     @property
     def device(self) -> torch.device:
         if self._trainer is not None:

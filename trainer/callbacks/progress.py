@@ -136,7 +136,7 @@ class ProgressBar(Callback):
     def __init__(self, refresh_rate: float = 0.2, log_interval: float = 10.0, stream: TextIO | None = None) -> None:
         if refresh_rate < 0 or log_interval < 0:
             raise ValueError(f"ProgressBar(refresh_rate={refresh_rate}, log_interval={log_interval}) must be >= 0.")
-        self.refresh_rate = refresh_rate
+        self._refresh_rate = refresh_rate  # not through the property: a subclass may make it read-only, as Lightning's
         self.log_interval = log_interval
         self._stream = stream
         self._enabled = refresh_rate > 0
@@ -151,6 +151,14 @@ class ProgressBar(Callback):
         self._trainer: Trainer | None = None
         self._current_eval_dataloader_idx: int | None = None
         self._logged_any = False  # a line was written in this stage (non-terminal output)
+
+    @property
+    def refresh_rate(self) -> float:
+        return self._refresh_rate
+
+    @refresh_rate.setter
+    def refresh_rate(self, value: float) -> None:
+        self._refresh_rate = value
 
     # --- Lightning's totals, which custom bars read ----------------------------------------------------
     @property

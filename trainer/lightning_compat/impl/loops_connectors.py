@@ -6,7 +6,10 @@ Rule 1 of ``impl/loops_progress.py``'s docstring (Relay's own code, Lightning's 
 ``_FxValidator`` (in which hooks ``self.log`` may log, and with which ``on_step``/``on_epoch`` defaults), the
 logging result's ``_Sync``/``_Metadata``, and the configuration checks.
 
-Rule 3: ``_AcceleratorConnector``, ``_CallbackConnector``, ``_LoggerConnector``, ``_CheckpointConnector``,
+``_AcceleratorConnector`` built on its own resolves its arguments as the Trainer does and shows the result as
+Lightning's does (the Trainer's view of it: ``trainer/distributed/connector.py``).
+
+Rule 3: ``_CallbackConnector``, ``_LoggerConnector``, ``_CheckpointConnector``,
 ``_DataConnector``, ``_ResultCollection`` and ``_ResultMetric`` are Lightning's Trainer internals; Relay's Trainer is
 not built from connectors (``trainer/stage/plan.py`` resolves the plugins, ``trainer/stage/hooks.py`` the callbacks,
 ``trainer/metrics/results.py`` holds logged values, ``trainer/checkpointing`` saves and resumes). They import, and
@@ -27,8 +30,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 import torch
 
+from plugins.layer_sync import TorchSyncBatchNorm
 from trainer.callbacks.base import Callback
 from trainer.callbacks.setup import check_unique_state_keys
+from trainer.distributed.connector import AcceleratorConnector
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
 from trainer.stage.loop_checks import verify_evaluation, verify_fit, verify_manual_optimization
 from trainer.states import TrainerFn
@@ -391,9 +396,44 @@ class _NotRelays:
             f"{self._instead} Use the Trainer's public arguments and properties instead.")
 
 
-class _AcceleratorConnector(_NotRelays):
-    _instead = ("Relay resolves accelerator, strategy, precision and cluster environment in one step "
-                "(trainer/stage/plan.py; read trainer.accelerator, trainer.strategy, trainer.precision_plugin).")
+class _AcceleratorConnector(AcceleratorConnector):
+    """Built on its own, as projects build it to learn what an ``accelerator``/``devices`` pair resolves to
+    (scvi-tools reads ``_accelerator_flag`` and ``_devices_flag``): the Trainer's placement arguments resolved by
+    Relay's one resolution (``plugins/selection.py``), read through the Trainer's view of its connector."""
+
+    def __init__(self, devices: list[int] | str | int = "auto", num_nodes: int = 1, accelerator: Any = "auto",
+                 strategy: Any = "auto", plugins: Any = None, precision: Any = None, sync_batchnorm: bool = False,
+                 benchmark: bool | None = None, use_distributed_sampler: bool = True,
+                 deterministic: bool | str | None = None) -> None:
+        from plugins.selection import resolve_plugins  # local import: as the Trainer's
+        from trainer.arguments.checks import environment
+        from trainer.checkpointing.checkpoint_io import without_checkpoint_io
+
+        self._use_distributed_sampler = use_distributed_sampler
+        _set_torch_flags(deterministic=deterministic, benchmark=benchmark)
+        if not isinstance(num_nodes, int) or num_nodes < 1:
+            raise ValueError(f"`num_nodes` must be a positive integer, but got {num_nodes}.")
+        if devices in ([], 0, "0"):
+            name = type(accelerator).__qualname__ if not isinstance(accelerator, str) else accelerator
+            raise MisconfigurationException(f"`Trainer(devices={devices!r})` value is not a valid input using "
+                                            f"{name} accelerator.")
+        self._accelerator = accelerator
+        self._strategy = resolve_plugins(accelerator, devices, num_nodes, strategy,
+                                         "32-true" if precision is None else precision,
+                                         environment=environment("plugins", without_checkpoint_io(plugins)))
+        self._layer_sync = TorchSyncBatchNorm() if sync_batchnorm else None
+
+    @property
+    def strategy(self) -> Any:
+        return self._strategy
+
+    @property
+    def use_distributed_sampler(self) -> bool:
+        return self._use_distributed_sampler
+
+    @property
+    def _requested_accelerator(self) -> Any:
+        return self._accelerator
 
 
 class _CallbackConnector(_NotRelays):
