@@ -217,5 +217,39 @@ def checks(fw: SimpleNamespace) -> dict:
         out["calls_after"] = bar.calls[len(out["calls"]):]
         return out
 
+    def custom_bar() -> dict:
+        """A project's own bar on the ``ProgressBar`` base (as scvi-tools' epoch bar): ``super().__init__()``, then
+        its own read-only ``refresh_rate`` and on/off state."""
+        if fw.name == "lightning":
+            from lightning.pytorch.callbacks import ProgressBar
+        else:
+            from trainer.callbacks import ProgressBar
+
+        class EpochBar(ProgressBar):
+            def __init__(self, refresh_rate: int = 1) -> None:
+                super().__init__()
+                self._refresh_rate = refresh_rate
+                self._enabled = True
+                self.epochs: list = []
+
+            @property
+            def refresh_rate(self) -> int:
+                return self._refresh_rate
+
+            @property
+            def is_enabled(self) -> bool:
+                return self._enabled and self.refresh_rate > 0
+
+            def on_train_epoch_start(self, trainer, pl_module):
+                super().on_train_epoch_start(trainer, pl_module)
+                self.epochs.append([trainer.current_epoch, self.total_train_batches])
+
+        bar = EpochBar()
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, callbacks=[bar],
+                             **quiet(enable_progress_bar=True))
+        trainer.fit(Base())
+        return {"is_the_bar": trainer.progress_bar_callback is bar, "refresh_rate": bar.refresh_rate,
+                "epochs": bar.epochs}
+
     return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback,
-            "rich_bars": rich_bars}
+            "rich_bars": rich_bars, "custom_bar": custom_bar}

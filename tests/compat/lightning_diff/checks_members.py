@@ -160,6 +160,27 @@ def checks(fw: SimpleNamespace) -> dict:
                          "node_rank": trainer.node_rank, "distributed_sampler_kwargs": trainer.distributed_sampler_kwargs}
         return out
 
+    def accelerator_connector() -> dict:
+        """What projects read of Lightning's accelerator connector, built on its own (scvi-tools asks it which
+        device an ``accelerator``/``devices`` pair means) and the Trainer's."""
+        if fw.name == "lightning":
+            from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
+        else:
+            from trainer.lightning_compat.impl.loops_connectors import _AcceleratorConnector
+
+        def seen(connector) -> dict:
+            return {"accelerator": connector._accelerator_flag, "devices": connector._devices_flag,
+                    "parallel": [str(d) for d in connector._parallel_devices], "nodes": connector._num_nodes_flag,
+                    "precision": connector._precision_flag, "distributed": connector.is_distributed,
+                    "strategy": type(connector.strategy).__name__, "sampler": connector.use_distributed_sampler}
+
+        out = {}
+        for name, kwargs in {"auto": {}, "cpu_1": {"accelerator": "cpu", "devices": 1}, "cpu_2": {"devices": "2"},
+                             "bf16": {"precision": "bf16-mixed", "use_distributed_sampler": False}}.items():
+            out[name] = seen(_AcceleratorConnector(**kwargs))
+            out[f"trainer_{name}"] = seen(fw.Trainer(**quiet(**kwargs))._accelerator_connector)
+        return out
+
     def early_stopping() -> dict:
         callbacks = [fw.EarlyStopping("a"), fw.ModelCheckpoint(), fw.EarlyStopping("b", patience=7)]
         trainer = fw.Trainer(**quiet(callbacks=callbacks, enable_checkpointing=True))
@@ -205,6 +226,7 @@ def checks(fw: SimpleNamespace) -> dict:
         "members_interrupted": interrupted,
         "members_sigterm": sigterm,
         "members_placement": placement,
+        "members_accelerator_connector": accelerator_connector,
         "members_early_stopping": early_stopping,
         "members_init_module": init_module,
         "members_print": print_,

@@ -301,6 +301,26 @@ def checks(fw: SimpleNamespace) -> dict:
 
         return [dict(Base().hparams), dict(Child().hparams)]
 
+    def unattached_trainer() -> dict:
+        """``self.trainer`` before a fit raises a RuntimeError, inside a property too (scvi-tools' training plans
+        read their KL weight through one in ``__init__`` and catch it)."""
+
+        class Plan(Net):
+            @property
+            def warmup(self) -> object:
+                try:
+                    return self.trainer.max_epochs
+                except RuntimeError:
+                    return "not attached"
+
+        plan = Plan()
+        try:
+            plan.trainer
+            direct: object = "attached"
+        except Exception as err:
+            direct = _kind(err)
+        return {"property": plan.warmup, "direct": direct}
+
     def sharded_model() -> dict:
         class Legacy(Net):
             def configure_sharded_model(self):
@@ -364,4 +384,5 @@ def checks(fw: SimpleNamespace) -> dict:
         "datamodule_members_on_exception": on_exception,
         "module_members_remove_ignored_hparams": remove_ignored,
         "module_members_configure_sharded_model": sharded_model,
+        "module_members_unattached_trainer": unattached_trainer,
     }

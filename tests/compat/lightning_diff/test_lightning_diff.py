@@ -179,7 +179,7 @@ def test_trainer_members_through_fit_validate_test_predict(observed, point):
 
 @pytest.mark.parametrize("check", ["members_no_validation_step", "members_limit_val_0", "members_no_sanity_check",
                                    "members_all_sanity_batches", "members_limit_0_everywhere", "members_interrupted", "members_sigterm",
-                                   "members_placement", "members_early_stopping", "members_init_module",
+                                   "members_placement", "members_accelerator_connector", "members_early_stopping", "members_init_module",
                                    "members_print", "members_scaler"])
 def test_trainer_members(observed, check):
     lightning, relay = _pair(observed, check)
@@ -203,7 +203,7 @@ def _same_or_narrower(lightning, relay) -> None:
     "module_members_dtype", "module_members_strict_loading", "module_members_toggled_optimizer",
     "module_members_all_gather", "module_members_checkpoint_keys", "module_members_to_torchscript",
     "module_members_loader_defaults", "module_members_remove_ignored_hparams", "module_members_configure_sharded_model",
-    "datamodule_members_from_datasets", "datamodule_members_on_exception",
+    "datamodule_members_from_datasets", "datamodule_members_on_exception", "module_members_unattached_trainer",
 ])
 def test_module_and_datamodule_members(observed, check):
     """LightningModule / LightningDataModule members: dtype, strict_loading, toggled_optimizer, all_gather on one
@@ -239,6 +239,12 @@ def test_a_mock_callback_records_every_hook(observed):
 
 def test_rich_bars_tasks_ids_metrics_and_get_metrics_calls(observed):
     lightning, relay = _pair(observed, "rich_bars")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+def test_a_projects_bar_on_the_progress_bar_base(observed):
+    lightning, relay = _pair(observed, "custom_bar")
     assert "exception" not in lightning, lightning
     assert relay == lightning
 
