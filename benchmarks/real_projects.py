@@ -16,6 +16,9 @@ weights fail on both sides on an offline machine and are not counted; pytorch-ta
 three datasets at import, so it is replaced by synthetic frames of the same schemas (the same on both sides).
 neuralforecast's release leaves out its tests' conftest (written here: one fixture over the package's own
 AirPassengers data) and the models saved by older versions that its migration tests load (those fail on both sides).
+scvi-tools' release declares Python >= 3.12; it is installed with ``--ignore-requires-python`` and runs on this
+interpreter's 3.11 (its code uses nothing newer); tests needing its optional extras (captum, torch_geometric, ...)
+fail on both sides and are not counted.
 """
 
 from __future__ import annotations
@@ -145,13 +148,14 @@ PROJECTS = {
                                "fugue", "captum", "pytest-timeout"),
                               ("tests",), conftest=NEURALFORECAST_CONFTEST,
                               files={"tests/__init__.py": ""}),  # test_core imports .test_helpers
-    # the Trainer through lightning's package name: single-cell models (VAEs, Pyro models) trained with scvi's own
-    # TrainingPlans, callbacks and data splitters, saved and reloaded; the release declares Python >= 3.12, and
-    # its code and tests run on this interpreter's 3.11
+    # the Trainer under lightning's package name: single-cell models (VAEs, Pyro models) trained with the project's
+    # own TrainingPlans, callbacks, progress bar and data splitters, saved and reloaded; its model, training, data
+    # loader and module tests, sampled per file (darts, asked for first, ships no tests in its source release)
     "scvi-tools": Project("scvi-tools==1.5.1", "scvi_tools-1.5.1",
                           ("anndata", "docrep>=0.3.2", "ml-collections", "mudata", "numba>=0.60", "pyro-ppl",
                            "scanpy>=1.10", "sparse>=0.14", "xarray", "pytest-timeout"),
-                          ("tests/model", "tests/train", "tests/external", "tests/dataloaders", "tests/module"), per_file=10, install=("--ignore-requires-python",)),
+                          ("tests/model", "tests/train", "tests/external", "tests/dataloaders", "tests/module"),
+                          per_file=10, install=("--ignore-requires-python",)),
 }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from trainer.callbacks.base import Callback
+from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -112,6 +113,8 @@ class ProgressBar(Callback):
         stream: where to draw; default ``sys.stderr`` at draw time.
     """
 
+    _draws = True  # False: a Lightning-code bar on this base (set in __init__)
+
     # the stages' names a bar shows (Lightning's ProgressBar properties, which subclasses override)
     @property
     def sanity_check_description(self) -> str:
@@ -151,6 +154,9 @@ class ProgressBar(Callback):
         self._trainer: Trainer | None = None
         self._current_eval_dataloader_idx: int | None = None
         self._logged_any = False  # a line was written in this stage (non-terminal output)
+        # Lightning's ProgressBar is a base that draws nothing: a bar Lightning code builds on it draws only what
+        # it draws itself (Relay's own line bar, and Relay code's subclasses of it, draw)
+        self._draws = type(self) is ProgressBar or not lightning_defaults()
 
     @property
     def refresh_rate(self) -> float:
@@ -400,7 +406,7 @@ class ProgressBar(Callback):
 
     def _draw(self, final: bool = False) -> None:
         phase = self._eval if self._eval is not None else self._train
-        if phase is None or not self.is_enabled:
+        if phase is None or not self.is_enabled or not self._draws:
             self._next_draw = _NEVER
             return
         now = time.perf_counter()
@@ -408,6 +414,8 @@ class ProgressBar(Callback):
         self._schedule()
 
     def _draw_line(self, line: str, final: bool) -> None:
+        if not self._draws:
+            return
         stream = self.stream
         if self._tty:
             if self._width:
