@@ -490,7 +490,7 @@ class ModelCheckpoint(Checkpoint):
         if last_path is None or (epoch_level and written is None and not self._last_follows(trainer)):
             self.last_model_path = previous_last
             return
-        if written is not None:
+        if written is not None and self.file_exists(written, trainer):  # a subclass may have replaced it
             self._link(trainer, written, last_path)
         else:
             self._unshare(trainer, last_path)
@@ -541,7 +541,8 @@ class ModelCheckpoint(Checkpoint):
             current = torch.tensor(math.inf if self.mode == "min" else -math.inf, dtype=current.dtype)
         self.current_score = current
         if self._in_top_k(current):
-            return self._update_topk(trainer, candidates, current, self.mode)
+            self._update_best_and_save(current, trainer, candidates)  # Lightning's name: subclasses override it
+            return self._last_checkpoint_saved
         if self.verbose and trainer.is_global_zero:
             print(
                 f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: "
@@ -570,6 +571,13 @@ class ModelCheckpoint(Checkpoint):
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         return _better(current, self.best_k_models[self.kth_best_model_path], self.mode)
+
+    def _update_best_and_save(self, current: torch.Tensor, trainer: "Trainer",
+                              monitor_candidates: dict[str, torch.Tensor]) -> None:
+        """Write ``current``'s checkpoint among the top k, the k-th dropped. Lightning's name and arguments: a
+        project's subclass overrides it to replace the file written by its own save (scvi-tools' ``SaveCheckpoint``
+        saves a model directory and points ``best_model_path`` at it)."""
+        self._update_topk(trainer, monitor_candidates, current, self.mode)
 
     def _update_topk(self, trainer: "Trainer", candidates: dict[str, torch.Tensor], score: torch.Tensor, mode: str) -> str:
         k = self.save_top_k
@@ -604,9 +612,12 @@ class ModelCheckpoint(Checkpoint):
 
     # --- files ----------------------------------------------------------------------------------------
     def _write(self, trainer: "Trainer", path: str) -> None:
-        trainer.save_checkpoint(path, self.save_weights_only)
+        self._save_checkpoint(trainer, path)  # Lightning's name: subclasses override it
+
+    def _save_checkpoint(self, trainer: "Trainer", filepath: str) -> None:
+        trainer.save_checkpoint(filepath, self.save_weights_only)
         self._last_global_step_saved = trainer.global_step
-        self._last_checkpoint_saved = path
+        self._last_checkpoint_saved = filepath
         self._tell_loggers(trainer)
 
     def _tell_loggers(self, trainer: "Trainer") -> None:
@@ -642,8 +653,11 @@ class ModelCheckpoint(Checkpoint):
             return
         if not is_url(path) and not self._removable_here(trainer, path):
             return
+        self._remove_checkpoint(trainer, path)  # Lightning's name: subclasses override it
+
+    def _remove_checkpoint(self, trainer: "Trainer", filepath: str) -> None:
         if trainer.is_global_zero:
-            trainer.strategy.checkpoint_io.remove(path)
+            trainer.strategy.checkpoint_io.remove(filepath)
 
     def _removable_here(self, trainer: "Trainer", path: str) -> bool:
         """A local file leaves the top k by deletion only inside this callback's directory, and never when the fit

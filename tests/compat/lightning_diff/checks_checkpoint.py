@@ -64,6 +64,28 @@ def checks(fw: SimpleNamespace) -> dict:
             "checkpoint_top_level_keys": sorted(saved),
         }
 
+    def subclass_hooks() -> dict:
+        """A project's ``ModelCheckpoint`` overriding Lightning's ``_update_best_and_save`` and
+        ``_remove_checkpoint`` (scvi-tools' ``SaveCheckpoint`` replaces each top-k file by a save of its own)."""
+        calls: list = []
+
+        class Replacing(fw.ModelCheckpoint):
+            def _update_best_and_save(self, current, trainer, monitor_candidates):
+                super()._update_best_and_save(current, trainer, monitor_candidates)
+                calls.append(["update", os.path.basename(self.best_model_path), float(current)])
+                os.remove(self.best_model_path)
+                self.best_model_path = self.best_model_path.split(".ckpt")[0]
+
+            def _remove_checkpoint(self, trainer, filepath):
+                super()._remove_checkpoint(trainer, filepath)
+                calls.append(["remove", os.path.basename(filepath)])
+
+        ckpt = Replacing(dirpath="replaced", monitor="score", mode="max", save_top_k=1)
+        trainer = fw.Trainer(max_epochs=3, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                             callbacks=[ckpt], **quiet(enable_checkpointing=True))
+        trainer.fit(Net(), loader(), loader())
+        return {"calls": calls, "best": os.path.basename(ckpt.best_model_path), "files": sorted(os.listdir("replaced"))}
+
     def state_keys() -> dict:
         configs = {
             "default": {},
@@ -209,4 +231,4 @@ def checks(fw: SimpleNamespace) -> dict:
 
     return {"resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
-            "callback_surface": callback_surface}
+            "callback_surface": callback_surface, "checkpoint_subclass_hooks": subclass_hooks}

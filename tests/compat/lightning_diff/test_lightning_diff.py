@@ -106,6 +106,12 @@ def test_checkpoint_files_top_k_and_keys(observed, check):
     assert set(lightning["checkpoint_top_level_keys"]) - ONLY_LIGHTNING_KEYS <= set(relay["checkpoint_top_level_keys"])
 
 
+def test_a_checkpoint_subclass_overriding_lightnings_save_and_remove_methods(observed):
+    lightning, relay = _pair(observed, "checkpoint_subclass_hooks")
+    assert "exception" not in lightning and len(lightning["calls"]) == 5, lightning
+    assert relay == lightning
+
+
 def test_callback_state_keys(observed):
     lightning, relay = _pair(observed, "state_keys")
     assert "exception" not in lightning, lightning
