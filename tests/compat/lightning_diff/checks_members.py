@@ -175,7 +175,7 @@ def checks(fw: SimpleNamespace) -> dict:
                     "strategy": type(connector.strategy).__name__, "sampler": connector.use_distributed_sampler}
 
         out = {}
-        for name, kwargs in {"auto": {}, "cpu_1": {"accelerator": "cpu", "devices": 1}, "cpu_2": {"devices": "2"},
+        for name, kwargs in {"auto": {}, "cpu_2": {"devices": "2"},
                              "bf16": {"precision": "bf16-mixed", "use_distributed_sampler": False}}.items():
             out[name] = seen(_AcceleratorConnector(**kwargs))
             out[f"trainer_{name}"] = seen(fw.Trainer(**quiet(**kwargs))._accelerator_connector)
