@@ -5,15 +5,16 @@ the metrics logged with ``prog_bar=True``; one place, so both bars and user bars
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainer.utilities.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
+    from trainer.loggers.base import Logger
     from trainer.trainer import Trainer
 
 
-def _version(loggers: list[Any], separator: str = "_") -> int | str:
+def _version(loggers: list[Logger], separator: str = "_") -> int | str | None:
     """The version of one logger, or the distinct versions of several joined by ``separator``."""
     if len(loggers) == 1:
         return loggers[0].version
@@ -30,7 +31,7 @@ def get_standard_metrics(trainer: Trainer) -> dict[str, int | str]:
     return out
 
 
-def bar_metrics(trainer: Trainer) -> dict[str, Any]:
+def bar_metrics(trainer: Trainer) -> dict[str, object]:
     """``v_num`` and the ``prog_bar=True`` metrics; a logged name equal to a standard one wins, with a warning."""
     standard = get_standard_metrics(trainer)
     logged = trainer.progress_bar_metrics

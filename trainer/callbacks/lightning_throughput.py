@@ -24,6 +24,7 @@ from trainer.fabric.utilities.throughput import Throughput, get_available_flops
 from trainer.utilities.rank_zero import rank_zero_only, rank_zero_warn
 
 if TYPE_CHECKING:
+    from trainer.loops.trackers import _Progress
     from trainer.module import Module
     from trainer.trainer import Trainer
 
@@ -41,7 +42,7 @@ def _stage(trainer: Trainer) -> str:
     return str(getattr(stage, "value", stage))
 
 
-def _evaluation_progress(trainer: Trainer) -> Any:
+def _evaluation_progress(trainer: Trainer) -> _Progress:
     """The running evaluation loop's batch counts (Lightning's ``batch_progress``)."""
     stage = _stage(trainer)
     if stage == "predict":
@@ -55,7 +56,7 @@ class ThroughputMonitor(Callback):
     """``batch_size_fn(batch)``: samples in a batch; ``length_fn(batch)``: items (tokens) in it; ``**kwargs``:
     ``Throughput``'s (``window_size``, ``separator``)."""
 
-    def __init__(self, batch_size_fn: Callable[[Any], int], length_fn: Callable[[Any], int] | None = None,
+    def __init__(self, batch_size_fn: Callable[[object], int], length_fn: Callable[[object], int] | None = None,
                  **kwargs: Any) -> None:
         super().__init__()
         self.kwargs = kwargs
@@ -87,7 +88,7 @@ class ThroughputMonitor(Callback):
         self._t0s[stage] = time.perf_counter()
 
     @torch.inference_mode()  # batch_size_fn / length_fn may compute on tensors
-    def _update(self, trainer: Trainer, pl_module: Module, batch: Any) -> None:
+    def _update(self, trainer: Trainer, pl_module: Module, batch: object) -> None:
         stage = _stage(trainer)
         if trainer.strategy.root_device.type == "cuda":
             torch.cuda.synchronize()  # the clock reads the device's time
@@ -112,7 +113,7 @@ class ThroughputMonitor(Callback):
         n = trainer.log_every_n_steps
         stepped = trainer.fit_loop.epoch_loop._batches_that_stepped  # the training loggers' step (Lightning's)
         count = stepped + 1 if stage == "train" else _evaluation_progress(trainer).current.ready
-        if n == 0 or (count % n and not trainer.should_stop):
+        if not n or (count % n and not trainer.should_stop):
             return
         throughput = self._throughputs[stage]
         metrics = {f"{stage}{throughput.separator}{k}": v for k, v in throughput.compute().items()}
@@ -122,29 +123,29 @@ class ThroughputMonitor(Callback):
             trainer.stage_run.send_to_loggers(metrics, step, add_epoch=False)
 
     @rank_zero_only
-    def on_train_start(self, trainer: Trainer, *_: Any) -> None:
+    def on_train_start(self, trainer: Trainer, *_: object) -> None:
         self._start(trainer)
 
     @rank_zero_only
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, *_: Any) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: object, batch: object, *_: object) -> None:
         self._update(trainer, pl_module, batch)
         if not trainer.fit_loop.epoch_loop._should_accumulate():  # measured once the optimizer stepped
             self._compute(trainer)
 
     @rank_zero_only
-    def on_validation_start(self, trainer: Trainer, *_: Any) -> None:
+    def on_validation_start(self, trainer: Trainer, *_: object) -> None:
         if not trainer.sanity_checking:
             self._start(trainer)
 
     @rank_zero_only
-    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, *_: Any,
-                                **__: Any) -> None:
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: object, batch: object, *_: object,
+                                **__: object) -> None:
         if not trainer.sanity_checking:
             self._update(trainer, pl_module, batch)
             self._compute(trainer, _evaluation_progress(trainer).total.ready)
 
     @rank_zero_only
-    def on_validation_end(self, trainer: Trainer, *_: Any) -> None:
+    def on_validation_end(self, trainer: Trainer, *_: object) -> None:
         """Validation inside a fit: its time (and the gap before it) moves the training clock on, so it is not
         counted as training time."""
         if trainer.sanity_checking or trainer.state.fn != "fit":
@@ -156,21 +157,21 @@ class ThroughputMonitor(Callback):
         self._t0s["train"] += gap + val_elapsed
 
     @rank_zero_only
-    def on_test_start(self, trainer: Trainer, *_: Any) -> None:
+    def on_test_start(self, trainer: Trainer, *_: object) -> None:
         self._start(trainer)
 
     @rank_zero_only
-    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, *_: Any,
-                          **__: Any) -> None:
+    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: object, batch: object, *_: object,
+                          **__: object) -> None:
         self._update(trainer, pl_module, batch)
         self._compute(trainer, _evaluation_progress(trainer).total.ready)
 
     @rank_zero_only
-    def on_predict_start(self, trainer: Trainer, *_: Any) -> None:
+    def on_predict_start(self, trainer: Trainer, *_: object) -> None:
         self._start(trainer)
 
     @rank_zero_only
-    def on_predict_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, *_: Any,
-                             **__: Any) -> None:
+    def on_predict_batch_end(self, trainer: Trainer, pl_module: Module, outputs: object, batch: object, *_: object,
+                             **__: object) -> None:
         self._update(trainer, pl_module, batch)
         self._compute(trainer, _evaluation_progress(trainer).total.ready)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from trainer.callbacks.bar_metrics import bar_metrics
 from trainer.callbacks.lightning_bar import LightningBar
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Task, TaskID
 
+    from trainer.callbacks.progress import _BarMetrics
     from trainer.callbacks.rich_columns import CustomProgress, MetricsTextColumn
     from trainer.module import Module
     from trainer.trainer import Trainer
@@ -45,11 +46,11 @@ class RichProgressBar(LightningBar):
     """
 
     def __init__(self, refresh_rate: int = 100, leave: bool = False, theme: RichProgressBarTheme | None = None,
-                 console_kwargs: dict[str, Any] | None = None) -> None:
+                 console_kwargs: dict[str, object] | None = None) -> None:
         require_rich("RichProgressBar")
         super().__init__(refresh_rate, leave)
         self.theme = theme if theme is not None else RichProgressBarTheme()
-        self._console_kwargs = dict(console_kwargs or {})
+        self._console_kwargs: dict[str, object] = dict(console_kwargs or {})
         self._console: Console | None = None
         self.progress: CustomProgress | None = None
         self._metric_component: MetricsTextColumn | None = None
@@ -163,7 +164,7 @@ class RichProgressBar(LightningBar):
                                                     self._get_train_description(self.trainer.current_epoch))
 
     # --- what is shown --------------------------------------------------------------------------------
-    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> dict[str, Any]:
+    def get_metrics(self, trainer: Trainer, pl_module: Module | None = None) -> _BarMetrics:
         """The logger's version (``v_num``) and the ``prog_bar=True`` metrics, tensors as Python numbers."""
         import torch
         from lightning_utilities.core.apply_func import apply_to_collection
@@ -174,10 +175,11 @@ class RichProgressBar(LightningBar):
         if self.is_enabled and self._metric_component is not None:
             self._metric_component.update(self.get_metrics(trainer, pl_module))
 
-    def print(self, *args: Any, **kwargs: Any) -> None:
+    def print(self, *args: object, sep: str = " ", end: str = "\n", file: TextIO | None = None,
+              flush: bool = False) -> None:
         """``print``'s arguments; while the display runs, rich shows the text above the bars (it redirects standard
         output), as with Lightning's."""
-        print(*args, **kwargs)
+        print(*args, sep=sep, end=end, file=file, flush=flush)
 
     # --- hooks ----------------------------------------------------------------------------------------
     def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
@@ -211,7 +213,7 @@ class RichProgressBar(LightningBar):
                                     description=description, visible=True)
         self.refresh()
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+    def on_train_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: object,
                            batch_idx: int) -> None:
         if self.is_enabled and self.train_progress_bar_id is None and self.progress is not None:
             self._initialize_train_progress_bar_id()  # resumed mid-epoch: no epoch start was seen
@@ -235,14 +237,14 @@ class RichProgressBar(LightningBar):
         setattr(self, attribute, self._add_task(total, description, visible=visible))
         self.refresh()
 
-    def on_validation_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: Module, batch: object, batch_idx: int,
                                   dataloader_idx: int = 0) -> None:
         attribute, description = (("val_sanity_progress_bar_id", self.sanity_check_description)
                                   if trainer.sanity_checking else ("val_progress_bar_id", self.validation_description))
         self._eval_batch_start(attribute, self.total_val_batches_current_dataloader, description, dataloader_idx,
                                visible=False)
 
-    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: object,
                                 batch_idx: int, dataloader_idx: int = 0) -> None:
         if self.is_enabled:
             bar_id = self.val_sanity_progress_bar_id if trainer.sanity_checking else self.val_progress_bar_id
@@ -261,12 +263,12 @@ class RichProgressBar(LightningBar):
     def on_test_start(self, trainer: Trainer, pl_module: Module) -> None:
         self._init_progress(trainer)
 
-    def on_test_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+    def on_test_batch_start(self, trainer: Trainer, pl_module: Module, batch: object, batch_idx: int,
                             dataloader_idx: int = 0) -> None:
         self._eval_batch_start("test_progress_bar_id", self.total_test_batches_current_dataloader,
                                self.test_description, dataloader_idx)
 
-    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: Any,
+    def on_test_batch_end(self, trainer: Trainer, pl_module: Module, outputs: STEP_OUTPUT, batch: object,
                           batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update(self.test_progress_bar_id, batch_idx + 1)
 
@@ -276,12 +278,12 @@ class RichProgressBar(LightningBar):
     def on_predict_start(self, trainer: Trainer, pl_module: Module) -> None:
         self._init_progress(trainer)
 
-    def on_predict_batch_start(self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int,
+    def on_predict_batch_start(self, trainer: Trainer, pl_module: Module, batch: object, batch_idx: int,
                                dataloader_idx: int = 0) -> None:
         self._eval_batch_start("predict_progress_bar_id", self.total_predict_batches_current_dataloader,
                                self.predict_description, dataloader_idx)
 
-    def on_predict_batch_end(self, trainer: Trainer, pl_module: Module, outputs: Any, batch: Any, batch_idx: int,
+    def on_predict_batch_end(self, trainer: Trainer, pl_module: Module, outputs: object, batch: object, batch_idx: int,
                              dataloader_idx: int = 0) -> None:
         self._update(self.predict_progress_bar_id, batch_idx + 1)
 

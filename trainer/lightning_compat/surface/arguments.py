@@ -11,24 +11,23 @@ from __future__ import annotations
 import datetime
 import importlib
 import math
-from typing import Any
 
 PLUGIN_MODULES = ("strategies", "plugins.precision", "plugins.environments", "accelerators", "plugins.io", "callbacks",
                   "profilers")
 _VALUES = {"inf": math.inf, "timedelta": datetime.timedelta, "datetime": datetime}
 
 
-def _default(text: str) -> tuple[bool, Any]:
+def _default(text: str) -> tuple[bool, object]:
     """A recorded default (its ``repr``) as a value, when it is a plain literal or a timedelta."""
     if text == "<required>":
         return False, None
     try:
-        return True, eval(text, {"__builtins__": {}}, dict(_VALUES))  # noqa: S307 - the data file's own reprs
+        return True, eval(text, {"__builtins__": {}}, dict(_VALUES))  # the data file's own reprs
     except Exception:  # noqa: BLE001 - an object's repr (a class instance, a function): not rebuilt
         return False, None
 
 
-def refused(data: dict[str, Any]) -> dict[str, list[str]]:
+def refused(data: dict[str, dict]) -> dict[str, list[str]]:
     """``{"module:Class": [arguments refused with a TypeError naming them]}`` for the plugin classes."""
     out: dict[str, list[str]] = {}
     for name, spec in data["modules"].items():
