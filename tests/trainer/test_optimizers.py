@@ -154,12 +154,22 @@ def test_optimizers_and_schedulers_lists(tmp_path):
     assert rec.final == [final]
 
 
+class WithHooks(Net):
+    """Hooks that may not log: the Trainer holds them wrapped (``WithoutLogging``), and still pickles."""
+
+    def on_fit_start(self):
+        pass
+
+    def on_before_batch_transfer(self, batch, dataloader_idx):
+        return batch
+
+
 def test_a_fitted_trainer_with_its_optimizer_handles_deep_copies_and_pickles(tmp_path):
     """pytorch-tabular's model sweep keeps the best model with ``copy.deepcopy`` (its trainer and the handles
     ``self.optimizers()`` returns come along), as Lightning's ``LightningOptimizer`` allows; ``torch.save(trainer)``
     after a fit works as in Lightning, and the loaded Trainer fits on."""
     trainer = _trainer(tmp_path, max_epochs=1)
-    model = Net(_sgd)
+    model = WithHooks(_sgd)
     trainer.fit(model, _loader())
     handle = model.optimizers()
     copied = copy.deepcopy({"trainer": trainer, "handle": handle})["handle"]

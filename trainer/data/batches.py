@@ -11,6 +11,7 @@ from trainer.data.transfer_hooks import TRANSFER_HOOKS
 from trainer.datamodule import DataModule
 from trainer.distributed.strategy import move_to_device, overridden
 from trainer.model.overrides import subclass_overrides as is_overridden
+from trainer.stage.stage_run import WithoutLogging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,15 +32,7 @@ def _transfer_hook(trainer: Trainer, name: str) -> Callable[..., object] | None:
 
 def _refusing_logs(trainer: Trainer, name: str, hook: Callable[..., object] | None) -> Callable[..., object] | None:
     """The hook run with ``self.log`` refused (Lightning's error), or None when nothing overrides it."""
-    if hook is None:
-        return None
-    run = trainer.stage_run
-
-    def refusing(*args: object) -> object:
-        with run.logging_off(name):
-            return hook(*args)
-
-    return refusing
+    return None if hook is None else WithoutLogging(trainer, name, hook)
 
 
 class BatchMover:

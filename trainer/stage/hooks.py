@@ -11,6 +11,7 @@ from trainer.callbacks.base import Callback, monitors_metrics
 from trainer.datamodule import DataModule
 from trainer.module import Module
 from trainer.model.overrides import is_overridden
+from trainer.stage.stage_run import WithoutLogging
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -60,17 +61,10 @@ class Hooks:
                 mod = profiler.wrap(profile_name(self._module, name), mod) if mod else None
             mod = _with_strategy_hook(mod, getattr(self._trainer, "strategy", None), name, profiler)
             if name in NOT_LOGGING:
-                cbs = [self._logging_off(name, fn) for fn in cbs]
-                mod = self._logging_off(name, mod) if mod is not None else None
+                cbs = [WithoutLogging(self._trainer, name, fn) for fn in cbs]
+                mod = WithoutLogging(self._trainer, name, mod) if mod is not None else None
             entry = self._cache[name] = (cbs, mod)
         return entry
-
-    def _logging_off(self, name: str, fn: Callable[..., object]) -> Callable[..., object]:
-        def without_logging(*args: object, **kwargs: object) -> object:
-            with self._trainer.stage_run.logging_off(name):
-                return fn(*args, **kwargs)
-
-        return without_logging
 
     def caller(self, name: str) -> Callable[..., object] | None:
         """A function running the hook's implementations, or None when nothing overrides it (per-step fast path)."""
