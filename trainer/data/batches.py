@@ -11,7 +11,7 @@ from trainer.data.transfer_hooks import TRANSFER_HOOKS
 from trainer.datamodule import DataModule
 from trainer.distributed.strategy import move_to_device, overridden
 from trainer.model.overrides import subclass_overrides as is_overridden
-from trainer.stage.stage_run import WithoutLogging
+from trainer.stage.hooks import WithoutLogging
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,7 +11,6 @@ from trainer.callbacks.base import Callback, monitors_metrics
 from trainer.datamodule import DataModule
 from trainer.module import Module
 from trainer.model.overrides import is_overridden
-from trainer.stage.stage_run import WithoutLogging
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -26,6 +25,18 @@ NOT_LOGGING = frozenset({
     "on_test_model_eval", "on_test_model_train", "lr_scheduler_step", "on_save_checkpoint", "on_load_checkpoint",
     "on_exception",
 })
+
+
+class WithoutLogging:
+    """A hook run with ``self.log`` refused (``StageRun.logging_off``); an object, not a closure, so a Trainer that
+    holds its hooks still pickles (``torch.save(trainer)``)."""
+
+    def __init__(self, trainer: Trainer, name: str, fn: Callable[..., object]) -> None:
+        self.trainer, self.name, self.fn = trainer, name, fn
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        with self.trainer.stage_run.logging_off(self.name):
+            return self.fn(*args, **kwargs)
 
 
 def _implements(name: str, callback: Callback) -> bool:

@@ -19,7 +19,7 @@ from trainer.metrics.results import Results, as_tensor, to_float
 from trainer.seed import global_seed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Iterator, Mapping
 
     from trainer.checkpointing.preemption import PreemptionHandler
     from trainer.checkpointing.resume import Resume
@@ -27,18 +27,6 @@ if TYPE_CHECKING:
     from trainer.stage.hooks import Hooks
     from trainer.stage.plan import Loaders, LoaderSource, StagePlan
     from trainer.trainer import Trainer
-
-
-class WithoutLogging:
-    """A hook run with ``self.log`` refused (``StageRun.logging_off``); an object, not a closure, so a Trainer that
-    holds its hooks still pickles (``torch.save(trainer)``)."""
-
-    def __init__(self, trainer: Trainer, name: str, fn: Callable[..., object]) -> None:
-        self.trainer, self.name, self.fn = trainer, name, fn
-
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        with self.trainer.stage_run.logging_off(self.name):
-            return self.fn(*args, **kwargs)
 
 
 def _stage_results() -> dict[str, Results]:
