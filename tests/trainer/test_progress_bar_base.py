@@ -61,5 +61,5 @@ def test_a_subclass_draws_relays_bar_only_in_relay_code(monkeypatch, zero_edit):
     bar = _ProjectBar()
     drawn = _drawn(bar)
     assert bar.epochs == [0, 1] and bar.refresh_rate == 1
-    assert (drawn == "") == zero_edit, drawn
+    assert ("Epoch 1" in drawn) != zero_edit, drawn  # (stderr may hold other processes' noise: look for the bar)
     assert "Epoch 1" in _drawn(ProgressBar())  # Relay's own bar draws in both modes

@@ -490,7 +490,7 @@ class ModelCheckpoint(Checkpoint):
         if last_path is None or (epoch_level and written is None and not self._last_follows(trainer)):
             self.last_model_path = previous_last
             return
-        if written is not None and self.file_exists(written, trainer):  # a subclass may have replaced it
+        if written is not None and (not self._saves_its_own_way() or self.file_exists(written, trainer)):
             self._link(trainer, written, last_path)
         else:
             self._unshare(trainer, last_path)
@@ -571,6 +571,14 @@ class ModelCheckpoint(Checkpoint):
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         return _better(current, self.best_k_models[self.kth_best_model_path], self.mode)
+
+    def _saves_its_own_way(self) -> bool:
+        """A subclass overrides Lightning's save methods (its file may be replaced or moved): ``last`` is then linked
+        only to a file that exists. Otherwise the file just written is linked, even while an asynchronous write of it
+        is still in flight."""
+        cls = type(self)
+        return cls._update_best_and_save is not ModelCheckpoint._update_best_and_save \
+            or cls._save_checkpoint is not ModelCheckpoint._save_checkpoint
 
     def _update_best_and_save(self, current: torch.Tensor, trainer: "Trainer",
                               monitor_candidates: dict[str, torch.Tensor]) -> None:

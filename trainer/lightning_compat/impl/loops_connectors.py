@@ -405,7 +405,8 @@ class _AcceleratorConnector(AcceleratorConnector):
                  strategy: Any = "auto", plugins: Any = None, precision: Any = None, sync_batchnorm: bool = False,
                  benchmark: bool | None = None, use_distributed_sampler: bool = True,
                  deterministic: bool | str | None = None) -> None:
-        from plugins.selection import resolve_plugins  # local import: as the Trainer's
+        # local import: resolved only when a project builds the connector itself, as the Trainer resolves them
+        from plugins.selection import resolve_plugins
         from trainer.arguments.checks import environment
         from trainer.checkpointing.checkpoint_io import without_checkpoint_io
 
