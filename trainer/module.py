@@ -256,24 +256,8 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
             rank_zero_warn(f"You called `self.log({name!r}, ..., logger=True)` but have no logger configured. You can "
                            "enable one by doing `Trainer(logger=ALogger(...))`")
         results = trainer.stage_run.active_results
-        if results is None and trainer.state.fn == "predict":
-            raise MisconfigurationError(
-                f"You are trying to `self.log()` but the loop's result collection is not registered yet. This is most "
-                f"likely because you are trying to log in a `predict` hook, but it doesn't support logging: "
-                f"self.log({name!r}, ...) records nothing while predicting; return it from predict_step instead."
-            )
-        if results is None and trainer.stage_run.log_refused_in is not None:
-            raise MisconfigurationError(
-                f"You can't `self.log()` inside `{trainer.stage_run.log_refused_in}`: self.log({name!r}, ...) would "
-                "record nothing there; log from a step or from a hook that runs during a loop (on_train_start, "
-                "on_validation_epoch_end, ...)."
-            )
         if results is None:
-            raise MisconfigurationError(
-                f"You can't `self.log()` here: self.log({name!r}, ...) was called outside a step or hook the Trainer "
-                "runs (or in one that cannot log); log from "
-                "training_step, validation_step, test_step or an on_* hook."
-            )
+            raise trainer.stage_run.not_recording(name)
         if add_dataloader_idx and trainer.stage_run.log_suffix:
             name += trainer.stage_run.log_suffix
         if on_step is None:

@@ -69,6 +69,19 @@ def _buffer_sync(broadcast: bool) -> dict[str, bool]:
     return {"forward_sync_buffers" if takes_new and broadcast else "broadcast_buffers": broadcast}
 
 
+def _check_start_method(start_method: str, max_restarts: object) -> None:
+    if start_method not in ("popen", *START_METHODS):
+        raise ValueError(
+            f"DDPStrategy(start_method={start_method!r}) is not valid; use 'popen' (run the program again per "
+            f"worker) or one of {', '.join(START_METHODS)} (e.g. strategy=ddp_spawn or strategy=ddp_notebook)."
+        )
+    if start_method != "popen" and max_restarts:
+        raise ValueError(
+            f"DDPStrategy(start_method={start_method!r}, max_restarts={max_restarts}): spawned workers are not "
+            "restarted; use start_method='popen' (workers started by the elastic agent) for restarts."
+        )
+
+
 def _is_post_local_sgd(state: object) -> bool:
     return type(state).__name__ == "PostLocalSGDState"  # torch's class, not imported for the check
 
@@ -111,16 +124,7 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         """Process-group arguments and the ``dp_replicate`` degree are ``ParallelStrategy``'s. ``start_method``
         (Lightning's): "popen" runs the program again for each worker (torchrun's way); "spawn", "fork" or
         "forkserver" start them from this process (``strategy="ddp_spawn"`` / ``"ddp_notebook"``)."""
-        if start_method not in ("popen", *START_METHODS):
-            raise ValueError(
-                f"DDPStrategy(start_method={start_method!r}) is not valid; use 'popen' (run the program again per "
-                f"worker) or one of {', '.join(START_METHODS)} (e.g. strategy=ddp_spawn or strategy=ddp_notebook)."
-            )
-        if start_method != "popen" and kwargs.get("max_restarts"):
-            raise ValueError(
-                f"DDPStrategy(start_method={start_method!r}, max_restarts={kwargs['max_restarts']}): spawned workers "
-                "are not restarted; use start_method='popen' (workers started by the elastic agent) for restarts."
-            )
+        _check_start_method(start_method, kwargs.get("max_restarts"))
         super().__init__(**kwargs)
         self.start_method = start_method
         _check_torch_comm_hook(comm_hook, ddp_comm_hook, ddp_comm_wrapper, ddp_comm_state, model_averaging_period)

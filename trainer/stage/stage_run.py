@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.errors import MisconfigurationError
 from trainer.metrics.results import Results, as_tensor, to_float
 from trainer.seed import global_seed
 
@@ -74,6 +75,22 @@ class StageRun:
             yield
         finally:
             self.active_results, self.log_refused_in = saved, saved_hook
+
+    def not_recording(self, name: str) -> MisconfigurationError:
+        """Why ``self.log(name, ...)`` records nothing now, in Lightning's words (code matches on them)."""
+        if self.trainer.state.fn == "predict":
+            return MisconfigurationError(
+                "You are trying to `self.log()` but the loop's result collection is not registered yet. This is most "
+                "likely because you are trying to log in a `predict` hook, but it doesn't support logging: "
+                f"self.log({name!r}, ...) records nothing while predicting; return it from predict_step instead.")
+        if self.log_refused_in is not None:
+            return MisconfigurationError(
+                f"You can't `self.log()` inside `{self.log_refused_in}`: self.log({name!r}, ...) would record nothing "
+                "there; log from a step or from a hook that runs during a loop (on_train_start, "
+                "on_validation_epoch_end, ...).")
+        return MisconfigurationError(
+            f"You can't `self.log()` here: self.log({name!r}, ...) was called outside a step or hook the Trainer runs "
+            "(or in one that cannot log); log from training_step, validation_step, test_step or an on_* hook.")
 
     @property
     def given(self) -> dict[str, Any]:
