@@ -14,6 +14,7 @@ Two measurements, in one process, on the configuration ``python -m trainer`` tra
 
     python benchmarks/healing.py                    # 3 repetitions of 150 steps
     python benchmarks/healing.py --steps 60 --repeats 1   # quick
+    python benchmarks/healing.py --accelerator cuda       # on a GPU (the loss is then read every 10 steps)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 BLOCK = 10
 
 
-def fit(steps: int, healing: bool, straggler: bool) -> dict[str, Any]:
+def fit(steps: int, healing: bool, straggler: bool, accelerator: str = "cpu") -> dict[str, Any]:
     from trainer import Trainer, seed_everything
     from trainer.callbacks.base import Callback
     from trainer.examples.gpt_module import GPTModule
@@ -62,7 +63,7 @@ def fit(steps: int, healing: bool, straggler: bool) -> dict[str, Any]:
         detector = timed(StragglerDetector())
         callbacks.append(detector)
     seed_everything(0)
-    trainer = Trainer(accelerator="cpu", max_steps=steps, logger=False, enable_progress_bar=False,
+    trainer = Trainer(accelerator=accelerator, max_steps=steps, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, enable_checkpointing=False, gradient_clip_val=1.0,
                       num_sanity_val_steps=0, limit_val_batches=0, callbacks=callbacks,
                       spike_recovery=True if healing else None)
@@ -78,6 +79,10 @@ def fit(steps: int, healing: bool, straggler: bool) -> dict[str, Any]:
         start = time.perf_counter()
         for _ in range(5):
             spike.snapshot.take(trainer, spike.snapshot.position)
+        if accelerator == "cuda":
+            import torch
+
+            torch.cuda.synchronize()  # the copies to pinned memory are asynchronous: count them landed
         copy_s = (time.perf_counter() - start) / 5
     return {"step_s": step, "hook_s_per_step": extra / max(len(marks), 1), "copy_s": copy_s,
             "snapshot_every": spike.snapshot_every if spike is not None else 0}
@@ -87,6 +92,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--accelerator", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the loss is checked every 10 steps, read once its copy to host memory has landed")
     args = p.parse_args()
     import os
 
@@ -96,16 +103,17 @@ def main() -> None:
     for rep in range(args.repeats):
         pair = [("off", False, False), ("on", True, False), ("straggler", False, True)]
         for name, healing, straggler in pair[rep % 3:] + pair[: rep % 3]:
-            result = fit(args.steps, healing, straggler)
+            result = fit(args.steps, healing, straggler, args.accelerator)
             {"off": off, "on": on, "straggler": strag}[name].append(result)
         print(f"repetition {rep + 1}/{args.repeats}: off {off[-1]['step_s'] * 1e3:.2f} ms, spike recovery on "
               f"{on[-1]['step_s'] * 1e3:.2f} ms, straggler detector {strag[-1]['step_s'] * 1e3:.2f} ms", flush=True)
+    device = torch.cuda.get_device_name(0) if args.accelerator == "cuda" else "CPU"
     ratio = statistics.median(b["step_s"] / a["step_s"] - 1 for a, b in zip(off, on))
     s_ratio = statistics.median(b["step_s"] / a["step_s"] - 1 for a, b in zip(off, strag))
     comp = statistics.median((r["hook_s_per_step"] + r["copy_s"] / r["snapshot_every"]) / r["step_s"] for r in on)
     s_comp = statistics.median(r["hook_s_per_step"] / r["step_s"] for r in strag)
     print(f"\nGPT of `python -m trainer` (GPTModule(), SortingDataModule(), batch 64), torch {torch.__version__}, "
-          f"{os.cpu_count()} CPUs, {args.steps} steps/run, {args.repeats} repetitions (medians)")
+          f"{device}, {os.cpu_count()} CPUs, {args.steps} steps/run, {args.repeats} repetitions (medians)")
     print(f"step time off {statistics.median(r['step_s'] for r in off) * 1e3:.2f} ms")
     print(f"spike recovery (snapshot every {on[0]['snapshot_every']} steps): end to end {100 * ratio:+.2f}%, components "
           f"{100 * comp:.3f}% (hooks {statistics.median(r['hook_s_per_step'] for r in on) * 1e6:.1f} us/step, "

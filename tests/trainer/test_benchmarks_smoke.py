@@ -106,6 +106,15 @@ def test_gpu_benchmark_runs_its_tiny_size_on_the_cpu() -> None:
     assert re.search(r"^relay\s+off\s+\d+\.\d+\s+\d+\s+n/a\s+\d+\.\d+$", out, re.MULTILINE), out
 
 
+@pytest.mark.timeout(150)
+def test_healing_benchmark_runs_and_prints_both_costs() -> None:
+    """benchmarks/healing.py (docs/healing.md's figures): one repetition of 24 steps, three fits of the CLI's GPT."""
+    out = _run("healing.py", "--steps", "24", "--repeats", "1", timeout=140)
+    assert re.search(r"^spike recovery \(snapshot every 50 steps\): end to end [+-]\d+\.\d+%, components \d+\.\d+%",
+                     out, re.MULTILINE), out
+    assert re.search(r"^straggler detector .*hooks \d+\.\d+%", out, re.MULTILINE), out
+
+
 @pytest.mark.timeout(300)
 def test_fabric_quick_runs_and_prints_ratios() -> None:
     # not the lightning contender (Lightning Fabric's worker, ~9 CPU-s): the documented figures run it; the same
