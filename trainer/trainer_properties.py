@@ -128,8 +128,9 @@ class TrainerProperties:
         return callbacks[0] if callbacks else None
 
     # --- the loaders of the current (or last) Trainer call -----------------------------------------------
-    # What the loops iterate: a plain DataLoader comes back rebuilt with the Trainer's resumable (sharded)
-    # sampler. One loader, or a list when a list was given; None before they are loaded or in another call.
+    # As Lightning shows them: on one process the loaders given (the loops iterate copies with the Trainer's
+    # resumable sampler); with several, and for prediction or overfit_batches, the rebuilt ones (a sharded or
+    # in-order sampler). One loader, or a list when a list was given; None before they are loaded or in another call.
     @property
     def train_dataloader(self) -> TRAIN_DATALOADERS | None:
         return self.stage_run.loaders.get("train")

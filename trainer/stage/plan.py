@@ -136,7 +136,11 @@ class LoaderSource(NamedTuple):
         kwargs = strategy.distributed_sampler_kwargs if self.shard else {"num_replicas": 1, "rank": 0}
         plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
                                 pad=self.pad, no_shuffle=self.no_shuffle, role=self.key) for loader in loaders]
+        # shown as given where Lightning keeps the given loader: one process (no DistributedSampler), not for
+        # prediction (index tracking) or overfit_batches (read in order); the resumable sampler stays Relay's own
+        as_given = kwargs["num_replicas"] == 1 and self.key != "predict" and not self.no_shuffle
         if self.rank_batch_sizes is not None and self.shard:
+            as_given = False
             from trainer.healing.rank_batches import rank_batched  # local import: only runs that ask load it
 
             plans = [rank_batched(plan, self.rank_batch_sizes, kwargs["num_replicas"], kwargs["rank"], seed)
@@ -150,7 +154,8 @@ class LoaderSource(NamedTuple):
         if self.limit == 0:
             shown = None
         else:
-            shown = shape(prepared) if shape is not None else (prepared[0] if prepared else None)
+            seen = loaders if as_given else prepared
+            shown = shape(seen) if shape is not None else (seen[0] if seen else None)
             if self.key == "train" and isinstance(shown, CombinedLoader):  # Lightning shows the loaders it combines
                 shown = shown.iterables
         show(self.key, shown)

@@ -20,7 +20,7 @@ from tests.compat.lightning_diff.common import data, quiet
 
 
 def describe(loaders) -> object:
-    """What a user can see of a member's loaders, without object identity (Relay rebuilds plain loaders)."""
+    """What a user can see of a member's loaders (their identity is ``through_runs``' "given" entries)."""
     if loaders is None:
         return None
     if isinstance(loaders, (list, tuple)):
@@ -75,14 +75,25 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer = fw.Trainer(max_epochs=1, limit_train_batches=3, num_sanity_val_steps=2, **quiet())
         notes["before_fit"] = snapshot(trainer)
         val = [DataLoader(data(6), batch_size=2), DataLoader(data(2), batch_size=2)]
-        trainer.fit(model, DataLoader(data(8), batch_size=2), val)
+        train = DataLoader(data(8), batch_size=2, shuffle=True)
+        trainer.fit(model, train, val)
         notes["after_fit"] = snapshot(trainer)
-        trainer.validate(model, DataLoader(data(4), batch_size=2), verbose=False)
+        # on one process the members are the loaders given (prediction's are rebuilt to track indices)
+        given = {"train": trainer.train_dataloader is train,
+                 "val": [a is b for a, b in zip(trainer.val_dataloaders, val)]}
+        validate = DataLoader(data(4), batch_size=2)
+        trainer.validate(model, validate, verbose=False)
         notes["after_validate"] = snapshot(trainer)
-        trainer.test(model, [DataLoader(data(4), batch_size=4)], verbose=False)
+        given["validate"] = trainer.val_dataloaders is validate
+        test = [DataLoader(data(4), batch_size=4)]
+        trainer.test(model, test, verbose=False)
         notes["after_test"] = snapshot(trainer)
-        trainer.predict(model, DataLoader(data(3), batch_size=2))
+        given["test"] = trainer.test_dataloaders[0] is test[0]
+        predict = DataLoader(data(3), batch_size=2)
+        trainer.predict(model, predict)
         notes["after_predict"] = snapshot(trainer)
+        given["predict"] = trainer.predict_dataloaders is predict
+        notes["given"] = given
         return notes
 
     def without_validation(**kwargs) -> dict:

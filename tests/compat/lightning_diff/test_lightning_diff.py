@@ -165,7 +165,7 @@ def test_datamodule_batch_transfer_hooks(observed, key):
 
 
 MEMBER_POINTS = ["before_fit", "sanity_step", "training_step", "validation_step", "on_train_end", "after_fit",
-                 "after_validate", "test_step", "after_test", "predict_step", "after_predict"]
+                 "after_validate", "test_step", "after_test", "predict_step", "after_predict", "given"]
 
 
 @pytest.mark.parametrize("point", MEMBER_POINTS)
@@ -175,6 +175,8 @@ def test_trainer_members_through_fit_validate_test_predict(observed, point):
     lightning, relay = _pair(observed, "members_through_runs")
     assert "exception" not in lightning, lightning
     lightning, relay = lightning[point], relay.get(point)
+    if point == "given":  # the loaders given are the members on one process, prediction's rebuilt
+        assert lightning == {"train": True, "val": [True, True], "validate": True, "test": True, "predict": False}
     if point in ("predict_step", "after_predict"):
         # documented difference: Lightning rebuilds a prediction loader around its batch sampler, which leaves
         # its batch_size None; Relay's rebuilt loader keeps the batch size
