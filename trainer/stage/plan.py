@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from trainer.model.overrides import subclass_overrides as is_overridden
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, IterableDataset, SequentialSampler
 
 from trainer.data.loaders import num_batches, prepare_loader, sized_len
 from trainer.datamodule import DataModule
@@ -137,8 +137,10 @@ class LoaderSource(NamedTuple):
         plans = [prepare_loader(loader, seed=seed, num_replicas=kwargs["num_replicas"], rank=kwargs["rank"],
                                 pad=self.pad, no_shuffle=self.no_shuffle, role=self.key) for loader in loaders]
         # shown as given where Lightning keeps the given loader: one process (no DistributedSampler), not for
-        # prediction (index tracking) or overfit_batches (read in order); the resumable sampler stays Relay's own
-        as_given = kwargs["num_replicas"] == 1 and self.key != "predict" and not self.no_shuffle
+        # prediction (index tracking) nor, under overfit_batches, unless all read in order; the resumable sampler
+        # stays Relay's own
+        in_order = all(isinstance(getattr(loader, "sampler", None), SequentialSampler) for loader in loaders)
+        as_given = kwargs["num_replicas"] == 1 and self.key != "predict" and (in_order or not self.no_shuffle)
         if self.rank_batch_sizes is not None and self.shard:
             as_given = False
             from trainer.healing.rank_batches import rank_batched  # local import: only runs that ask load it
