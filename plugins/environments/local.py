@@ -21,6 +21,10 @@ class LocalEnvironment(ClusterEnvironment):
     The main address is ``MASTER_ADDR`` when exported, else 127.0.0.1. The main port is ``MASTER_PORT``
     when exported, else a free port found on first use and then kept, so every later reader (the
     launcher, the strategy) sees the same number.
+
+    Several nodes without a cluster launcher (Lightning's "general purpose cluster"): the same command on every
+    node with ``MASTER_ADDR``, ``MASTER_PORT`` (node 0's) and ``NODE_RANK`` (or ``GROUP_RANK``) exported; each
+    node's launcher starts its workers and torch's static rendezvous at that address joins the nodes.
     """
 
     name = "local"
@@ -60,7 +64,9 @@ class LocalEnvironment(ClusterEnvironment):
         return self._local_rank
 
     def node_rank(self) -> int:
-        return self._node_rank
+        """This node's index: ``NODE_RANK`` (or ``GROUP_RANK``) when exported, as Lightning reads it."""
+        exported = self._optional_int("NODE_RANK", "GROUP_RANK")
+        return self._node_rank if exported is None else exported
 
     # Our launcher fills these in for the processes it starts.
     def set_world_size(self, size: int) -> None:
@@ -91,6 +97,18 @@ class LocalEnvironment(ClusterEnvironment):
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
         if num_nodes <= 1:
             return
+        rank = self._optional_int("NODE_RANK", "GROUP_RANK")
+        if rank is not None:  # one command per node: the nodes meet at node 0's address
+            if not 0 <= rank < num_nodes:
+                raise self._mismatch("num_nodes", num_nodes, f"this node's NODE_RANK is {rank}",
+                                     f"Export NODE_RANK=0..{num_nodes - 1}, one per node, or pass the number of nodes.")
+            missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in self.env]
+            if missing:
+                raise self._mismatch(
+                    "num_nodes", num_nodes, f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                    "exported, so the nodes cannot find node 0",
+                    "Export MASTER_ADDR=<node 0's address> and MASTER_PORT=<a free port there> on every node.")
+            return
         hint = ""
         if "SLURM_JOB_ID" in self.env:
             hint = f" This is SLURM job {self.env['SLURM_JOB_ID']}: start the script with `srun python ...`."
@@ -98,5 +116,6 @@ class LocalEnvironment(ClusterEnvironment):
             "num_nodes", num_nodes, "no cluster launcher started this process (no torchrun, srun, mpirun, "
             "horovodrun or Kubeflow variables found), and Relay only starts processes on this machine",
             f"Start one process group per node with a launcher, e.g. `torchrun --nnodes={num_nodes} "
-            f"--nproc-per-node={num_devices} ...`, or pass num_nodes=1.{hint}",
+            f"--nproc-per-node={num_devices} ...`; or run the script on every node with MASTER_ADDR, MASTER_PORT "
+            f"(node 0's) and NODE_RANK exported; or pass num_nodes=1.{hint}",
         )

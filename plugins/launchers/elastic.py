@@ -59,11 +59,15 @@ class ElasticLauncher(Launcher):
 
     def __init__(
         self, nprocs: int, main_address: str = "127.0.0.1", main_port: int = 29500, max_restarts: int = 0,
-        shutdown_timeout: float = 30, monitor_interval: float = 0.1,
+        shutdown_timeout: float = 30, monitor_interval: float = 0.1, num_nodes: int = 1, node_rank: int = 0,
     ) -> None:
         if nprocs < 1:
             raise ValueError(f"nprocs={nprocs} must be >= 1.")
+        if not 0 <= node_rank < num_nodes:
+            raise ValueError(f"node_rank={node_rank} must be in [0, num_nodes={num_nodes}).")
         self.nprocs = nprocs
+        self.num_nodes = num_nodes
+        self.node_rank = node_rank
         self.main_address = main_address
         self.main_port = main_port
         self.max_restarts = max_restarts
@@ -72,7 +76,8 @@ class ElasticLauncher(Launcher):
 
     def launch(self, command: list[str], env: dict[str, str] | None = None) -> int:
         """Run ``command`` in every worker; the exit code of the group (0 when all succeeded)."""
-        check_port_free(self.main_address, self.main_port)
+        if self.node_rank == 0:  # node 0 hosts the rendezvous
+            check_port_free(self.main_address, self.main_port)
         config = self._config()
         threads, message = worker_thread_env(self.nprocs, {**os.environ, **(env or {})})
         if message:
@@ -97,11 +102,13 @@ class ElasticLauncher(Launcher):
         options: dict[str, Any] = {}
         if "shutdown_timeout" in {f.name for f in dataclasses.fields(LaunchConfig)}:  # torch >= 2.12
             options["shutdown_timeout"] = max(1, int(round(self.shutdown_timeout)))
-        return LaunchConfig(
-            min_nodes=1, max_nodes=1, nproc_per_node=self.nprocs, run_id=f"relay-{uuid.uuid4().hex[:12]}",
-            rdzv_backend="c10d", rdzv_endpoint=f"{self.main_address}:{self.main_port}",
-            max_restarts=self.max_restarts, monitor_interval=self.monitor_interval, **options,
-        )
+        if self.num_nodes > 1:  # each node started by hand: torchrun's static rendezvous (--node-rank) at node 0
+            options.update(rdzv_backend="static", rdzv_configs={"rank": self.node_rank}, run_id="relay")
+        return LaunchConfig(**{
+            "min_nodes": self.num_nodes, "max_nodes": self.num_nodes, "nproc_per_node": self.nprocs,
+            "run_id": f"relay-{uuid.uuid4().hex[:12]}", "rdzv_backend": "c10d",
+            "rdzv_endpoint": f"{self.main_address}:{self.main_port}", "max_restarts": self.max_restarts,
+            "monitor_interval": self.monitor_interval, **options})
 
     def _run(self, config: Any, command: list[str], forkserver: Forkserver) -> int:
         """The elastic agent over ``command``; a failure or a passed-on signal as Relay's one line and exit code."""

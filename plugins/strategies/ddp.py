@@ -166,6 +166,11 @@ class DDPStrategy(DDPSteps, ParallelStrategy):
         env = self.environment
         if env is None or env.creates_processes_externally or self.world_size == 1:
             return None
+        if self.num_nodes > 1:
+            raise ValueError(
+                f"strategy={self.strategy_name!r} with num_nodes={self.num_nodes}: its workers are started with "
+                "torch.multiprocessing on this node only. Use strategy='ddp' on every node (MASTER_ADDR, "
+                "MASTER_PORT and NODE_RANK exported), or a cluster launcher (torchrun, srun).")
         port = env.main_port if "MASTER_PORT" in getattr(env, "env", {}) else None
         return SpawnLauncher(len(self.device_ids), self.start_method, env.main_address, port)
 

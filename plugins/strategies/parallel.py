@@ -257,7 +257,8 @@ class ParallelStrategy(Strategy):
             return None
         return ElasticLauncher(
             nprocs=len(self.device_ids), main_address=env.main_address, main_port=env.main_port,
-            max_restarts=self.max_restarts, shutdown_timeout=self.shutdown_timeout,
+            max_restarts=self.max_restarts, shutdown_timeout=self.shutdown_timeout, num_nodes=self.num_nodes,
+            node_rank=env.node_rank(),
         )
 
     # --- lifecycle ------------------------------------------------------------------------------

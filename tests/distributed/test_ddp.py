@@ -202,18 +202,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_simulated_nodes_under_torchrun_match_two_local_processes(tmp_path, ddp_run):
-    """Two torchrun agents with --nnodes=2 on localhost, one process each, c10d rendezvous; the loaders come
+@pytest.mark.parametrize("launch", ["torchrun", "node_rank"])
+def test_two_simulated_nodes_match_two_local_processes(tmp_path, ddp_run, launch):
+    """Two nodes on localhost, one process each: under torchrun agents with --nnodes=2 (c10d rendezvous), or as
+    Lightning's general-purpose cluster starts them, the plain script on every node with MASTER_ADDR, MASTER_PORT
+    and NODE_RANK exported (Relay's launcher joins them through torch's static rendezvous). The loaders come
     through a DataModule with ``prepare_data_per_node = False``: its ``prepare_data`` runs on global rank 0 only,
     the Module's (``True``, the default) on each node's local rank 0, i.e. on both."""
     port = _free_port()
     out = tmp_path / "nodes"
     agents = []
     for node in range(2):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=relay-test-{port}",
-               str(SCRIPT), str(out), "--devices", "1", "--num-nodes", "2", "--datamodule"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        script = [str(SCRIPT), str(out), "--devices", "1", "--num-nodes", "2", "--datamodule"]
+        env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+        env["PYTHONUNBUFFERED"] = "1"
+        if launch == "torchrun":
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+                   "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=relay-test-{port}",
+                   *script]
+        else:
+            cmd = [sys.executable, *script]
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK=str(node))
         agents.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     try:
         results = [a.communicate(timeout=150) for a in agents]

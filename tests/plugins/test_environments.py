@@ -523,6 +523,36 @@ def test_local_validate_settings_refuses_several_nodes() -> None:
         LocalEnvironment(batch_shell()).validate_settings(num_devices=2, num_nodes=2)
 
 
+def test_local_several_nodes_each_started_with_node_rank() -> None:
+    """Lightning's general-purpose cluster: the script on every node with node 0's address and NODE_RANK."""
+    node = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400", "NODE_RANK": "1"}
+    env = LocalEnvironment(node)
+    env.validate_settings(num_devices=2, num_nodes=2)
+    assert env.node_rank() == 1 and LocalEnvironment({"GROUP_RANK": "2"}).node_rank() == 2
+    assert LocalEnvironment({}).node_rank() == 0 and not env.creates_processes_externally
+    with pytest.raises(ValueError, match=r"num_nodes=2 but this node's NODE_RANK is 2\. Export NODE_RANK=0\.\.1"):
+        LocalEnvironment({**node, "NODE_RANK": "2"}).validate_settings(num_devices=1, num_nodes=2)
+    with pytest.raises(ValueError, match=r"num_nodes=2 but MASTER_PORT is not exported.*MASTER_PORT=<a free port"):
+        LocalEnvironment({"MASTER_ADDR": "10.0.0.1", "NODE_RANK": "0"}).validate_settings(num_devices=1, num_nodes=2)
+
+
+def test_each_node_launches_its_workers_into_one_static_rendezvous(monkeypatch) -> None:
+    """What the launcher hands torch's elastic agent for a node started so (the 2-node run is in test_ddp.py)."""
+    from plugins.launchers.elastic import ElasticLauncher
+    from trainer import Trainer
+
+    for name, value in {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400", "NODE_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    launcher = Trainer(accelerator="cpu", devices=2, num_nodes=2, logger=False).strategy.launcher
+    assert (launcher.nprocs, launcher.num_nodes, launcher.node_rank) == (2, 2, 1)
+    config = launcher._config()
+    assert (config.min_nodes, config.max_nodes, config.rdzv_backend, config.rdzv_configs["rank"]) == (2, 2, "static", 1)
+    assert ElasticLauncher(2)._config().rdzv_backend == "c10d"
+    spawn = Trainer(accelerator="cpu", devices=1, num_nodes=2, strategy="ddp_spawn", logger=False).strategy
+    with pytest.raises(ValueError, match=r"num_nodes=2: its workers are started with torch.multiprocessing"):
+        _ = spawn.launcher
+
+
 # --- LocalEnvironment ----------------------------------------------------------------------------
 def test_local_port_is_found_once_and_kept() -> None:
     env = LocalEnvironment({})
