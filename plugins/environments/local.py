@@ -25,10 +25,15 @@ class LocalEnvironment(ClusterEnvironment):
     Several nodes without a cluster launcher (Lightning's "general purpose cluster"): the same command on every
     node with ``MASTER_ADDR``, ``MASTER_PORT`` (node 0's) and ``NODE_RANK`` (or ``GROUP_RANK``) exported; each
     node's launcher starts its workers and torch's static rendezvous at that address joins the nodes.
+
+    A process started by another launcher that exports torch's variables but is not torch elastic (DeepSpeed's
+    ``deepspeed``, ``torch.distributed.launch``, a script of one's own): ``LOCAL_RANK`` set means the processes
+    exist already (Lightning's rule), and ``RANK``, ``WORLD_SIZE`` (and ``LOCAL_WORLD_SIZE`` or DeepSpeed's
+    ``LOCAL_SIZE``) give the ranks, so Relay launches nothing more.
     """
 
     name = "local"
-    launcher = "Relay's own launcher"
+    launcher = "a launcher that starts every process itself (DeepSpeed's `deepspeed`, torch.distributed.launch)"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env)
@@ -40,7 +45,8 @@ class LocalEnvironment(ClusterEnvironment):
 
     @property
     def creates_processes_externally(self) -> bool:
-        return False
+        """A launcher that exported ``LOCAL_RANK`` started this process (and its peers)."""
+        return "LOCAL_RANK" in self.env
 
     @property
     def main_address(self) -> str:
@@ -55,17 +61,28 @@ class LocalEnvironment(ClusterEnvironment):
         return self._free_port
 
     def world_size(self) -> int:
-        return self._world_size
+        return self._int("WORLD_SIZE") if self.creates_processes_externally else self._world_size
 
     def global_rank(self) -> int:
-        return self._global_rank
+        return self._int("RANK") if self.creates_processes_externally else self._global_rank
 
     def local_rank(self) -> int:
-        return self._local_rank
+        return self._int("LOCAL_RANK") if self.creates_processes_externally else self._local_rank
+
+    def local_world_size(self) -> int:
+        exported = self._optional_int("LOCAL_WORLD_SIZE", "LOCAL_SIZE")
+        return exported if exported is not None else super().local_world_size()
+
+    def num_nodes(self) -> int:
+        if not self.creates_processes_externally:
+            return 1
+        exported = self._optional_int("GROUP_WORLD_SIZE", "CROSS_SIZE")
+        local = self._optional_int("LOCAL_WORLD_SIZE", "LOCAL_SIZE")
+        return exported if exported is not None else -(-self.world_size() // local) if local else 1
 
     def node_rank(self) -> int:
         """This node's index: ``NODE_RANK`` (or ``GROUP_RANK``) when exported, as Lightning reads it."""
-        exported = self._optional_int("NODE_RANK", "GROUP_RANK")
+        exported = self._optional_int("NODE_RANK", "GROUP_RANK", "CROSS_RANK")
         return self._node_rank if exported is None else exported
 
     # Our launcher fills these in for the processes it starts.
@@ -95,6 +112,12 @@ class LocalEnvironment(ClusterEnvironment):
         return True
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
+        if self.creates_processes_externally:  # started by another launcher: its counts must match
+            if num_devices * num_nodes != self.world_size():
+                raise self._mismatch(
+                    "devices x num_nodes", num_devices * num_nodes, f"the launcher that set LOCAL_RANK started "
+                    f"WORLD_SIZE={self.world_size()} processes", "Pass devices and num_nodes whose product is that.")
+            return
         if num_nodes <= 1:
             return
         rank = self._optional_int("NODE_RANK", "GROUP_RANK")

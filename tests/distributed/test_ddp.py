@@ -202,11 +202,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("launch", ["torchrun", "node_rank"])
+@pytest.mark.parametrize("launch", ["torchrun", "node_rank", "exported_ranks"])
 def test_two_simulated_nodes_match_two_local_processes(tmp_path, ddp_run, launch):
-    """Two nodes on localhost, one process each: under torchrun agents with --nnodes=2 (c10d rendezvous), or as
+    """Two nodes on localhost, one process each: under torchrun agents with --nnodes=2 (c10d rendezvous); as
     Lightning's general-purpose cluster starts them, the plain script on every node with MASTER_ADDR, MASTER_PORT
-    and NODE_RANK exported (Relay's launcher joins them through torch's static rendezvous). The loaders come
+    and NODE_RANK exported (Relay's launcher joins them through torch's static rendezvous); or every process started
+    with the variables DeepSpeed's ``deepspeed`` launcher exports (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE,
+    CROSS_RANK, CROSS_SIZE: Relay launches nothing more). The loaders come
     through a DataModule with ``prepare_data_per_node = False``: its ``prepare_data`` runs on global rank 0 only,
     the Module's (``True``, the default) on each node's local rank 0, i.e. on both."""
     port = _free_port()
@@ -222,7 +224,10 @@ def test_two_simulated_nodes_match_two_local_processes(tmp_path, ddp_run, launch
                    *script]
         else:
             cmd = [sys.executable, *script]
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK=str(node))
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            env.update({"NODE_RANK": str(node)} if launch == "node_rank" else {
+                "RANK": str(node), "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_SIZE": "1", "CROSS_RANK": str(node),
+                "CROSS_SIZE": "2"})
         agents.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     try:
         results = [a.communicate(timeout=150) for a in agents]

@@ -536,6 +536,21 @@ def test_local_several_nodes_each_started_with_node_rank() -> None:
         LocalEnvironment({"MASTER_ADDR": "10.0.0.1", "NODE_RANK": "0"}).validate_settings(num_devices=1, num_nodes=2)
 
 
+def test_another_launchers_exported_ranks_are_taken_and_nothing_more_is_launched() -> None:
+    """DeepSpeed's launcher (2 nodes x 2 processes, this one rank 3): LOCAL_RANK says the processes exist."""
+    deepspeed = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_SIZE": "2", "CROSS_RANK": "1",
+                 "CROSS_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    env = LocalEnvironment(deepspeed)
+    assert env.creates_processes_externally and ranks_of(env) == expected(4, 3, 1, 1)
+    assert (env.local_world_size(), env.num_nodes()) == (2, 2)
+    env.validate_settings(num_devices=2, num_nodes=2)
+    with pytest.raises(ValueError, match=r"devices x num_nodes=8 but the launcher that set LOCAL_RANK started "
+                                         r"WORLD_SIZE=4 processes"):
+        env.validate_settings(num_devices=4, num_nodes=2)
+    with pytest.raises(ValueError, match=r"needs the environment variable WORLD_SIZE, which a launcher that starts"):
+        LocalEnvironment({"LOCAL_RANK": "0"}).world_size()
+
+
 def test_each_node_launches_its_workers_into_one_static_rendezvous(monkeypatch) -> None:
     """What the launcher hands torch's elastic agent for a node started so (the 2-node run is in test_ddp.py)."""
     from plugins.launchers.elastic import ElasticLauncher
