@@ -156,6 +156,13 @@ PROJECTS = {
                            "scanpy>=1.10", "sparse>=0.14", "xarray", "pytest-timeout"),
                           ("tests/model", "tests/train", "tests/external", "tests/dataloaders", "tests/module"),
                           per_file=10, install=("--ignore-requires-python",)),
+    # the Trainer under lightning's package name: gluonts' torch forecasting estimators (DeepAR, TFT, PatchTST, TiDE,
+    # ...) trained, serialized, reloaded, trained further from a predictor, and its torch modules and distributions:
+    # its whole torch suite (darts, asked for first, ships no tests in its source release); the conftest seeds each
+    # test from the machine's random source unless MXNET_TEST_SEED is set, so it is fixed here, the same on both sides
+    "gluonts": Project("gluonts==0.17.0", "gluonts-0.17.0",
+                       ("pandas>=1.4,<3", "toolz~=0.10", "orjson", "ujson", "pytest-timeout"),
+                       ("test/torch",), env={"MXNET_TEST_SEED": "0"}),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainer.loops.data_source import _DataLoaderSource
 from trainer.loops.trackers import _BatchProgress, _Loop, _Progress
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ class EvaluationLoop(_Loop):
         self.verbose = True
         self.batch_progress = BatchProgress()
         self._restarted_mid_evaluation = False
+        # where its loaders come from (Lightning's; each Trainer call points it: trainer/loops/data_source.py)
+        self._data_source = _DataLoaderSource(None, "val_dataloader" if stage == "validate" else "test_dataloader")
 
     @property
     def restarted_mid_evaluation(self) -> bool:
@@ -87,6 +90,7 @@ class PredictLoop(_Loop):
         self.max_batches: list[int | float] = []
         self.return_predictions = True
         self.batch_progress = _Progress()
+        self._data_source = _DataLoaderSource(None, "predict_dataloader")
 
 
 __all__ = ["BatchProgress", "EvaluationLoop", "PredictLoop"]

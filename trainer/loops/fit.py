@@ -11,6 +11,7 @@ import torch
 
 from trainer.data.batches import BatchMover
 from trainer.data.loaders import stateful_plans
+from trainer.loops.data_source import _DataLoaderSource
 from trainer.loops.step_arguments import one_loader, steps, uses_dataloader_iter
 from trainer.loops.evaluation import run_evaluation
 from trainer.loops.loop_views import RestartStage, TrainingEpochLoop
@@ -51,6 +52,7 @@ class FitLoop(_Loop):
         self.max_batches: int | float = 0  # training batches per epoch (``trainer.num_training_batches``)
         self.progress: LoopProgress = trainer.progress
         self.val_source = False  # the current call has validation loaders to ask for (set by ``run_stage``)
+        self._data_source = _DataLoaderSource(None, "train_dataloader")  # Lightning's; each call points it (begin.py)
         self.val_limits: list[int | float] = []  # validation batches per loader of the last fit
         self._fresh_results = False  # the training results were reset before on_train_start (its logs count)
         self._epoch_counted = False  # this epoch's counts were completed by a restore (run after its last batch)
@@ -149,8 +151,11 @@ class FitLoop(_Loop):
         self._restart_stage = RestartStage.NONE
 
     def reset(self) -> None:
-        """Before training starts (Lightning's ``fit_loop.reset``): counts a checkpoint left half-way through an
-        epoch's end or a batch's end are completed, so the loop goes on from where the checkpoint was taken."""
+        """Before training starts (Lightning's ``fit_loop.reset``): gradients on, and left on after the fit (code that
+        leaves ``no_grad`` active, a half-consumed generator under ``torch.no_grad()``, trains again after a fit, as
+        with Lightning); counts a checkpoint left half-way through an epoch's end or a batch's end are completed, so
+        the loop goes on from where the checkpoint was taken."""
+        torch.set_grad_enabled(True)
         self.update_restart_stage()
         epochs, epoch_loop = self.epoch_progress, self.epoch_loop
         if self.restarted_on_epoch_start:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from trainer.callbacks.setup import merge_module_callbacks
 from trainer.checkpointing.resume import Resume
 from trainer.distributed.launch import join_processes
+from trainer.loops.data_source import attach_sources
 from trainer.model.hparams import drop_unpicklable
 from trainer.stage.hooks import Hooks, call_profiled
 from trainer.stage.input_checks import check_writable_dirs, output_roots
@@ -69,5 +70,6 @@ def _reset(trainer: Trainer, plan: StagePlan) -> None:
     trainer.should_stop = False
     trainer.progress.eval_batches = 0
     trainer.fit_loop.val_source = plan.val_source  # `trainer.enable_validation`
+    attach_sources(trainer, plan.model, plan.datamodule, plan.given)  # the loops' `_data_source` (Lightning's)
     if plan.stage == "fit":
         trainer.fit_loop.resolve_limits()  # max_epochs=None: 1000 or -1, from here on (as Lightning)

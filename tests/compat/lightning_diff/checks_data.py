@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.compat.lightning_diff.common import quiet
+from tests.compat.lightning_diff.common import loader, quiet
 
 
 def _numbered(n: int, offset: float = 0.0) -> TensorDataset:
@@ -94,7 +94,82 @@ def checks(fw: SimpleNamespace) -> dict:
         trainer.fit(model, datamodule=Events(model.events))
         return model.events
 
+    def sources(trainer, model, datamodule) -> list:
+        """Each loop's ``_data_source``: what it points at, its hook's name, ``is_module()``, ``is_defined()``."""
+        loops = [trainer.fit_loop, trainer.fit_loop.epoch_loop.val_loop, trainer.validate_loop, trainer.test_loop,
+                 trainer.predict_loop]
+        kind = {id(model): "model", id(datamodule): "datamodule", id(None): None}
+        return [[kind.get(id(s.instance), "loaders"), s.name, s.is_module(), s.is_defined()]
+                for s in (loop._data_source for loop in loops)]
+
+    class Asks(fw.Module):
+        """Reads the sources where code decides what its scheduler monitors (``configure_optimizers``)."""
+
+        def __init__(self, datamodule=None) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+            self.datamodule, self.seen = datamodule, []
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).sum()
+
+        def validation_step(self, batch, batch_idx):
+            pass
+
+        def configure_optimizers(self):
+            self.seen.append(sources(self.trainer, self, self.datamodule))
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    class AsksWithVal(Asks):
+        def val_dataloader(self):
+            return loader(4)
+
+    class Data(fw.DataModule):
+        def train_dataloader(self):
+            return loader(4)
+
+    def data_sources() -> list:
+        settings = quiet(max_steps=1, limit_val_batches=1, num_sanity_val_steps=0)
+        model = Asks()
+        trainer = fw.Trainer(**settings)
+        before = sources(trainer, model, None)
+        trainer.fit(model, loader(4))
+        trainer.fit(model, loader(4), loader(4))
+        trainer.validate(model, loader(4))
+        with_val = AsksWithVal()
+        fw.Trainer(**settings).fit(with_val, loader(4))
+        dm = Data()
+        in_dm = Asks(dm)
+        fw.Trainer(**settings).fit(in_dm, datamodule=dm)
+        return [before, model.seen, sources(trainer, model, None), with_val.seen, in_dm.seen]
+
+    class GradMode(Asks):
+        def on_train_start(self):
+            self.seen.append(["on_train_start", torch.is_grad_enabled()])
+
+        def training_step(self, batch, batch_idx):
+            self.seen.append(["training_step", torch.is_grad_enabled()])
+            return super().training_step(batch, batch_idx)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    def grad_mode(**kwargs) -> list:
+        """Gradients switched off before a fit (a generator suspended inside ``torch.no_grad()``): what the fit's
+        hooks and steps see, and what is left after it (and after a fit that trains no batch)."""
+        model, seen = GradMode(), []
+        for settings in ({}, {"limit_train_batches": 0}):
+            torch.set_grad_enabled(False)
+            try:
+                fw.Trainer(**quiet(max_steps=1, limit_val_batches=0, **settings)).fit(model, loader(4))
+                seen.append(torch.is_grad_enabled())
+            finally:
+                torch.set_grad_enabled(True)
+        return model.seen + seen
+
     return {
+        "data_sources": data_sources,
+        "grad_mode": grad_mode,
         "datamodule_transfer_hooks": lambda: datamodule_hooks(False),
         "datamodule_transfer_hooks_win": lambda: datamodule_hooks(True),
         "overfit_int": lambda: run(max_epochs=2, overfit_batches=2, shuffle=False),

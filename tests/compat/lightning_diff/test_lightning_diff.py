@@ -157,6 +157,22 @@ def test_batches_seen_with_overfit_and_reloading(observed, case):
     assert relay == lightning
 
 
+def test_loops_data_sources(observed):
+    """Each loop's ``_data_source`` as code reads it (``fit_loop.epoch_loop.val_loop._data_source.is_defined()``:
+    whether the call has validation), before any call, inside ``configure_optimizers`` and after the call."""
+    lightning, relay = _pair(observed, "data_sources")
+    assert "exception" not in lightning, lightning
+    assert relay == lightning
+
+
+def test_fit_turns_gradients_on(observed):
+    """A fit started with gradients off trains with them on and leaves them on (Lightning's ``fit_loop.reset``);
+    one that trains no batch leaves the mode alone."""
+    lightning, relay = _pair(observed, "grad_mode")
+    assert lightning == [["on_train_start", True], ["training_step", True], True, False]
+    assert relay == lightning
+
+
 @pytest.mark.parametrize("key", ["datamodule_transfer_hooks", "datamodule_transfer_hooks_win"])
 def test_datamodule_batch_transfer_hooks(observed, key):
     lightning, relay = _pair(observed, key)

@@ -27,6 +27,7 @@ from trainer.lightning_compat.impl.loops_fetchers import _DataFetcher, _DataLoad
 from trainer.lightning_compat.impl.loops_progress import _BaseProgress, _Loop
 from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSamplerWrapper, _SamplerShards
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
+from trainer.loops.data_source import _DataLoaderSource
 from trainer.loops.step_arguments import check_dataloader_idx
 from trainer.module import Module
 from trainer.stage.input_checks import check_workers
@@ -45,27 +46,6 @@ if TYPE_CHECKING:
     from trainer.utilities.types import EVAL_DATALOADERS, TRAIN_DATALOADERS
 
 warning_cache = WarningCache()
-
-
-@dataclass
-class _DataLoaderSource:
-    """Where loaders come from: a ``*_dataloader`` hook (``name``) of a Module or DataModule, or the loaders given."""
-
-    instance: Optional[Union[TRAIN_DATALOADERS, EVAL_DATALOADERS, "LightningModule", "LightningDataModule"]]
-    name: str
-
-    def dataloader(self) -> Union[TRAIN_DATALOADERS, EVAL_DATALOADERS]:
-        if self.is_module():
-            return getattr(self.instance, self.name)()
-        if self.instance is None:
-            raise ValueError(f"no `{self.name}` was given")
-        return self.instance
-
-    def is_defined(self) -> bool:
-        return not self.is_module() or is_overridden(self.name, self.instance)
-
-    def is_module(self) -> bool:
-        return isinstance(self.instance, (Module, DataModule))
 
 
 def _get_distributed_sampler(dataloader: DataLoader, shuffle: bool, overfit_batches: int | float,
