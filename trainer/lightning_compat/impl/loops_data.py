@@ -4,7 +4,7 @@ utilities (``lightning.pytorch.loops.utilities``).
 Rule 1 of ``impl/loops_progress.py``'s docstring: helpers with defined behaviour, written for Relay on Relay's
 ``Module``/``DataModule``, ``is_overridden`` and states. Relay's own Trainer finds and prepares its loaders in
 ``trainer/data/loaders.py``; these are the pieces Lightning code calls by name: where a loader comes from
-(``_DataLoaderSource``), which object's shared data hook runs (``_DataHookSelector``), the checks that a loader
+(``_DataLoaderSource``, which the loops hold: ``trainer/loops/data_source.py``), which object's shared data hook runs (``_DataHookSelector``), the checks that a loader
 iterates and has workers, the batch-limit arithmetic, the loop limits and the no-grad decorator of evaluation loops.
 """
 
@@ -22,14 +22,12 @@ from torch.utils.data import DataLoader, DistributedSampler
 from plugins.strategies.parallel import ParallelStrategy
 from trainer.callbacks.timer import Timer
 from trainer.data.loaders import _loader_kwargs
-from trainer.datamodule import DataModule
 from trainer.lightning_compat.impl.loops_fetchers import _DataFetcher, _DataLoaderIterDataFetcher, _PrefetchDataFetcher
 from trainer.lightning_compat.impl.loops_progress import _BaseProgress, _Loop
 from trainer.lightning_compat.impl.loops_samplers import UnrepeatedDistributedSamplerWrapper, _SamplerShards
 from trainer.lightning_compat.impl.misc import is_param_in_hook_signature
 from trainer.loops.data_source import _DataLoaderSource
 from trainer.loops.step_arguments import check_dataloader_idx
-from trainer.module import Module
 from trainer.stage.input_checks import check_workers
 from trainer.states import RunningStage, TrainerFn
 from trainer.utilities.exceptions import MisconfigurationException
