@@ -71,14 +71,15 @@ def format_checkpoint_name(template: str, metrics: Mapping[str, object], auto_in
 
 
 def _as_score(name: str, value: torch.Tensor | float) -> torch.Tensor:
-    """A detached 0-dim CPU float tensor: plain data for the checkpoint, comparable without devices."""
+    """A detached 0-dim CPU tensor of the value's dtype (an integer stays one, as in Lightning: ``score.item()`` is an
+    int, which loggers' metadata needs): plain data for the checkpoint, comparable without devices."""
     score = torch.as_tensor(value).detach()
     if score.numel() != 1:
         raise MisconfigurationError(
             f"ModelCheckpoint(monitor={name!r}) needs a single number, but {name!r} has shape {tuple(score.shape)}."
         )
     score = score.reshape(()).cpu()
-    return score if score.is_floating_point() else score.double()
+    return score.double() if score.dtype == torch.bool else score
 
 
 class ModelCheckpoint(Checkpoint):

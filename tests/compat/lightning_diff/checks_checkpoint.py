@@ -64,6 +64,16 @@ def checks(fw: SimpleNamespace) -> dict:
             "checkpoint_top_level_keys": sorted(saved),
         }
 
+    def score_types() -> dict:
+        """An integer monitored value ("step") stays an integer: loggers put ``score.item()`` in metadata."""
+        ckpt = fw.ModelCheckpoint(dirpath="by_step", monitor="step", mode="max", save_top_k=2)
+        trainer = fw.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                             callbacks=[ckpt], **quiet(enable_checkpointing=True))
+        trainer.fit(Net(), loader(), loader())
+        return {"best": [type(ckpt.best_model_score.item()).__name__, str(ckpt.best_model_score.dtype)],
+                "top_k": sorted(type(v.item()).__name__ for v in ckpt.best_k_models.values()),
+                "best_value": ckpt.best_model_score.item()}
+
     def subclass_hooks() -> dict:
         """A project's ``ModelCheckpoint`` overriding Lightning's ``_update_best_and_save`` and
         ``_remove_checkpoint`` (scvi-tools' ``SaveCheckpoint`` replaces each top-k file by a save of its own)."""
@@ -229,6 +239,6 @@ def checks(fw: SimpleNamespace) -> dict:
             out["same" if same else "other"] = [sorted(os.listdir(first)), sorted(os.listdir(second))]
         return out
 
-    return {"resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+    return {"score_types": score_types, "resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
             "callback_surface": callback_surface, "checkpoint_subclass_hooks": subclass_hooks}

@@ -106,6 +106,11 @@ def test_checkpoint_files_top_k_and_keys(observed, check):
     assert set(lightning["checkpoint_top_level_keys"]) - ONLY_LIGHTNING_KEYS <= set(relay["checkpoint_top_level_keys"])
 
 
+def test_an_integer_monitored_value_stays_an_integer(observed):
+    lightning, relay = _pair(observed, "score_types")
+    assert lightning["best"] == ["int", "torch.int64"] and relay == lightning
+
+
 def test_a_checkpoint_subclass_overriding_lightnings_save_and_remove_methods(observed):
     lightning, relay = _pair(observed, "checkpoint_subclass_hooks")
     assert "exception" not in lightning and len(lightning["calls"]) == 5, lightning
