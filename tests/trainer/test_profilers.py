@@ -70,3 +70,23 @@ def test_pytorch_profiler_only_on_its_ranks(tmp_path):
 def test_pytorch_profiler_with_fewer_steps_than_the_window(tmp_path):
     profiler = PyTorchProfiler(dirpath=tmp_path / "trace", wait=5, warmup=5, active=5)
     Trainer(**quiet(profiler=profiler, max_steps=2)).fit(Regression(), loader())  # finishes cleanly
+
+
+def test_pytorch_profiler_records_evaluation_steps_and_a_short_run(tmp_path):
+    """``test``/``validate``/``predict`` step the profiler's schedule too (they recorded nothing before), and a
+    stage shorter than the window records every step, with Lightning's warning, instead of nothing."""
+    from trainer.callbacks import EarlyStopping
+
+    model = Regression()
+    profiler = PyTorchProfiler(dirpath=tmp_path / "test")
+    Trainer(**quiet(profiler=profiler, limit_test_batches=8)).test(model, loader(), verbose=False)
+    names = {event.name for event in profiler.function_events}
+    assert "[Strategy]SingleDeviceStrategy.test_step" in names
+    profiler = PyTorchProfiler(dirpath=tmp_path / "short")
+    with pytest.warns(UserWarning, match="default schedule will be overridden as there is not enough steps"):
+        Trainer(**quiet(profiler=profiler, max_steps=1, limit_train_batches=1, limit_val_batches=1,
+                        callbacks=[EarlyStopping("val_loss")])).fit(model, loader(), loader())
+    names = {event.name for event in profiler.function_events}
+    # every callback hook is timed while profiling, overridden or not (EarlyStopping has no on_validation_start)
+    assert "[Strategy]SingleDeviceStrategy.training_step" in names and any(
+        name.startswith("[Callback]EarlyStopping") and name.endswith(".on_validation_start") for name in names)

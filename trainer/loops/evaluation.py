@@ -94,6 +94,7 @@ def run_evaluation(
         multiple = len(plans) > 1
         loader = "val" if prefix == "validation" else prefix
         step_fn, by_iterator = evaluation_step_caller(module, prefix, loader, step_fn, multiple)
+        step_fn = profiled_step(trainer, f"{prefix}_step", step_fn, limits)
         hooks.call(f"on_{prefix}_epoch_start")
         with no_grad_context(trainer, fitting):
             if by_iterator:
@@ -258,6 +259,7 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         plans, limits = reloaded(trainer, reload, plans, limits)
         multiple = len(plans) > 1
         step_fn, by_iterator = evaluation_step_caller(module, "predict", "predict", step_fn, multiple)
+        step_fn = profiled_step(trainer, "predict_step", step_fn, limits)
         hooks.call("on_predict_epoch_start")
         with no_grad_context(trainer, False):
             if by_iterator:
@@ -287,6 +289,25 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
         outer.__exit__(None, None, None)
     trainer.predict_loop.predictions = (outputs if multiple else outputs[0]) if keep else []
     return trainer.predict_loop.predictions
+
+
+def profiled_step(trainer: Trainer, name: str, call: StepCall, limits: list[int | float]) -> StepCall:
+    """With an enabled profiler: each step timed as ``[Strategy]<class>.<name>``, Lightning's action, and a step of
+    the profiler's schedule after it (the PyTorch profiler records evaluation too); else ``call`` itself."""
+    profiler = trainer.profiler
+    if not profiler.enabled:
+        return call
+    plan = getattr(profiler, "plan_steps", None)  # the PyTorch profiler's: a short stage records every step
+    if plan is not None:
+        plan(sum(limits))
+    timed = profiler.wrap(f"[Strategy]{type(trainer.strategy).__name__}.{name}", call)
+
+    def run(batch: Any, batch_idx: int, extra: tuple[int, ...]) -> Any:
+        out = timed(batch, batch_idx, extra)
+        profiler.step()
+        return out
+
+    return run
 
 
 def print_results(stage: str, results: list[dict[str, float]]) -> None:

@@ -95,7 +95,7 @@ class PyTorchProfiler(Profiler):
         below = "" if lightning_defaults() else "profiler"
         self._open(global_rank, given or os.path.join(log_dir or ".", below))
 
-    def _open(self, global_rank: int, trace_dir: str | os.PathLike[str] | None) -> None:
+    def _open(self, global_rank: int, trace_dir: str | os.PathLike[str] | None, every_step: bool = False) -> None:
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
@@ -105,7 +105,7 @@ class PyTorchProfiler(Profiler):
             kwargs["activities"] = [ProfilerActivity.CPU] + (
                 [ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         if "schedule" not in kwargs:  # schedule=None: record every step
-            kwargs["schedule"] = schedule(**self.window)
+            kwargs["schedule"] = None if every_step else schedule(**self.window)
         if "on_trace_ready" not in kwargs:
             kwargs["on_trace_ready"] = tensorboard_trace_handler(self.trace_dir, worker_name=f"rank{global_rank}") \
                 if self.export_to_chrome and self.trace_dir is not None else None
@@ -135,6 +135,22 @@ class PyTorchProfiler(Profiler):
     def step(self) -> None:
         if self._profiler is not None:
             self._profiler.step()
+
+    def plan_steps(self, total: int | float) -> None:
+        """Before a stage's first step: a stage of fewer steps than the schedule's window (``fast_dev_run``, a short
+        test) would record nothing, so every step is recorded instead, with Lightning's warning. A schedule passed
+        as ``schedule=`` is kept."""
+        window = self.window
+        needed = window["skip_first"] + window["wait"] + window["warmup"] + window["active"]
+        if self._profiler is None or "schedule" in self.profiler_kwargs or self._profiler.step_num or total >= needed:
+            return
+        from trainer.utilities.rank_zero import rank_zero_warn
+
+        rank_zero_warn("The PyTorch Profiler default schedule will be overridden as there is not enough steps to "
+                       "properly record traces.")
+        waiting, self._profiler = self._profiler, None
+        waiting.__exit__(None, None, None)  # nothing recorded yet: it was waiting for its window
+        self._open(self._global_rank, self.trace_dir, every_step=True)
 
     def _finish(self) -> None:
         if self._profiler is None:

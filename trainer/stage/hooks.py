@@ -59,14 +59,16 @@ class Hooks:
     def _lookup(self, name: str) -> tuple[list[Callable[..., object]], Callable[..., object] | None]:
         entry = self._cache.get(name)
         if entry is None:
-            owners = [cb for cb in self._callbacks if hasattr(Callback, name) and _implements(name, cb)]
+            profiler = getattr(self._trainer, "profiler", None)
+            if profiler is not None and not profiler.enabled:
+                profiler = None
+            # while profiling, every callback's hook is called and timed, overridden or not (Lightning's profile)
+            owners = [cb for cb in self._callbacks if hasattr(Callback, name)
+                      and (profiler is not None or _implements(name, cb))]
             cbs: list[Callable[..., object]] = [partial(getattr(cb, name), self._trainer, self._module) for cb in owners]
             # only Module hooks: a module's own method named like a Callback-only hook (on_exception) is not one
             mine = hasattr(Module, name) and is_overridden(name, self._module, Module)
             mod: Callable[..., object] | None = getattr(self._module, name) if mine else None
-            profiler = getattr(self._trainer, "profiler", None)
-            if profiler is not None and not profiler.enabled:
-                profiler = None
             if profiler is not None:  # timed only when profiling: no cost otherwise
                 cbs = [profiler.wrap(f"[Callback]{_state_key(cb)}.{name}", fn) for cb, fn in zip(owners, cbs)]
                 mod = profiler.wrap(profile_name(self._module, name), mod) if mod else None
