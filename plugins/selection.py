@@ -237,7 +237,9 @@ def choose(
             f"Trainer(devices={devices!r}, num_nodes={num_nodes}) disagrees with the launcher "
             f"({launch.environment}: {launch.world_size} processes, {launch.processes_per_node} per node on "
             f"{launch.num_nodes} node(s)). Use devices={launch.processes_per_node}, num_nodes={launch.num_nodes} "
-            "(or devices='auto')."
+            "(or devices='auto')." + (" LOCAL_RANK is set, so another launcher started this process: export RANK and "
+                                      "WORLD_SIZE with it, or unset LOCAL_RANK to let Relay start the processes."
+                                      if launch.environment == "local" else "")
         )
     world = len(device_ids) * num_nodes
     strategy, note = _choose_strategy(strategy, devices, num_nodes, len(device_ids), launch)

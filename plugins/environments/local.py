@@ -33,7 +33,7 @@ class LocalEnvironment(ClusterEnvironment):
     """
 
     name = "local"
-    launcher = "a launcher that starts every process itself (DeepSpeed's `deepspeed`, torch.distributed.launch)"
+    launcher = "Relay's own launcher"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env)
@@ -61,10 +61,12 @@ class LocalEnvironment(ClusterEnvironment):
         return self._free_port
 
     def world_size(self) -> int:
-        return self._int("WORLD_SIZE") if self.creates_processes_externally else self._world_size
+        exported = self._optional_int("WORLD_SIZE") if self.creates_processes_externally else None
+        return self._world_size if exported is None else exported
 
     def global_rank(self) -> int:
-        return self._int("RANK") if self.creates_processes_externally else self._global_rank
+        exported = self._optional_int("RANK") if self.creates_processes_externally else None
+        return self._global_rank if exported is None else exported
 
     def local_rank(self) -> int:
         return self._int("LOCAL_RANK") if self.creates_processes_externally else self._local_rank
@@ -113,6 +115,12 @@ class LocalEnvironment(ClusterEnvironment):
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
         if self.creates_processes_externally:  # started by another launcher: its counts must match
+            if num_devices * num_nodes > 1 and not {"RANK", "WORLD_SIZE"} <= set(self.env):
+                raise self._mismatch(
+                    "devices x num_nodes", num_devices * num_nodes, "LOCAL_RANK is set (another launcher started "
+                    "this process) and RANK or WORLD_SIZE is not, so the ranks are unknown",
+                    "Export RANK and WORLD_SIZE with LOCAL_RANK (or start the script with torchrun), or unset "
+                    "LOCAL_RANK to let Relay launch the processes.")
             if num_devices * num_nodes != self.world_size():
                 raise self._mismatch(
                     "devices x num_nodes", num_devices * num_nodes, f"the launcher that set LOCAL_RANK started "

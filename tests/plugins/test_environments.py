@@ -547,8 +547,17 @@ def test_another_launchers_exported_ranks_are_taken_and_nothing_more_is_launched
     with pytest.raises(ValueError, match=r"devices x num_nodes=8 but the launcher that set LOCAL_RANK started "
                                          r"WORLD_SIZE=4 processes"):
         env.validate_settings(num_devices=4, num_nodes=2)
-    with pytest.raises(ValueError, match=r"needs the environment variable WORLD_SIZE, which a launcher that starts"):
-        LocalEnvironment({"LOCAL_RANK": "0"}).world_size()
+    stray = LocalEnvironment({"LOCAL_RANK": "0"})  # alone (Lightning's manual mode): one process works as before
+    stray.validate_settings(num_devices=1, num_nodes=1)
+    assert ranks_of(stray) == expected(1, 0, 0, 0)
+    with pytest.raises(ValueError, match=r"LOCAL_RANK is set \(another launcher started this process\) and RANK or "
+                                         r"WORLD_SIZE is not.*Export RANK and WORLD_SIZE"):
+        stray.validate_settings(num_devices=2, num_nodes=1)
+    from plugins.selection import LaunchInfo, choose
+
+    with pytest.raises(ValueError, match=r"disagrees with the launcher \(local: 1 processes.*LOCAL_RANK is set, so "
+                                         r"another launcher started this process"):
+        choose("cpu", 2, 1, "auto", "32-true", LaunchInfo.from_environment(stray))
 
 
 def test_each_node_launches_its_workers_into_one_static_rendezvous(monkeypatch) -> None:
