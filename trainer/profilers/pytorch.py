@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainer.profilers.base import Profiler
+from trainer.utilities.rank_zero import rank_zero_warn
 from trainer.utilities.zero_edit import lightning_defaults
 
 if TYPE_CHECKING:
@@ -144,8 +145,6 @@ class PyTorchProfiler(Profiler):
         needed = window["skip_first"] + window["wait"] + window["warmup"] + window["active"]
         if self._profiler is None or "schedule" in self.profiler_kwargs or self._profiler.step_num or total >= needed:
             return
-        from trainer.utilities.rank_zero import rank_zero_warn
-
         rank_zero_warn("The PyTorch Profiler default schedule will be overridden as there is not enough steps to "
                        "properly record traces.")
         waiting, self._profiler = self._profiler, None
