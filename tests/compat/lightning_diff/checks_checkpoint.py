@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import warnings
@@ -197,6 +198,10 @@ def checks(fw: SimpleNamespace) -> dict:
         except Exception as err:
             out["default"] = "raised, names weights_only" if "weights_only" in str(err) else f"raised: {err}"
         out["trusted"] = WithObjects.load_from_checkpoint(path, weights_only=False).loaded_scale
+        with open(path, "rb") as f:  # an open file, or bytes in memory (chemprop rewrites a checkpoint so)
+            out["from_file"] = WithObjects.load_from_checkpoint(f, weights_only=False).loaded_scale
+            f.seek(0)
+            out["from_bytes"] = WithObjects.load_from_checkpoint(io.BytesIO(f.read()), weights_only=False).loaded_scale
         resumed = WithObjects()
         fw.Trainer(max_epochs=2, limit_train_batches=2, **quiet()).fit(resumed, loader(), ckpt_path=path,
                                                                         weights_only=False)
