@@ -140,6 +140,11 @@ def test_a_checkpoint_with_the_projects_objects_loads_with_weights_only_false(ob
     assert relay == lightning
 
 
+def test_a_checkpoint_a_project_wrote_in_lightnings_form_loads(observed):
+    lightning, relay = _pair(observed, "written_by_hand")
+    assert lightning == 2.0 and relay == lightning
+
+
 def test_missing_ckpt_path_is_a_file_not_found_error(observed):
     lightning, relay = _pair(observed, "missing_ckpt_path")
     same_outcome(lightning, relay)
