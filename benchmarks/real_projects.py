@@ -10,15 +10,19 @@ Relay; Relay's failures are listed by first error line.
 
     python benchmarks/real_projects.py                       # every project below
     python benchmarks/real_projects.py --project litgpt --workdir /tmp/real-projects
+    python benchmarks/real_projects.py --project chemprop --tests-source ~/src/chemprop   # a checkout of v2.3.1
 
-Needs PyPI (the sdists and the pinned dependencies) and Lightning installed here. Tests that download data or
-weights fail on both sides on an offline machine and are not counted; pytorch-tabular's conftest downloads its
-three datasets at import, so it is replaced by synthetic frames of the same schemas (the same on both sides).
+Needs PyPI (the sdists and the pinned dependencies; for chemprop's tests, github.com or a checkout) and Lightning
+installed here. Tests that download data or weights fail on both sides on an offline machine and are not counted;
+pytorch-tabular's conftest downloads its three datasets at import, so it is replaced by synthetic frames of the same
+schemas (the same on both sides).
 neuralforecast's release leaves out its tests' conftest (written here: one fixture over the package's own
 AirPassengers data) and the models saved by older versions that its migration tests load (those fail on both sides).
 scvi-tools' release declares Python >= 3.12; it is installed with ``--ignore-requires-python`` and runs on this
 interpreter's 3.11 (its code uses nothing newer); tests needing its optional extras (captum, torch_geometric, ...)
-fail on both sides and are not counted.
+fail on both sides and are not counted. chemprop's release leaves its tests out: they come from GitHub's archive of
+its release tag (``tests_from``), or from a checkout of that tag given with ``--tests-source DIR``; the package is
+still its sdist. Its Ray Tune searches (``hpopt``) start a Ray cluster each and are left out.
 """
 
 from __future__ import annotations

@@ -254,7 +254,8 @@ class FitLoop(_Loop):
         """The training loader, asked for after the sanity check as in Lightning (unless ``setup_data`` asked for it
         earlier in this call); sets the batch counts."""
         built, self._built_train = self._built_train, None
-        loaders = built[1] if built is not None and built[0] is self.trainer.stage_run else self.build(self.sources["train"])
+        ours = built is not None and built[0] is self.trainer.stage_run
+        loaders = built[1] if ours else self.build(self.sources["train"])
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
         replicas = self.trainer.strategy.distributed_sampler_kwargs["num_replicas"]
