@@ -10,15 +10,19 @@ Relay; Relay's failures are listed by first error line.
 
     python benchmarks/real_projects.py                       # every project below
     python benchmarks/real_projects.py --project litgpt --workdir /tmp/real-projects
+    python benchmarks/real_projects.py --project chemprop --tests-source ~/src/chemprop   # a checkout of v2.3.1
 
-Needs PyPI (the sdists and the pinned dependencies) and Lightning installed here. Tests that download data or
-weights fail on both sides on an offline machine and are not counted; pytorch-tabular's conftest downloads its
-three datasets at import, so it is replaced by synthetic frames of the same schemas (the same on both sides).
+Needs PyPI (the sdists and the pinned dependencies; for chemprop's tests, github.com or a checkout) and Lightning
+installed here. Tests that download data or weights fail on both sides on an offline machine and are not counted;
+pytorch-tabular's conftest downloads its three datasets at import, so it is replaced by synthetic frames of the same
+schemas (the same on both sides).
 neuralforecast's release leaves out its tests' conftest (written here: one fixture over the package's own
 AirPassengers data) and the models saved by older versions that its migration tests load (those fail on both sides).
 scvi-tools' release declares Python >= 3.12; it is installed with ``--ignore-requires-python`` and runs on this
 interpreter's 3.11 (its code uses nothing newer); tests needing its optional extras (captum, torch_geometric, ...)
-fail on both sides and are not counted.
+fail on both sides and are not counted. chemprop's release leaves its tests out: they come from GitHub's archive of
+its release tag (``tests_from``), or from a checkout of that tag given with ``--tests-source DIR``; the package is
+still its sdist. Its Ray Tune searches (``hpopt``) start a Ray cluster each and are left out.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Project:
     files: dict[str, str] = field(default_factory=dict)  # files the release lacks, written into it (path: text)
     env: dict[str, str] = field(default_factory=dict)
     install: tuple[str, ...] = ()  # extra arguments to pip for the project itself
+    tests_from: str = ""  # owner/name@tag on GitHub: the release's tagged source, when its sdist leaves the tests out
 
 
 LITGPT_FILES = ("adapter", "adapter_v2", "api", "batch", "chat", "ci", "distributed", "lora", "pretrain", "serve",
@@ -163,6 +171,15 @@ PROJECTS = {
     "gluonts": Project("gluonts==0.17.0", "gluonts-0.17.0",
                        ("pandas>=1.4,<3", "toolz~=0.10", "orjson", "ujson", "pytest-timeout"),
                        ("test/torch",), env={"MXNET_TEST_SEED": "0"}),
+    # the Trainer under lightning's package name: message-passing networks for molecules and reactions trained,
+    # checkpointed, reloaded and exported by its integration tests and its CLI (train, predict, fingerprint, convert);
+    # its sdist leaves the tests out, so they come from the release's tag on GitHub
+    "chemprop": Project("chemprop==2.3.1", "chemprop-2.3.1",
+                        ("rdkit==2026.3.6", "cuik-molmaker-pin==2026.3.6", "astartes[molecules]", "ConfigArgParse",
+                         "descriptastorus", "myerson>=1.0.1", "pytest-timeout"),
+                        ("tests/integration", "tests/cli", "tests/unit/models", "tests/unit/utils", "-k",
+                         "not optuna and not hyperopt"),  # Ray Tune's searches: a Ray cluster each, minutes
+                        per_file=5, tests_from="chemprop/chemprop@v2.3.1"),
 }
 
 
@@ -170,7 +187,25 @@ def run(cmd: list[str], check: bool = True, **kwargs) -> subprocess.CompletedPro
     return subprocess.run(cmd, check=check, text=True, capture_output=True, **kwargs)
 
 
-def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
+def add_tests(tagged: str, source: Path, workdir: Path, local: Path | None) -> None:
+    """The ``tests`` folder of the project's tagged source: from a checkout of that tag (``--tests-source``), else
+    from GitHub's archive of the tag. The package itself is still the sdist from PyPI."""
+    repo, tag = tagged.split("@")
+    if local is not None:
+        shutil.copytree(local / "tests", source / "tests")
+        return
+    archive = workdir / f"{repo.replace('/', '+')}-{tag}.tar.gz"
+    if not archive.exists():
+        urllib.request.urlretrieve(f"https://github.com/{repo}/archive/refs/tags/{tag}.tar.gz", archive)
+    with tarfile.open(archive) as tar:
+        top = tar.getmembers()[0].name.split("/")[0]
+        members = [m for m in tar.getmembers() if m.name.startswith(f"{top}/tests/")]
+        for member in members:
+            member.name = member.name[len(top) + 1:]
+        tar.extractall(source, members=members, **SAFE)
+
+
+def prepare(project: Project, workdir: Path, tests_source: Path | None = None) -> tuple[Path, Path]:
     """The extracted sdist and its virtual environment's python (made once per workdir)."""
     venv = workdir / f"venv-{project.folder}"
     python = venv / "bin" / "python"
@@ -180,8 +215,9 @@ def prepare(project: Project, workdir: Path) -> tuple[Path, Path]:
              str(workdir), *project.install, project.sdist])
         archive = next(workdir.glob(f"{project.folder}.tar.gz"))
         with tarfile.open(archive) as tar:
-            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
-            tar.extractall(workdir, **safe)
+            tar.extractall(workdir, **SAFE)
+        if project.tests_from:
+            add_tests(project.tests_from, source, workdir, tests_source)
         if project.conftest:
             (source / "tests" / "conftest.py").write_text(project.conftest)
         for path, text in project.files.items():
@@ -256,12 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", action="append", choices=sorted(PROJECTS), help="default: all")
     parser.add_argument("--workdir", default="/tmp/relay-real-projects", type=Path)
+    parser.add_argument("--tests-source", type=Path, help="for a project whose tests come from its tagged source: a "
+                        "checkout of that tag (a folder holding its tests/), instead of GitHub's archive of it")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     totals = [0, 0]
     for name in args.project or sorted(PROJECTS):
         project = PROJECTS[name]
-        source, python = prepare(project, args.workdir)
+        source, python = prepare(project, args.workdir, args.tests_source)
         tests = selection(project, source, python)
         results = {side: args.workdir / f"{name}-{side}.xml" for side in ("lightning", "relay")}
         for side, out in results.items():

@@ -34,7 +34,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -214,13 +214,16 @@ class CheckpointIO:
             self._save_local(checkpoint, Path(local_path(path)))
 
     def load_checkpoint(
-        self, path: str | os.PathLike, map_location: Any | None = None, weights_only: bool | None = None
+        self, path: str | os.PathLike | IO[bytes], map_location: Any | None = None, weights_only: bool | None = None
     ) -> Any:
         """A checkpoint file as data; in full (any pickled object) only with ``weights_only=False``, given here or to
         the call that reads it (``trusted_loads``). One-line errors for anything else."""
         data_only = weights_only is not False and not (weights_only is None and loads_trusted())
-        shown = os.fspath(path)
+        opened = hasattr(path, "read")  # an open binary file (Lightning's ``load_from_checkpoint`` takes one too)
+        shown = str(getattr(path, "name", f"<{type(path).__name__}>")) if opened else os.fspath(path)
         try:
+            if opened:
+                return torch.load(path, map_location=map_location, weights_only=data_only)
             if is_url(path):
                 fs, inner = url_fs(path)
                 with fs.open(inner, "rb") as f:

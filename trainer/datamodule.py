@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainer.data.transfer_hooks import DataHooks
 from trainer.errors import LoaderNotImplementedError
@@ -60,7 +60,7 @@ class DataModule(DataHooks, HyperparametersMixin):
 
     @classmethod
     def load_from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
+        cls, checkpoint_path: str | os.PathLike | IO[bytes], map_location: _MAP_LOCATION_TYPE = None,
         hparams_file: str | os.PathLike | None = None, weights_only: bool | None = None, **kwargs: Any,
     ) -> Self:
         """A new DataModule built from the hyperparameters a fit with it saved (``kwargs`` override them), with its

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 
@@ -473,7 +473,7 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @classmethod
     def load_from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
+        cls, checkpoint_path: str | os.PathLike | IO[bytes], map_location: _MAP_LOCATION_TYPE = None,
         hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
         **kwargs: Any,
     ) -> Self:

@@ -40,7 +40,7 @@ from trainer.profilers.base import Profiler, resolve_profiler
 from trainer.distributed.ranks import set_rank_zero_only
 from trainer.metrics.results import to_float
 from trainer.stage.stage_run import StageRun
-from trainer.utilities.rank_zero import rank_zero_warn
+from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from trainer.utilities.lazy import instances_of
 from trainer.utilities.zero_edit import lightning_defaults
 from trainer.states import RunningStage, TrainerState
@@ -575,9 +575,17 @@ class Trainer(TrainerProperties):
 
     @property
     def estimated_stepping_batches(self) -> int | float:
-        """Optimizer steps the fit will take, from max_steps, max_epochs and the loader length."""
-        per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches) if self.num_training_batches else 0
-        by_epochs = per_epoch * self.max_epochs if self.max_epochs not in (None, -1) else math.inf
+        """Optimizer steps the fit will take, from max_steps, max_epochs and the loader length. Asked for during a fit
+        before the training loader is (from ``configure_optimizers``), it asks for the loader, as Lightning does."""
+        if self.max_epochs in (None, -1):  # no epoch limit (None: not resolved yet, outside a fit)
+            return math.inf if self.max_steps == -1 else self.max_steps
+        if self.train_dataloader is None:
+            rank_zero_info("Loading `train_dataloader` to estimate number of stepping batches.")
+            self.fit_loop.setup_data()
+        if self.num_training_batches == math.inf:  # an iterable dataset
+            return self.max_steps
+        per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches)
+        by_epochs = per_epoch * max(self.max_epochs, 1)
         return min(by_epochs, self.max_steps) if self.max_steps != -1 else by_epochs
 
     # --- checkpoints -----------------------------------------------------------------------------------

@@ -466,13 +466,30 @@ def check_seeded_run_with_a_loader_of_the_users_class():
             "pickled": [type(pickle.loads(pickle.dumps(metrics))).__name__, sorted(copy.deepcopy(metrics))]}
 
 
+def check_seeded_runs_with_plain_loaders_draw_lightnings_random_numbers():
+    """Plain DataLoaders (which Relay rebuilds with its resumable sampler) take from the global RNG what they take on
+    Lightning: the draws in the steps, and a model built after the fit (chemprop's next test), are Lightning's."""
+    data = torch.arange(12, dtype=torch.float32).repeat(32, 1).T.contiguous()
+    out = {}
+    for name, kwargs, shuffle in (("in_order", {"max_epochs": 2}, False), ("fast_dev_run", {"fast_dev_run": True}, False),
+                                  ("shuffled", {"max_epochs": 2}, True)):
+        pl.seed_everything(7)
+        model = RandomWindows()
+        trainer = pl.Trainer(**kwargs, **QUIET)
+        trainer.fit(model, DataLoader(data, batch_size=4, shuffle=shuffle), DataLoader(data[:4], batch_size=2))
+        trainer.predict(model, DataLoader(data[:4], batch_size=2))
+        weight = None if shuffle else round(float(model.layer.weight.sum()), 5)  # a shuffled order is (seed, epoch)'s
+        out[name] = [weight, round(torch.rand(1).item(), 6), round(float(torch.nn.Linear(2, 1).weight.sum()), 6)]
+    return out
+
+
 CHECKS = [check_mixed_precision_plugin, check_trainer_argument_errors, check_optimization, check_loader_warnings,
           check_checkpoint_loading, check_loops_and_profiler, check_combined_loader_counts,
           check_time_based_validation_with_a_progress_bar, check_names_and_datamodule_text,
           check_cli_callback_default, check_grad_mode_after_a_failing_evaluation_hook,
           check_lr_monitor_keys_when_param_groups_grow, check_two_csv_writers_of_one_version,
           check_trainer_defaults_from_the_environment, check_progress_bar_keeps_each_epochs_values,
-          check_seeded_run_with_a_loader_of_the_users_class]
+          check_seeded_run_with_a_loader_of_the_users_class, check_seeded_runs_with_plain_loaders_draw_lightnings_random_numbers]
 
 
 def main() -> None:

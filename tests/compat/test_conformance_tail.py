@@ -123,3 +123,10 @@ def test_a_seeded_run_with_a_loader_of_the_users_class_takes_lightnings_random_n
     assert len(seen["orders"]) == 6 and epochs == [list(range(12))] * 2  # each epoch: every sample once
     assert seen["metric_types"] == ["Tensor:torch.float32"]  # a logged number is a float32 tensor, as in Lightning
     assert seen["pickled"] == ["dict", ["float_mean", "v"]]  # pickled, callback_metrics comes back as a plain dict
+
+
+def test_seeded_runs_with_plain_loaders_take_lightnings_random_numbers(observed):
+    """Relay rebuilds a plain DataLoader (its resumable sampler); in the zero-edit mode the rebuilt loader still draws
+    from the global RNG what Lightning's draws, so the steps' draws, the weights and what is built next are the same."""
+    seen = same(observed, "seeded_runs_with_plain_loaders_draw_lightnings_random_numbers")
+    assert sorted(seen) == ["fast_dev_run", "in_order", "shuffled"] and seen["in_order"][0] is not None, seen

@@ -70,7 +70,7 @@ def test_scale_batch_size_with_cuda_oom(observed, mode):
 
 
 def test_scale_batch_size_options_evaluation_and_callback(observed):
-    for key in ("scale_options", "scale_test", "scale_callback"):
+    for key in ("scale_options", "scale_test", "scale_callback", "scale_callback_scheduled"):
         lightning, relay = _pair(observed, key)
         assert relay == lightning, key
 

@@ -175,9 +175,17 @@ def scenarios(fw, framework: str) -> dict:
         return {"size": size, "hparams": model.hparams.batch_size, "tried": sorted(set(model.sizes)),
                 "leftovers": leftovers()}
 
-    def scale_callback() -> dict:
+    class Scheduled(Regressor):
+        """Sizes a schedule from ``estimated_stepping_batches`` in ``configure_optimizers``, which asks for the
+        training loader before the search: the fit must still train at the size found."""
+
+        def configure_optimizers(self):
+            self.estimated = self.trainer.estimated_stepping_batches
+            return super().configure_optimizers()
+
+    def scale_callback(model_class: type = Regressor) -> dict:
         fw.seed_everything(17)
-        model = Regressor(batch_size=2, oom_above=OOM_ABOVE)
+        model = model_class(batch_size=2, oom_above=OOM_ABOVE)
         finder = BatchSizeFinder(mode="power", steps_per_trial=1)
         trainer = make_trainer(callbacks=[finder], max_epochs=1, limit_val_batches=0)
         model.hparams.oom_above = OOM_ABOVE
@@ -186,7 +194,8 @@ def scenarios(fw, framework: str) -> dict:
         except RuntimeError as err:  # training at the size found goes on; batches over the limit still fail
             return {"error": str(err)[:20]}
         return {"optimal": finder.optimal_batch_size, "global_step": trainer.global_step,
-                "train_batch_size": trainer.train_dataloader.batch_size, "leftovers": leftovers()}
+                "train_batch_size": trainer.train_dataloader.batch_size, "leftovers": leftovers(),
+                "estimated": getattr(model, "estimated", None)}
 
     def other_error() -> dict:
         class Broken(Regressor):
@@ -220,6 +229,7 @@ def scenarios(fw, framework: str) -> dict:
     return {"lr_find": lr_find, "lr_find_linear_no_update": lr_find_linear_no_update, "lr_callback": lr_callback,
             "scale_power": lambda: scale("power"), "scale_binsearch": lambda: scale("binsearch"),
             "scale_options": scale_options, "scale_test": scale_test, "scale_callback": scale_callback,
+            "scale_callback_scheduled": lambda: scale_callback(Scheduled),
             "other_error": other_error, "bad_input": bad_input}
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 
@@ -32,7 +32,7 @@ LIGHTNING_VERSION_KEY = "pytorch-lightning_version"  # written by a Lightning Tr
 LAYOUT_KEYS = ("state_dict", "optimizer_states")
 
 
-def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> dict[str, Any]:
+def load_checkpoint(path: str | os.PathLike | IO[bytes], io: CheckpointIO | None = None) -> dict[str, Any]:
     """Load a Relay checkpoint onto the CPU; a clear error if it is missing, damaged, foreign or unsafe.
 
     A directory is a sharded checkpoint: its small part (counters, callbacks, RNG) is read here; module and
@@ -40,6 +40,8 @@ def load_checkpoint(path: str | os.PathLike, io: CheckpointIO | None = None) -> 
     Files, sharded and DeepSpeed directories are read by ``strategy_state.read_state``, as ``Fabric.load`` reads them.
     """
     io = io or CheckpointIO()
+    if hasattr(path, "read"):  # an open binary file, as Lightning's ``load_from_checkpoint`` takes: one file
+        return _load_file(lambda: io.load_checkpoint(path, map_location="cpu"), str(getattr(path, "name", "<file>")))
     if is_url(path):  # an object in an fsspec store: one file (sharded directories are written locally)
         return _load_url(os.fspath(path), io)
     path = Path(path)
@@ -76,16 +78,21 @@ def _load_url(url: str, io: CheckpointIO) -> dict[str, Any]:
             f"Checkpoint file not found: {url} (ckpt_path={url!r} names no object; pass an existing .ckpt object "
             "or ckpt_path='last')."
         )
+    return _load_file(lambda: io.load(url), url)
+
+
+def _load_file(read: Callable[[], Any], where: str) -> dict[str, Any]:
+    """One checkpoint file (an object in a store, an open file) read on the CPU, as a Relay checkpoint."""
     try:
-        checkpoint = io.load(url)
+        checkpoint = read()
     except CheckpointReadError as err:
         raise MisconfigurationError(str(err)) from None
     if not isinstance(checkpoint, Mapping):
         raise MisconfigurationError(
-            f"ckpt_path={url!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found "
+            f"ckpt_path={where!r} is not a Relay checkpoint: expected keys {list(CHECKPOINT_KEYS)}, found "
             f"{type(checkpoint).__name__}."
         )
-    return _relay_layout(dict(checkpoint), url)
+    return _relay_layout(dict(checkpoint), where)
 
 
 def checkpoint_dir(root: str | os.PathLike, *names: str) -> Path | str:

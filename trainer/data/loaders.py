@@ -2,7 +2,8 @@
 
 The Trainer owns shuffling: a shuffled (or sharded) ``DataLoader`` gets a ``ResumableSampler`` whose
 order depends only on (seed, epoch), so a resumed run skips the batches it already saw without
-loading them, and every loader gets its own generator so iterating it never touches the global RNG.
+loading them, and every loader gets its own generator so iterating it never touches the global RNG (in the
+zero-edit mode, a loader built without one draws from it what it draws on Lightning).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ResumableSampler(Sampler[int]):
         self.epoch = 0
         self.skip = 0
         self.pad = pad
+        self.draws_global = False  # each pass draws a seed from the global RNG, as the RandomSampler it replaced
         if not pad:  # prediction: every sample exactly once, so ranks may get one batch more or less
             self.per_replica = len(range(rank, num_samples, num_replicas))
         elif drop_last and num_samples % num_replicas:
@@ -51,6 +53,8 @@ class ResumableSampler(Sampler[int]):
         return self.per_replica
 
     def __iter__(self) -> Iterator[int]:
+        if self.draws_global:  # the number a RandomSampler without a generator draws (its order stays ours)
+            torch.empty((), dtype=torch.int64).random_()
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed + self.epoch)
             indices = torch.randperm(self.dataset_len, generator=g).tolist()
@@ -214,7 +218,11 @@ def prepare_loader(
         ours: ResumableSampler = SequentialResumableSampler(loader.dataset, seed, pad=pad)
     else:
         ours = ResumableSampler(len(loader.dataset), shuffle, seed, num_replicas, rank, drop_last=False, pad=pad)
-    gen = torch.Generator()
+    # in the zero-edit mode a loader built without a generator draws the random numbers it draws on Lightning (its
+    # workers' base seed, its RandomSampler's seed) from the global RNG: a seeded run's later numbers (dropout, a
+    # model built after the fit) are Lightning's; the order of the batches is still (seed, epoch)'s
+    gen = None if lightning_defaults() and loader.generator is None else torch.Generator()
+    ours.draws_global = gen is None and shuffle and num_replicas == 1
     new = DataLoader(sampler=ours, generator=gen, **_loader_kwargs(loader))
     plan = LoaderPlan(new, ours, gen, seed)
     plan.replaced = _epoch_samplers(loader)  # a sampler the user gave a set_epoch still hears of each epoch

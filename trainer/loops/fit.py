@@ -63,6 +63,7 @@ class FitLoop(_Loop):
         self._said: set[str] = set()  # the info lines said once per Trainer
         self.plateau_schedulers: list[LRSchedulerConfig] = []  # step-interval ReduceLROnPlateau ones (set per epoch)
         self.epoch_schedulers_stepped = False  # this epoch's (non-plateau) epoch-interval schedulers stepped
+        self._built_train: tuple[StageRun, Loaders] | None = None  # asked for early by ``setup_data`` (its call's)
 
     def resolve_limits(self) -> None:
         """At the start of each fit, as Lightning: ``max_epochs=None`` becomes 1000 when nothing else bounds the fit
@@ -185,6 +186,7 @@ class FitLoop(_Loop):
         closures; the next fit builds its own."""
         state = dict(vars(self))
         state.pop("step", None)
+        state["_built_train"] = None
         return state
 
     def _setup_run(self, plan: StagePlan, build: Callable[[LoaderSource], Loaders]) -> None:
@@ -237,9 +239,23 @@ class FitLoop(_Loop):
             self.val_loaded_at = None if sanity and not self._val_this_epoch() else epoch
             self.has_val = self.has_val and bool(self.val) and any(self.val_limits)
 
+    def setup_data(self) -> None:
+        """Lightning's ``fit_loop.setup_data``: during a fit, the training loader is asked for now if it was not yet
+        (``trainer.estimated_stepping_batches`` does, from ``configure_optimizers``), which sets
+        ``trainer.num_training_batches``; the fit then trains on it without asking ``train_dataloader()`` again."""
+        run = self.trainer.stage_run
+        if not run.active or run.plan.stage != "fit" or "train" not in run.plan.sources or "train" in run.loaders:
+            return
+        loaders = run.build_loaders(run.plan.sources["train"])
+        self._built_train = run, loaders
+        self.max_batches = loaders.counts[0]
+
     def _load_train(self) -> None:
-        """The training loader, asked for after the sanity check as in Lightning; sets the batch counts."""
-        loaders = self.build(self.sources["train"])
+        """The training loader, asked for after the sanity check as in Lightning (unless ``setup_data`` asked for it
+        earlier in this call); sets the batch counts."""
+        built, self._built_train = self._built_train, None
+        ours = built is not None and built[0] is self.trainer.stage_run
+        loaders = built[1] if ours else self.build(self.sources["train"])
         self.train, p = loaders.plans[0], self.progress
         p.train_batch_size = loaders.batch_size
         replicas = self.trainer.strategy.distributed_sampler_kwargs["num_replicas"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -76,7 +76,7 @@ def _as_saved_type(values: dict[str, object], type_name: str | None) -> object:
 
 
 def load_from_checkpoint(
-    cls: type[_Loadable], checkpoint_path: str | os.PathLike, map_location: _MAP_LOCATION_TYPE = None,
+    cls: type[_Loadable], checkpoint_path: str | os.PathLike | IO[bytes], map_location: _MAP_LOCATION_TYPE = None,
     hparams_file: str | os.PathLike | None = None, strict: bool | None = None, weights_only: bool | None = None,
     **kwargs: object,
 ) -> _Loadable:

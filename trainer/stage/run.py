@@ -95,6 +95,7 @@ def rerun_loop(trainer: Trainer) -> list[dict[str, float]] | list[Any] | None:
     finally:
         vars(loop).clear()
         vars(loop).update(saved)
+        loop._built_train = None  # a training loader asked for early is stale once a trial ran: the fit asks again
         restarting = loop._restarting
         adopt_loop_states(trainer, {"fit_loop": counts})
         loop._restarting = restarting

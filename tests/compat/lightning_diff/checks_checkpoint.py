@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import warnings
@@ -197,11 +198,24 @@ def checks(fw: SimpleNamespace) -> dict:
         except Exception as err:
             out["default"] = "raised, names weights_only" if "weights_only" in str(err) else f"raised: {err}"
         out["trusted"] = WithObjects.load_from_checkpoint(path, weights_only=False).loaded_scale
+        with open(path, "rb") as f:  # an open file, or bytes in memory (chemprop rewrites a checkpoint so)
+            out["from_file"] = WithObjects.load_from_checkpoint(f, weights_only=False).loaded_scale
+            f.seek(0)
+            out["from_bytes"] = WithObjects.load_from_checkpoint(io.BytesIO(f.read()), weights_only=False).loaded_scale
         resumed = WithObjects()
         fw.Trainer(max_epochs=2, limit_train_batches=2, **quiet()).fit(resumed, loader(), ckpt_path=path,
                                                                         weights_only=False)
         out["resumed"] = [resumed.loaded_scale, resumed.current_epoch]
         return out
+
+    def written_by_hand() -> dict:
+        """A file in Lightning's checkpoint form that a project wrote itself (chemprop's model converter): no loop
+        state, ``epoch`` and ``global_step`` None. ``load_from_checkpoint`` needs only the weights."""
+        weights = {"layer.weight": torch.full((1, 4), 0.5), "layer.bias": torch.zeros(1)}
+        path = os.path.join(tempfile.mkdtemp(), "converted.ckpt")
+        torch.save({"epoch": None, "global_step": None, "pytorch-lightning_version": "2.6.6", "state_dict": weights,
+                    "hyper_parameters": {}, "loops": None}, path)
+        return float(Net.load_from_checkpoint(path).layer.weight.sum())
 
     def connector_restore() -> dict:
         """``trainer._checkpoint_connector``'s SLURM save names and ``restore`` after a fit (Lightning's test helpers'
@@ -239,6 +253,6 @@ def checks(fw: SimpleNamespace) -> dict:
             out["same" if same else "other"] = [sorted(os.listdir(first)), sorted(os.listdir(second))]
         return out
 
-    return {"score_types": score_types, "resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
+    return {"score_types": score_types, "written_by_hand": written_by_hand, "resumed_checkpoint_kept": resumed_checkpoint_kept, "connector_restore": connector_restore, "trusted_objects": trusted_objects, "top_k_all": lambda: top_k(-1), "top_k_two": lambda: top_k(2), "state_keys": state_keys,
             "missing_ckpt_path": missing_ckpt_path, "fp16_mixed_on_cpu": fp16_mixed_on_cpu,
             "callback_surface": callback_surface, "checkpoint_subclass_hooks": subclass_hooks}

@@ -102,4 +102,38 @@ def checks(fw: SimpleNamespace) -> dict:
         return {"global_step": trainer.global_step,
                 "weight_sum": round(float(model.layer.weight.sum()), 5)}
 
-    return {"configure_optimizers": lambda: {form: fit(form) for form in forms}, "manual_backward": manual_backward}
+    class Stepping(fw.Module):
+        """Reads ``estimated_stepping_batches`` in ``configure_optimizers``, before the training loader is asked for
+        (chemprop sizes its learning-rate schedule so)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+            self.loader_calls = 0
+
+        def train_dataloader(self):
+            self.loader_calls += 1
+            return loader(n=10)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self):
+            t = self.trainer
+            self.seen = [t.train_dataloader is None, t.estimated_stepping_batches, t.num_training_batches,
+                         t.train_dataloader is None]
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def stepping_batches() -> dict:
+        out = {}
+        for name, kwargs in {"plain": {}, "accumulated": {"accumulate_grad_batches": 2},
+                             "limited": {"limit_train_batches": 3}, "overfit": {"overfit_batches": 1.0}}.items():
+            model = Stepping()
+            trainer = fw.Trainer(max_epochs=2, **quiet(**kwargs))
+            trainer.fit(model)
+            out[name] = [*model.seen, model.loader_calls, trainer.global_step]
+        return out
+
+    return {"configure_optimizers": lambda: {form: fit(form) for form in forms}, "manual_backward": manual_backward,
+            "stepping_batches": stepping_batches}

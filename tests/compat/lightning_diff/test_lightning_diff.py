@@ -66,6 +66,14 @@ def test_configure_optimizers_forms(observed, form):
     same_outcome(lightning[form], relay[form])
 
 
+def test_estimated_stepping_batches_in_configure_optimizers_asks_for_the_training_loader(observed):
+    """Before the fit asks for its training loader, ``estimated_stepping_batches`` asks for it (once for the whole
+    fit), so ``num_training_batches`` is known in ``configure_optimizers``."""
+    lightning, relay = _pair(observed, "stepping_batches")
+    assert lightning["accumulated"] == [True, 6, 5, False, 1, 6], lightning
+    assert relay == lightning
+
+
 def test_manual_backward_passes_retain_graph(observed):
     lightning, relay = _pair(observed, "manual_backward")
     assert "exception" not in lightning
@@ -127,8 +135,14 @@ def test_a_checkpoint_with_the_projects_objects_loads_with_weights_only_false(ob
     """Data only by default; ``weights_only=False`` (torch's and Lightning's opt-in) reads the project's objects, in
     ``load_from_checkpoint`` and in ``fit(ckpt_path=...)``, as pytorch-forecasting's models need."""
     lightning, relay = _pair(observed, "trusted_objects")
-    assert lightning == {"default": "raised, names weights_only", "trusted": 2.5, "resumed": [2.5, 2]}, lightning
+    assert lightning == {"default": "raised, names weights_only", "trusted": 2.5, "from_file": 2.5, "from_bytes": 2.5,
+                         "resumed": [2.5, 2]}, lightning
     assert relay == lightning
+
+
+def test_a_checkpoint_a_project_wrote_in_lightnings_form_loads(observed):
+    lightning, relay = _pair(observed, "written_by_hand")
+    assert lightning == 2.0 and relay == lightning
 
 
 def test_missing_ckpt_path_is_a_file_not_found_error(observed):

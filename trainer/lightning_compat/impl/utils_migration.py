@@ -462,13 +462,13 @@ def _relay_progress(fit: dict, checkpoint: _CHECKPOINT) -> dict[str, Union[int, 
     progress = fit.get("epoch_progress", {})
     epochs = progress.get("total", progress.get("current", {}))  # what Lightning's restored fit loop counts from
     batches = fit.get("epoch_loop.batch_progress", {})
-    epoch = int(epochs.get("completed", checkpoint.get("epoch", 0)))
+    epoch = int(epochs.get("completed", checkpoint.get("epoch") or 0))  # None: a file a project wrote by hand
     running = int(epochs.get("started", 0)) > epoch  # an epoch had started and not completed when it was saved
     seen = int(batches.get("current", {}).get("processed", 0)) if running else 0
     finished = running and (bool(batches.get("is_last_batch")) or int(epochs.get("processed", 0)) > epoch)
     return {
         "epoch": epoch,
-        "global_step": int(checkpoint.get("global_step", 0)),
+        "global_step": int(checkpoint.get("global_step") or 0),
         "batches_seen": seen,
         "total_batches": int(batches.get("total", {}).get("processed", 0)),
         "epoch_finished": finished,
