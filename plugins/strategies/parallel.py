@@ -258,7 +258,7 @@ class ParallelStrategy(Strategy):
         return ElasticLauncher(
             nprocs=len(self.device_ids), main_address=env.main_address, main_port=env.main_port,
             max_restarts=self.max_restarts, shutdown_timeout=self.shutdown_timeout, num_nodes=self.num_nodes,
-            node_rank=env.node_rank(),
+            node_rank=env.node_rank() if self.num_nodes > 1 else 0,  # a stray NODE_RANK on one node changes nothing
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
