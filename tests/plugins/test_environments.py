@@ -572,12 +572,12 @@ def test_each_node_launches_its_workers_into_one_static_rendezvous(monkeypatch) 
     config = launcher._config()
     assert (config.min_nodes, config.max_nodes, config.rdzv_backend, config.rdzv_configs["rank"]) == (2, 2, "static", 1)
     assert ElasticLauncher(2)._config().rdzv_backend == "c10d"
-    monkeypatch.setenv("NODE_RANK", "3")  # a stray one on a single node changes nothing
-    single = Trainer(accelerator="cpu", devices=2, logger=False).strategy.launcher
-    assert (single.num_nodes, single.node_rank, single._config().rdzv_backend) == (1, 0, "c10d")
     spawn = Trainer(accelerator="cpu", devices=1, num_nodes=2, strategy="ddp_spawn", logger=False).strategy
     with pytest.raises(ValueError, match=r"num_nodes=2: its workers are started with torch.multiprocessing"):
         _ = spawn.launcher
+    monkeypatch.setenv("NODE_RANK", "3")  # a stray one on a single node changes nothing
+    single = Trainer(accelerator="cpu", devices=2, logger=False).strategy.launcher
+    assert (single.num_nodes, single.node_rank, single._config().rdzv_backend) == (1, 0, "c10d")
 
 
 # --- LocalEnvironment ----------------------------------------------------------------------------
