@@ -292,15 +292,19 @@ def run_predict(trainer: Trainer, plans: list[LoaderPlan], limits: list[int | fl
 
 
 def profiled_step(trainer: Trainer, name: str, call: StepCall, limits: list[int | float]) -> StepCall:
-    """With an enabled profiler: each step timed as ``[Strategy]<class>.<name>``, Lightning's action, and a step of
-    the profiler's schedule after it (the PyTorch profiler records evaluation too); else ``call`` itself."""
+    """With an enabled profiler: each step timed as ``[Strategy]<class>.<name>``, Lightning's action, and in
+    ``validate``/``test``/``predict`` a step of the profiler's schedule after it (the PyTorch profiler records them
+    too); a fit's validation does not move the schedule, whose window counts training steps as Lightning's does. Else
+    ``call`` itself."""
     profiler = trainer.profiler
     if not profiler.enabled:
         return call
+    timed = profiler.wrap(f"[Strategy]{type(trainer.strategy).__name__}.{name}", call)
+    if trainer.state.fn == TrainerFn.FITTING:
+        return timed
     plan = getattr(profiler, "plan_steps", None)  # the PyTorch profiler's: a short stage records every step
     if plan is not None:
         plan(sum(limits))
-    timed = profiler.wrap(f"[Strategy]{type(trainer.strategy).__name__}.{name}", call)
 
     def run(batch: Any, batch_idx: int, extra: tuple[int, ...]) -> Any:
         out = timed(batch, batch_idx, extra)
