@@ -46,7 +46,9 @@ def test_advanced_profiler_reports_functions(tmp_path):
 
 def test_pytorch_profiler_writes_a_trace_that_parses(tmp_path, capsys):
     profiler = PyTorchProfiler(dirpath=tmp_path / "trace", wait=1, warmup=1, active=2)
-    Trainer(**quiet(profiler=profiler, max_steps=8)).fit(Regression(), loader())
+    # the sanity check's 2 steps and the validation steps are timed but leave the training window where it was
+    Trainer(**quiet(profiler=profiler, max_steps=8, num_sanity_val_steps=2, val_check_interval=3,
+                    limit_val_batches=2)).fit(Regression(), loader(), loader())
     traces = list((tmp_path / "trace").glob("rank0.*.pt.trace.json"))
     assert len(traces) == 1
     trace = json.loads(traces[0].read_text())
@@ -55,6 +57,7 @@ def test_pytorch_profiler_writes_a_trace_that_parses(tmp_path, capsys):
     assert any(name and name.startswith("aten::") for name in names)
     steps = {n for n in names if n and n.startswith("ProfilerStep#")}
     assert steps == {"ProfilerStep#2", "ProfilerStep#3"}  # the window: after 1 wait and 1 warmup step
+    assert "[Strategy]SingleDeviceStrategy.validation_step" in names
     out = capsys.readouterr().out
     assert "PyTorch profiler report (fit, rank 0" in out and "Self CPU" in out
 
