@@ -104,11 +104,13 @@ class ElasticLauncher(Launcher):
             options["shutdown_timeout"] = max(1, int(round(self.shutdown_timeout)))
         if self.num_nodes > 1:  # each node started by hand: torchrun's static rendezvous (--node-rank) at node 0
             options.update(rdzv_backend="static", rdzv_configs={"rank": self.node_rank}, run_id="relay")
-        return LaunchConfig(**{
-            "min_nodes": self.num_nodes, "max_nodes": self.num_nodes, "nproc_per_node": self.nprocs,
-            "run_id": f"relay-{uuid.uuid4().hex[:12]}", "rdzv_backend": "c10d",
-            "rdzv_endpoint": f"{self.main_address}:{self.main_port}", "max_restarts": self.max_restarts,
-            "monitor_interval": self.monitor_interval, **options})
+        else:
+            options.update(rdzv_backend="c10d", run_id=f"relay-{uuid.uuid4().hex[:12]}")
+        return LaunchConfig(
+            min_nodes=self.num_nodes, max_nodes=self.num_nodes, nproc_per_node=self.nprocs,
+            rdzv_endpoint=f"{self.main_address}:{self.main_port}", max_restarts=self.max_restarts,
+            monitor_interval=self.monitor_interval, **options,
+        )
 
     def _run(self, config: Any, command: list[str], forkserver: Forkserver) -> int:
         """The elastic agent over ``command``; a failure or a passed-on signal as Relay's one line and exit code."""

@@ -302,9 +302,7 @@ def profiled_step(trainer: Trainer, name: str, call: StepCall, limits: list[int 
     timed = profiler.wrap(f"[Strategy]{type(trainer.strategy).__name__}.{name}", call)
     if trainer.state.fn == TrainerFn.FITTING:
         return timed
-    plan = getattr(profiler, "plan_steps", None)  # the PyTorch profiler's: a short stage records every step
-    if plan is not None:
-        plan(sum(limits))
+    profiler.plan_steps(sum(limits))  # a short stage records every step (the PyTorch profiler's)
 
     def run(batch: Any, batch_idx: int, extra: tuple[int, ...]) -> Any:
         out = timed(batch, batch_idx, extra)

@@ -211,11 +211,9 @@ class FitLoop(_Loop):
         if profiler is None:
             return
         run_batch = profiler.wrap("run_training_batch", self.step.run)
-        plan = getattr(profiler, "plan_steps", None)  # the PyTorch profiler's: a short fit records every step
 
         def run_and_step(*args: Any) -> Any:
-            if plan is not None:
-                plan(self.trainer.num_training_batches)
+            profiler.plan_steps(self.trainer.num_training_batches)  # a short fit records every step (PyTorch's)
             out = run_batch(*args)
             profiler.step()
             return out

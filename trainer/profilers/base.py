@@ -54,6 +54,9 @@ class Profiler:
     def step(self) -> None:
         """Called after every training batch (a step of the PyTorch profiler's schedule)."""
 
+    def plan_steps(self, total: int | float) -> None:
+        """Called before a stage's first step with the steps it will take (the PyTorch profiler fits its window)."""
+
     @contextlib.contextmanager
     def profile(self, action_name: str) -> Generator[None, None, None]:
         self.start(action_name)
