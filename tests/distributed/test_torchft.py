@@ -154,28 +154,22 @@ def test_strategy_name_resolves_and_a_missing_lighthouse_is_one_clear_error(monk
 @pytest.mark.timeout(120)
 def test_one_replica_group_trains_exactly_like_one_process_with_accumulation_and_clipping(tmp_path):
     """The quorum's average over a single live group is its own gradient: the same weights as single_device, through
-    the accumulation (``no_sync``) and clipping paths."""
+    the accumulation (``no_sync``) and clipping paths. The replica runs in its own process: torchft's process-wide
+    timeout thread and its watchdog outlive a fit, and would print into whichever test this worker runs next."""
     from torchft.coordination import LighthouseServer
 
-    from plugins.strategies.torchft import TorchFTStrategy
-    from trainer import Trainer, seed_everything
-
-    def fit(strategy):
-        seed_everything(3)
-        module = Regression()
-        trainer = Trainer(accelerator="cpu", strategy=strategy, **quiet(
-            max_steps=5, accumulate_grad_batches=2, gradient_clip_val=0.5, default_root_dir=tmp_path))
-        trainer.fit(module, loader(n=96, batch_size=8, shuffle=True))
-        return trainer, module.state_dict()
+    from tests.distributed.torchft_replica import fit
 
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=100, heartbeat_timeout_ms=1000)
     try:
-        strategy = TorchFTStrategy(lighthouse=lighthouse.address(), replica_group_id=0, num_replica_groups=1)
-        trainer, replicated = fit(strategy)
+        replica = _replica(tmp_path, lighthouse.address(), 0, "--groups", "1", "--steps", "5", "--sleep", "0",
+                           "--accumulate", "2", "--clip", "0.5")
+        assert replica.wait(timeout=100) == 0, (tmp_path / "log-0.txt").read_text()[-3000:]
     finally:
-        strategy.teardown()  # leaves the quorum (the Trainer does not tear strategies down)
         lighthouse.shutdown()
-    _, single = fit("single_device")
-    assert trainer.global_step == 5 and strategy.committed_steps == 5 and strategy.skipped_steps == 0
-    for key in single:
-        torch.testing.assert_close(replicated[key], single[key], rtol=0, atol=1e-6, msg=key)
+    _, single = fit("single_device", 0, steps=5, accumulate=2, clip=0.5)
+    result = json.loads((tmp_path / "result-0.json").read_text())
+    assert result == {"global_step": 5, "committed": 5, "skipped": 0}
+    replicated = torch.load(tmp_path / "final-0.pt")
+    for key, value in single.state_dict().items():
+        torch.testing.assert_close(replicated[key], value, rtol=0, atol=1e-6, msg=key)
