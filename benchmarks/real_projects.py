@@ -180,6 +180,14 @@ PROJECTS = {
                         ("tests/integration", "tests/cli", "tests/unit/models", "tests/unit/utils", "-k",
                          "not optuna and not hyperopt"),  # Ray Tune's searches: a Ray cluster each, minutes
                         per_file=5, tests_from="chemprop/chemprop@v2.3.1"),
+    # Fabric and the Trainer under lightning_fabric's and pytorch_lightning's package names: self-supervised
+    # pretraining (DINO, SimCLR, distillation...) run by Fabric, fine-tuning tasks run by the Trainer, export,
+    # embedding; its callbacks, loggers, checkpoints and command line
+    "lightly-train": Project("lightly-train==0.18.0", "lightly_train-0.18.0",
+                             ("albumentations>=1.3.1,!=1.4.*", "eval-type-backport>=0.2", "lightly>=1.5.26",
+                              "nvidia-ml-py>=12", "torchvision==0.28.0", "pycocotools>=2.0.11", "pytest-mock>=3.14.0",
+                              "pytest-timeout"),
+                             ("tests",), per_file=8),
 }
 
 
@@ -229,7 +237,41 @@ def prepare(project: Project, workdir: Path, tests_source: Path | None = None) -
         (site / "zz_this_interpreter.pth").write_text(f"{here}\n")  # after the venv's own packages
         run([str(python), "-m", "pip", "install", "--quiet", *project.deps])
         run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *project.install, "-e", str(source)])
+        torchvision_on_cpu_torch(python, site, workdir)
     return source, python
+
+
+STUB_PRELOAD = """import ctypes, glob, os
+here = os.path.dirname(os.path.abspath(__file__))
+for lib in (os.path.join(here, "_cuda_stubs", "libc10_cuda.so"), os.path.join(here, "_cuda_stubs", "libtorch_cuda.so"),
+            *glob.glob(os.path.join(here, "torchvision.libs", "libcudart*"))):
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+"""
+
+
+def torchvision_on_cpu_torch(python: Path, site: Path, workdir: Path) -> None:
+    """PyPI's torchvision for Linux is built against torch's CUDA build: its operators' library (``nms``, ...)
+    needs ``libc10_cuda.so`` and ``libtorch_cuda.so``, which a CPU build of torch lacks, so ``import torchvision``
+    fails. Its CPU kernels need nothing from them: stand-ins exporting the CUDA symbols it names (each traps if
+    called) are loaded first, at interpreter start, in the project's venv only (the same on both sides)."""
+    library = site / "torchvision" / "_C.so"
+    if not library.exists() or run([str(python), "-c", "import torch; assert torch.version.cuda is None"],
+                                   check=False).returncode:
+        return
+    undefined = run(["nm", "-D", "--undefined-only", str(library)]).stdout.split()
+    names = sorted({n.split("@")[0] for n in undefined if n.startswith(("_ZN3c104cuda", "_ZNK3c104cuda",
+                                                                         "_ZN2at4cuda"))})
+    stubs = site / "_cuda_stubs"
+    stubs.mkdir(exist_ok=True)
+    code = "\n".join(f"void *{n} = 0;" if n.endswith("allocatorE") else f"void {n}(void) {{ __builtin_trap(); }}"
+                     for n in names)
+    (workdir / "cuda_stubs.c").write_text(code + "\n")
+    for name in ("libc10_cuda.so", "libtorch_cuda.so"):
+        source = workdir / "cuda_stubs.c" if name == "libc10_cuda.so" else workdir / "empty.c"
+        source.touch()
+        run(["gcc", "-shared", "-fPIC", "-o", str(stubs / name), f"-Wl,-soname,{name}", str(source)])
+    (site / "_torchvision_on_cpu_torch.py").write_text(STUB_PRELOAD)
+    (site / "aa_torchvision_on_cpu_torch.pth").write_text("import _torchvision_on_cpu_torch\n")
 
 
 def selection(project: Project, source: Path, python: Path) -> list[str]:

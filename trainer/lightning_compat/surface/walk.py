@@ -219,8 +219,12 @@ def _imported_entry(module: types.ModuleType, name: str, obj: object, stmts: lis
     served from where it comes, else not the module's."""
     obj_module = getattr(obj, "__module__", None)
     origin = _origin(obj) or (f"{obj_module}:{name}" if obj_module else None)
-    if _is_lightning(obj_module) and origin:
-        source = next(s for s in stmts if isinstance(s, ast.ImportFrom))
+    lightning_source = next((s for s in stmts if isinstance(s, ast.ImportFrom) and name != "*"
+                             and _is_lightning(_resolve_from(module, s))), None)
+    if (_is_lightning(obj_module) and origin) or lightning_source is not None:
+        # a type alias, TypeVar or constant imported from another Lightning module is re-exported too: its object's
+        # __module__ is typing's or none (``from lightning.fabric.connector import _PRECISION_INPUT``)
+        source = lightning_source or next(s for s in stmts if isinstance(s, ast.ImportFrom))
         return {"kind": "reexport", "from": f"{_resolve_from(module, source)}:{_imported_name(source, name)}"}
     from_utilities = any(isinstance(s, ast.ImportFrom) and (s.module or "").startswith("lightning_utilities")
                          for s in stmts)
