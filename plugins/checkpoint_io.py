@@ -48,6 +48,12 @@ _TEMPORARY = r"^\.(?P<name>.+)(?P<kind>\.relaytmp-|\.relayold-)(?P<pid>\d+|dcp)(
 _TRUSTED = contextvars.ContextVar("relay_trusted_checkpoint_loads", default=False)
 
 
+def _torch_opt_out() -> bool:
+    """torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, which a read without ``weights_only`` honours in torch and in
+    Lightning (lightly-train sets it around its ``Fabric.load`` calls)."""
+    return os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in ("1", "y", "yes", "true")
+
+
 @contextmanager
 def trusted_loads(weights_only: bool | None) -> Iterator[None]:
     """Within the block a checkpoint file read with ``weights_only=None`` is unpickled in full when the caller passed
@@ -218,7 +224,7 @@ class CheckpointIO:
     ) -> Any:
         """A checkpoint file as data; in full (any pickled object) only with ``weights_only=False``, given here or to
         the call that reads it (``trusted_loads``). One-line errors for anything else."""
-        data_only = weights_only is not False and not (weights_only is None and loads_trusted())
+        data_only = weights_only is not False and not (weights_only is None and (loads_trusted() or _torch_opt_out()))
         opened = hasattr(path, "read")  # an open binary file (Lightning's ``load_from_checkpoint`` takes one too)
         shown = str(getattr(path, "name", f"<{type(path).__name__}>")) if opened else os.fspath(path)
         try:

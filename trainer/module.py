@@ -98,8 +98,12 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @property
     def device(self) -> torch.device:
-        if self._trainer is not None:
-            return self._trainer.strategy.root_device
+        """The strategy's device while a Trainer holds the module, else its parameters' (CPU without any). A stand-in
+        trainer (a test's ``Mock``) has no device to give: its module answers from its parameters, as Lightning's
+        answers from its own record of where it was moved, never from the trainer."""
+        root = getattr(getattr(self._trainer, "strategy", None), "root_device", None)
+        if isinstance(root, torch.device):
+            return root
         for p in self.parameters():
             return p.device
         return torch.device("cpu")

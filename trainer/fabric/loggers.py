@@ -16,13 +16,13 @@ class _GivenRootDir:
     """Fabric's ``root_dir`` is the folder given, as given (``~/logs`` stays so); the runs are in ``<root_dir>/<name>``.
     (The Trainer's loggers call ``<save_dir>/<name>`` their ``root_dir``.)"""
 
-    _given_root_dir: str
+    _root_dir: str
     save_dir: str
     name: str
 
     @property
     def root_dir(self) -> str:
-        return self._given_root_dir
+        return self._root_dir
 
     @property
     def _versions_dir(self) -> str:
@@ -33,7 +33,6 @@ class TensorBoardLogger(_GivenRootDir, _TensorBoardWriter):
     def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
                  version: int | str | None = None, default_hp_metric: bool = True, prefix: str = "",
                  sub_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
-        self._given_root_dir = os.fspath(root_dir)
         super().__init__(root_dir, name=name, version=version, default_hp_metric=default_hp_metric, prefix=prefix,
                          sub_dir=sub_dir, **kwargs)
 
@@ -41,7 +40,6 @@ class TensorBoardLogger(_GivenRootDir, _TensorBoardWriter):
 class CSVLogger(_GivenRootDir, _CSVWriter):
     def __init__(self, root_dir: str | os.PathLike[str], name: str | None = "lightning_logs",
                  version: int | str | None = None, prefix: str = "", flush_logs_every_n_steps: int = 100) -> None:
-        self._given_root_dir = os.fspath(root_dir)
         super().__init__(root_dir, name=name, version=version, prefix=prefix,
                          flush_logs_every_n_steps=flush_logs_every_n_steps)
 

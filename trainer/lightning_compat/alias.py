@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import logging
+import threading
 import types
 from typing import Any
 
@@ -58,7 +59,7 @@ def restore_relay_names() -> None:
 def load(where: str) -> Any:
     """``module:attr.attr`` (or ``module``) imported; a Lightning module through its alias."""
     module, _, attr = where.partition(":")
-    value: object = importlib.import_module(module)
+    value: object = import_to_serve(module)
     for part in attr.split(".") if attr else ():
         value = getattr(value, part)
     return value
@@ -91,7 +92,7 @@ class LightningAlias(types.ModuleType):
         if self.__canonical__ != self.__name__:  # pytorch_lightning.x / lightning_fabric.x: lightning.*'s objects
             if _served_module(f"{self.__name__}.{attr}"):
                 return importlib.import_module(f"{self.__name__}.{attr}")
-            return getattr(importlib.import_module(self.__canonical__), attr)
+            return getattr(import_to_serve(self.__canonical__), attr)
         if self.__name__ == "lightning":
             return _lightning_root(attr)
         spec = surface.module(self.__name__) or {"names": {}}
@@ -167,10 +168,39 @@ def _expression(alias: LightningAlias, entry: dict[str, Any]) -> object:
     return eval(entry["expr"], _uses(alias, entry))
 
 
+def _logger(alias: LightningAlias, entry: dict[str, Any]) -> logging.Logger:
+    """A module's logger, named under the package the program imported (``pytorch_lightning.x`` there), as each of
+    Lightning's packages names its loggers after its own modules."""
+    name = entry["logger"]
+    for imported, real in surface.CANONICAL.items():
+        if alias.__name__.split(".")[0] == imported and name.startswith(real):
+            name = imported + name[len(real):]
+    return logging.getLogger(name)
+
+
+_SERVING = threading.local()
+
+
+def import_to_serve(name: str) -> types.ModuleType:
+    """A ``lightning.*`` module imported to serve a name the program asked for under another package's name
+    (``pytorch_lightning.x`` is served by ``lightning.pytorch.x``): not the program's own import, so Lightning's
+    package set-up (its loggers' names) is not run for it (``importing_to_serve``)."""
+    depth = getattr(_SERVING, "depth", 0)
+    _SERVING.depth = depth + 1
+    try:
+        return importlib.import_module(name)
+    finally:
+        _SERVING.depth = depth
+
+
+def importing_to_serve() -> bool:
+    return getattr(_SERVING, "depth", 0) > 0
+
+
 DERIVED = {
     "legacy": lambda alias, entry: load(entry["base"]),  # a renamed class: the current one it subclasses
     "constant": lambda alias, entry: entry["value"],
     "external": lambda alias, entry: load(entry["from"]),
-    "logger": lambda alias, entry: logging.getLogger(entry["logger"]),
+    "logger": _logger,
     "expression": _expression,
 }

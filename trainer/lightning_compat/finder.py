@@ -11,7 +11,7 @@ import types
 from collections.abc import Sequence
 
 from trainer.lightning_compat import surface
-from trainer.lightning_compat.alias import LightningAlias, restore_relay_names
+from trainer.lightning_compat.alias import LightningAlias, importing_to_serve, restore_relay_names
 from trainer.lightning_compat.errors import (
     LightningAttributeError,
     LightningImportError,
@@ -52,9 +52,10 @@ class _AliasLoader(importlib.abc.Loader):
         if target is not None:
             importlib.import_module(target)  # fail here, at import, if the Relay side is broken
         hook = ON_IMPORT.get(surface.canonical(module.__name__))
-        if hook is not None:  # at the first import and at importlib.reload, as Lightning's package code runs
+        if hook is not None and not importing_to_serve():  # the program's import (and importlib.reload), as
+            # Lightning's package code runs; not ``lightning.pytorch`` imported to serve ``pytorch_lightning``'s names
             module_name, _, function = hook.partition(":")
-            getattr(importlib.import_module(module_name), function)()
+            getattr(importlib.import_module(module_name), function)(module.__name__)
 
 
 class LightningFinder(importlib.abc.MetaPathFinder):

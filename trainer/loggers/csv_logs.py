@@ -6,6 +6,7 @@ import csv
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,6 +46,11 @@ class ExperimentWriter:
         self.metrics_keys: list[str] = []  # the header of the file on disk; empty until the first write
         self.hparams: dict[str, Any] = {}
         self._check_log_dir_exists()
+
+    @cached_property
+    def _fs(self) -> Any:
+        """The fsspec filesystem of ``log_dir`` (Lightning's writer's ``_fs``, which its subclasses use)."""
+        return url_fs(self.log_dir)[0]
 
     def _check_log_dir_exists(self) -> None:
         """A directory with files (a version given again): say so, and drop the old ``metrics.csv`` (Lightning's)."""
@@ -127,7 +133,7 @@ class _CSVWriter(VersionedDirLogger):
             raise ValueError(f"CSVLogger(flush_logs_every_n_steps={flush_logs_every_n_steps}) must be >= 1.")
         super().__init__(save_dir, name, version)
         self._prefix = prefix
-        self._flush_every = flush_logs_every_n_steps
+        self._flush_logs_every_n_steps = flush_logs_every_n_steps
         self._experiment: ExperimentWriter | None = None
         self._last_flush_step = -1
 
@@ -153,7 +159,7 @@ class _CSVWriter(VersionedDirLogger):
         experiment = self.experiment
         experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)), step)
         row_step = experiment.metrics[-1]["step"]  # without a step: the rows buffered so far (Lightning's)
-        if (row_step + 1) % self._flush_every == 0 or row_step - self._last_flush_step >= self._flush_every:
+        if (row_step + 1) % self._flush_logs_every_n_steps == 0 or row_step - self._last_flush_step >= self._flush_logs_every_n_steps:
             self.save()
 
     @rank_zero_only

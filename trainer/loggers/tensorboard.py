@@ -69,7 +69,7 @@ class _TensorBoardWriter(VersionedDirLogger):
         self._log_graph = log_graph
         self._default_hp_metric = default_hp_metric
         self._prefix = prefix
-        self._writer_kwargs = writer_kwargs
+        self._kwargs = writer_kwargs
         self._experiment: SummaryWriter | None = None
         self.hparams: dict[str, Any] = {}
 
@@ -82,7 +82,7 @@ class _TensorBoardWriter(VersionedDirLogger):
             from torch.utils.tensorboard import SummaryWriter
 
             _wait_for_a_later_second(self.log_dir)
-            self._experiment = SummaryWriter(log_dir=self.log_dir, **self._writer_kwargs)
+            self._experiment = SummaryWriter(log_dir=self.log_dir, **self._kwargs)
         return self._experiment
 
     @rank_zero_only

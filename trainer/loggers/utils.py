@@ -7,12 +7,13 @@ import re
 import sys
 from argparse import Namespace
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any, TypeVar
 
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file  # a local path or an fsspec URL
+from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file, url_fs  # a local path or an fsspec URL
 from trainer.loggers.base import BaseLogger
 from trainer.utilities.zero_edit import lightning_defaults
 
@@ -72,11 +73,18 @@ class VersionedDirLogger(BaseLogger):
         version: int | str | None = None,
         sub_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._save_dir = os.path.expandvars(os.path.expanduser(os.fspath(save_dir)))
+        self._root_dir = os.fspath(save_dir)  # the folder as given: Lightning's name, which its subclasses read
+        self._save_dir = os.path.expandvars(os.path.expanduser(self._root_dir))
         self._name = default_log_name() if name == DEFAULT_LOG_NAME else (name or "")
         self._version = version
         self._sub_dir = None if sub_dir is None else os.path.expandvars(os.path.expanduser(os.fspath(sub_dir)))
         default_rank_from_env()
+
+    @cached_property
+    def _fs(self) -> Any:
+        """The fsspec filesystem of the folder given (Lightning's ``_fs``, which its subclasses use), made on first
+        use so that a plain run never imports fsspec for it."""
+        return url_fs(self._root_dir)[0]
 
     @property
     def name(self) -> str:

@@ -7,7 +7,6 @@ without one pays nothing for the feature.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 from collections.abc import Callable, Generator, Iterator
@@ -16,7 +15,7 @@ from typing import Any, TypeVar
 
 import trainer.profilers as profilers
 from trainer.errors import MisconfigurationError
-from trainer.utilities.zero_edit import lightning_defaults
+from trainer.utilities.zero_edit import lightning_defaults, lightning_logger
 
 _T = TypeVar("_T")
 
@@ -125,7 +124,7 @@ class Profiler:
         if lightning_defaults():  # Lightning code: to the file, else to Lightning's log
             if path is None:
                 if show and self._local_rank in (None, 0):
-                    logging.getLogger("lightning.pytorch.profilers.profiler").info(text)
+                    lightning_logger("lightning.pytorch.profilers.profiler").info(text)
                 return
         elif show:
             print(text, flush=True)

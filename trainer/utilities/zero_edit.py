@@ -7,6 +7,7 @@ against it.
 
 from __future__ import annotations
 
+import logging
 import os
 
 COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"  # set by `python -m trainer.lightning_compat`, inherited by child processes
@@ -15,3 +16,17 @@ COMPAT_ENV = "RELAY_LIGHTNING_COMPAT"  # set by `python -m trainer.lightning_com
 def lightning_defaults() -> bool:
     """True in the zero-edit mode: Lightning's defaults and refusals apply where Relay's differ."""
     return os.environ.get(COMPAT_ENV) == "1"
+
+
+# the package names the program imported Lightning under (``pytorch_lightning``, ``lightning_fabric``), set by the
+# compatibility layer's import hooks: Lightning's loggers carry their package's name, and programs filter on it
+IMPORTED_AS = {"lightning.pytorch": "lightning.pytorch", "lightning.fabric": "lightning.fabric"}
+
+
+def lightning_logger(name: str) -> logging.Logger:
+    """The logger Lightning's module ``name`` (``lightning.pytorch.profilers.profiler``) logs to, under the package
+    name the program imported (``pytorch_lightning.profilers.profiler`` for a ``pytorch_lightning`` program)."""
+    for real, imported in IMPORTED_AS.items():
+        if name == real or name.startswith(real + "."):
+            return logging.getLogger(imported + name[len(real):])
+    return logging.getLogger(name)

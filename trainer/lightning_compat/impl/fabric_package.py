@@ -22,6 +22,7 @@ import lightning_utilities.core.rank_zero as rank_zero_module
 
 import plugins.environments.base as environments
 from trainer.utilities.warnings import disable_possible_user_warnings
+from trainer.utilities.zero_edit import IMPORTED_AS
 
 
 def setup_logger(name: str = "lightning.fabric") -> None:
@@ -34,20 +35,26 @@ def setup_logger(name: str = "lightning.fabric") -> None:
             package.propagate = False
 
 
-def on_import() -> None:
-    setup_logger()
-    environments.log = logging.getLogger("lightning.fabric.plugins.environments")  # where Lightning's log
+def on_import(name: str = "lightning.fabric") -> None:
+    """``name``: the package the program imported (``lightning.fabric`` or ``lightning_fabric``), whose name
+    Lightning's loggers carry (``lightning_fabric.plugins.environments``...)."""
+    IMPORTED_AS["lightning.fabric"] = name
+    setup_logger(name)
+    environments.log = logging.getLogger(f"{name}.plugins.environments")  # where Lightning's log
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
         disable_possible_user_warnings()
 
 
-def on_import_pytorch() -> None:
+def on_import_pytorch(name: str = "lightning.pytorch") -> None:
     """What importing ``lightning.pytorch`` does besides defining names: its package logger at INFO (the profilers'
     reports and the trainer's notices go there), printed to the console when the program set up no logging; and
     ``rank_zero_info``/``rank_zero_debug`` (lightning_utilities', which Relay uses) log through
-    ``lightning.pytorch.utilities.rank_zero``, as Lightning's ``utilities/rank_zero.py`` makes them."""
-    setup_logger("lightning.pytorch")
-    rank_zero_module.log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    ``<name>.utilities.rank_zero``, as Lightning's ``utilities/rank_zero.py`` makes them: under
+    ``pytorch_lightning`` a filter on ``pytorch_lightning.utilities.rank_zero`` sees them (lightly-train's does)."""
+    on_import("lightning_fabric" if name == "pytorch_lightning" else "lightning.fabric")  # Lightning's imports it
+    IMPORTED_AS["lightning.pytorch"] = name
+    setup_logger(name)
+    rank_zero_module.log = logging.getLogger(f"{name}.utilities.rank_zero")
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):  # also at a reload, as Lightning's
         disable_possible_user_warnings()

@@ -20,7 +20,6 @@ How the ``lightning.fabric`` names are served (``impl/fabric_*.py``, table ``nam
 
 from __future__ import annotations
 
-import logging
 import os
 
 from trainer.distributed.ranks import set_rank_zero_only
@@ -30,11 +29,12 @@ from trainer.lightning_compat.impl.utilities import _get_rank
 from trainer.seed import seed_everything as relay_seed_everything
 from trainer.utilities.data import suggested_max_num_workers as relay_suggestion
 from trainer.utilities.rank_zero import rank_prefixed_message, rank_zero_warn
+from trainer.utilities.zero_edit import IMPORTED_AS, lightning_logger
 
 set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
 
-log = logging.getLogger("lightning.fabric.utilities.seed")
-fabric_package.setup_logger()  # as Lightning's import sets it (also when this module is used on its own)
+log = lightning_logger("lightning.fabric.utilities.seed")
+fabric_package.setup_logger(IMPORTED_AS["lightning.fabric"])  # as Lightning's import sets it (also on its own)
 
 max_seed_value = 4294967295  # numpy's seeds are unsigned 32-bit
 min_seed_value = 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import os
 import re
 from collections.abc import Callable
@@ -24,13 +23,14 @@ from torch.utils._pytree import SUPPORTED_NODES, LeafSpec, PyTree, TreeSpec, _ge
 
 from trainer.model.compiled import from_compiled, to_uncompiled  # Relay's: the Trainer unwraps with it
 from trainer.module import Module
+from trainer.utilities.zero_edit import lightning_logger
 
 if TYPE_CHECKING:
     from typing import TypeGuard
 
 __all__ = ["from_compiled", "to_uncompiled", "tree_unflatten"]  # served from here (``_pytree`` re-exports torch's)
 
-_log = logging.getLogger("lightning.pytorch.utilities.model_helpers")
+_log = lightning_logger("lightning.pytorch.utilities.model_helpers")
 
 
 # --- model_helpers ---------------------------------------------------------------------------------------------------
