@@ -163,11 +163,6 @@ class Trainer(TrainerProperties):
         self.layer_sync = layer_sync_from(plugins, args.sync_batchnorm)  # plugins=[TorchSyncBatchNorm()] too
         self.profiler = resolve_profiler(args.profiler)
         self.loggers = make_loggers(run["logger"], self.default_root_dir)
-        if self.fast_dev_run and lightning_defaults() and args.logger is not False and args.logger != []:
-            # Lightning code: the configured loggers are replaced by one that logs nothing (`trainer.logger` is set)
-            from trainer.lightning_compat.impl.logging_helpers import DummyLogger  # local import: Lightning code only
-
-            self.loggers = [DummyLogger()]
         self.callbacks: list[Callback] = default_callbacks(
             args.callbacks, run["enable_checkpointing"], run["enable_progress_bar"], run["enable_model_summary"],
             bool(self.fast_dev_run),
@@ -177,6 +172,10 @@ class Trainer(TrainerProperties):
         # max_epochs and min_epochs as given (None too) until a fit fills in their defaults: FitLoop.resolve_limits
         self._init_loop_state(run["max_epochs"] if self.fast_dev_run else args.max_epochs, args.min_epochs,
                               run["max_steps"], args.min_steps)
+        if lightning_defaults():  # Lightning code: what Lightning's __init__ also does (fast_dev_run's logger, ...)
+            from trainer.lightning_compat.impl.trainer_init import as_lightning_init  # local import: Lightning code only
+
+            as_lightning_init(self)
 
     def _add_healing(self, args: TrainerArguments) -> None:
         """``spike_recovery`` and ``rank_batch_sizes`` are callbacks of trainer/healing/, first in the list (they see

@@ -1,7 +1,7 @@
 """What a program written against ``pytorch_lightning`` and ``lightning_fabric`` (the standalone packages' names)
 observes, on Lightning 2.6.6 and on Relay's zero-edit mode. Each check is a pattern lightly-train 0.18.0 relies on:
 a type alias imported from a connector module, loggers subclassed through Lightning's private members, a filter on
-``pytorch_lightning.utilities.rank_zero``, torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` around ``Fabric.load``, a
+``pytorch_lightning.utilities.rank_zero`` (and what a Trainer logs there when made), torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` around ``Fabric.load``, a
 module's ``device`` under a stand-in trainer.
 
 ``python package_names_program.py lightning|relay``: one JSON dict (tests/compat/lightning_diff/harness.py), compared
@@ -127,18 +127,14 @@ class DropFloat32Advice(logging.Filter):
         return "set_float32_matmul_precision" not in record.getMessage()
 
 
-def rank_zero_logger_name() -> dict:
-    """A filter on ``pytorch_lightning.utilities.rank_zero`` sees ``rank_zero_info``'s records (lightly-train's)."""
-    from pytorch_lightning.utilities import rank_zero_info
-
+def _records(action) -> list[tuple[str, str]]:
+    """The log records ``action()`` makes, as (logger name, message), seen from the root logger."""
     seen: list[tuple[str, str]] = []
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             seen.append((record.name, record.getMessage()))
 
-    target = logging.getLogger("pytorch_lightning.utilities.rank_zero")
-    target.addFilter(DropFloat32Advice())
     root = logging.getLogger()
     handler = Keep(level=logging.DEBUG)
     root.addHandler(handler)
@@ -146,12 +142,31 @@ def rank_zero_logger_name() -> dict:
     root.setLevel(logging.DEBUG)
     logging.getLogger("pytorch_lightning").propagate = True
     try:
-        rank_zero_info("set_float32_matmul_precision advice")
-        rank_zero_info("kept")
+        action()
     finally:
         root.removeHandler(handler)
         root.setLevel(old)
-    return {"records": seen}
+    return seen
+
+
+def rank_zero_logger_name() -> dict:
+    """A filter on ``pytorch_lightning.utilities.rank_zero`` sees ``rank_zero_info``'s records (lightly-train's)."""
+    from pytorch_lightning.utilities import rank_zero_info
+
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(DropFloat32Advice())
+
+    def log() -> None:
+        rank_zero_info("set_float32_matmul_precision advice")
+        rank_zero_info("kept")
+
+    return {"records": _records(log)}
+
+
+def lines_when_a_trainer_is_made() -> dict:
+    def make() -> None:
+        pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+
+    return {"records": [r for r in _records(make) if "available" in r[1]]}
 
 
 class Opaque:
@@ -184,5 +199,5 @@ def device_under_a_stand_in_trainer() -> dict:
 
 
 if __name__ == "__main__":
-    run_checks([precision_alias, logger_subclasses, rank_zero_logger_name, fabric_load_with_torch_opt_out,
-                device_under_a_stand_in_trainer], root=ROOT)
+    run_checks([precision_alias, logger_subclasses, rank_zero_logger_name, lines_when_a_trainer_is_made,
+                fabric_load_with_torch_opt_out, device_under_a_stand_in_trainer], root=ROOT)

@@ -46,6 +46,15 @@ def test_a_filter_on_the_packages_rank_zero_logger_sees_rank_zero_info(observed)
     assert same(observed, "rank_zero_logger_name") == {"records": [["pytorch_lightning.utilities.rank_zero", "kept"]]}
 
 
+def test_the_lines_a_trainer_logs_when_made(observed):
+    import torch
+
+    gpu = "True (cuda)" if torch.cuda.is_available() else "False"  # the Trainer runs on the CPU either way
+    assert same(observed, "lines_when_a_trainer_is_made") == {"records": [
+        ["pytorch_lightning.utilities.rank_zero", f"GPU available: {gpu}, used: False"],
+        ["pytorch_lightning.utilities.rank_zero", "TPU available: False, using: 0 TPU cores"]]}
+
+
 def test_torchs_weights_only_opt_out_holds_for_fabric_load(observed):
     assert same(observed, "fabric_load_with_torch_opt_out") == {"with": ["Opaque", 3], "without": "refused"}
 

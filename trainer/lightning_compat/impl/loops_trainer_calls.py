@@ -4,9 +4,9 @@ stages.
 
 Rule 1 of ``impl/loops_progress.py``'s docstring: the hook dispatchers (a Module, DataModule, Callback or strategy
 hook called with the module's ``_current_fx_name`` set and under the Trainer's profiler), the callbacks' state
-helpers, ``_determine_batch_limits``, ``_parse_time_interval_seconds``, ``_init_profiler``, ``_log_device_info``,
-the tuner's configuration checks, ``_determine_lr_attr_name`` (Relay's ``lr_attribute_name``, rule 2) and
-``RestartStage``.
+helpers, ``_determine_batch_limits``, ``_parse_time_interval_seconds``, ``_init_profiler``, the tuner's
+configuration checks, ``_determine_lr_attr_name`` (Relay's ``lr_attribute_name``, rule 2) and ``RestartStage``
+(``_log_device_info``: ``impl/trainer_init.py``).
 
 Rule 3: the steps that drive Lightning's Trainer from outside (``_call_and_handle_interrupt``, ``_interrupt``,
 ``_call_setup_hook``, ``_call_configure_model``, ``_call_teardown_hook``, ``_init_debugging_flags`` and the tuner's
@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import torch
 
-from plugins.accelerators.cuda import CUDAAccelerator
-from plugins.accelerators.mps import MPSAccelerator
 from plugins.strategies.parallel import ParallelStrategy
 from trainer.callbacks.base import Checkpoint
 from trainer.callbacks.batch_size_finder import BatchSizeFinder
@@ -34,7 +32,6 @@ from trainer.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProf
 from trainer.tuner.lr_finder import lr_attribute_name
 from trainer.utilities.exceptions import MisconfigurationException
 from trainer.utilities.rank_zero import rank_zero_info, rank_zero_warn
-from trainer.utilities.warnings import PossibleUserWarning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -258,18 +255,6 @@ def _init_profiler(trainer: Trainer, profiler: Any) -> None:
                                             f"it can only be one of {list(known)}")
         profiler = known[profiler.lower()]()
     trainer.profiler = profiler or PassThroughProfiler()
-
-
-def _log_device_info(trainer: Trainer) -> None:
-    """What Lightning prints when a Trainer is made: GPUs and TPUs available and used (a warning for an idle GPU)."""
-
-    gpu = "cuda" if CUDAAccelerator.is_available() else "mps" if MPSAccelerator.is_available() else None
-    used = isinstance(trainer.accelerator, (CUDAAccelerator, MPSAccelerator))
-    rank_zero_info(f"GPU available: {gpu is not None}{f' ({gpu})' if gpu else ''}, used: {used}")
-    rank_zero_info("TPU available: False, using: 0 TPU cores")
-    if gpu is not None and not used:
-        rank_zero_warn("GPU available but not used. You can set it by doing `Trainer(accelerator='gpu')`.",
-                       category=PossibleUserWarning)
 
 
 def _init_debugging_flags(trainer: Trainer, *args: object, **kwargs: object) -> None:
