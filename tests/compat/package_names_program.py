@@ -1,8 +1,9 @@
 """What a program written against ``pytorch_lightning`` and ``lightning_fabric`` (the standalone packages' names)
 observes, on Lightning 2.6.6 and on Relay's zero-edit mode. Each check is a pattern lightly-train 0.18.0 relies on:
 a type alias imported from a connector module, loggers subclassed through Lightning's private members, a filter on
-``pytorch_lightning.utilities.rank_zero`` (and what a Trainer logs there when made), torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` around ``Fabric.load``, a
-module's ``device`` under a stand-in trainer.
+``pytorch_lightning.utilities.rank_zero`` (and what a Trainer logs there when made), torch's
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` around ``Fabric.load``, Fabric's wrappers' names, a module's ``device`` under a
+stand-in trainer.
 
 ``python package_names_program.py lightning|relay``: one JSON dict (tests/compat/lightning_diff/harness.py), compared
 by tests/compat/test_package_names.py.
@@ -192,6 +193,16 @@ def fabric_load_with_torch_opt_out() -> dict:
     return out
 
 
+def fabric_wrappers() -> dict:
+    """The set-up objects' class names and the module's parameter names (lightly-train's NaN capture reads both)."""
+    fabric = Fabric(accelerator="cpu", devices=1)
+    model, optimizer = fabric.setup(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.optim.SGD([torch.zeros(1)]))
+    batches = fabric.setup_dataloaders(loader())
+    return {"classes": [type(x).__name__ for x in (model, optimizer, batches)],
+            "parameters": [name for name, _ in model.named_parameters()],
+            "modules": [name for name, _ in model.named_modules()]}
+
+
 def device_under_a_stand_in_trainer() -> dict:
     model = Regression()
     model.trainer = Mock()
@@ -200,4 +211,4 @@ def device_under_a_stand_in_trainer() -> dict:
 
 if __name__ == "__main__":
     run_checks([precision_alias, logger_subclasses, rank_zero_logger_name, lines_when_a_trainer_is_made,
-                fabric_load_with_torch_opt_out, device_under_a_stand_in_trainer], root=ROOT)
+                fabric_load_with_torch_opt_out, fabric_wrappers, device_under_a_stand_in_trainer], root=ROOT)

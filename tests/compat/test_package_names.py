@@ -59,5 +59,12 @@ def test_torchs_weights_only_opt_out_holds_for_fabric_load(observed):
     assert same(observed, "fabric_load_with_torch_opt_out") == {"with": ["Opaque", 3], "without": "refused"}
 
 
+def test_fabric_wrappers_names_and_parameter_names(observed):
+    seen = same(observed, "fabric_wrappers")
+    assert seen["classes"] == ["_FabricModule", "FabricSGD", "_FabricDataLoader"]  # the optimizer: its own class
+    assert seen["parameters"] == ["_forward_module.0.weight", "_forward_module.0.bias"]
+    assert seen["modules"] == ["", "_forward_module", "_forward_module.0"]
+
+
 def test_a_modules_device_under_a_stand_in_trainer(observed):
     assert same(observed, "device_under_a_stand_in_trainer") == {"device": "cpu"}

@@ -14,7 +14,7 @@ import torch
 from plugins.precision.half import MixedPrecision
 from trainer.module import Module
 from trainer.utilities.zero_edit import lightning_defaults
-from trainer.distributed.strategy import move_to_device
+from trainer.distributed.strategy import ForwardRoot, move_to_device
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -36,8 +36,11 @@ class FabricModule(torch.nn.Module):
 
     def __init__(self, holder: torch.nn.Module, original: torch.nn.Module, strategy: Strategy) -> None:
         super().__init__()
-        self._forward_module = holder
+        # registered as Lightning registers it: the strategy's wrapper, or the module itself where the strategy left
+        # it as it was, so parameter names are Lightning's (``_forward_module.<name>``); the holder runs the steps
+        self._forward_module = original if isinstance(holder, ForwardRoot) and holder.module is original else holder
         self._original_module = original
+        self.__dict__["_fabric_holder"] = holder  # not a submodule: its parameters are the ones above
         self._fabric_strategy = strategy
         self._fabric_forward = strategy.step_function(holder, "forward")
         self._fabric_marked = set(STEP_METHODS) if isinstance(original, Module) else set()
@@ -79,7 +82,7 @@ class FabricModule(torch.nn.Module):
             return super().__getattr__(name)
         if name in self.__dict__.get("_fabric_marked", ()):
             strategy = self._fabric_strategy
-            run = strategy.step_function(super().__getattr__("_forward_module"), name)
+            run = strategy.step_function(self.__dict__["_fabric_holder"], name)
             return lambda *args, **kwargs: _precise(strategy.precision, run, args, kwargs)
         original = super().__getattr__("_original_module")
         return getattr(original, name)

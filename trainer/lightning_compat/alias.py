@@ -27,7 +27,10 @@ VERSIONED = ("lightning", *surface.ROOTS)
 # is Lightning's (what a parametrized test's id, a profiler's action or a message shows); ``__qualname__`` stays
 # Relay's, so pickles still find them. ``uninstall()`` gives the names back.
 SHOWN_AS = {"LightningModule": ("trainer.module", "Module"),
-            "LightningDataModule": ("trainer.datamodule", "DataModule")}
+            "LightningDataModule": ("trainer.datamodule", "DataModule"),
+            "_FabricModule": ("trainer.fabric.wrappers", "FabricModule"),
+            "_FabricOptimizer": ("trainer.fabric.wrappers", "FabricOptimizer"),
+            "_FabricDataLoader": ("trainer.fabric.wrappers", "FabricDataLoader")}
 
 
 _shown = False
