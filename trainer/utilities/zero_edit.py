@@ -18,15 +18,17 @@ def lightning_defaults() -> bool:
     return os.environ.get(COMPAT_ENV) == "1"
 
 
-# the package names the program imported Lightning under (``pytorch_lightning``, ``lightning_fabric``), set by the
-# compatibility layer's import hooks: Lightning's loggers carry their package's name, and programs filter on it
-IMPORTED_AS = {"lightning.pytorch": "lightning.pytorch", "lightning.fabric": "lightning.fabric"}
+# the package names the program imported Lightning under first (``pytorch_lightning``, ``lightning_fabric``), set by
+# the compatibility layer's import hooks: Lightning's loggers carry their package's name, and programs filter on it.
+# The first import holds: a library importing the other name later (MLflow imports ``pytorch_lightning``) would, on
+# Lightning, load a second copy whose loggers are its own, and Relay has one copy of each class.
+IMPORTED_AS: dict[str, str] = {}
 
 
 def lightning_logger(name: str) -> logging.Logger:
     """The logger Lightning's module ``name`` (``lightning.pytorch.profilers.profiler``) logs to, under the package
     name the program imported (``pytorch_lightning.profilers.profiler`` for a ``pytorch_lightning`` program)."""
-    for real, imported in IMPORTED_AS.items():
+    for real in ("lightning.pytorch", "lightning.fabric"):
         if name == real or name.startswith(real + "."):
-            return logging.getLogger(imported + name[len(real):])
+            return logging.getLogger(IMPORTED_AS.get(real, real) + name[len(real):])
     return logging.getLogger(name)

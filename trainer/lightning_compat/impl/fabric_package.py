@@ -38,9 +38,9 @@ def setup_logger(name: str = "lightning.fabric") -> None:
 def on_import(name: str = "lightning.fabric") -> None:
     """``name``: the package the program imported (``lightning.fabric`` or ``lightning_fabric``), whose name
     Lightning's loggers carry (``lightning_fabric.plugins.environments``...)."""
-    IMPORTED_AS["lightning.fabric"] = name
     setup_logger(name)
-    environments.log = logging.getLogger(f"{name}.plugins.environments")  # where Lightning's log
+    root = IMPORTED_AS.setdefault("lightning.fabric", name)  # the program's first import names the loggers
+    environments.log = logging.getLogger(f"{root}.plugins.environments")  # where Lightning's log
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
         disable_possible_user_warnings()
@@ -53,8 +53,8 @@ def on_import_pytorch(name: str = "lightning.pytorch") -> None:
     ``<name>.utilities.rank_zero``, as Lightning's ``utilities/rank_zero.py`` makes them: under
     ``pytorch_lightning`` a filter on ``pytorch_lightning.utilities.rank_zero`` sees them (lightly-train's does)."""
     on_import("lightning_fabric" if name == "pytorch_lightning" else "lightning.fabric")  # Lightning's imports it
-    IMPORTED_AS["lightning.pytorch"] = name
     setup_logger(name)
-    rank_zero_module.log = logging.getLogger(f"{name}.utilities.rank_zero")
+    root = IMPORTED_AS.setdefault("lightning.pytorch", name)
+    rank_zero_module.log = logging.getLogger(f"{root}.utilities.rank_zero")
     if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):  # also at a reload, as Lightning's
         disable_possible_user_warnings()

@@ -34,7 +34,8 @@ from trainer.utilities.zero_edit import IMPORTED_AS, lightning_logger
 set_rank_zero_only()  # as Lightning's import does: warnings below need a rank (the environment's, when none is set)
 
 log = lightning_logger("lightning.fabric.utilities.seed")
-fabric_package.setup_logger(IMPORTED_AS["lightning.fabric"])  # as Lightning's import sets it (also on its own)
+fabric_package.setup_logger(IMPORTED_AS.get("lightning.fabric", "lightning.fabric"))  # as Lightning's import (also
+# when this module is used on its own)
 
 max_seed_value = 4294967295  # numpy's seeds are unsigned 32-bit
 min_seed_value = 0
