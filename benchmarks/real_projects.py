@@ -22,7 +22,9 @@ scvi-tools' release declares Python >= 3.12; it is installed with ``--ignore-req
 interpreter's 3.11 (its code uses nothing newer); tests needing its optional extras (captum, torch_geometric, ...)
 fail on both sides and are not counted. chemprop's release leaves its tests out: they come from GitHub's archive of
 its release tag (``tests_from``), or from a checkout of that tag given with ``--tests-source DIR``; the package is
-still its sdist. Its Ray Tune searches (``hpopt``) start a Ray cluster each and are left out.
+still its sdist. Its Ray Tune searches (``hpopt``) start a Ray cluster each and are left out. PyPI's torchvision
+(lightly-train's) needs torch's CUDA libraries; on a CPU build of torch, stand-ins are loaded first
+(``torchvision_on_cpu_torch``).
 """
 
 from __future__ import annotations
