@@ -3,7 +3,8 @@
 This is how ``ddp_spawn`` / ``ddp_notebook`` work without running the script again: the launching process
 stays alive, ``torch.multiprocessing`` starts the workers with torchrun's variables set (so they find their
 rank exactly as under torchrun), and what the function returns on rank 0 comes back as bytes. A worker
-that fails stops the others, and its traceback is raised in the launching process.
+that fails prints its traceback, stops the others, and its exception's type and first line are in the launching
+process's error (Lightning's carries the whole traceback text).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ FORWARDED = ("SIGTERM", "SIGUSR1", "SIGUSR2")
 START_METHODS = ("spawn", "fork", "forkserver")
 
 
+class WorkerFailure(tuple):
+    """``(rank, "Type: message")``: what a failed worker sends before it leaves, for the launching process's error."""
+
+
 def _worker(local_rank: int, nprocs: int, address: str, port: int, run_id: str, function: Callable[..., Any],
             args: tuple[Any, ...], queue: Any) -> None:
     os.environ.update({
@@ -39,12 +44,14 @@ def _worker(local_rank: int, nprocs: int, address: str, port: int, run_id: str, 
 
         sys.stderr.flush()
         os._exit(done.code if isinstance(done.code, int) else 1)
-    except BaseException:  # print it here and leave at once: waiting for peers at exit could hang
+    except BaseException as err:  # print it here and leave at once: waiting for peers at exit could hang
         import sys
         import traceback
 
         traceback.print_exc()
         sys.stderr.flush()
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        queue.put(WorkerFailure((local_rank, f"{type(err).__name__}: {first}" if first else type(err).__name__)))
         os._exit(1)
     if local_rank == 0:
         queue.put(result)
@@ -125,9 +132,18 @@ def _collect(context: Any, queue: Any, nprocs: int) -> Any:
     from torch.multiprocessing.spawn import ProcessException
 
     results: list[Any] = []
+    failures: dict[int, str] = {}
+
+    def read() -> None:
+        while not queue.empty():
+            item = queue.get()
+            if isinstance(item, WorkerFailure):
+                failures[item[0]] = item[1]
+            else:
+                results.append(item)
+
     while True:  # read while the workers run: a large result would otherwise block rank 0 in put()
-        if not results and not queue.empty():
-            results.append(queue.get())
+        read()
         try:
             if context.join(timeout=0.05):
                 break
@@ -135,8 +151,9 @@ def _collect(context: Any, queue: Any, nprocs: int) -> Any:
             code = getattr(err, "exit_code", None)
             if isinstance(code, int) and code > 128:  # preempted: the workers wrote their checkpoint
                 raise SystemExit(code) from None
+            read()
+            error = failures.get(err.error_index)
             reason = f"exit code {code}" if code else "an exception"
-            raise RankFailedError(err.error_index, reason, nprocs) from None
-    if not results and not queue.empty():
-        results.append(queue.get())
+            raise RankFailedError(err.error_index, f"{error}; {reason}" if error else reason, nprocs) from None
+    read()
     return results[0] if results else None

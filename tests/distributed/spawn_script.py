@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -76,7 +77,13 @@ def train(argv: list[str]) -> None:
         callbacks=[checkpoint], enable_progress_bar=False, enable_model_summary=False, logger=False,
     )
     loader = DataLoader(data(), batch_size=args.batch_size)
-    trainer.fit(model, loader, DataLoader(data(16), batch_size=args.batch_size))
+    try:
+        trainer.fit(model, loader, DataLoader(data(16), batch_size=args.batch_size))
+    except Exception:
+        # Lightning's launching process holds the module whatever the workers did (its test_ema_resume_ddp reads it)
+        print(f"after the failed fit: trainer.lightning_module is model: {trainer.lightning_module is model}",
+              file=sys.stderr, flush=True)
+        raise
     fit_metrics = dict(trainer.callback_metrics)  # each Trainer call starts its own metrics (as in Lightning)
     predictions = trainer.predict(model, DataLoader(data(16), batch_size=args.batch_size))
     torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,10 @@ def test_a_failing_worker_fails_the_fit_with_its_traceback(spawned):
     out, _, done = spawned
     assert done.returncode != 0
     assert "injected failure on rank 1" in done.stderr
+    # the launching process's error names the rank and its exception (Lightning's carries the worker's traceback)
+    assert re.search(r"RankFailedError: relay: rank 1 failed \(\w+: injected failure on rank 1[^;]*; exit code 1\)",
+                     done.stderr), done.stderr[-2000:]
+    assert "after the failed fit: trainer.lightning_module is model: True" in done.stderr
     assert not (out / "fail" / "final.pt").exists()
 
 

@@ -45,6 +45,7 @@ def run_stage_in_workers(
     trainer.stage_run = StageRun(trainer)  # an earlier call's plan (read-only mappings) stays here: workers plan anew
     for name in ("sources", "build"):  # the fit loop's view of that plan
         trainer.fit_loop.__dict__.pop(name, None)
+    trainer.lightning_module = model  # here too, as Lightning sets it before its workers start (and a failure keeps it)
     # Fabric.launch's call; each worker joins the group in run_plan, after planning the call
     _, payload = start_processes(trainer.strategy, _worker_stage, (run_stage, stage, model, datamodule, given,
                                                                    ckpt_path, loads_trusted()), trainer, join=False)
