@@ -245,7 +245,8 @@ def prepare(project: Project, workdir: Path, tests_source: Path | None = None) -
 
 STUB_PRELOAD = """import ctypes, glob, os
 here = os.path.dirname(os.path.abspath(__file__))
-for lib in (os.path.join(here, "_cuda_stubs", "libc10_cuda.so"), os.path.join(here, "_cuda_stubs", "libtorch_cuda.so"),
+stubs = os.path.join(here, "_cuda_stubs")
+for lib in (os.path.join(stubs, "libc10_cuda.so"), os.path.join(stubs, "libtorch_cuda.so"),
             *glob.glob(os.path.join(here, "torchvision.libs", "libcudart*"))):
     ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
 """

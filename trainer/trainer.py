@@ -173,7 +173,8 @@ class Trainer(TrainerProperties):
         self._init_loop_state(run["max_epochs"] if self.fast_dev_run else args.max_epochs, args.min_epochs,
                               run["max_steps"], args.min_steps)
         if lightning_defaults():  # Lightning code: what Lightning's __init__ also does (fast_dev_run's logger, ...)
-            from trainer.lightning_compat.impl.trainer_init import as_lightning_init  # local import: Lightning code only
+            # local import: Lightning code only
+            from trainer.lightning_compat.impl.trainer_init import as_lightning_init
 
             as_lightning_init(self)
 

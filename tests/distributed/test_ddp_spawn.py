@@ -86,8 +86,8 @@ def test_a_failing_worker_fails_the_fit_with_its_traceback(spawned):
     assert done.returncode != 0
     assert "injected failure on rank 1" in done.stderr
     # the launching process's error names the rank and its exception (Lightning's carries the worker's traceback)
-    assert re.search(r"RankFailedError: relay: rank 1 failed \(\w+: injected failure on rank 1[^;]*; exit code 1\)",
-                     done.stderr), done.stderr[-2000:]
+    failed = r"RankFailedError: relay: rank 1 failed \(\w+: injected failure on rank 1[^;]*; exit code 1\)"
+    assert re.search(failed, done.stderr), done.stderr[-2000:]
     assert "after the failed fit: trainer.lightning_module is model: True" in done.stderr
     assert not (out / "fail" / "final.pt").exists()
 

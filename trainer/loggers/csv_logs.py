@@ -159,7 +159,8 @@ class _CSVWriter(VersionedDirLogger):
         experiment = self.experiment
         experiment.log_metrics(flatten_dict(add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)), step)
         row_step = experiment.metrics[-1]["step"]  # without a step: the rows buffered so far (Lightning's)
-        if (row_step + 1) % self._flush_logs_every_n_steps == 0 or row_step - self._last_flush_step >= self._flush_logs_every_n_steps:
+        every = self._flush_logs_every_n_steps
+        if (row_step + 1) % every == 0 or row_step - self._last_flush_step >= every:
             self.save()
 
     @rank_zero_only

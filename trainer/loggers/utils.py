@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file, url_fs  # a local path or an fsspec URL
+# each takes a local path or an fsspec URL
+from plugins.remote_paths import is_url, isdir, join, listdir, makedirs, open_file, url_fs
 from trainer.loggers.base import BaseLogger
 from trainer.utilities.zero_edit import lightning_defaults
 
