@@ -249,6 +249,7 @@ class RouteWalker(Walker):
 
     def __init__(self, modules: dict[str, ModuleInfo]) -> None:
         super().__init__(modules)
+        self.passes_on: set[str] = set()  # files with a function on the route that calls into another file
         self.classes: dict[str, tuple[ModuleInfo, str]] = {}
         for m in modules.values():
             for node in m.tree.body:
@@ -293,6 +294,8 @@ class RouteWalker(Walker):
         for call in calls:
             self._aliases = aliases  # this function's (a callee walked before set its own)
             target, passed = self.route_target(module, func, call, carriers, types)
+            if target is not None and target.file != func.file:
+                self.passes_on.add(func.file)
             if target is not None and (target.module, target.qualname) not in self.seen:
                 self.route_walk(target, passed)
                 self.trace.append(func.file)
@@ -418,13 +421,23 @@ def _route_figures(walker: Walker, show: bool) -> dict[str, object]:
         for f in walker.visits:
             print(f"  visit {f.file}:{f.qualname}")
         print("  stays: " + " -> ".join(stays))
-    entered: list[str] = []  # the files of the functions entered, in order (a caller's continuing is not recorded)
-    for f in walker.visits:
-        if not entered or entered[-1] != f.file:
-            entered.append(f.file)
+    files = [f.file for f in walker.visits]  # the files of the functions entered, in order
+    passes_on = getattr(walker, "passes_on", None)
+    leaves = {f for f in files if passes_on is not None and f not in passes_on}
     return {"visits": len(walker.visits), "stays": len(stays), "files": len(entries),
-            "returns": len(stays) - len(entries), "entry_returns": len(entered) - len(set(entered)),
+            "returns": len(stays) - len(entries), "entry_returns": _entry_returns(files),
+            "leaf_files": len(leaves), "between_passing_files": _entry_returns([f for f in files if f not in leaves]),
+            "by_package": _entry_returns([f.rsplit("/", 1)[0] for f in files]),
             "re-entered": {f: n - 1 for f, n in entries.most_common() if n > 1}}
+
+
+def _entry_returns(files: list[str]) -> int:
+    """Entering a function in a file the walk had left (a caller continuing after a call is not recorded)."""
+    entered: list[str] = []
+    for file in files:
+        if not entered or entered[-1] != file:
+            entered.append(file)
+    return len(entered) - len(set(entered))
 
 
 def functions(packages: tuple[str, ...] = PACKAGES) -> list[tuple[int, str]]:
@@ -535,6 +548,10 @@ def main() -> None:
     print(f"(a) the route: following the Trainer from run_stage through every call it is passed to, the files of the "
           f"functions entered in order: {trainer_side['entry_returns']} returns to a file already left on the trainer "
           f"side ({walk['entry_returns']} entering plugins/ too; goal <= 12)")
+    print(f"    of those, leaving out the {trainer_side['leaf_files']} files on the route that call no other file (a reader "
+          f"looks in and comes back: rank_zero.py, errors.py, overrides.py...): {trainer_side['between_passing_files']} "
+          f"returns between the files that pass the Trainer on; each folder taken as one file: "
+          f"{trainer_side['by_package']} (merging the files of a folder would not lower it)")
     print(f"    the same walk recording the caller's file again after each call: {walk['visits']} function visits, "
           f"{walk['stays']} stays in {walk['files']} files, {walk['returns']} returns "
           f"(the trainer side alone: {trainer_side['returns']})")
@@ -574,7 +591,8 @@ def main() -> None:
         with_fabric = follow_lightning(False, fabric=True)
         print(f"(f) the route (a) walked the same way over the installed Lightning from Trainer._run: "
               f"{reference['entry_returns']} returns in lightning/pytorch ({with_fabric['entry_returns']} entering "
-              f"lightning/fabric too)")
+              f"lightning/fabric too); {reference['between_passing_files']} between the files that pass it on, "
+              f"{reference['by_package']} with each folder as one file")
 
 
 if __name__ == "__main__":

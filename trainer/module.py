@@ -98,11 +98,13 @@ class Module(DataHooks, HyperparametersMixin, torch.nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """The strategy's device while a Trainer holds the module, else its parameters' (CPU without any). A stand-in
+        """The strategy's device while a Trainer holds the module, else its parameters' (CPU without any): after a
+        call the strategy moved it back to the CPU (``Strategy.on_stage_end``), so that is where it is. A stand-in
         trainer (a test's ``Mock``) has no device to give: its module answers from its parameters, as Lightning's
         answers from its own record of where it was moved, never from the trainer."""
-        root = getattr(getattr(self._trainer, "strategy", None), "root_device", None)
-        if isinstance(root, torch.device):
+        strategy = getattr(self._trainer, "strategy", None)
+        root = getattr(strategy, "root_device", None)
+        if isinstance(root, torch.device) and getattr(strategy, "module_on_cpu", False) is not True:
             return root
         for p in self.parameters():
             return p.device

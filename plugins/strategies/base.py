@@ -29,6 +29,7 @@ import torch
 
 from plugins import strategies as _strategies  # the package: loading and Fabric's calls load their modules on use
 from plugins.accelerators.base import Accelerator
+from plugins.apply_func import optimizer_state_to
 from plugins.checkpoint_io import CheckpointIO, checkpoint_io_of
 from plugins.strategies.lightning_members import LightningStrategyMembers
 from plugins.precision.base import Precision
@@ -145,6 +146,9 @@ class Strategy(LightningStrategyMembers):
     # Lightning's flag: the checkpoint is restored after the module is set up (a strategy that needs the wrapped
     # module to load into); Relay's strategies load into any layout, at the same point
     restore_checkpoint_after_setup = False
+    # the module stays on its devices after a Trainer call (sharded, or held by an engine); otherwise it goes back to
+    # the CPU when the call ends, as Lightning's strategies do
+    module_stays_on_device = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,6 +171,7 @@ class Strategy(LightningStrategyMembers):
         self.module: torch.nn.Module | None = None
         self.lightning_module: torch.nn.Module | None = None  # what the Trainer runs (``trainer.lightning_module``)
         self.optimizers: list[torch.optim.Optimizer] = []  # a fit's (``trainer.optimizers``)
+        self.module_on_cpu = False  # moved back to the CPU when the last Trainer call ended (``on_stage_end``)
         self.lr_scheduler_configs: list[Any] = []
         # backward passes per optimizer step (the Trainer's accumulate_grad_batches): Horovod's optimizer needs it
         self.accumulate_grad_batches = 1
@@ -230,6 +235,7 @@ class Strategy(LightningStrategyMembers):
     # --- lifecycle ------------------------------------------------------------------------------
     def setup_environment(self) -> None:
         """Create process groups, select the device. Called once before anything else."""
+        self.module_on_cpu = False  # a new call: the module is the strategy's device's again (Module.device)
         if self.accelerator is not None:
             self.accelerator.setup_device(self.root_device)
 
@@ -276,6 +282,21 @@ class Strategy(LightningStrategyMembers):
 
     def begin_training(self) -> None:
         """Called once start-up (set-up, loading a checkpoint) is done and the loop begins."""
+
+    def on_stage_end(self) -> None:
+        """A Trainer call ended, successfully or not (Lightning's ``Strategy.teardown``, which its Trainer calls after
+        each call): the module and its optimizers' state go back to the CPU, so the module a user holds after ``fit``
+        computes on CPU tensors, and the accelerator releases its cached memory. Processes and groups stay for the
+        next call, which moves the module again; ``teardown`` is the final release."""
+        module = self.lightning_module
+        if not self.module_stays_on_device and module is not None and not any(
+                p.is_meta for p in module.parameters()):  # a module never materialized has nothing to move
+            for optimizer in self.optimizers:
+                optimizer_state_to(optimizer, "cpu")
+            module.cpu()
+            self.module_on_cpu = True
+        if self.accelerator is not None:
+            self.accelerator.teardown()
 
     def teardown(self) -> None:
         if self.accelerator is not None:

@@ -97,6 +97,8 @@ class FSDPStrategy(ParallelStrategy):
     """
 
     name = "fsdp"
+    # the module, sharded over the processes: it stays so between calls (Lightning's FSDP leaves it too)
+    module_stays_on_device = True
     layout_preset = MeshLayout(dp_replicate=1, dp_shard=-1)
     layout_dims = ("dp_replicate", "dp_shard", "cp", "tp")
 

@@ -46,6 +46,8 @@ class PipelineStrategy(ParallelStrategy):
     """``pp`` pipeline stages (x data / tensor parallel degrees) running a ``torch.distributed.pipelining`` schedule."""
 
     name = "pipeline"
+    # the module, cut into stages over the processes: it stays so between calls (as Lightning's model-parallel strategy)
+    module_stays_on_device = True
     layout_preset = MeshLayout(dp_replicate=1, dp_shard=1, tp=1, pp=-1)
     layout_dims = tuple(d for d in DIMS if d != "cp")  # a schedule's micro-batches under ring attention: not yet
 

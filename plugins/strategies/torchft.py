@@ -225,6 +225,11 @@ class TorchFTStrategy(DDPSteps, Strategy):
     ) -> None:
         self._loop_state = (state_dict, load_state_dict)
 
+    def on_stage_end(self) -> None:
+        """The call's Manager leaves the quorum (the next call starts another), then the module goes to the CPU."""
+        self.teardown_manager()
+        super().on_stage_end()
+
     def teardown(self) -> None:
         self.teardown_manager()
         self.ddp = None

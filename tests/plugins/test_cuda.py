@@ -40,8 +40,35 @@ def test_fit_runs_on_the_gpu_and_learns(accelerator):
     trainer.fit(model, data, data)
     assert trainer.accelerator.name == "cuda" and trainer.strategy.root_device == torch.device("cuda", 0)
     assert model.seen[:2] == (torch.device("cuda", 0), torch.device("cuda", 0))
-    assert model.device == torch.device("cuda", 0)
+    assert model.device == torch.device("cpu")  # the call's end moved it back, as Lightning's does
     assert float(trainer.callback_metrics["val_loss"]) < 0.1 * before
+
+
+def test_after_fit_the_module_and_its_optimizer_state_are_on_the_cpu_and_the_next_call_moves_them_back():
+    """As Lightning: a module a user holds after ``fit`` runs on CPU tensors; ``test`` runs on the GPU again, and its
+    ``setup`` hook sees the GPU as the module's device."""
+
+    class Where(Probe):
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=0.01)
+
+        def setup(self, stage):
+            self.setup_device = self.device
+
+        def test_step(self, batch, batch_idx):
+            self.test_weight_device = self.layer.weight.device
+            return super().test_step(batch, batch_idx)
+
+    model = Where()
+    trainer = Trainer(**quiet(accelerator="cuda", devices=1, max_steps=2))
+    trainer.fit(model, loader(n=32))
+    assert model.device == model.layer.weight.device == torch.device("cpu")
+    states = [v for s in trainer.optimizers[0].state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    assert states and all(v.device.type == "cpu" for v in states)
+    assert model(torch.randn(3, 4)).shape == (3, 1)  # a CPU batch, no device error
+    trainer.test(model, loader(n=16), verbose=False)
+    assert model.setup_device == model.test_weight_device == torch.device("cuda", 0)
+    assert model.device == torch.device("cpu")
 
 
 @pytest.mark.parametrize(
@@ -101,8 +128,8 @@ def test_resume_on_the_gpu_is_bit_identical(tmp_path):
     resumed = run(4, ckpt_path=path)
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
-    for name in a:
-        assert a[name].device.type == "cuda" and torch.equal(a[name], b[name]), name
+    for name in a:  # on the CPU once the fit ended (as Lightning)
+        assert a[name].device.type == "cpu" and torch.equal(a[name], b[name]), name
 
 
 def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:

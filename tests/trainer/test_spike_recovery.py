@@ -158,6 +158,7 @@ def test_the_cli_turns_it_on_by_default_and_hydra_keys_reach_it():
 
 @pytest.mark.cuda
 def test_a_snapshot_of_a_cuda_model_round_trips():
+    from plugins.apply_func import optimizer_state_to
     from trainer.healing import TrainingSnapshot
 
     if not torch.cuda.is_available():
@@ -167,6 +168,9 @@ def test_a_snapshot_of_a_cuda_model_round_trips():
     trainer = Trainer(accelerator="cuda", devices=1, max_steps=3, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, enable_checkpointing=False, spike_recovery=RECOVERY)
     trainer.fit(model, DataLoader(PoisonedSorting(BATCH * 8, BATCH, {}), batch_size=BATCH))
+    model.cuda()  # the fit's end moved the module and its optimizer's state to the CPU (as Lightning): back again
+    for optimizer in trainer.optimizers:
+        optimizer_state_to(optimizer, "cuda")
     snapshot = TrainingSnapshot()
     snapshot.take(trainer, (0, 0, 0))
     before = [p.detach().clone() for p in model.parameters()]

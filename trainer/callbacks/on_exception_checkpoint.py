@@ -6,7 +6,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from trainer.callbacks.base import Checkpoint
-from trainer.states import TrainerStatus
 
 if TYPE_CHECKING:
     from trainer.trainer import Trainer
@@ -32,9 +31,7 @@ class OnExceptionCheckpoint(Checkpoint):
         trainer.save_checkpoint(self.ckpt_path)
 
     def teardown(self, trainer: Trainer, *_: Any, **__: Any) -> None:
-        """A run that ends normally keeps no stale file from an earlier failure (as Lightning, which does not tear
-        callbacks down after an exception: Relay does, so the file written then is kept here)."""
-        if trainer.state.status == TrainerStatus.INTERRUPTED:
-            return
+        """A run that ends normally keeps no stale file from an earlier failure (a failed run calls no ``teardown``:
+        the file written then stays)."""
         if trainer.is_global_zero and os.path.exists(self.ckpt_path):
             trainer.strategy.checkpoint_io.remove(self.ckpt_path)

@@ -290,6 +290,10 @@ class ProgressBar(Callback):
         self._next_draw = _NEVER
         self._outputs = None
 
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        """A failed call gets no ``teardown``: the bar's line ends before the error is shown."""
+        self.teardown(trainer, pl_module, "")
+
     # --- hooks: training ------------------------------------------------------------------------------
     def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:
         self._train = _Phase(f"Epoch {trainer.current_epoch}", trainer.num_training_batches, time.perf_counter())

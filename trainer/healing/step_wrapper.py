@@ -1,7 +1,8 @@
 """Callbacks that wrap the module's ``training_step`` for one fit (per-rank loss weights, step timing).
 
 The wrapper is an instance attribute, read by the loop when it builds the step (DDP's wrapper reads it per call), and
-it is removed at ``teardown``, so the module is as it was after the fit. Several such callbacks nest.
+it is removed at ``teardown``, or at ``on_exception`` when the fit fails (no ``teardown`` runs then, as in Lightning),
+so the module is as it was after the fit. Several such callbacks nest.
 """
 
 from __future__ import annotations
@@ -35,3 +36,6 @@ class TrainingStepWrapper(Callback):
         if self._wrapped is not None:
             vars(self._wrapped).pop("training_step", None)
             self._wrapped = None
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        self.teardown(trainer, pl_module, "fit")

@@ -1,5 +1,7 @@
-"""A stage's end, whatever happened (after ``stage_failed`` when it raised): asynchronous checkpoint writes
-finished, loggers finalized, ``teardown``, the profiler's report; the state says how the stage ended."""
+"""A stage's end, in Lightning's order. After the loop: asynchronous checkpoint writes finished, the strategy's end of
+the call (the module back on the CPU), ``on_fit_end``, ``teardown``, the loggers finalized, the profiler's report.
+After an exception (``stage_failed``): ``on_exception``, the loggers finalized as failed, the strategy's end of the
+call; no ``teardown`` hooks run then, as in Lightning (a callback's ``teardown`` may assume a finished run)."""
 
 from __future__ import annotations
 
@@ -15,38 +17,41 @@ if TYPE_CHECKING:
     from trainer.trainer import Trainer
 
 
+def end_stage(trainer: Trainer, plan: StagePlan, run: StageRun, loop_ended: bool = True) -> None:
+    """The call ran to its end (``loop_ended``; False when the tuner stopped it: no ``on_fit_end`` then). A failed
+    asynchronous write raises here, and the caller's ``stage_failed`` ends the call as a failure."""
+    finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=True)
+    plan.strategy.on_stage_end()
+    if loop_ended and plan.stage == "fit":
+        run.hooks.call("on_fit_end")
+    fn = TrainerFn(plan.stage)
+    if plan.datamodule is not None:  # timed by an enabled profiler, as Lightning times the DataModule's hooks
+        call_profiled(trainer, plan.datamodule, "teardown", stage=fn)
+    run.hooks.call("teardown", stage=fn)
+    for logger in trainer.loggers:
+        logger.finalize(run.status)
+    profiler = trainer.profiler
+    if profiler.enabled:
+        profiler.describe(show=plan.strategy.is_global_zero)
+    profiler.teardown(plan.stage)
+    trainer.state.stage = None
+    trainer.state.status = TrainerStatus.FINISHED
+
+
 def stage_failed(trainer: Trainer, plan: StagePlan, run: StageRun, exc: BaseException) -> None:
-    """The stage raised: how it ended, ``on_exception`` for the callbacks, the DataModule, then the strategy
-    (Lightning's order)."""
+    """The stage raised: how it ended, ``on_exception`` for the callbacks, the DataModule, then the strategy, the
+    loggers (Lightning's order); an asynchronous write still in flight ends without raising over ``exc``."""
     run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
     trainer.state.status = TrainerStatus.INTERRUPTED
-    run.hooks.call("on_exception", exc)
-    if plan.datamodule is not None:  # timed by an enabled profiler, as Lightning times the DataModule's hooks
-        call_profiled(trainer, plan.datamodule, "on_exception", exc)
-    plan.strategy.on_exception(exc)
-
-
-def end_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
-    """An asynchronous checkpoint write in flight ends first (a failed one raises only after a successful stage);
-    then the loggers, ``teardown``, the profiler and the state, whatever the write did."""
-    state = trainer.state
     try:
-        finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=run.status == "success")
-    except BaseException:
-        run.status = "failed"
-        state.status = TrainerStatus.INTERRUPTED
-        raise
-    finally:
+        run.hooks.call("on_exception", exc)
+        if plan.datamodule is not None:
+            call_profiled(trainer, plan.datamodule, "on_exception", exc)
+        plan.strategy.on_exception(exc)
         for logger in trainer.loggers:
             logger.finalize(run.status)
-        fn = TrainerFn(plan.stage)
-        if plan.datamodule is not None:
-            call_profiled(trainer, plan.datamodule, "teardown", stage=fn)
-        run.hooks.call("teardown", stage=fn)
-        profiler = trainer.profiler
-        if profiler.enabled:
-            profiler.describe(show=plan.strategy.is_global_zero)
-        profiler.teardown(plan.stage)
-        state.stage = None
-        if state.status == TrainerStatus.RUNNING:
-            state.status = TrainerStatus.FINISHED
+    finally:
+        finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=False)
+        plan.strategy.on_stage_end()
+        trainer.profiler.teardown(plan.stage)
+        trainer.state.stage = None

@@ -1,5 +1,6 @@
 """The fit stage around its loop: the preemption guard, ``on_fit_start``, the hyperparameters logged, the training
-state restored (resume's phase 3, after ``on_fit_start`` as in Lightning), the fit loop, ``on_fit_end``."""
+state restored (resume's phase 3, after ``on_fit_start`` as in Lightning), the fit loop (``on_fit_end`` comes in
+``end.py``, after the strategy's end of the call, as in Lightning)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,3 @@ def fit_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
         run.resume.restore_training(trainer)
         model.zero_grad()  # as Lightning before any loop runs (a hook-order recording shows it)
         trainer.fit_loop.run(run, run.build_loaders)
-        run.hooks.call("on_fit_end")

@@ -54,23 +54,23 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
     try:
         begin_stage(trainer, plan, run)  # a failure here (a bad ckpt_path, prepare_data, setup) ends the state too
         try:
-            set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
-            with watch_ranks(trainer.strategy, trainer.progress):  # start-up is over: training timeouts, a heartbeat
-                if plan.stage == "fit":
-                    fit_stage(trainer, plan, run)
-                    return None
-                return evaluate_stage(trainer, plan, run.build_loaders)
-        except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
-            return None
+            output, loop_ended = None, True
+            try:
+                set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
+                with watch_ranks(trainer.strategy, trainer.progress):  # start-up over: training timeouts, a heartbeat
+                    output = fit_stage(trainer, plan, run) if plan.stage == "fit" else evaluate_stage(
+                        trainer, plan, run.build_loaders)
+            except TunerExit:  # the tuner's callbacks end the call once they have their answer: a success (Lightning)
+                loop_ended = False
+            end_stage(trainer, plan, run, loop_ended)
+            return output
         except BaseException as exc:
             stage_failed(trainer, plan, run, exc)
             raise
-        finally:
-            end_stage(trainer, plan, run)
     except KeyboardInterrupt:
         if outer is not None:  # the outer call shuts down
             raise
-        # Lightning's ending: the state is INTERRUPTED, on_exception ran, teardown done; the process exits with 1
+        # Lightning's ending: the state is INTERRUPTED, on_exception ran, the strategy's end done; the process exits 1
         rank_zero_info("\nDetected KeyboardInterrupt, attempting graceful shutdown ...")
         raise SystemExit(1) from None
     finally:

@@ -251,5 +251,67 @@ def checks(fw: SimpleNamespace) -> dict:
         return {"is_the_bar": trainer.progress_bar_callback is bar, "refresh_rate": bar.refresh_rate,
                 "epochs": bar.epochs}
 
+    def stage_end() -> dict:
+        """What a call's end does, in order: the module moved back to the CPU (``cpu()``), ``on_fit_end``,
+        ``teardown``, the logger finalized; after a failed ``training_step``: ``on_exception``, then no ``teardown``;
+        where the module and its optimizer's state are afterwards."""
+        from tests.compat.lightning_diff.frameworks import recording_logger
+
+        calls: list[str] = []
+
+        class Ending(Base):
+            fail = False
+
+            def training_step(self, batch, batch_idx):
+                if self.fail:
+                    raise ValueError("training_step failed")
+                return super().training_step(batch, batch_idx)
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.parameters(), lr=0.01)
+
+            def cpu(self):
+                calls.append("cpu")
+                return super().cpu()
+
+            def on_fit_end(self):
+                calls.append("on_fit_end")
+
+            def teardown(self, stage):
+                calls.append(f"teardown({getattr(stage, 'value', stage)})")
+
+        class Watching(fw.Callback):
+            def on_exception(self, trainer, pl_module, exception):
+                calls.append(f"Callback.on_exception({type(exception).__name__})")
+
+            def teardown(self, trainer, pl_module, stage):
+                calls.append(f"Callback.teardown({getattr(stage, 'value', stage)})")
+
+        class Finalized(recording_logger(fw)):
+            def finalize(self, status):
+                calls.append(f"logger.finalize({status})")
+
+        def trainer():
+            return fw.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, callbacks=[Watching()],
+                              **quiet(logger=Finalized()))
+
+        out: dict = {}
+        model, t = Ending(), trainer()
+        t.fit(model)
+        state = [str(v.device) for s in t.optimizers[0].state.values() for k, v in sorted(s.items())]
+        out["fit"] = [*calls, str(model.device), state, t.state.status.value]
+        calls.clear()
+        t.validate(model)
+        out["validate"] = [*calls, str(model.device)]
+        calls.clear()
+        model, t = Ending(), trainer()
+        model.fail = True
+        try:
+            t.fit(model)
+        except ValueError as err:
+            calls.append(str(err))
+        out["failed_fit"] = [*calls, t.state.status.value, t.state.stage]
+        return out
+
     return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback,
-            "rich_bars": rich_bars, "custom_bar": custom_bar}
+            "rich_bars": rich_bars, "custom_bar": custom_bar, "stage_end": stage_end}

@@ -39,6 +39,13 @@ def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
     assert relay == lightning
 
 
+def test_stage_end_moves_the_module_to_cpu_and_a_failure_calls_no_teardown(observed):
+    lightning, relay = _pair(observed, "stage_end")
+    assert lightning["fit"][:3] == ["cpu", "on_fit_end", "Callback.teardown(fit)"], lightning
+    assert "Callback.teardown(fit)" not in lightning["failed_fit"], lightning
+    assert relay == lightning
+
+
 def test_rank_zero_only_rank_is_set_on_import(observed):
     lightning, relay = _pair(observed, "rank_zero_at_import")
     assert lightning == 0 and relay == lightning

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Union
 import torch
 from lightning_utilities import apply_to_collection
 
+from plugins.apply_func import optimizer_state_to
 from trainer.fabric.utilities.cloud_io import get_filesystem
 
 if TYPE_CHECKING:
@@ -130,14 +131,7 @@ def _set_rng_states(rng_state_dict: dict[str, Any]) -> None:
 # --- optimizer state ---------------------------------------------------------------------------------------------------
 def _optimizer_to_device(optimizer: torch.optim.Optimizer, device: _DEVICE) -> None:
     """Move an optimizer's state tensors to ``device`` (``step`` stays where the optimizer keeps it)."""
-    move = lambda t: t.to(device)
-    for param, state in optimizer.state.items():
-        if not isinstance(state, MutableMapping):
-            optimizer.state[param] = apply_to_collection(state, torch.Tensor, move, allow_frozen=True)
-            continue
-        for key, value in state.items():
-            if key != "step":
-                state[key] = apply_to_collection(value, torch.Tensor, move)
+    optimizer_state_to(optimizer, device)
 
 
 def _optimizers_to_device(optimizers: Iterable[torch.optim.Optimizer], device: _DEVICE) -> None:
