@@ -29,7 +29,7 @@ ROOT = Path(trainer.__file__).parent
 TRAINER_SITES = {
     ("stage/run.py", "run_stage"): {"start_processes"},
     ("stage/spawned.py", "run_stage_in_workers"): {"start_processes"},
-    ("stage/begin.py", "_begin"): {"join_processes"},
+    ("stage/begin.py", "begin_stage"): {"join_processes"},
     ("stage/model_setup.py", "set_up_model"): {"setup_module", "setup_optimizers"},
     ("data/batches.py", "BatchMover.__call__"): {"move_to_device"},
     ("loops/training_step.py", "TrainingStep._bind_fast_paths"): {"backward_function"},

@@ -22,15 +22,7 @@ if TYPE_CHECKING:
 
 def begin_stage(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     """The processes exist: environment, restore point, callbacks, ``prepare_data``, ``setup``. A failure here (a bad
-    ``ckpt_path``, ``prepare_data``, ``setup``) still ends the state; the stage's end does not run."""
-    try:
-        _begin(trainer, plan, run)
-    except BaseException:
-        trainer.state.stage, trainer.state.status = None, TrainerStatus.INTERRUPTED
-        raise
-
-
-def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
+    ``ckpt_path``, ``prepare_data``, ``setup``) ends the call as any other (``stage_failed``: ``on_exception``...)."""
     _reset(trainer, plan)
     strategy, model, datamodule = plan.strategy, plan.model, plan.datamodule
     drop_unpicklable(model.hparams)  # a checkpoint could not hold them (Lightning drops them here, with a warning)
@@ -45,11 +37,11 @@ def _begin(trainer: Trainer, plan: StagePlan, run: StageRun) -> None:
     trainer.callbacks = merge_module_callbacks(trainer.callbacks, model.configure_callbacks())
     for callback in trainer.callbacks:  # `self.log` inside a callback logs through the module (as in Lightning)
         callback.log, callback.log_dict = model.log, model.log_dict
+    run.hooks = Hooks(trainer, model, trainer.callbacks)
     for owner in (datamodule, model):  # on each node's local rank 0, or only on global rank 0 (Lightning)
         if owner is not None and (strategy.local_rank if owner.prepare_data_per_node else strategy.global_rank) == 0:
             call_profiled(trainer, owner, "prepare_data")
     strategy.barrier("prepare_data")
-    run.hooks = Hooks(trainer, model, trainer.callbacks)
     if trainer.is_global_zero:  # an unwritable output directory is one line, not a logger's traceback
         check_writable_dirs(output_roots(trainer))
     for logger in trainer.loggers:  # start runs now (Lightning does): `setup` hooks and checkpoint dirs see ids

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainer.checkpointing.files import finish_checkpoint_writes
-from trainer.stage.hooks import call_profiled
+from trainer.stage.hooks import Hooks, call_profiled
 from trainer.states import TrainerFn, TrainerStatus
 
 if TYPE_CHECKING:
@@ -44,7 +44,8 @@ def stage_failed(trainer: Trainer, plan: StagePlan, run: StageRun, exc: BaseExce
     run.status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "failed"
     trainer.state.status = TrainerStatus.INTERRUPTED
     try:
-        run.hooks.call("on_exception", exc)
+        hooks = run.hooks or Hooks(trainer, plan.model, trainer.callbacks)  # it failed before the call made them
+        hooks.call("on_exception", exc)
         if plan.datamodule is not None:
             call_profiled(trainer, plan.datamodule, "on_exception", exc)
         plan.strategy.on_exception(exc)

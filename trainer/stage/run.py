@@ -52,10 +52,10 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
     outer = trainer.stage_run if trainer.stage_run.active else None
     run = trainer.stage_run = StageRun(trainer, plan, active=True)
     try:
-        begin_stage(trainer, plan, run)  # a failure here (a bad ckpt_path, prepare_data, setup) ends the state too
         try:
             output, loop_ended = None, True
             try:
+                begin_stage(trainer, plan, run)
                 set_up_model(trainer, plan.model, plan.stage == "fit", run.resume)
                 with watch_ranks(trainer.strategy, trainer.progress):  # start-up over: training timeouts, a heartbeat
                     output = fit_stage(trainer, plan, run) if plan.stage == "fit" else evaluate_stage(

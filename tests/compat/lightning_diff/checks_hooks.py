@@ -253,18 +253,27 @@ def checks(fw: SimpleNamespace) -> dict:
 
     def stage_end() -> dict:
         """What a call's end does, in order: the module moved back to the CPU (``cpu()``), ``on_fit_end``,
-        ``teardown``, the logger finalized; after a failed ``training_step``: ``on_exception``, then no ``teardown``;
-        where the module and its optimizer's state are afterwards."""
+        ``teardown``, the logger finalized; after a hook raised (``prepare_data``, ``setup``, ``training_step``,
+        ``on_fit_end``): ``on_exception``, then no ``teardown``; where the module and its optimizer's state are."""
         from tests.compat.lightning_diff.frameworks import recording_logger
 
         calls: list[str] = []
 
         class Ending(Base):
-            fail = False
+            fail = ""  # the hook that raises
+
+            def _maybe_fail(self, hook):
+                if self.fail == hook:
+                    raise ValueError(f"{hook} failed")
+
+            def prepare_data(self):
+                self._maybe_fail("prepare_data")
+
+            def setup(self, stage):
+                self._maybe_fail("setup")
 
             def training_step(self, batch, batch_idx):
-                if self.fail:
-                    raise ValueError("training_step failed")
+                self._maybe_fail("training_step")
                 return super().training_step(batch, batch_idx)
 
             def configure_optimizers(self):
@@ -276,6 +285,7 @@ def checks(fw: SimpleNamespace) -> dict:
 
             def on_fit_end(self):
                 calls.append("on_fit_end")
+                self._maybe_fail("on_fit_end")
 
             def teardown(self, stage):
                 calls.append(f"teardown({getattr(stage, 'value', stage)})")
@@ -303,14 +313,15 @@ def checks(fw: SimpleNamespace) -> dict:
         calls.clear()
         t.validate(model)
         out["validate"] = [*calls, str(model.device)]
-        calls.clear()
-        model, t = Ending(), trainer()
-        model.fail = True
-        try:
-            t.fit(model)
-        except ValueError as err:
-            calls.append(str(err))
-        out["failed_fit"] = [*calls, t.state.status.value, t.state.stage]
+        for hook in ("prepare_data", "setup", "training_step", "on_fit_end"):
+            calls.clear()
+            model, t = Ending(), trainer()
+            model.fail = hook
+            try:
+                t.fit(model)
+            except ValueError as err:
+                calls.append(str(err))
+            out[f"failed_in_{hook}"] = [*calls, t.state.status.value, t.state.stage]
         return out
 
     return {"hooks": hook_sequences, "instance_hooks": instance_hooks, "mock_callback": mock_callback,

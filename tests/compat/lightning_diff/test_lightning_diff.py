@@ -42,7 +42,8 @@ def test_hooks_overridden_on_the_instance_and_no_val_dataloader(observed):
 def test_stage_end_moves_the_module_to_cpu_and_a_failure_calls_no_teardown(observed):
     lightning, relay = _pair(observed, "stage_end")
     assert lightning["fit"][:3] == ["cpu", "on_fit_end", "Callback.teardown(fit)"], lightning
-    assert "Callback.teardown(fit)" not in lightning["failed_fit"], lightning
+    assert lightning["failed_in_setup"][:3] == ["Callback.on_exception(ValueError)", "logger.finalize(failed)", "cpu"]
+    assert "Callback.teardown(fit)" not in lightning["failed_in_training_step"], lightning
     assert relay == lightning
 
 
