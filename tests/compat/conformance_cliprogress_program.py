@@ -20,12 +20,9 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 warnings.filterwarnings("ignore")
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
@@ -35,7 +32,6 @@ from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.demos.boring_classes import BoringModel  # noqa: E402
 from lightning.pytorch.profilers import PyTorchProfiler, SimpleProfiler  # noqa: E402
 
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 ROOT = tempfile.mkdtemp(prefix="conformance-cliprogress-")

@@ -20,12 +20,9 @@ from unittest.mock import MagicMock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 warnings.filterwarnings("ignore")
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import logging  # noqa: E402
 
@@ -41,7 +38,6 @@ from lightning.pytorch.callbacks import (  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from lightning.pytorch.tuner import Tuner  # noqa: E402
 from lightning.pytorch.utilities import CombinedLoader  # noqa: E402
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 # Lightning's batch size finder collects garbage after every trial: frozen, the imports are not walked each time
 gc.freeze()

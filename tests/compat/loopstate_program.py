@@ -17,12 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 warnings.filterwarnings("ignore")
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import logging  # noqa: E402
 
@@ -32,7 +29,6 @@ from torch.utils.data import DataLoader  # noqa: E402
 from lightning.pytorch import Trainer  # noqa: E402
 from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint  # noqa: E402
 from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset  # noqa: E402
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 QUIET = dict(logger=False, enable_progress_bar=False, enable_model_summary=False)

@@ -23,12 +23,9 @@ from unittest.mock import Mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 warnings.filterwarnings("ignore")
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
@@ -37,7 +34,6 @@ import pytorch_lightning as pl  # noqa: E402
 from lightning_fabric import Fabric  # noqa: E402
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter  # noqa: E402
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 ROOT = Path(tempfile.mkdtemp(prefix="package-names-"))
 

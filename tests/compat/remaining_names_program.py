@@ -20,17 +20,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 faulthandler.dump_traceback_later(240, exit=True)  # a hang shows where it is
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import emit, zero_edit_or_lightning  # noqa: E402
 
-    install()
+zero_edit_or_lightning(sys.argv[1])
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from tests.compat.lightning_diff.harness import emit
 
 QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
              accelerator="cpu", devices=1)

@@ -20,12 +20,9 @@ from unittest.mock import MagicMock, Mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 warnings.filterwarnings("ignore")
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import torch  # noqa: E402
 from torch.distributed.fsdp import CPUOffload, FullyShardedDataParallel, MixedPrecision, ShardingStrategy  # noqa: E402
@@ -41,7 +38,6 @@ from lightning.pytorch.plugins.precision.precision import Precision as TrainerPr
 from lightning.pytorch.strategies import FSDPStrategy as TrainerFSDPStrategy  # noqa: E402
 from lightning.pytorch.strategies import ModelParallelStrategy as TrainerModelParallelStrategy  # noqa: E402
 from lightning.pytorch.strategies import SingleDeviceStrategy as TrainerSingleDeviceStrategy  # noqa: E402
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 TMP = Path(tempfile.mkdtemp(prefix="strategies-conformance-"))
 

@@ -17,12 +17,9 @@ from unittest.mock import Mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-if sys.argv[1] == "relay":
-    from trainer.lightning_compat import install
+from tests.compat.lightning_diff.harness import run_checks, zero_edit_or_lightning  # noqa: E402
 
-    install()
-elif sys.argv[1] != "lightning":
-    raise SystemExit(f"framework must be 'lightning' or 'relay', got {sys.argv[1]!r}")
+zero_edit_or_lightning(sys.argv[1])
 
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
@@ -37,7 +34,6 @@ from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEn
 from lightning.pytorch.plugins.layer_sync import LayerSync  # noqa: E402
 from lightning.pytorch.strategies import DDPStrategy  # noqa: E402
 from lightning.pytorch.utilities.exceptions import MisconfigurationException  # noqa: E402
-from tests.compat.lightning_diff.harness import run_checks  # noqa: E402
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 logging.getLogger("lightning.fabric").setLevel(logging.ERROR)

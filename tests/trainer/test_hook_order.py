@@ -128,3 +128,24 @@ def test_validate_test_predict_order(tmp_path):
             + [f"Callback.teardown({stage})", f"teardown({stage})"]
         )
         assert calls == expected, stage
+
+
+def test_a_call_made_inside_another_leaves_the_module_where_the_outer_call_runs_it():
+    """Only the outermost call's end moves the module back to the CPU (``Strategy.on_stage_end``): a ``validate``
+    run from a hook of a running ``fit`` must not take the module off the device the fit still trains on."""
+    moves: list[str] = []
+
+    class Moving(Regression):
+        def cpu(self):
+            moves.append(f"cpu during {self.trainer.state.fn.value}")
+            return super().cpu()
+
+    class ValidateInside(Callback):
+        def on_train_epoch_end(self, trainer, pl_module):
+            if not moves:
+                trainer.validate(pl_module, loader(n=16), verbose=False)
+                moves.append("nested validate done")
+
+    trainer = Trainer(**quiet(max_epochs=2, limit_train_batches=2, callbacks=[ValidateInside()]))
+    trainer.fit(Moving(), loader())
+    assert moves == ["nested validate done", "cpu during fit"]

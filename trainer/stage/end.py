@@ -21,7 +21,8 @@ def end_stage(trainer: Trainer, plan: StagePlan, run: StageRun, loop_ended: bool
     """The call ran to its end (``loop_ended``; False when the tuner stopped it: no ``on_fit_end`` then). A failed
     asynchronous write raises here, and the caller's ``stage_failed`` ends the call as a failure."""
     finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=True)
-    plan.strategy.on_stage_end()
+    if not run.nested:
+        plan.strategy.on_stage_end()
     if loop_ended and plan.stage == "fit":
         run.hooks.call("on_fit_end")
     fn = TrainerFn(plan.stage)
@@ -53,6 +54,7 @@ def stage_failed(trainer: Trainer, plan: StagePlan, run: StageRun, exc: BaseExce
             logger.finalize(run.status)
     finally:
         finish_checkpoint_writes(plan.strategy.checkpoint_io, raise_errors=False)
-        plan.strategy.on_stage_end()
+        if not run.nested:
+            plan.strategy.on_stage_end()
         trainer.profiler.teardown(plan.stage)
         trainer.state.stage = None

@@ -50,7 +50,8 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
     """Run a planned call, phase by phase, with a new ``StageRun`` on the Trainer (the outer call's is put back after
     a nested one, the tuner's)."""
     outer = trainer.stage_run if trainer.stage_run.active else None
-    run = trainer.stage_run = StageRun(trainer, plan, active=True)
+    outer_state = vars(trainer.state).copy()  # a nested call (from a hook) puts the outer call's state back
+    run = trainer.stage_run = StageRun(trainer, plan, active=True, nested=outer is not None)
     try:
         try:
             output, loop_ended = None, True
@@ -77,6 +78,7 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
         run.active = False
         if outer is not None:
             trainer.stage_run = outer
+            vars(trainer.state).update(outer_state)
 
 
 def rerun_loop(trainer: Trainer) -> list[dict[str, float]] | list[Any] | None:

@@ -44,6 +44,7 @@ class StageRun:
     resume: Resume | None = None  # the checkpoint this call restores, phase by phase (checkpointing/resume.py)
     status: str = "success"
     active: bool = False
+    nested: bool = False  # started inside another call (its module stays where the outer call runs it)
     # what ``self.log`` writes to: the results of the loop running, whether a hook logs per step, the
     # "/dataloader_idx_N" suffix while evaluating several loaders, and the batch its size is inferred from
     results: dict[str, Results] = field(default_factory=_stage_results)

@@ -26,6 +26,17 @@ def emit(result: dict[str, Any]) -> None:
     print(MARK + json.dumps(result, sort_keys=True, default=repr), flush=True)
 
 
+def zero_edit_or_lightning(framework: str) -> None:
+    """The start of a program that imports Lightning's names (``import lightning.pytorch as pl``): on ``relay`` they
+    come from Relay's zero-edit mode (``trainer.lightning_compat.install()``), on ``lightning`` from Lightning."""
+    if framework == "relay":
+        from trainer.lightning_compat import install
+
+        install()
+    elif framework != "lightning":
+        raise SystemExit(f"framework must be 'lightning' or 'relay', got {framework!r}")
+
+
 def _start(framework: str, script: str | os.PathLike, args: tuple[str, ...], env: dict[str, str] | None,
            cwd: str) -> subprocess.Popen:
     """Start ``script framework *args`` in ``cwd`` with the repository importable and no cluster variables."""
