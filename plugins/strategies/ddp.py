@@ -50,6 +50,12 @@ class DDPSteps:
             return super().step_function(module, name)  # type: ignore[misc]
         return under_forward_context(self.precision, functools.partial(self.ddp, name))
 
+    def on_stage_end(self) -> None:
+        """The call's DDP wrapper goes, its gradient buckets with it (Lightning unwraps its model when each call
+        ends); the next call wraps the module again."""
+        self.ddp = None
+        super().on_stage_end()  # type: ignore[misc]
+
     def no_backward_sync(self, enabled: bool) -> contextlib.AbstractContextManager:
         if enabled and self.ddp is not None:
             return self.ddp.no_sync()

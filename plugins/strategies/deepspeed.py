@@ -84,7 +84,8 @@ class DeepSpeedStrategy(ParallelStrategy):
     """``deepspeed.initialize`` around the Module and its optimizer, one process per device."""
 
     name = "deepspeed"
-    # the module, held by the engine (its partitions, its optimizer's master weights): it stays on its devices
+    # the module, held by the engine (its partitions, its optimizer's master weights): it stays on its devices between
+    # calls (Lightning's DeepSpeed strategy moves it to the CPU; Relay's engine keeps it where it was built)
     module_stays_on_device = True
     handles_gradient_accumulation = True  # the engine accumulates (``configure_optimization``), as in Lightning
     lightning_restore_optimizer = False  # the engine restores its optimizer from its own checkpoint files

@@ -147,6 +147,25 @@ def test_fit_with_async_plugin_waits_for_the_last_write(tmp_path):
     assert any(e[0] == "removed" for e in inner.events)
 
 
+def test_a_save_from_on_fit_end_or_teardown_is_written_when_fit_returns(tmp_path):
+    """The module's end-of-fit hooks run after the call's first wait for writes (Lightning's order): their saves are
+    waited for before ``fit`` returns too."""
+    from trainer.callbacks import Callback
+
+    class SaveAtTheEnd(Callback):
+        def on_fit_end(self, trainer, pl_module):
+            trainer.save_checkpoint(tmp_path / "fit_end.ckpt")
+
+        def teardown(self, trainer, pl_module, stage):
+            trainer.save_checkpoint(tmp_path / "teardown.ckpt")
+
+    io = AsyncCheckpointIO(Slow(delay=0.3))
+    trainer = Trainer(max_steps=2, plugins=[io], callbacks=[SaveAtTheEnd()], **quiet(default_root_dir=str(tmp_path)))
+    trainer.fit(Regression(), loader())
+    assert not io.in_flight
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["fit_end.ckpt", "teardown.ckpt"]
+
+
 def test_fit_reports_a_failed_async_write(tmp_path):
     cb = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=4)
     trainer = Trainer(max_steps=4, plugins=[AsyncCheckpointIO(Slow(delay=0.05, fail=True))], callbacks=[cb],

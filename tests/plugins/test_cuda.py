@@ -49,8 +49,14 @@ def test_after_fit_the_module_and_its_optimizer_state_are_on_the_cpu_and_the_nex
     ``setup`` hook sees the GPU as the module's device."""
 
     class Where(Probe):
-        def configure_optimizers(self):
-            return torch.optim.Adam(self.parameters(), lr=0.01)
+        def configure_optimizers(self):  # kept across fits: the second one must bring its state back to the GPU
+            if not hasattr(self, "kept"):
+                self.kept = torch.optim.Adam(self.parameters(), lr=0.01)
+            return self.kept
+
+        def on_train_end(self):
+            self.state_devices = {v.device.type for s in self.kept.state.values() for v in s.values()
+                                  if isinstance(v, torch.Tensor) and v.dim() > 0}
 
         def setup(self, stage):
             self.setup_device = self.device
@@ -69,6 +75,9 @@ def test_after_fit_the_module_and_its_optimizer_state_are_on_the_cpu_and_the_nex
     trainer.test(model, loader(n=16), verbose=False)
     assert model.setup_device == model.test_weight_device == torch.device("cuda", 0)
     assert model.device == torch.device("cpu")
+    again = Trainer(**quiet(accelerator="cuda", devices=1, max_steps=2))
+    again.fit(model, loader(n=32))  # the kept optimizer's state back on the GPU with the module
+    assert model.state_devices == {"cuda"} and again.global_step == 2
 
 
 @pytest.mark.parametrize(

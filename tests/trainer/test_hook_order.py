@@ -149,3 +149,22 @@ def test_a_call_made_inside_another_leaves_the_module_where_the_outer_call_runs_
     trainer = Trainer(**quiet(max_epochs=2, limit_train_batches=2, callbacks=[ValidateInside()]))
     trainer.fit(Moving(), loader())
     assert moves == ["nested validate done", "cpu during fit"]
+
+
+def test_a_call_made_from_on_fit_end_ends_as_its_own_call():
+    """``on_fit_end`` runs once the fit's strategy has ended the call (the module on the CPU, as Lightning): a
+    ``validate`` started there sets the module up again and ends as any call, moving it back."""
+    moves: list[str] = []
+
+    class Moving(Regression):
+        def cpu(self):
+            moves.append(f"cpu during {self.trainer.state.fn.value}")
+            return super().cpu()
+
+        def on_fit_end(self):
+            self.trainer.validate(self, loader(n=16), verbose=False)
+
+    trainer = Trainer(**quiet(max_epochs=1, limit_train_batches=2))
+    trainer.fit(Moving(), loader())
+    assert moves == ["cpu during fit", "cpu during validate"]
+    assert trainer.state.fn.value == "fit" and trainer.state.finished

@@ -285,14 +285,17 @@ class ProgressBar(Callback):
         self._logged_any = False
 
     def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        self._end()
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        """A failed call gets no ``teardown``: the bar's line ends before the error is shown."""
+        self._end()
+
+    def _end(self) -> None:
         self._finish_line()
         self._train = self._eval = None
         self._next_draw = _NEVER
         self._outputs = None
-
-    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
-        """A failed call gets no ``teardown``: the bar's line ends before the error is shown."""
-        self.teardown(trainer, pl_module, "")
 
     # --- hooks: training ------------------------------------------------------------------------------
     def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None:

@@ -33,9 +33,12 @@ class TrainingStepWrapper(Callback):
         self._wrapped = pl_module
 
     def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        self._unwrap()
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        self._unwrap()
+
+    def _unwrap(self) -> None:
         if self._wrapped is not None:
             vars(self._wrapped).pop("training_step", None)
             self._wrapped = None
-
-    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
-        self.teardown(trainer, pl_module, "fit")

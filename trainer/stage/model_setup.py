@@ -6,6 +6,8 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+from plugins.apply_func import optimizer_state_to
+
 from trainer.model.overrides import subclass_overrides as is_overridden
 
 from trainer.errors import MisconfigurationError, MisconfigurationRuntimeError
@@ -49,6 +51,9 @@ def set_up_model(trainer: Trainer, model: Module, fit: bool, resume: Resume) -> 
     optimizers, trainer.lr_scheduler_configs = parse_optimizers(
         configured, automatic, needs_step=automatic and not is_overridden("lr_scheduler_step", model, Module))
     check_multiple_optimizers(model, optimizers)
+    if not strategy.module_stays_on_device:  # an optimizer kept from an earlier fit holds its state where that fit
+        for optimizer in optimizers:         # left it, on the CPU (Strategy.on_stage_end): back with the module
+            optimizer_state_to(optimizer, strategy.root_device)
     trainer.optimizers = setup_optimizers(strategy, optimizers)  # what Fabric.setup calls
     trainer.stage_run.optimizer_handles = [OptimizerHandle(o, partial(optimizer_step, trainer))
                                           for o in trainer.optimizers]

@@ -51,7 +51,7 @@ def run_plan(trainer: Trainer, plan: StagePlan) -> list[dict[str, float]] | list
     a nested one, the tuner's)."""
     outer = trainer.stage_run if trainer.stage_run.active else None
     outer_state = vars(trainer.state).copy()  # a nested call (from a hook) puts the outer call's state back
-    run = trainer.stage_run = StageRun(trainer, plan, active=True, nested=outer is not None)
+    run = trainer.stage_run = StageRun(trainer, plan, active=True, nested=outer is not None and not outer.released)
     try:
         try:
             output, loop_ended = None, True

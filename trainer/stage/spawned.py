@@ -69,6 +69,7 @@ def run_stage_in_workers(
         if getattr(callback, "dirpath", "") is None:  # ModelCheckpoint: the directory the workers chose
             callback.dirpath = results["callback_dirs"].get(callback.state_key)
         callback.load_state_dict(state)
+    trainer.strategy.on_stage_end()  # the call ended here too: the module is on the CPU (``model.device`` says so)
     return results["output"]
 
 

@@ -44,7 +44,8 @@ class StageRun:
     resume: Resume | None = None  # the checkpoint this call restores, phase by phase (checkpointing/resume.py)
     status: str = "success"
     active: bool = False
-    nested: bool = False  # started inside another call (its module stays where the outer call runs it)
+    nested: bool = False  # started from a hook of a running call: the module stays where the outer call runs it
+    released: bool = False  # the strategy ended this call (Strategy.on_stage_end): a call from on_fit_end is not nested
     # what ``self.log`` writes to: the results of the loop running, whether a hook logs per step, the
     # "/dataloader_idx_N" suffix while evaluating several loaders, and the batch its size is inferred from
     results: dict[str, Results] = field(default_factory=_stage_results)
