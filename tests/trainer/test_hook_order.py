@@ -130,15 +130,22 @@ def test_validate_test_predict_order(tmp_path):
         assert calls == expected, stage
 
 
+class Moving(Regression):
+    """Records each move back to the CPU (``Strategy.on_stage_end`` calls ``cpu()``) with the call it ended."""
+
+    def __init__(self, moves: list[str]) -> None:
+        super().__init__()
+        self.moves = moves
+
+    def cpu(self):
+        self.moves.append(f"cpu during {self.trainer.state.fn.value}")
+        return super().cpu()
+
+
 def test_a_call_made_inside_another_leaves_the_module_where_the_outer_call_runs_it():
     """Only the outermost call's end moves the module back to the CPU (``Strategy.on_stage_end``): a ``validate``
     run from a hook of a running ``fit`` must not take the module off the device the fit still trains on."""
     moves: list[str] = []
-
-    class Moving(Regression):
-        def cpu(self):
-            moves.append(f"cpu during {self.trainer.state.fn.value}")
-            return super().cpu()
 
     class ValidateInside(Callback):
         def on_train_epoch_end(self, trainer, pl_module):
@@ -147,7 +154,7 @@ def test_a_call_made_inside_another_leaves_the_module_where_the_outer_call_runs_
                 moves.append("nested validate done")
 
     trainer = Trainer(**quiet(max_epochs=2, limit_train_batches=2, callbacks=[ValidateInside()]))
-    trainer.fit(Moving(), loader())
+    trainer.fit(Moving(moves), loader())
     assert moves == ["nested validate done", "cpu during fit"]
 
 
@@ -156,15 +163,11 @@ def test_a_call_made_from_on_fit_end_ends_as_its_own_call():
     ``validate`` started there sets the module up again and ends as any call, moving it back."""
     moves: list[str] = []
 
-    class Moving(Regression):
-        def cpu(self):
-            moves.append(f"cpu during {self.trainer.state.fn.value}")
-            return super().cpu()
-
+    class ValidatingAtFitEnd(Moving):
         def on_fit_end(self):
             self.trainer.validate(self, loader(n=16), verbose=False)
 
     trainer = Trainer(**quiet(max_epochs=1, limit_train_batches=2))
-    trainer.fit(Moving(), loader())
+    trainer.fit(ValidatingAtFitEnd(moves), loader())
     assert moves == ["cpu during fit", "cpu during validate"]
     assert trainer.state.fn.value == "fit" and trainer.state.finished
